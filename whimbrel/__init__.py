@@ -1,0 +1,52 @@
+"""Whimbrel: a serverless, decentralized workflow engine on DynamoDB."""
+
+from whimbrel.client.whimbrel import Whimbrel
+from whimbrel.contract.definitions import (
+    ActivityDefinition,
+    LauncherSpec,
+    RetryPolicy,
+    WorkflowDefinition,
+)
+from whimbrel.contract.errors import (
+    ActivityCancelled,
+    ActivityNotFound,
+    ActivityTimedOut,
+    DefinitionNotFound,
+    IllegalTransition,
+    InvalidDefinition,
+    InvalidInput,
+    StateConflict,
+    StoreError,
+    WhimbrelError,
+    WorkflowNotFound,
+)
+from whimbrel.contract.states import ActivityState, Transition, WorkflowState
+from whimbrel.engine.sweep import SweepReport
+from whimbrel.engine.views import ActivityExec, WorkflowExec
+from whimbrel.worker.run import ActivityRun
+
+__all__ = [
+    "ActivityCancelled",
+    "ActivityDefinition",
+    "ActivityExec",
+    "ActivityNotFound",
+    "ActivityRun",
+    "ActivityState",
+    "ActivityTimedOut",
+    "DefinitionNotFound",
+    "IllegalTransition",
+    "InvalidDefinition",
+    "InvalidInput",
+    "LauncherSpec",
+    "RetryPolicy",
+    "StateConflict",
+    "StoreError",
+    "SweepReport",
+    "Transition",
+    "Whimbrel",
+    "WhimbrelError",
+    "WorkflowDefinition",
+    "WorkflowExec",
+    "WorkflowNotFound",
+    "WorkflowState",
+]

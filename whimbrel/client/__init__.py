@@ -1,0 +1,5 @@
+"""The public facade."""
+
+from whimbrel.client.whimbrel import Whimbrel
+
+__all__ = ["Whimbrel"]

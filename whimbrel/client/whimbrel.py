@@ -1,0 +1,244 @@
+"""``Whimbrel``: the public facade over the engine, the store and the launchers."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from typing import Any
+
+from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.errors import IllegalTransition, StateConflict
+from whimbrel.contract.states import Transition, WorkflowState
+from whimbrel.engine.engine import Engine
+from whimbrel.engine.ports import ENV_ENDPOINT_URL, ENV_TABLE_PREFIX, Clock, Launcher, LaunchRequest
+from whimbrel.engine.sweep import SweepReport, sweep
+from whimbrel.engine.views import ActivityExec, WorkflowExec
+from whimbrel.launch.command import CommandLauncher
+from whimbrel.launch.python import PythonLauncher
+from whimbrel.store import specs
+from whimbrel.store.meter import CapacityMeter
+from whimbrel.store.store import Store
+from whimbrel.worker.command import run_command
+from whimbrel.worker.run import ActivityRun, heartbeat, run_activity
+
+
+class Whimbrel:
+    """Entry point of the Full Logic API (and, through the same store, everything else).
+
+    Args:
+        endpoint_url: DynamoDB endpoint; None means real AWS.
+        table_prefix: prefix of every table name.
+        region: AWS region (default from ``AWS_REGION`` / ``AWS_DEFAULT_REGION``).
+        clock: returns epoch seconds; inject one to drive time in tests.
+        launchers: extra or replacement launchers by kind (``lambda``, ``sqs``, …).
+        max_workers: threads for ``python`` and ``command`` activities of this process.
+    """
+
+    def __init__(
+        self,
+        endpoint_url: str | None = None,
+        table_prefix: str = specs.DEFAULT_TABLE_PREFIX,
+        region: str | None = None,
+        clock: Clock | None = None,
+        *,
+        launchers: Mapping[str, Launcher] | None = None,
+        max_workers: int = 16,
+        actor: str = "client",
+    ) -> None:
+        region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        self.clock: Clock = clock or time.time
+        self.store = Store(table_prefix=table_prefix, endpoint_url=endpoint_url, region=region)
+        self.executor = ThreadPoolExecutor(max_workers=max_workers,
+                                           thread_name_prefix="whimbrel-activity")
+        all_launchers: dict[str, Launcher] = {
+            "python": PythonLauncher(self.executor, self._run_python),
+            "command": CommandLauncher(self.executor, self._run_command),
+        }
+        all_launchers.update(launchers or {})
+        self.engine = Engine(self.store, clock=self.clock, launchers=all_launchers, actor=actor)
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Whimbrel:
+        """Configure from ``WHIMBREL_ENDPOINT_URL`` (unset: real AWS),
+        ``WHIMBREL_TABLE_PREFIX`` (default ``whimbrel_``) and the AWS region variables."""
+        kwargs: dict[str, Any] = {
+            "endpoint_url": os.environ.get(ENV_ENDPOINT_URL) or None,
+            "table_prefix": os.environ.get(ENV_TABLE_PREFIX) or specs.DEFAULT_TABLE_PREFIX,
+        }
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+    # -- setup ------------------------------------------------------------------------
+
+    @property
+    def table_prefix(self) -> str:
+        return self.store.table_prefix
+
+    @property
+    def endpoint_url(self) -> str | None:
+        return self.store.endpoint_url
+
+    @property
+    def meter(self) -> CapacityMeter:
+        """Read/write units this client consumed, counted by AWS's billing rules."""
+        return self.store.meter
+
+    def create_tables(self) -> list[str]:
+        """Create any missing table (idempotent); returns the names created."""
+        return self.store.create_tables()
+
+    def register_workflow(self, definition: WorkflowDefinition) -> int:
+        """Validate and store ``definition``; returns its version (unchanged if equal
+        to the latest).
+
+        Raises:
+            InvalidDefinition: listing every problem.
+        """
+        return self.engine.register(definition)
+
+    def get_definition(self, name: str, version: int | None = None) -> WorkflowDefinition:
+        return self.engine.definition(name, version)[1]
+
+    # -- Full Logic API -----------------------------------------------------------------
+
+    def start_workflow(self, name: str, input: Any = None, *, version: int | None = None,
+                       request_id: str | None = None, source: str | None = None) -> str:
+        """Start a workflow in-process; returns its ``workflow_exec_id``.
+
+        The same ``request_id`` always yields the same single execution. A request row
+        with ``manual = true`` is written for tracing.
+
+        Raises:
+            DefinitionNotFound: unknown name or version.
+            InvalidInput: input not JSON or too large.
+        """
+        return self.engine.start(name, input, version=version, request_id=request_id,
+                                 source=source)
+
+    def get_workflow(self, workflow_exec_id: str) -> WorkflowExec:
+        """The execution with every attempt of its activities.
+
+        Raises:
+            WorkflowNotFound: no such execution.
+        """
+        return self.engine.get_workflow(workflow_exec_id)
+
+    def get_activity(self, activity_exec_id: str) -> ActivityExec:
+        return self.engine.get_activity(activity_exec_id)
+
+    def transition_activity(self, activity_exec_id: str, transition: Transition | str, *,
+                            output: Any = None, error: Any = None) -> ActivityExec:
+        """Apply a contract move to an activity and run its follow-ups.
+
+        Raises:
+            IllegalTransition: the contract forbids the move.
+            StateConflict: the activity is no longer in the state the move needs.
+        """
+        return self.engine.transition(activity_exec_id, Transition(transition),
+                                      output=output, error=error)
+
+    def heartbeat(self, activity_exec_id: str) -> None:
+        """Report that a running activity is alive.
+
+        Raises:
+            ActivityCancelled: the activity was cancelled; stop work.
+            ActivityTimedOut: the system gave up on it.
+        """
+        heartbeat(self.engine, activity_exec_id)
+
+    def claim(self, *, workflow_name: str | None = None,
+              activity_name: str | None = None) -> ActivityExec | None:
+        """Take one READY ``external`` activity (READY -> RUNNING), or None if none waits.
+
+        The candidates come from a sparse index (eventually consistent); the move itself
+        is conditional, so two workers never claim the same activity.
+        """
+        prefix = ""
+        if workflow_name:
+            prefix = f"{workflow_name}/" + (f"{activity_name}/" if activity_name else "")
+        shards = [str(i) for i in range(specs.CLAIM_SHARDS)]
+        random.shuffle(shards)
+        for shard in shards:
+            for _, aeid in self.store.claimable(shard, prefix, limit=25):
+                if activity_name and not workflow_name and f":{activity_name}:" not in aeid:
+                    continue
+                try:
+                    return self.engine.transition(aeid, Transition.RUNNING, actor="worker")
+                except (StateConflict, IllegalTransition):
+                    continue  # another worker was faster
+        return None
+
+    def cancel_workflow(self, workflow_exec_id: str) -> None:
+        """Cancel a workflow: nothing new starts, running activities are asked to stop.
+
+        Raises:
+            WorkflowNotFound: no such execution.
+        """
+        self.engine.cancel(workflow_exec_id)
+
+    def sweep(self, now: float | None = None) -> SweepReport:
+        """One pass of the heartbeat listener and reconciler."""
+        return sweep(self.engine, now)
+
+    def run_activity(self, activity_exec_id: str) -> AbstractContextManager[ActivityRun]:
+        """Context manager for activity code; see :func:`whimbrel.worker.run_activity`."""
+        return run_activity(self.engine, activity_exec_id)
+
+    def wait(self, workflow_exec_id: str, timeout: float = 60.0,
+             poll_seconds: float = 0.05) -> WorkflowExec:
+        """Poll until the workflow reaches a terminal state (or ``timeout`` passes).
+
+        Raises:
+            TimeoutError: still not finished at the deadline.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            wf = self.engine.get_workflow(workflow_exec_id)
+            if wf.state.is_terminal:
+                return wf
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"workflow {workflow_exec_id} still {wf.state.value} "
+                                   f"after {timeout} s")
+            time.sleep(poll_seconds)
+
+    def watch(self, workflow_exec_id: str, poll_seconds: float = 0.1,
+              timeout: float = 300.0) -> Iterator[WorkflowExec]:
+        """Yield the execution each time something in it changes, until it ends."""
+        deadline = time.monotonic() + timeout
+        last: tuple[Any, ...] | None = None
+        while time.monotonic() < deadline:
+            wf = self.engine.get_workflow(workflow_exec_id)
+            sig = (wf.state, tuple((a.activity_exec_id, a.state) for a in wf.activities))
+            if sig != last:
+                last = sig
+                yield wf
+            if wf.state in (WorkflowState.COMPLETED, WorkflowState.FAILED,
+                            WorkflowState.CANCELLED):
+                return
+            time.sleep(poll_seconds)
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=False, cancel_futures=False)
+        self.engine.close()
+
+    def __enter__(self) -> Whimbrel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- launcher plumbing ----------------------------------------------------------------
+
+    def _run_python(self, request: LaunchRequest, func: Callable[..., Any]) -> None:
+        with run_activity(self.engine, request.activity_exec_id) as act:
+            result = func(act)
+            if result is not None:
+                act.output = result
+
+    def _run_command(self, request: LaunchRequest, argv: list[str]) -> int:
+        return run_command(self.engine, request.activity_exec_id, argv,
+                           env=request.environment())

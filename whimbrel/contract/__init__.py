@@ -1,0 +1,1 @@
+"""The pure contract: states, transitions, definitions, ids, limits. No I/O."""

@@ -1,0 +1,506 @@
+"""Workflow and activity definitions: frozen values, loaders, and whole-definition validation.
+
+A definition is pure data. ``validate()`` reports *every* problem it finds in one
+:class:`~whimbrel.contract.errors.InvalidDefinition`, so a user fixes a file once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from whimbrel.contract.errors import InvalidDefinition
+from whimbrel.contract.limits import (
+    MAX_ACTIVITIES,
+    MAX_DEFINITION_BYTES,
+    MAX_DESCRIPTION_CHARS,
+    NAME_PATTERN,
+    WORKFLOW_NAME_PATTERN,
+)
+
+_NAME = re.compile(NAME_PATTERN)
+_WORKFLOW_NAME = re.compile(WORKFLOW_NAME_PATTERN)
+_PY_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+#: Launcher kinds and the config keys each one requires.
+LAUNCHER_KINDS: Mapping[str, tuple[str, ...]] = {
+    "external": (),
+    "python": ("target",),
+    "command": ("argv",),
+    "lambda": ("function",),
+    "sqs": ("queue_url",),
+    "ecs": ("cluster", "task_definition"),
+}
+
+
+@dataclass(frozen=True)
+class LauncherSpec:
+    """How an activity is started. ``kind`` selects a launcher; ``config`` is its settings.
+
+    ``external`` (the default) launches nothing: the activity waits in READY until a
+    worker claims it. Every other kind is a *push* launcher: the engine moves the
+    activity to QUEUED and the winner of that write starts it.
+    """
+
+    kind: str = "external"
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_push(self) -> bool:
+        return self.kind != "external"
+
+    @classmethod
+    def external(cls) -> LauncherSpec:
+        return cls("external")
+
+    @classmethod
+    def python(cls, target: str) -> LauncherSpec:
+        """Run ``module:function`` in the launching process's thread pool."""
+        return cls("python", {"target": target})
+
+    @classmethod
+    def command(cls, argv: Sequence[str], **config: Any) -> LauncherSpec:
+        """Run ``argv`` as a subprocess with the activity ids in its environment."""
+        return cls("command", {"argv": list(argv), **config})
+
+    @classmethod
+    def parse(cls, raw: Any) -> LauncherSpec:
+        """Accept ``"python:mod:func"``, ``"external"``, a mapping ``{type: ..., ...}``
+        or a LauncherSpec."""
+        if isinstance(raw, LauncherSpec):
+            return raw
+        if raw is None:
+            return cls()
+        if isinstance(raw, str):
+            kind, _, rest = raw.partition(":")
+            if kind == "python" and rest:
+                return cls.python(rest)
+            if kind == "lambda" and rest:
+                return cls("lambda", {"function": rest})
+            return cls(raw)
+        if isinstance(raw, Mapping):
+            data = dict(raw)
+            kind = data.pop("type", data.pop("kind", "external"))
+            return cls(str(kind), data)
+        raise TypeError(f"launcher must be a string or a mapping, not {type(raw).__name__}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.kind, **dict(self.config)}
+
+    def problems(self, where: str) -> list[str]:
+        if self.kind not in LAUNCHER_KINDS:
+            kinds = ", ".join(sorted(LAUNCHER_KINDS))
+            return [f"{where}: unknown launcher type {self.kind!r} (known: {kinds})"]
+        out = [
+            f"{where}: launcher {self.kind!r} needs {key!r}"
+            for key in LAUNCHER_KINDS[self.kind]
+            if not self.config.get(key)
+        ]
+        target = self.config.get("target")
+        if self.kind == "python" and target and not _PY_TARGET.match(str(target)):
+            out.append(f"{where}: python launcher target {target!r} is not 'module:function'")
+        argv = self.config.get("argv")
+        if self.kind == "command" and argv and not (
+            isinstance(argv, list) and all(isinstance(a, str) for a in argv)
+        ):
+            out.append(f"{where}: command launcher argv must be a list of strings")
+        return out
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how soon a failed or timed-out activity runs again.
+
+    ``max_attempts`` counts the first run: 1 means no retry. The delay before attempt
+    ``n + 1`` is ``initial_interval_seconds * backoff_rate ** (n - 1)``, capped at
+    ``max_interval_seconds``, then reduced by up to ``jitter`` (a fraction in [0, 1]).
+    """
+
+    max_attempts: int = 1
+    initial_interval_seconds: float = 1.0
+    backoff_rate: float = 2.0
+    max_interval_seconds: float = 300.0
+    jitter: float = 0.0
+
+    def delay_after(self, attempt: int, unit_random: float = 0.0) -> float:
+        """Seconds to wait after ``attempt`` failed; ``unit_random`` in [0, 1) picks the
+        jitter (callers derive it from the activity id so a replay computes the same)."""
+        base = self.initial_interval_seconds * self.backoff_rate ** max(attempt - 1, 0)
+        capped = min(base, self.max_interval_seconds)
+        return capped * (1.0 - self.jitter * unit_random)
+
+    def problems(self, where: str) -> list[str]:
+        out: list[str] = []
+        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            out.append(f"{where}: retry.max_attempts must be an integer >= 1")
+        elif self.max_attempts > 100:
+            out.append(f"{where}: retry.max_attempts must be at most 100")
+        for name in ("initial_interval_seconds", "max_interval_seconds"):
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or value < 0:
+                out.append(f"{where}: retry.{name} must be a number >= 0")
+        if not isinstance(self.backoff_rate, int | float) or self.backoff_rate < 1:
+            out.append(f"{where}: retry.backoff_rate must be a number >= 1")
+        if not isinstance(self.jitter, int | float) or not 0 <= self.jitter <= 1:
+            out.append(f"{where}: retry.jitter must be between 0 and 1")
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_attempts": self.max_attempts,
+            "initial_interval_seconds": self.initial_interval_seconds,
+            "backoff_rate": self.backoff_rate,
+            "max_interval_seconds": self.max_interval_seconds,
+            "jitter": self.jitter,
+        }
+
+
+@dataclass(frozen=True)
+class ActivityDefinition:
+    """One node of the DAG.
+
+    Attributes:
+        name: unique within the workflow; letters, digits, ``_`` and ``-``.
+        depends_on: names of activities that must COMPLETE first.
+        launcher: how the activity starts (see :class:`LauncherSpec`).
+        heartbeat_timeout_seconds: when set, a RUNNING activity that does not heartbeat
+            within this many seconds is TIMED_OUT by the heartbeat listener.
+        start_timeout_seconds: a QUEUED/PREPARING activity that has not reached RUNNING
+            by then is failed by the reconciler (its launch was lost).
+        retry: what happens after FAILED or TIMED_OUT.
+        input: static input merged over the workflow's input for this activity.
+    """
+
+    name: str
+    depends_on: tuple[str, ...] = ()
+    launcher: LauncherSpec = field(default_factory=LauncherSpec)
+    heartbeat_timeout_seconds: float | None = None
+    start_timeout_seconds: float = 300.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    input: Mapping[str, Any] | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        # Accept lists and strings from callers; store the canonical frozen forms.
+        deps = self.depends_on
+        if isinstance(deps, str):
+            deps = (deps,)
+        object.__setattr__(self, "depends_on", tuple(deps))
+        object.__setattr__(self, "launcher", LauncherSpec.parse(self.launcher))
+        if isinstance(self.retry, Mapping):
+            object.__setattr__(self, "retry", RetryPolicy(**self.retry))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        if self.depends_on:
+            out["depends_on"] = list(self.depends_on)
+        out["launcher"] = self.launcher.to_dict()
+        if self.heartbeat_timeout_seconds is not None:
+            out["heartbeat_timeout_seconds"] = self.heartbeat_timeout_seconds
+        out["start_timeout_seconds"] = self.start_timeout_seconds
+        out["retry"] = self.retry.to_dict()
+        if self.input is not None:
+            out["input"] = dict(self.input)
+        if self.description:
+            out["description"] = self.description
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ActivityDefinition:
+        known = {
+            "name", "depends_on", "launcher", "heartbeat_timeout_seconds",
+            "start_timeout_seconds", "retry", "input", "description",
+        }  # fmt: skip
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InvalidDefinition(
+                str(data.get("name", "?")),
+                [f"activity {data.get('name', '?')!r}: unknown field(s) {', '.join(unknown)}"],
+            )
+        retry = data.get("retry") or {}
+        if not isinstance(retry, Mapping):
+            raise InvalidDefinition(str(data.get("name")), ["retry must be a mapping"])
+        return cls(
+            name=data.get("name"),  # type: ignore[arg-type]  # validated later, reported whole
+            depends_on=tuple(data.get("depends_on") or ()),
+            launcher=LauncherSpec.parse(data.get("launcher")),
+            heartbeat_timeout_seconds=data.get("heartbeat_timeout_seconds"),
+            start_timeout_seconds=data.get("start_timeout_seconds", 300.0),
+            retry=RetryPolicy(**retry),
+            input=data.get("input"),
+            description=str(data.get("description") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class WorkflowDefinition:
+    """A named DAG of activities. Register it to get an immutable, versioned copy."""
+
+    name: str
+    activities: tuple[ActivityDefinition, ...]
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "activities", tuple(self.activities))
+
+    # -- lookups -------------------------------------------------------------------
+
+    def activity(self, name: str) -> ActivityDefinition:
+        for act in self.activities:
+            if act.name == name:
+                return act
+        raise KeyError(name)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.activities)
+
+    def dependents(self, name: str) -> tuple[str, ...]:
+        """Activities that list ``name`` in ``depends_on``, in definition order."""
+        return tuple(a.name for a in self.activities if name in a.depends_on)
+
+    @property
+    def roots(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.activities if not a.depends_on)
+
+    @property
+    def sinks(self) -> tuple[str, ...]:
+        used = {d for a in self.activities for d in a.depends_on}
+        return tuple(a.name for a in self.activities if a.name not in used)
+
+    def upstream_closure(self, name: str) -> frozenset[str]:
+        seen: set[str] = set()
+        stack = list(self.activity(name).depends_on)
+        while stack:
+            cur = stack.pop()
+            if cur not in seen:
+                seen.add(cur)
+                stack.extend(self.activity(cur).depends_on)
+        return frozenset(seen)
+
+    def downstream_closure(self, name: str) -> frozenset[str]:
+        """Every activity that (transitively) depends on ``name``."""
+        children: dict[str, list[str]] = {a.name: [] for a in self.activities}
+        for a in self.activities:
+            for d in a.depends_on:
+                children.setdefault(d, []).append(a.name)
+        seen: set[str] = set()
+        stack = list(children.get(name, ()))
+        while stack:
+            cur = stack.pop()
+            if cur not in seen:
+                seen.add(cur)
+                stack.extend(children.get(cur, ()))
+        return frozenset(seen)
+
+    # -- validation ----------------------------------------------------------------
+
+    def problems(self) -> list[str]:
+        """Every problem with this definition; empty when it is valid."""
+        out: list[str] = []
+        if not isinstance(self.name, str) or not _WORKFLOW_NAME.match(self.name):
+            out.append(
+                f"workflow name {self.name!r} must match {WORKFLOW_NAME_PATTERN} "
+                "(letters, digits, '_', '-', '.'; up to 128 characters)"
+            )
+        if len(self.description) > MAX_DESCRIPTION_CHARS:
+            out.append(f"description is longer than {MAX_DESCRIPTION_CHARS} characters")
+        if not self.activities:
+            out.append("a workflow needs at least one activity")
+        if len(self.activities) > MAX_ACTIVITIES:
+            out.append(
+                f"{len(self.activities)} activities is more than the limit of {MAX_ACTIVITIES}"
+            )
+        seen: set[str] = set()
+        names = {a.name for a in self.activities if isinstance(a.name, str)}
+        for act in self.activities:
+            where = f"activity {act.name!r}"
+            if not isinstance(act.name, str) or not _NAME.match(act.name):
+                out.append(
+                    f"{where}: name must match {NAME_PATTERN} "
+                    "(letters, digits, '_' and '-', starting with a letter; up to 64)"
+                )
+            elif act.name in seen:
+                out.append(f"{where}: duplicate activity name")
+            seen.add(act.name)
+            deps_seen: set[str] = set()
+            for dep in act.depends_on:
+                if dep == act.name:
+                    out.append(f"{where}: depends on itself")
+                elif dep not in names:
+                    out.append(f"{where}: depends on unknown activity {dep!r}")
+                if dep in deps_seen:
+                    out.append(f"{where}: lists dependency {dep!r} twice")
+                deps_seen.add(dep)
+            out.extend(act.launcher.problems(where))
+            out.extend(act.retry.problems(where))
+            hb = act.heartbeat_timeout_seconds
+            if hb is not None and (not isinstance(hb, int | float) or hb <= 0):
+                out.append(f"{where}: heartbeat_timeout_seconds must be a number > 0")
+            st = act.start_timeout_seconds
+            if not isinstance(st, int | float) or st <= 0:
+                out.append(f"{where}: start_timeout_seconds must be a number > 0")
+            if act.input is not None and not isinstance(act.input, Mapping):
+                out.append(f"{where}: input must be a mapping")
+        cycle = self._find_cycle()
+        if cycle:
+            out.append("cycle: " + " -> ".join(cycle))
+        if not out:
+            size = len(self.to_json().encode())
+            if size > MAX_DEFINITION_BYTES:
+                out.append(
+                    f"definition is {size} bytes, more than the limit of {MAX_DEFINITION_BYTES}"
+                )
+        return out
+
+    def validate(self) -> WorkflowDefinition:
+        """Return self when valid.
+
+        Raises:
+            InvalidDefinition: listing every problem found.
+        """
+        problems = self.problems()
+        if problems:
+            raise InvalidDefinition(str(self.name), problems)
+        return self
+
+    def _find_cycle(self) -> list[str] | None:
+        deps = {
+            a.name: [d for d in a.depends_on if isinstance(d, str)]
+            for a in self.activities
+            if isinstance(a.name, str)
+        }
+        white, grey, black = 0, 1, 2
+        color = dict.fromkeys(deps, white)
+        for start in deps:
+            if color[start] != white:
+                continue
+            # Iterative DFS keeping the path, so a cycle can be named.
+            path: list[str] = [start]
+            iters = [iter(deps[start])]
+            color[start] = grey
+            while iters:
+                nxt = next(iters[-1], None)
+                if nxt is None:
+                    color[path.pop()] = black
+                    iters.pop()
+                    continue
+                if nxt not in color:
+                    continue
+                if color[nxt] == grey:
+                    cycle = path[path.index(nxt) :] + [nxt]
+                    cycle.reverse()  # read as "a -> b" meaning b runs after a
+                    return cycle
+                if color[nxt] == white:
+                    color[nxt] = grey
+                    path.append(nxt)
+                    iters.append(iter(deps[nxt]))
+        return None
+
+    def topological_order(self) -> tuple[str, ...]:
+        order: list[str] = []
+        done: set[str] = set()
+        pending = list(self.activities)
+        while pending:
+            progressed = [a for a in pending if all(d in done for d in a.depends_on)]
+            if not progressed:
+                raise InvalidDefinition(self.name, ["cycle in dependencies"])
+            for a in progressed:
+                order.append(a.name)
+                done.add(a.name)
+            pending = [a for a in pending if a.name not in done]
+        return tuple(order)
+
+    # -- (de)serialisation ------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        if self.description:
+            out["description"] = self.description
+        out["activities"] = [a.to_dict() for a in self.activities]
+        return out
+
+    def to_json(self) -> str:
+        """Canonical JSON: equal definitions give equal text."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WorkflowDefinition:
+        """Build and validate a definition from plain data.
+
+        Raises:
+            InvalidDefinition: the data is malformed or the DAG is invalid.
+        """
+        if not isinstance(data, Mapping):
+            raise InvalidDefinition("?", ["a definition must be a mapping"])
+        name = data.get("name")
+        problems: list[str] = []
+        unknown = sorted(set(data) - {"name", "description", "activities"})
+        if unknown:
+            problems.append(f"unknown field(s) {', '.join(unknown)}")
+        raw_acts = data.get("activities")
+        acts: list[ActivityDefinition] = []
+        if not isinstance(raw_acts, list):
+            problems.append("activities must be a list")
+        else:
+            for i, raw in enumerate(raw_acts):
+                if not isinstance(raw, Mapping):
+                    problems.append(f"activities[{i}] must be a mapping")
+                    continue
+                try:
+                    acts.append(ActivityDefinition.from_dict(raw))
+                except InvalidDefinition as exc:
+                    problems.extend(exc.problems)
+                except TypeError as exc:
+                    problems.append(f"activities[{i}]: {exc}")
+        defn = cls(
+            name=name,  # type: ignore[arg-type]  # reported by problems()
+            activities=tuple(acts),
+            description=str(data.get("description") or ""),
+        )
+        problems.extend(defn.problems() if acts or not problems else [])
+        if problems:
+            raise InvalidDefinition(str(name), problems)
+        return defn
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkflowDefinition:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidDefinition("?", [f"not valid JSON: {exc}"]) from exc
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_yaml(cls, text: str) -> WorkflowDefinition:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InvalidDefinition("?", [f"not valid YAML: {exc}"]) from exc
+        return cls.from_dict(data)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> WorkflowDefinition:
+        """Load a ``.yaml``/``.yml`` or ``.json`` file."""
+        p = Path(path)
+        text = p.read_text(encoding="utf-8")
+        if p.suffix == ".json":
+            return cls.from_json(text)
+        return cls.from_yaml(text)
+
+
+def definitions_equal(a: WorkflowDefinition, b: WorkflowDefinition) -> bool:
+    return a.to_json() == b.to_json()
+
+
+def iter_edges(defn: WorkflowDefinition) -> Iterable[tuple[str, str]]:
+    """(upstream, downstream) pairs."""
+    for act in defn.activities:
+        for dep in act.depends_on:
+            yield dep, act.name

@@ -1,0 +1,195 @@
+"""The one error tree. Everything Whimbrel raises on purpose derives from WhimbrelError.
+
+Each error carries structured fields so that callers (and the Lambda adapters, which
+must decide between *reject* and *retry*) never parse messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class WhimbrelError(Exception):
+    """Base of every error Whimbrel raises on purpose.
+
+    Attributes:
+        retryable: True when the same call may succeed later (throttling, timeouts).
+            Stream adapters retry these and reject everything else.
+    """
+
+    retryable: bool = False
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields: dict[str, Any] = {k: v for k, v in fields.items() if v is not None}
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly description: the error's class name, message and fields."""
+        return {"error": type(self).__name__, "message": self.message, **self.fields}
+
+
+class IllegalTransition(WhimbrelError):
+    """The contract has no move ``transition`` from ``current``."""
+
+    def __init__(
+        self,
+        *,
+        current: str,
+        transition: str,
+        activity_exec_id: str | None = None,
+        workflow_exec_id: str | None = None,
+    ) -> None:
+        subject = activity_exec_id or workflow_exec_id or "execution"
+        super().__init__(
+            f"illegal transition {transition} from state {current} for {subject}",
+            current=current,
+            transition=transition,
+            activity_exec_id=activity_exec_id,
+            workflow_exec_id=workflow_exec_id,
+        )
+        self.current = current
+        self.transition = transition
+        self.activity_exec_id = activity_exec_id
+        self.workflow_exec_id = workflow_exec_id
+
+
+class StateConflict(WhimbrelError):
+    """A conditional write lost: the item is no longer in the state the move needs.
+
+    ``actual`` is the state read back after the failed write (None if the item
+    vanished).
+    """
+
+    def __init__(
+        self,
+        *,
+        expected: str | Sequence[str],
+        actual: str | None,
+        activity_exec_id: str | None = None,
+        workflow_exec_id: str | None = None,
+        transition: str | None = None,
+    ) -> None:
+        exp = expected if isinstance(expected, str) else "/".join(expected)
+        subject = activity_exec_id or workflow_exec_id or "execution"
+        verb = f" {transition}" if transition else ""
+        super().__init__(
+            f"state conflict on {subject}: move{verb} needs {exp} but it is {actual}",
+            expected=exp,
+            actual=actual,
+            activity_exec_id=activity_exec_id,
+            workflow_exec_id=workflow_exec_id,
+            transition=transition,
+        )
+        self.expected = exp
+        self.actual = actual
+        self.activity_exec_id = activity_exec_id
+        self.workflow_exec_id = workflow_exec_id
+        self.transition = transition
+
+
+class NotFound(WhimbrelError):
+    """A named thing does not exist."""
+
+
+class WorkflowNotFound(NotFound):
+    def __init__(self, workflow_exec_id: str) -> None:
+        super().__init__(
+            f"no workflow execution {workflow_exec_id!r}", workflow_exec_id=workflow_exec_id
+        )
+        self.workflow_exec_id = workflow_exec_id
+
+
+class ActivityNotFound(NotFound):
+    def __init__(self, activity_exec_id: str) -> None:
+        super().__init__(
+            f"no activity execution {activity_exec_id!r}", activity_exec_id=activity_exec_id
+        )
+        self.activity_exec_id = activity_exec_id
+
+
+class DefinitionNotFound(NotFound):
+    def __init__(self, workflow_name: str, version: int | None = None) -> None:
+        which = f" version {version}" if version is not None else ""
+        super().__init__(
+            f"no registered workflow definition {workflow_name!r}{which}",
+            workflow_name=workflow_name,
+            version=version,
+        )
+        self.workflow_name = workflow_name
+        self.version = version
+
+
+class InvalidDefinition(WhimbrelError):
+    """A workflow definition has problems; ``problems`` lists every one of them."""
+
+    def __init__(self, name: str, problems: Sequence[str]) -> None:
+        listing = "; ".join(problems)
+        super().__init__(
+            f"invalid workflow definition {name!r}: {listing}",
+            workflow_name=name,
+            problems=list(problems),
+        )
+        self.workflow_name = name
+        self.problems = list(problems)
+
+
+class InvalidInput(WhimbrelError):
+    """A request, event or argument is malformed. ``field`` names the culprit."""
+
+    def __init__(self, message: str, *, field: str | None = None, **fields: Any) -> None:
+        super().__init__(message, field=field, **fields)
+        self.field = field
+
+
+class ActivityStopped(WhimbrelError):
+    """The activity must stop: it was cancelled or timed out by someone else."""
+
+    def __init__(self, message: str, *, activity_exec_id: str, state: str) -> None:
+        super().__init__(message, activity_exec_id=activity_exec_id, state=state)
+        self.activity_exec_id = activity_exec_id
+        self.state = state
+
+
+class ActivityCancelled(ActivityStopped):
+    """The activity was cancelled while running; finish up and stop."""
+
+    def __init__(self, activity_exec_id: str, state: str = "CANCELLED_RUNNING") -> None:
+        super().__init__(
+            f"activity {activity_exec_id} was cancelled ({state}); stop work",
+            activity_exec_id=activity_exec_id,
+            state=state,
+        )
+
+
+class ActivityTimedOut(ActivityStopped):
+    """The system gave up on the activity (TIMED_OUT); its results will be ignored."""
+
+    def __init__(self, activity_exec_id: str, state: str = "TIMED_OUT") -> None:
+        super().__init__(
+            f"activity {activity_exec_id} timed out ({state}); its result will be ignored",
+            activity_exec_id=activity_exec_id,
+            state=state,
+        )
+
+
+class LaunchError(WhimbrelError):
+    """A launcher could not start an activity."""
+
+    retryable = True
+
+
+class StoreError(WhimbrelError):
+    """DynamoDB refused or failed a call for a reason other than a lost condition.
+
+    ``aws_code`` keeps the AWS error code; ``retryable`` says whether to try again.
+    """
+
+    def __init__(self, message: str, *, aws_code: str | None, retryable: bool) -> None:
+        super().__init__(message, aws_code=aws_code)
+        self.aws_code = aws_code
+        self.retryable = retryable

@@ -1,0 +1,18 @@
+"""Size and naming limits, chosen to keep every item well under DynamoDB's 400 KB."""
+
+from __future__ import annotations
+
+NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
+WORKFLOW_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$"
+
+MAX_ACTIVITIES = 2000
+MAX_DEFINITION_BYTES = 350_000
+MAX_DESCRIPTION_CHARS = 2000
+#: Workflow input, stored on the request and execution items.
+MAX_INPUT_BYTES = 128_000
+#: An activity's output, stored on its execution item.
+MAX_OUTPUT_BYTES = 64_000
+#: Errors longer than this are truncated (kept, never rejected: a failure must not be lost).
+MAX_ERROR_CHARS = 8_000
+#: Depth of nested JSON accepted in inputs and outputs.
+MAX_JSON_DEPTH = 32

@@ -1,0 +1,191 @@
+"""The two state machines of the Whimbrel contract, as data.
+
+Every state and every allowed move lives here exactly once. Stores and engines read
+these tables through :func:`next_activity_state` / :func:`next_workflow_state`; nothing
+else in the code base spells a state as a bare string.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import Enum
+from types import MappingProxyType
+
+from whimbrel.contract.errors import IllegalTransition
+
+
+class ActivityState(str, Enum):
+    """State of one activity execution (one attempt of one activity)."""
+
+    REQUESTED = "REQUESTED"
+    READY = "READY"
+    QUEUED = "QUEUED"
+    PREPARING = "PREPARING"
+    RUNNING = "RUNNING"
+    CANCELLED = "CANCELLED"
+    CANCELLED_RUNNING = "CANCELLED_RUNNING"
+    TIMED_OUT = "TIMED_OUT"
+    FAILED = "FAILED"
+    COMPLETED = "COMPLETED"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in ACTIVITY_TERMINAL
+
+    @property
+    def is_active(self) -> bool:
+        """True while something may be executing the activity's code."""
+        return self in (ActivityState.RUNNING, ActivityState.CANCELLED_RUNNING)
+
+
+class Transition(str, Enum):
+    """The verbs of the activity contract."""
+
+    CANCEL = "CANCEL"
+    READY = "READY"
+    QUEUED = "QUEUED"
+    PREPARING = "PREPARING"
+    RUNNING = "RUNNING"
+    FAILED = "FAILED"
+    COMPLETED = "COMPLETED"
+    TIME_OUT = "TIME_OUT"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class WorkflowState(str, Enum):
+    """State of one workflow execution."""
+
+    REQUESTED = "REQUESTED"
+    RUNNING = "RUNNING"
+    FAILED_WAITING = "FAILED_WAITING"
+    CANCEL_REQUESTED = "CANCEL_REQUESTED"
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in WORKFLOW_TERMINAL
+
+
+class WorkflowTransition(str, Enum):
+    """Moves of a workflow execution; made only by the engine."""
+
+    START = "START"
+    COMPLETE = "COMPLETE"
+    FAIL = "FAIL"
+    CANCEL = "CANCEL"
+    STOPPED = "STOPPED"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+A, T, W, WT = ActivityState, Transition, WorkflowState, WorkflowTransition
+
+ACTIVITY_TRANSITIONS: Mapping[tuple[ActivityState, Transition], ActivityState] = MappingProxyType(
+    {
+        (A.REQUESTED, T.CANCEL): A.CANCELLED,
+        (A.REQUESTED, T.READY): A.READY,
+        (A.REQUESTED, T.QUEUED): A.QUEUED,
+        (A.READY, T.CANCEL): A.CANCELLED,
+        (A.READY, T.QUEUED): A.QUEUED,
+        (A.READY, T.PREPARING): A.PREPARING,
+        (A.READY, T.RUNNING): A.RUNNING,
+        (A.QUEUED, T.CANCEL): A.CANCELLED,
+        (A.QUEUED, T.PREPARING): A.PREPARING,
+        (A.QUEUED, T.RUNNING): A.RUNNING,
+        (A.QUEUED, T.FAILED): A.FAILED,
+        (A.PREPARING, T.CANCEL): A.CANCELLED,
+        (A.PREPARING, T.RUNNING): A.RUNNING,
+        (A.PREPARING, T.FAILED): A.FAILED,
+        (A.RUNNING, T.CANCEL): A.CANCELLED_RUNNING,
+        (A.RUNNING, T.FAILED): A.FAILED,
+        (A.RUNNING, T.COMPLETED): A.COMPLETED,
+        (A.RUNNING, T.TIME_OUT): A.TIMED_OUT,
+        # Our reading of the open CANCELLED_RUNNING row (docs/contract.md): the
+        # activity was asked to stop; whatever it reports next ends it as CANCELLED,
+        # and silence ends it as TIMED_OUT.
+        (A.CANCELLED_RUNNING, T.FAILED): A.CANCELLED,
+        (A.CANCELLED_RUNNING, T.COMPLETED): A.CANCELLED,
+        (A.CANCELLED_RUNNING, T.TIME_OUT): A.TIMED_OUT,
+    }
+)
+
+ACTIVITY_TERMINAL: frozenset[ActivityState] = frozenset(
+    {A.CANCELLED, A.TIMED_OUT, A.FAILED, A.COMPLETED}
+)
+
+WORKFLOW_TRANSITIONS: Mapping[tuple[WorkflowState, WorkflowTransition], WorkflowState] = (
+    MappingProxyType(
+        {
+            (W.REQUESTED, WT.START): W.RUNNING,
+            (W.REQUESTED, WT.CANCEL): W.CANCEL_REQUESTED,
+            (W.REQUESTED, WT.FAIL): W.FAILED_WAITING,
+            (W.RUNNING, WT.COMPLETE): W.COMPLETED,
+            (W.RUNNING, WT.FAIL): W.FAILED_WAITING,
+            (W.RUNNING, WT.CANCEL): W.CANCEL_REQUESTED,
+            (W.FAILED_WAITING, WT.STOPPED): W.FAILED,
+            (W.FAILED_WAITING, WT.CANCEL): W.CANCEL_REQUESTED,
+            (W.CANCEL_REQUESTED, WT.STOPPED): W.CANCELLED,
+        }
+    )
+)
+
+WORKFLOW_TERMINAL: frozenset[WorkflowState] = frozenset({W.COMPLETED, W.FAILED, W.CANCELLED})
+
+# Activity states a worker may still move forward: not started yet.
+ACTIVITY_PENDING: frozenset[ActivityState] = frozenset(
+    {A.REQUESTED, A.READY, A.QUEUED, A.PREPARING}
+)
+
+del A, T, W, WT
+
+
+def next_activity_state(
+    current: ActivityState, transition: Transition, *, activity_exec_id: str | None = None
+) -> ActivityState:
+    """Return the state ``transition`` leads to from ``current``.
+
+    Raises:
+        IllegalTransition: the contract has no such move.
+    """
+    try:
+        return ACTIVITY_TRANSITIONS[(current, transition)]
+    except KeyError:
+        raise IllegalTransition(
+            current=current.value,
+            transition=transition.value,
+            activity_exec_id=activity_exec_id,
+        ) from None
+
+
+def next_workflow_state(
+    current: WorkflowState, transition: WorkflowTransition, *, workflow_exec_id: str | None = None
+) -> WorkflowState:
+    """Return the workflow state ``transition`` leads to from ``current``.
+
+    Raises:
+        IllegalTransition: the workflow contract has no such move.
+    """
+    try:
+        return WORKFLOW_TRANSITIONS[(current, transition)]
+    except KeyError:
+        raise IllegalTransition(
+            current=current.value,
+            transition=transition.value,
+            workflow_exec_id=workflow_exec_id,
+        ) from None
+
+
+def allowed_transitions(current: ActivityState) -> tuple[Transition, ...]:
+    """The verbs the contract allows from ``current`` (empty for terminal states)."""
+    return tuple(t for (s, t) in ACTIVITY_TRANSITIONS if s is current)

@@ -1,0 +1,128 @@
+"""Read-only views of executions returned by the public API."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from whimbrel.contract.payloads import decode_payload
+from whimbrel.contract.states import ActivityState, WorkflowState
+from whimbrel.store.models import ActivityExecModel, WorkflowExecModel
+
+
+@dataclass(frozen=True)
+class StateChange:
+    state: str
+    at: float
+    by: str | None
+
+
+@dataclass(frozen=True)
+class ActivityExec:
+    """One attempt of one activity."""
+
+    activity_exec_id: str
+    activity_name: str
+    workflow_exec_id: str
+    workflow_name: str
+    state: ActivityState
+    attempt: int
+    output: Any
+    error: str | None
+    created_epoch: float
+    updated_epoch: float
+    started_epoch: float | None
+    ended_epoch: float | None
+    heartbeat_epoch: float | None
+    heartbeat_timeout_seconds: float | None
+    not_before_epoch: float | None
+    history: tuple[StateChange, ...]
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.started_epoch is None:
+            return None
+        end = self.ended_epoch if self.ended_epoch is not None else self.updated_epoch
+        return max(0.0, end - self.started_epoch)
+
+    @classmethod
+    def from_model(cls, m: ActivityExecModel) -> ActivityExec:
+        return cls(
+            activity_exec_id=m.activity_exec_id,
+            activity_name=m.activity_name,
+            workflow_exec_id=m.workflow_exec_id,
+            workflow_name=m.workflow_name,
+            state=ActivityState(m.state),
+            attempt=int(m.attempt),
+            output=decode_payload(m.output, field="output"),
+            error=m.error,
+            created_epoch=float(m.created_epoch),
+            updated_epoch=float(m.updated_epoch),
+            started_epoch=_f(m.started_epoch),
+            ended_epoch=_f(m.ended_epoch),
+            heartbeat_epoch=_f(m.heartbeat_epoch),
+            heartbeat_timeout_seconds=_f(m.heartbeat_timeout_seconds),
+            not_before_epoch=_f(m.not_before_epoch),
+            history=tuple(StateChange(h.state, float(h.at), h.by) for h in (m.history or [])),
+        )
+
+
+@dataclass(frozen=True)
+class WorkflowExec:
+    """One workflow execution and (when loaded) every attempt of its activities."""
+
+    workflow_exec_id: str
+    workflow_name: str
+    version: int
+    state: WorkflowState
+    workflow_request_id: str
+    input: Any
+    error: str | None
+    created_epoch: float
+    updated_epoch: float
+    ended_epoch: float | None
+    history: tuple[StateChange, ...]
+    activities: tuple[ActivityExec, ...] = ()
+
+    @property
+    def latest_activities(self) -> dict[str, ActivityExec]:
+        """The newest attempt of each activity, by name."""
+        out: dict[str, ActivityExec] = {}
+        for act in self.activities:
+            cur = out.get(act.activity_name)
+            if cur is None or act.attempt > cur.attempt:
+                out[act.activity_name] = act
+        return out
+
+    def activity(self, name: str) -> ActivityExec:
+        return self.latest_activities[name]
+
+    @property
+    def output(self) -> dict[str, Any]:
+        """Outputs of completed activities, by name."""
+        return {
+            n: a.output for n, a in self.latest_activities.items()
+            if a.state is ActivityState.COMPLETED
+        }
+
+    @classmethod
+    def from_model(cls, m: WorkflowExecModel,
+                   activities: tuple[ActivityExec, ...] = ()) -> WorkflowExec:
+        return cls(
+            workflow_exec_id=m.workflow_exec_id,
+            workflow_name=m.workflow_name,
+            version=int(m.version),
+            state=WorkflowState(m.state),
+            workflow_request_id=m.workflow_request_id,
+            input=decode_payload(m.input, field="input"),
+            error=m.error,
+            created_epoch=float(m.created_epoch),
+            updated_epoch=float(m.updated_epoch),
+            ended_epoch=_f(m.ended_epoch),
+            history=tuple(StateChange(h.state, float(h.at), h.by) for h in (m.history or [])),
+            activities=tuple(sorted(activities, key=lambda a: (a.created_epoch, a.attempt))),
+        )
+
+
+def _f(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -1,0 +1,70 @@
+"""Counts DynamoDB calls and capacity units as AWS would bill them."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class CapacityMeter:
+    """Thread-safe totals of read/write request units and calls, per table.
+
+    DynamoDB Local reports transactional writes at 1x; AWS bills them at 2x, so
+    ``record`` doubles units of ``TransactWriteItems``/``TransactGetItems`` calls.
+    """
+
+    read_units: Counter[str] = field(default_factory=Counter)
+    write_units: Counter[str] = field(default_factory=Counter)
+    calls: Counter[str] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def record(self, operation: str, response: dict[str, Any] | None) -> None:
+        factor = 2.0 if operation.startswith("Transact") else 1.0
+        consumed = (response or {}).get("ConsumedCapacity")
+        entries = consumed if isinstance(consumed, list) else [consumed] if consumed else []
+        with self._lock:
+            self.calls[operation] += 1
+            for entry in entries:
+                table = str(entry.get("TableName", "?"))
+                reads = float(entry.get("ReadCapacityUnits") or 0.0)
+                writes = float(entry.get("WriteCapacityUnits") or 0.0)
+                total = float(entry.get("CapacityUnits") or 0.0)
+                if not reads and not writes and total:
+                    if operation in _READ_OPERATIONS:
+                        reads = total
+                    else:
+                        writes = total
+                self.read_units[table] += reads * factor
+                self.write_units[table] += writes * factor
+
+    @property
+    def total_read_units(self) -> float:
+        return sum(self.read_units.values())
+
+    @property
+    def total_write_units(self) -> float:
+        return sum(self.write_units.values())
+
+    @property
+    def total_calls(self) -> int:
+        return sum(self.calls.values())
+
+    def reset(self) -> None:
+        with self._lock:
+            self.read_units.clear()
+            self.write_units.clear()
+            self.calls.clear()
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "read_units": dict(self.read_units),
+                "write_units": dict(self.write_units),
+                "calls": dict(self.calls),
+            }
+
+
+_READ_OPERATIONS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems"})

@@ -1,0 +1,219 @@
+"""PynamoDB models for the tables in :mod:`whimbrel.store.specs`.
+
+Table names carry a configurable prefix and tests use many prefixes in one process,
+so concrete model classes are *bound* per (prefix, endpoint) by :func:`bind_models`.
+The attribute declarations below are the schema of each item; keys and index names
+come from the specs (a unit test checks the two agree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pynamodb.attributes import (
+    BooleanAttribute,
+    ListAttribute,
+    MapAttribute,
+    NumberAttribute,
+    UnicodeAttribute,
+)
+from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
+from pynamodb.models import Model
+
+from whimbrel.store import specs
+
+
+class HistoryEntry(MapAttribute[str, Any]):
+    """One state change, kept on the item it happened to (no extra write)."""
+
+    state = UnicodeAttribute()
+    at = NumberAttribute()
+    by = UnicodeAttribute(null=True)
+
+
+class WorkflowDefinitionModel(Model):
+    workflow_name = UnicodeAttribute(hash_key=True)
+    version = NumberAttribute(range_key=True)
+    definition = UnicodeAttribute()  # canonical JSON of the WorkflowDefinition
+    created_epoch = NumberAttribute()
+    description = UnicodeAttribute(null=True)
+
+
+class WorkflowRequestModel(Model):
+    workflow_request_id = UnicodeAttribute(hash_key=True)
+    workflow_name = UnicodeAttribute()
+    version = NumberAttribute(null=True)
+    input = UnicodeAttribute(null=True)
+    manual = BooleanAttribute(default=False)
+    source = UnicodeAttribute(null=True)
+    when_epoch = NumberAttribute()
+    workflow_exec_id = UnicodeAttribute(null=True)
+    expires_epoch = NumberAttribute(null=True)
+
+
+class WorkflowExecModel(Model):
+    workflow_exec_id = UnicodeAttribute(hash_key=True)
+    workflow_name = UnicodeAttribute()
+    version = NumberAttribute()
+    state = UnicodeAttribute()
+    workflow_request_id = UnicodeAttribute()
+    input = UnicodeAttribute(null=True)
+    error = UnicodeAttribute(null=True)
+    source = UnicodeAttribute(null=True)
+    created_epoch = NumberAttribute()
+    created_day = UnicodeAttribute()
+    updated_epoch = NumberAttribute()
+    ended_epoch = NumberAttribute(null=True)
+    check_shard = UnicodeAttribute(null=True)
+    check_epoch = NumberAttribute(null=True)
+    history = ListAttribute(of=HistoryEntry, default=list)
+    expires_epoch = NumberAttribute(null=True)
+
+
+class ActivityExecModel(Model):
+    workflow_exec_id = UnicodeAttribute(hash_key=True)
+    activity_exec_id = UnicodeAttribute(range_key=True)
+    activity_name = UnicodeAttribute()
+    workflow_name = UnicodeAttribute()
+    attempt = NumberAttribute()
+    state = UnicodeAttribute()
+    launcher = UnicodeAttribute(null=True)
+    output = UnicodeAttribute(null=True)
+    error = UnicodeAttribute(null=True)
+    created_epoch = NumberAttribute()
+    updated_epoch = NumberAttribute()
+    started_epoch = NumberAttribute(null=True)
+    ended_epoch = NumberAttribute(null=True)
+    heartbeat_epoch = NumberAttribute(null=True)
+    heartbeat_timeout_seconds = NumberAttribute(null=True)
+    not_before_epoch = NumberAttribute(null=True)
+    timer_shard = UnicodeAttribute(null=True)
+    timer_epoch = NumberAttribute(null=True)
+    claim_shard = UnicodeAttribute(null=True)
+    claim_key = UnicodeAttribute(null=True)
+    worker = UnicodeAttribute(null=True)
+    history = ListAttribute(of=HistoryEntry, default=list)
+    expires_epoch = NumberAttribute(null=True)
+
+
+class DependencyModel(Model):
+    dependency_key = UnicodeAttribute(hash_key=True)  # "<workflow_exec_id>/<downstream>"
+    upstream = UnicodeAttribute(range_key=True)
+    expires_epoch = NumberAttribute(null=True)
+
+
+class ActivityEventModel(Model):
+    activity_event_id = UnicodeAttribute(hash_key=True)
+    activity_exec_id = UnicodeAttribute()
+    activity_name = UnicodeAttribute(null=True)
+    workflow_exec_id = UnicodeAttribute(null=True)
+    workflow_name = UnicodeAttribute(null=True)
+    transition = UnicodeAttribute()
+    output = UnicodeAttribute(null=True)
+    error = UnicodeAttribute(null=True)
+    source = UnicodeAttribute(null=True)
+    when_epoch = NumberAttribute()
+    expires_epoch = NumberAttribute(null=True)
+
+
+class RejectionModel(Model):
+    rejection_day = UnicodeAttribute(hash_key=True)
+    rejection_id = UnicodeAttribute(range_key=True)
+    source = UnicodeAttribute()  # e.g. "workflow_request", "activity_event", "dead_letter"
+    reason = UnicodeAttribute()
+    error_type = UnicodeAttribute()
+    record = UnicodeAttribute()  # the offending item or stream record, as JSON
+    when_epoch = NumberAttribute()
+    expires_epoch = NumberAttribute(null=True)
+
+
+_BASES: dict[str, type[Model]] = {
+    "workflow_definition": WorkflowDefinitionModel,
+    "workflow_request": WorkflowRequestModel,
+    "workflow_exec": WorkflowExecModel,
+    "activity_exec": ActivityExecModel,
+    "activity_exec_dependency": DependencyModel,
+    "activity_event": ActivityEventModel,
+    "rejection": RejectionModel,
+}
+
+_M = TypeVar("_M", bound=Model)
+
+
+@dataclass(frozen=True)
+class BoundModels:
+    """Model classes bound to one table prefix and endpoint, plus their indexes."""
+
+    prefix: str
+    workflow_definition: type[WorkflowDefinitionModel]
+    workflow_request: type[WorkflowRequestModel]
+    workflow_exec: type[WorkflowExecModel]
+    activity_exec: type[ActivityExecModel]
+    dependency: type[DependencyModel]
+    activity_event: type[ActivityEventModel]
+    rejection: type[RejectionModel]
+    indexes: dict[str, GlobalSecondaryIndex[Any]]
+
+    def all(self) -> tuple[type[Model], ...]:
+        return (
+            self.workflow_definition,
+            self.workflow_request,
+            self.workflow_exec,
+            self.activity_exec,
+            self.dependency,
+            self.activity_event,
+            self.rejection,
+        )
+
+
+def _index(spec: specs.IndexSpec) -> GlobalSecondaryIndex[Any]:
+    attrs: dict[str, Any] = {}
+    hk, rk = spec.hash_key, spec.range_key
+    attrs[hk.name] = (UnicodeAttribute if hk.type == "S" else NumberAttribute)(hash_key=True)
+    if rk:
+        attrs[rk.name] = (UnicodeAttribute if rk.type == "S" else NumberAttribute)(range_key=True)
+    meta = type("Meta", (), {"index_name": spec.name, "projection": KeysOnlyProjection()})
+    cls = type(f"Index_{spec.name}", (GlobalSecondaryIndex,), {"Meta": meta, **attrs})
+    return cls()  # type: ignore[no-any-return]
+
+
+def _bind(base: type[_M], spec: specs.TableSpec, prefix: str, host: str | None,
+          region: str | None, indexes: dict[str, GlobalSecondaryIndex[Any]]) -> type[_M]:
+    meta = type(
+        "Meta",
+        (),
+        {
+            "table_name": spec.table_name(prefix),
+            "host": host,
+            "region": region or "us-east-1",
+            "max_retry_attempts": 3,
+            "max_pool_connections": 50,
+        },
+    )
+    namespace: dict[str, Any] = {"Meta": meta}
+    for idx_spec in spec.indexes:
+        idx = _index(idx_spec)
+        namespace[idx_spec.name] = idx
+        indexes[f"{spec.logical_name}.{idx_spec.name}"] = idx
+    return type(f"{base.__name__}_{prefix}", (base,), namespace)
+
+
+def bind_models(prefix: str, *, host: str | None, region: str | None) -> BoundModels:
+    """Concrete model classes for tables named ``<prefix><logical name>``."""
+    indexes: dict[str, GlobalSecondaryIndex[Any]] = {}
+    bound = {
+        name: _bind(base, specs.table_spec(name), prefix, host, region, indexes)
+        for name, base in _BASES.items()
+    }
+    return BoundModels(
+        prefix=prefix,
+        workflow_definition=bound["workflow_definition"],  # type: ignore[arg-type]
+        workflow_request=bound["workflow_request"],  # type: ignore[arg-type]
+        workflow_exec=bound["workflow_exec"],  # type: ignore[arg-type]
+        activity_exec=bound["activity_exec"],  # type: ignore[arg-type]
+        dependency=bound["activity_exec_dependency"],  # type: ignore[arg-type]
+        activity_event=bound["activity_event"],  # type: ignore[arg-type]
+        rejection=bound["rejection"],  # type: ignore[arg-type]
+        indexes=indexes,
+    )

@@ -1,0 +1,261 @@
+"""Every table, index, stream and stream consumer Whimbrel uses, described once.
+
+``create_tables()`` (local and tests) and the CDK construct (``infra/``) both read this
+module; nothing else spells a key or an index name. The reasoning behind the keys is
+in ``docs/architecture.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+AttrType = Literal["S", "N"]
+Projection = Literal["KEYS_ONLY", "ALL"]
+
+DEFAULT_TABLE_PREFIX = "whimbrel_"
+TTL_ATTRIBUTE = "expires_epoch"
+
+#: Partitions for the sparse indexes; queried one by one, so a hot key cannot form.
+TIMER_SHARDS = 4
+RECONCILE_SHARDS = 4
+CLAIM_SHARDS = 4
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    type: AttrType = "S"
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    """A global secondary index. All ours are sparse or keys-only to keep writes cheap."""
+
+    name: str
+    hash_key: Key
+    range_key: Key | None = None
+    projection: Projection = "KEYS_ONLY"
+    purpose: str = ""
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    logical_name: str
+    hash_key: Key
+    range_key: Key | None = None
+    indexes: tuple[IndexSpec, ...] = ()
+    stream: Literal["NEW_IMAGE"] | None = None
+    ttl_attribute: str | None = TTL_ATTRIBUTE
+    purpose: str = ""
+
+    def table_name(self, prefix: str = DEFAULT_TABLE_PREFIX) -> str:
+        return f"{prefix}{self.logical_name}"
+
+    def attribute_definitions(self) -> list[Key]:
+        keys: dict[str, Key] = {}
+        for k in (self.hash_key, self.range_key):
+            if k:
+                keys[k.name] = k
+        for idx in self.indexes:
+            for k in (idx.hash_key, idx.range_key):
+                if k:
+                    keys[k.name] = k
+        return list(keys.values())
+
+    def index(self, name: str) -> IndexSpec:
+        for idx in self.indexes:
+            if idx.name == name:
+                return idx
+        raise KeyError(name)
+
+
+WORKFLOW_DEFINITION = TableSpec(
+    "workflow_definition",
+    Key("workflow_name"),
+    Key("version", "N"),
+    ttl_attribute=None,
+    purpose="Registered definitions; a version is immutable once written.",
+)
+
+WORKFLOW_REQUEST = TableSpec(
+    "workflow_request",
+    Key("workflow_request_id"),
+    stream="NEW_IMAGE",
+    purpose="Simple Lambda API: one item starts a workflow (manual=true items are traces).",
+)
+
+WORKFLOW_EXEC = TableSpec(
+    "workflow_exec",
+    Key("workflow_exec_id"),
+    indexes=(
+        IndexSpec(
+            "by_name",
+            Key("workflow_name"),
+            Key("created_epoch", "N"),
+            purpose="list executions of one workflow, newest first",
+        ),
+        IndexSpec(
+            "by_day",
+            Key("created_day"),
+            Key("created_epoch", "N"),
+            purpose="list recent executions of any workflow without a Scan",
+        ),
+        IndexSpec(
+            "reconcile",
+            Key("check_shard"),
+            Key("check_epoch", "N"),
+            purpose="sparse: present only while the execution is not terminal; "
+            "the reconciler visits executions whose check time has passed",
+        ),
+    ),
+    purpose="One item per workflow execution.",
+)
+
+ACTIVITY_EXEC = TableSpec(
+    "activity_exec",
+    Key("workflow_exec_id"),
+    Key("activity_exec_id"),
+    indexes=(
+        IndexSpec(
+            "timers",
+            Key("timer_shard"),
+            Key("timer_epoch", "N"),
+            purpose="sparse: present only while a deadline is armed (heartbeat of a "
+            "running activity, or the not-before time of a retry)",
+        ),
+        IndexSpec(
+            "claimable",
+            Key("claim_shard"),
+            Key("claim_key"),
+            purpose="sparse: present only while an external activity is READY to be claimed",
+        ),
+    ),
+    purpose="One item per activity attempt, in its workflow's partition.",
+)
+
+ACTIVITY_EXEC_DEPENDENCY = TableSpec(
+    "activity_exec_dependency",
+    Key("dependency_key"),
+    Key("upstream"),
+    purpose="Pending fan-in edges; an edge is deleted when its upstream completes.",
+)
+
+ACTIVITY_EVENT = TableSpec(
+    "activity_event",
+    Key("activity_event_id"),
+    stream="NEW_IMAGE",
+    purpose="Simple Lambda API: one item reports one activity transition.",
+)
+
+REJECTION = TableSpec(
+    "rejection",
+    Key("rejection_day"),
+    Key("rejection_id"),
+    purpose="Records that can never succeed, with the reason; listed by `whimbrel rejections`.",
+)
+
+TABLES: tuple[TableSpec, ...] = (
+    WORKFLOW_DEFINITION,
+    WORKFLOW_REQUEST,
+    WORKFLOW_EXEC,
+    ACTIVITY_EXEC,
+    ACTIVITY_EXEC_DEPENDENCY,
+    ACTIVITY_EVENT,
+    REJECTION,
+)
+
+
+def table_spec(logical_name: str) -> TableSpec:
+    for spec in TABLES:
+        if spec.logical_name == logical_name:
+            return spec
+    raise KeyError(logical_name)
+
+
+def create_table_request(spec: TableSpec, prefix: str) -> dict[str, Any]:
+    """The boto3 ``create_table`` arguments for ``spec`` (on-demand billing)."""
+    key_schema = [{"AttributeName": spec.hash_key.name, "KeyType": "HASH"}]
+    if spec.range_key:
+        key_schema.append({"AttributeName": spec.range_key.name, "KeyType": "RANGE"})
+    req: dict[str, Any] = {
+        "TableName": spec.table_name(prefix),
+        "KeySchema": key_schema,
+        "AttributeDefinitions": [
+            {"AttributeName": k.name, "AttributeType": k.type} for k in spec.attribute_definitions()
+        ],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+    if spec.indexes:
+        gsis = []
+        for idx in spec.indexes:
+            ks = [{"AttributeName": idx.hash_key.name, "KeyType": "HASH"}]
+            if idx.range_key:
+                ks.append({"AttributeName": idx.range_key.name, "KeyType": "RANGE"})
+            gsis.append(
+                {
+                    "IndexName": idx.name,
+                    "KeySchema": ks,
+                    "Projection": {"ProjectionType": idx.projection},
+                }
+            )
+        req["GlobalSecondaryIndexes"] = gsis
+    if spec.stream:
+        req["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": spec.stream}
+    return req
+
+
+@dataclass(frozen=True)
+class StreamConsumerSpec:
+    """How a stream-triggered handler consumes its table's stream.
+
+    The CDK event source mappings and the local runtime (``whimbrel dev``) read the same
+    values from here, so the local stack behaves like the deployed one.
+    """
+
+    name: str
+    table: TableSpec
+    handler: str
+    batch_size: int = 10
+    max_batching_window_seconds: int = 0
+    max_retry_attempts: int = 3
+    max_record_age_seconds: int = 3600
+    bisect_batch_on_error: bool = True
+    report_batch_item_failures: bool = True
+    starting_position: str = "TRIM_HORIZON"
+    parallelization_factor: int = 1
+    #: Lambda event filter patterns (OR-ed), in Lambda's JSON filter syntax.
+    filter_patterns: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+
+
+WORKFLOW_REQUEST_CONSUMER = StreamConsumerSpec(
+    name="workflow_request",
+    table=WORKFLOW_REQUEST,
+    handler="lambdas.workflow_request.handler",
+    # Inserts only, and never a Full Logic trace (manual = true).
+    filter_patterns=(
+        {"eventName": ["INSERT"], "dynamodb": {"NewImage": {"manual": {"BOOL": [False]}}}},
+        {
+            "eventName": ["INSERT"],
+            "dynamodb": {"NewImage": {"manual": {"BOOL": [{"exists": False}]}}},
+        },
+    ),
+)
+
+ACTIVITY_EVENT_CONSUMER = StreamConsumerSpec(
+    name="activity_event",
+    table=ACTIVITY_EVENT,
+    handler="lambdas.activity_event.handler",
+    filter_patterns=({"eventName": ["INSERT"]},),
+)
+
+STREAM_CONSUMERS: tuple[StreamConsumerSpec, ...] = (
+    WORKFLOW_REQUEST_CONSUMER,
+    ACTIVITY_EVENT_CONSUMER,
+)
+
+#: The scheduled heartbeat listener (sweep + reconcile).
+HEARTBEAT_HANDLER = "lambdas.heartbeat.handler"
+HEARTBEAT_RATE_SECONDS_AWS = 60
+HEARTBEAT_RATE_SECONDS_LOCAL = 5.0

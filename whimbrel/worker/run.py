@@ -1,0 +1,238 @@
+"""The activity side: claim, heartbeat from a background thread, complete or fail."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from whimbrel.contract.errors import (
+    ActivityCancelled,
+    ActivityStopped,
+    ActivityTimedOut,
+    StateConflict,
+    WhimbrelError,
+)
+from whimbrel.contract.ids import parse_activity_exec_id
+from whimbrel.contract.payloads import decode_payload
+from whimbrel.contract.states import ActivityState, Transition, WorkflowState
+from whimbrel.engine.engine import Engine
+from whimbrel.engine.views import ActivityExec
+from whimbrel.store.errors import ConditionFailed
+
+log = logging.getLogger("whimbrel.worker")
+A = ActivityState
+
+
+def heartbeat(engine: Engine, activity_exec_id: str,
+              heartbeat_timeout_seconds: float | None = None) -> ActivityState:
+    """Record that the activity is alive and push its deadline forward.
+
+    Returns the activity's state (RUNNING).
+
+    Raises:
+        ActivityCancelled: the activity was cancelled (the heartbeat was still recorded
+            when it is CANCELLED_RUNNING); stop work.
+        ActivityTimedOut: the system already gave up on this activity.
+        StateConflict: the activity is not running (never started, or finished).
+    """
+    store = engine.store
+    m = store.models.activity_exec
+    if heartbeat_timeout_seconds is None:
+        item = engine._activity(activity_exec_id)
+        hb = item.heartbeat_timeout_seconds
+        heartbeat_timeout_seconds = float(hb) if hb else None
+    now = engine.clock()
+    actions = [m.heartbeat_epoch.set(now)]
+    if heartbeat_timeout_seconds:
+        actions.append(m.timer_epoch.set(now + heartbeat_timeout_seconds))
+    try:
+        # Only a live activity heartbeats; TIMED_OUT items keep their state forever.
+        moved = store.update_activity(
+            activity_exec_id, actions,
+            m.state.is_in(A.RUNNING.value, A.CANCELLED_RUNNING.value))
+    except ConditionFailed:
+        actual = store.get_activity(activity_exec_id)
+        state = actual.state if actual else None
+        if state == A.TIMED_OUT.value:
+            raise ActivityTimedOut(activity_exec_id) from None
+        if state == A.CANCELLED.value:
+            raise ActivityCancelled(activity_exec_id, state) from None
+        raise StateConflict(expected=[A.RUNNING.value, A.CANCELLED_RUNNING.value],
+                            actual=state, activity_exec_id=activity_exec_id,
+                            transition="HEARTBEAT") from None
+    if moved.state == A.CANCELLED_RUNNING.value:
+        raise ActivityCancelled(activity_exec_id)
+    return A(moved.state)
+
+
+class ActivityRun:
+    """Handed to the code of a running activity.
+
+    Attributes:
+        input: the workflow's input merged with the activity's static input.
+        upstream: outputs of the activities this one depends on, by name.
+        output: set this to the activity's result; recorded on COMPLETED.
+    """
+
+    def __init__(self, engine: Engine, activity: ActivityExec, input: Any,
+                 upstream: dict[str, Any]) -> None:
+        self._engine = engine
+        self.activity = activity
+        self.activity_exec_id = activity.activity_exec_id
+        self.activity_name = activity.activity_name
+        self.workflow_exec_id = activity.workflow_exec_id
+        self.workflow_name = activity.workflow_name
+        self.attempt = activity.attempt
+        self.input = input
+        self.upstream = upstream
+        self.output: Any = None
+        self._stop: ActivityStopped | None = None
+        self.stop_event = threading.Event()
+
+    @property
+    def stop_requested(self) -> ActivityStopped | None:
+        """The reason to stop, once the background heartbeat learned of one."""
+        return self._stop
+
+    def _note_stop(self, exc: ActivityStopped) -> None:
+        self._stop = exc
+        self.stop_event.set()
+
+    def heartbeat(self) -> None:
+        """Heartbeat now.
+
+        Raises:
+            ActivityCancelled: cancelled; finish up and return (or let it propagate).
+            ActivityTimedOut: the result will be ignored.
+        """
+        if self._stop is not None:
+            raise self._stop
+        try:
+            heartbeat(self._engine, self.activity_exec_id,
+                      self.activity.heartbeat_timeout_seconds)
+        except ActivityStopped as exc:
+            self._note_stop(exc)
+            raise
+
+    def check(self) -> None:
+        """Raise if the background heartbeat learned that the activity must stop."""
+        if self._stop is not None:
+            raise self._stop
+
+
+def activity_input(engine: Engine, activity: ActivityExec) -> tuple[Any, dict[str, Any],
+                                                                    WorkflowState]:
+    wf = engine._workflow(activity.workflow_exec_id)
+    _, defn = engine.definition(wf.workflow_name, int(wf.version))
+    spec = defn.activity(activity.activity_name)
+    wf_input = decode_payload(wf.input, field="input")
+    merged: Any = wf_input
+    if spec.input is not None:
+        merged = {**wf_input, **spec.input} if isinstance(wf_input, dict) else dict(spec.input)
+    upstream: dict[str, Any] = {}
+    if spec.depends_on:
+        latest = engine.latest_attempts(activity.workflow_exec_id)
+        for dep in spec.depends_on:
+            item = latest.get(dep)
+            if item is not None and item.state == A.COMPLETED.value:
+                upstream[dep] = decode_payload(item.output, field="output")
+    return merged, upstream, WorkflowState(wf.state)
+
+
+class _Heartbeater(threading.Thread):
+    def __init__(self, run: ActivityRun, interval: float) -> None:
+        super().__init__(name=f"whimbrel-heartbeat-{run.activity_exec_id}", daemon=True)
+        self.run_ = run
+        self.interval = interval
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(self.interval):
+            try:
+                self.run_.heartbeat()
+            except ActivityStopped:
+                return
+            except WhimbrelError as exc:  # transient store trouble: try again next tick
+                log.warning("heartbeat of %s failed: %s", self.run_.activity_exec_id, exc)
+
+
+@contextmanager
+def run_activity(engine: Engine, activity_exec_id: str, *,
+                 heartbeat_interval: float | None = None) -> Iterator[ActivityRun]:
+    """Mark the activity RUNNING (unless a claim already did), heartbeat in the
+    background, and on exit record COMPLETED with ``run.output`` or FAILED with the error.
+
+    Raises:
+        ActivityCancelled / ActivityTimedOut: before the block, when the activity can no
+            longer run. Inside the block they end the activity quietly.
+        StateConflict: someone else is running this activity.
+    """
+    parse_activity_exec_id(activity_exec_id)
+    current = engine.get_activity(activity_exec_id)
+    if current.state in (A.READY, A.QUEUED, A.PREPARING):
+        current = engine.transition(activity_exec_id, Transition.RUNNING, actor="worker")
+    elif current.state is A.CANCELLED:
+        raise ActivityCancelled(activity_exec_id, current.state.value)
+    elif current.state is A.TIMED_OUT:
+        raise ActivityTimedOut(activity_exec_id)
+    elif current.state is not A.RUNNING:
+        raise StateConflict(expected=[A.READY.value, A.QUEUED.value, A.PREPARING.value],
+                            actual=current.state.value, activity_exec_id=activity_exec_id,
+                            transition=Transition.RUNNING.value)
+    input_, upstream, wf_state = activity_input(engine, current)
+    run = ActivityRun(engine, current, input_, upstream)
+    beat: _Heartbeater | None = None
+    hb = current.heartbeat_timeout_seconds
+    if hb:
+        beat = _Heartbeater(run, heartbeat_interval or max(hb / 3.0, 0.05))
+        beat.start()
+    try:
+        if wf_state is not WorkflowState.RUNNING:
+            # The workflow is ending: stop before doing any work.
+            _request_cancel(engine, activity_exec_id)
+            raise ActivityCancelled(activity_exec_id)
+        yield run
+    except ActivityStopped as exc:
+        run._note_stop(exc)
+        _finish(engine, activity_exec_id, Transition.FAILED, error=str(exc))
+    except BaseException as exc:
+        _finish(engine, activity_exec_id, Transition.FAILED, error=_describe(exc))
+        raise
+    else:
+        _finish(engine, activity_exec_id, Transition.COMPLETED, output=run.output)
+    finally:
+        if beat is not None:
+            beat.done.set()
+
+
+def _request_cancel(engine: Engine, activity_exec_id: str) -> None:
+    try:
+        engine.transition(activity_exec_id, Transition.CANCEL, actor="worker")
+    except WhimbrelError:
+        pass  # already cancelled or finished
+
+
+def _finish(engine: Engine, activity_exec_id: str, transition: Transition, *,
+            output: Any = None, error: str | None = None) -> None:
+    try:
+        engine.transition(activity_exec_id, transition, output=output, error=error,
+                          actor="worker")
+    except (StateConflict, ActivityStopped) as exc:
+        # TIMED_OUT (or already finished): the system moved on; the result is ignored.
+        log.warning("result of %s not recorded: %s", activity_exec_id, exc)
+    except WhimbrelError as exc:
+        if exc.to_dict().get("current") in (A.TIMED_OUT.value, A.CANCELLED.value):
+            log.warning("result of %s not recorded: %s", activity_exec_id, exc)
+            return
+        raise
+
+
+def _describe(exc: BaseException) -> str:
+    if getattr(exc, "concise", False):  # the message already says all (e.g. exit codes)
+        return str(exc)
+    tail = "".join(traceback.format_exception(exc)[-6:])
+    return f"{type(exc).__name__}: {exc}\n{tail}"
