@@ -1,4 +1,5 @@
-from whimbrel import ActivityDefinition as Act, ActivityState, LauncherSpec, Whimbrel, WorkflowDefinition, WorkflowState
+from whimbrel import ActivityDefinition as Act
+from whimbrel import ActivityState, LauncherSpec, Whimbrel, WorkflowDefinition, WorkflowState
 
 PY = LauncherSpec.python("wb_test_activities:echo")
 

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from typing import Any
 
+from whimbrel.client import simple
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import IllegalTransition, StateConflict
 from whimbrel.contract.states import Transition, WorkflowState
@@ -118,6 +119,35 @@ class Whimbrel:
         """
         return self.engine.start(name, input, version=version, request_id=request_id,
                                  source=source)
+
+    # -- Simple Lambda API (one item; the stream-triggered Lambdas run the logic) ------
+
+    def request_workflow(self, name: str, input: Any = None, *, version: int | None = None,
+                         source: str | None = None) -> str:
+        """Write one ``workflow_request`` item; returns its ``workflow_request_id``.
+
+        The execution id is ``whimbrel.contract.ids.workflow_exec_id_for(request_id)``.
+
+        Raises:
+            InvalidInput: empty name, bad version, or input not JSON / too large.
+        """
+        return simple.request_workflow(self.store, self.clock, name, input, version=version,
+                                       source=source)
+
+    def send_activity_event(self, activity_exec_id: str, transition: Transition | str, *,
+                            output: Any = None, error: Any = None) -> str:
+        """Write one ``activity_event`` item; returns its ``activity_event_id``.
+
+        Raises:
+            InvalidInput: malformed id, unknown transition, or output not JSON / too large.
+        """
+        return simple.send_activity_event(self.store, self.clock, activity_exec_id,
+                                          transition, output=output, error=error)
+
+    def list_rejections(self, day: str | None = None, *,
+                        limit: int | None = 100) -> list[simple.Rejection]:
+        """Stream records rejected on ``day`` (UTC ``YYYY-MM-DD``, default today)."""
+        return simple.list_rejections(self.store, day, limit=limit, clock=self.clock)
 
     def get_workflow(self, workflow_exec_id: str) -> WorkflowExec:
         """The execution with every attempt of its activities.

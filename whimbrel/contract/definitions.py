@@ -394,7 +394,7 @@ class WorkflowDefinition:
                 if nxt not in color:
                     continue
                 if color[nxt] == grey:
-                    cycle = path[path.index(nxt) :] + [nxt]
+                    cycle = [*path[path.index(nxt) :], nxt]
                     cycle.reverse()  # read as "a -> b" meaning b runs after a
                     return cycle
                 if color[nxt] == white:

@@ -52,14 +52,16 @@ def parse_activity_exec_id(value: object) -> ActivityExecKey:
     """
     if not isinstance(value, str) or value.count(":") < 2:
         raise InvalidInput(
-            f"activity_exec_id {value!r} is not of the form <workflow_exec_id>:<activity>:<attempt>",
+            f"activity_exec_id {value!r} is not of the form "
+            "<workflow_exec_id>:<activity>:<attempt>",
             field="activity_exec_id",
         )
     head, attempt_text = value.rsplit(":", 1)
     workflow_exec_id, _, name = head.rpartition(":")
     if not workflow_exec_id or not name or not attempt_text.isdigit() or int(attempt_text) < 1:
         raise InvalidInput(
-            f"activity_exec_id {value!r} is not of the form <workflow_exec_id>:<activity>:<attempt>",
+            f"activity_exec_id {value!r} is not of the form "
+            "<workflow_exec_id>:<activity>:<attempt>",
             field="activity_exec_id",
         )
     return ActivityExecKey(workflow_exec_id, name, int(attempt_text))

@@ -8,13 +8,13 @@ else in the code base spells a state as a bare string.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import Enum
+from enum import StrEnum
 from types import MappingProxyType
 
 from whimbrel.contract.errors import IllegalTransition
 
 
-class ActivityState(str, Enum):
+class ActivityState(StrEnum):
     """State of one activity execution (one attempt of one activity)."""
 
     REQUESTED = "REQUESTED"
@@ -28,9 +28,6 @@ class ActivityState(str, Enum):
     FAILED = "FAILED"
     COMPLETED = "COMPLETED"
 
-    def __str__(self) -> str:
-        return self.value
-
     @property
     def is_terminal(self) -> bool:
         return self in ACTIVITY_TERMINAL
@@ -41,7 +38,7 @@ class ActivityState(str, Enum):
         return self in (ActivityState.RUNNING, ActivityState.CANCELLED_RUNNING)
 
 
-class Transition(str, Enum):
+class Transition(StrEnum):
     """The verbs of the activity contract."""
 
     CANCEL = "CANCEL"
@@ -53,11 +50,8 @@ class Transition(str, Enum):
     COMPLETED = "COMPLETED"
     TIME_OUT = "TIME_OUT"
 
-    def __str__(self) -> str:
-        return self.value
 
-
-class WorkflowState(str, Enum):
+class WorkflowState(StrEnum):
     """State of one workflow execution."""
 
     REQUESTED = "REQUESTED"
@@ -68,15 +62,12 @@ class WorkflowState(str, Enum):
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
 
-    def __str__(self) -> str:
-        return self.value
-
     @property
     def is_terminal(self) -> bool:
         return self in WORKFLOW_TERMINAL
 
 
-class WorkflowTransition(str, Enum):
+class WorkflowTransition(StrEnum):
     """Moves of a workflow execution; made only by the engine."""
 
     START = "START"
@@ -84,9 +75,6 @@ class WorkflowTransition(str, Enum):
     FAIL = "FAIL"
     CANCEL = "CANCEL"
     STOPPED = "STOPPED"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 A, T, W, WT = ActivityState, Transition, WorkflowState, WorkflowTransition

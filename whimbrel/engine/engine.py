@@ -44,15 +44,14 @@ from whimbrel.contract.states import (
     WorkflowState,
     next_activity_state,
 )
-from whimbrel.engine.ports import Clock, LaunchRequest, Launcher
+from whimbrel.engine.ports import Clock, Launcher, LaunchRequest
 from whimbrel.engine.views import ActivityExec, WorkflowExec
 from whimbrel.store import specs
 from whimbrel.store.errors import ConditionFailed
 from whimbrel.store.models import (
     ActivityExecModel,
-    HistoryEntry,
     WorkflowExecModel,
-    WorkflowRequestModel,
+    history_entry,
 )
 from whimbrel.store.store import END_NODE, Store
 
@@ -170,7 +169,7 @@ class Engine:
             updated_epoch=now,
             check_shard=shard_of(wx, specs.RECONCILE_SHARDS),
             check_epoch=now + self.reconcile_grace_seconds,
-            history=[HistoryEntry(state=W.REQUESTED.value, at=now, by=self.actor)],
+            history=[history_entry(state=W.REQUESTED.value, at=now, by=self.actor)],
         )
         if not self.store.create_workflow(item):
             existing = self.store.get_workflow(wx)
@@ -220,7 +219,7 @@ class Engine:
                 created_epoch=now,
                 updated_epoch=now,
                 heartbeat_timeout_seconds=spec.heartbeat_timeout_seconds,
-                history=[HistoryEntry(state=A.REQUESTED.value, at=now, by=self.actor)],
+                history=[history_entry(state=A.REQUESTED.value, at=now, by=self.actor)],
             ))
 
         jobs = [self._pool.submit(create, n) for n in defn.names]
@@ -472,7 +471,7 @@ class Engine:
                 # Armed so the sweep launches it when due (and finds it if we die now).
                 timer_shard=shard_of(nxt, specs.TIMER_SHARDS),
                 timer_epoch=not_before,
-                history=[HistoryEntry(state=A.REQUESTED.value, at=now, by=self.actor)],
+                history=[history_entry(state=A.REQUESTED.value, at=now, by=self.actor)],
             ))
             if not_before <= now:
                 self._ready_and_launch(wf, defn, item.activity_name, attempt + 1)
@@ -489,7 +488,7 @@ class Engine:
         try:
             self.store.move_workflow(wx, [W.RUNNING.value, W.REQUESTED.value],
                                      W.FAILED_WAITING.value, self.clock(), actor=self.actor,
-                                     extra=[m.error.set(clip_error(error))])
+                                     extra=[m.error.set(clip_error(error) or "")])
         except ConditionFailed:
             pass  # already failing, cancelling or finished
         self.settle(wx)

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 from whimbrel.contract.errors import WhimbrelError
 from whimbrel.contract.ids import shard_of
-from whimbrel.contract.payloads import clip_error
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
 from whimbrel.engine.engine import Engine
 from whimbrel.store import specs
@@ -56,7 +55,7 @@ def sweep(engine: Engine, now: float | None = None, *, limit: int = 1000) -> Swe
     """Run one heartbeat-listener pass at ``now`` (the engine's clock when None)."""
     now = engine.clock() if now is None else now
     report = SweepReport(now=now)
-    for wx, aeid in engine.store.due_timers(now, limit):
+    for _wx, aeid in engine.store.due_timers(now, limit):
         try:
             _fire_timer(engine, aeid, now, report)
         except WhimbrelError as exc:  # one bad item must not stop the pass
@@ -86,9 +85,9 @@ def _fire_timer(engine: Engine, aeid: str, now: float, report: SweepReport) -> N
             moved = store.move_activity(
                 aeid, state.value, A.TIMED_OUT.value, now, actor="heartbeat-listener",
                 extra=[m.ended_epoch.set(now), m.timer_shard.remove(), m.timer_epoch.remove(),
-                       m.error.set(clip_error(
+                       m.error.set(
                            f"no heartbeat for {now - float(last or now):.1f} s "
-                           f"(timeout {hb} s)"))],
+                           f"(timeout {hb} s)")],
                 # The deadline we saw must still hold: a heartbeat that landed after the
                 # index read moved timer_epoch forward and wins.
                 condition_extra=m.timer_epoch <= now,

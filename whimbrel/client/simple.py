@@ -1,0 +1,111 @@
+"""The Simple Lambda API, client side: one item in, the stream-triggered Lambdas do the rest.
+
+Each function writes exactly one item, in the format any language can write with one
+raw ``PutItem`` (docs/simple-api.md). Nothing here runs workflow logic.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from whimbrel.contract.errors import InvalidInput
+from whimbrel.contract.ids import new_request_id, parse_activity_exec_id
+from whimbrel.contract.limits import MAX_INPUT_BYTES, MAX_OUTPUT_BYTES
+from whimbrel.contract.payloads import clip_error, encode_payload
+from whimbrel.contract.states import Transition
+from whimbrel.engine.ports import ENV_ACTIVITY_EXEC_ID, ENV_WORKFLOW_NAME, Clock
+from whimbrel.store.store import Store
+
+__all__ = ["Rejection", "list_rejections", "request_workflow", "send_activity_event"]
+
+
+def request_workflow(store: Store, clock: Clock, name: str, input: Any = None, *,
+                     version: int | None = None, source: str | None = None) -> str:
+    """Write one ``workflow_request`` item; returns its ``workflow_request_id``.
+
+    Raises:
+        InvalidInput: empty name, bad version, or input not JSON / too large.
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidInput("workflow_name must be a non-empty string", field="workflow_name")
+    if version is not None and (not isinstance(version, int) or version < 1):
+        raise InvalidInput("version must be an integer >= 1", field="version")
+    payload = encode_payload(input, field="input", max_bytes=MAX_INPUT_BYTES)
+    request_id = new_request_id()
+    item = store.models.workflow_request(
+        request_id, workflow_name=name, version=version, input=payload, manual=False,
+        source=source, when_epoch=clock())
+    store.put_request(item)
+    return request_id
+
+
+def send_activity_event(store: Store, clock: Clock, activity_exec_id: str,
+                        transition: Transition | str, *, output: Any = None,
+                        error: Any = None) -> str:
+    """Write one ``activity_event`` item; returns its ``activity_event_id``.
+
+    ``activity_name`` and ``workflow_exec_id`` are filled from the id itself, and
+    ``workflow_name`` from the activity's environment (``WHIMBREL_WORKFLOW_NAME``) when
+    this process runs as that activity.
+
+    Raises:
+        InvalidInput: malformed id, unknown transition, or output not JSON / too large.
+    """
+    key = parse_activity_exec_id(activity_exec_id)
+    try:
+        verb = Transition(transition)
+    except ValueError as exc:
+        raise InvalidInput(f"unknown transition {transition!r}", field="transition") from exc
+    workflow_name = None
+    if os.environ.get(ENV_ACTIVITY_EXEC_ID) == activity_exec_id:
+        workflow_name = os.environ.get(ENV_WORKFLOW_NAME) or None
+    event_id = new_request_id()
+    item = store.models.activity_event(
+        event_id,
+        activity_exec_id=activity_exec_id,
+        activity_name=key.activity_name,
+        workflow_exec_id=key.workflow_exec_id,
+        workflow_name=workflow_name,
+        transition=verb.value,
+        output=encode_payload(output, field="output", max_bytes=MAX_OUTPUT_BYTES),
+        error=clip_error(error),
+        source="simple-api",
+        when_epoch=clock(),
+    )
+    store.put_event(item)
+    return event_id
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A stream record that could never succeed, and why."""
+
+    rejection_id: str
+    day: str
+    source: str
+    reason: str
+    error_type: str
+    record: Any
+    when_epoch: float
+
+
+def list_rejections(store: Store, day: str | None = None, *, limit: int | None = 100,
+                    clock: Clock | None = None) -> list[Rejection]:
+    """Rejections recorded on ``day`` (``YYYY-MM-DD``, UTC; today when None), newest first."""
+    if day is None:
+        now = clock() if clock else datetime.now(UTC).timestamp()
+        day = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d")
+    out = []
+    for row in store.list_rejections(day, limit=limit):
+        try:
+            record = json.loads(row.record)
+        except ValueError:
+            record = row.record
+        out.append(Rejection(row.rejection_id, row.rejection_day, row.source, row.reason,
+                             row.error_type, record, float(row.when_epoch)))
+    return out
+

