@@ -32,3 +32,4 @@ def wb(ddb_endpoint: str, table_prefix: str, clock: ManualClock) -> Iterator[Whi
     client.create_tables()
     yield client
     client.close()
+    client.store.delete_tables()  # keep the shared server small and fast

@@ -107,7 +107,9 @@ def test_retry_after_backoff_driven_by_clock(wb: Whimbrel, clock: Callable[[], f
     wx = wb.start_workflow("retry")
     first = f"{wx}:flaky:1"
     wait_until(lambda: wb.get_activity(first).state is A.FAILED, timeout=20)
-    second = wb.get_activity(f"{wx}:flaky:2")
+    # the retry is created by the failure's follow-up, just after the FAILED write
+    second = wait_until(lambda: wb.store.get_activity(f"{wx}:flaky:2"), timeout=20)
+    second = wb.get_activity(second.activity_exec_id)
     assert second.state is A.REQUESTED
     assert second.not_before_epoch == pytest.approx(
         wb.get_activity(first).ended_epoch + 30, abs=0.01)

@@ -226,9 +226,18 @@ class ActivityDefinition:
         retry = data.get("retry") or {}
         if not isinstance(retry, Mapping):
             raise InvalidDefinition(str(data.get("name")), ["retry must be a mapping"])
+        deps = data.get("depends_on") or ()
+        if isinstance(deps, str):
+            deps = (deps,)
+        # Checked here, not in problems(): tuple() of a number or a mapping would fail
+        # with a bare TypeError that does not name the field (test_bad_input_corpus).
+        if not isinstance(deps, list | tuple) or not all(isinstance(d, str) for d in deps):
+            raise InvalidDefinition(str(data.get("name")), [
+                f"activity {data.get('name', '?')!r}: depends_on must be a list of "
+                f"activity names, not {deps!r}"[:300]])
         return cls(
             name=data.get("name"),  # type: ignore[arg-type]  # validated later, reported whole
-            depends_on=tuple(data.get("depends_on") or ()),
+            depends_on=tuple(deps),
             launcher=LauncherSpec.parse(data.get("launcher")),
             heartbeat_timeout_seconds=data.get("heartbeat_timeout_seconds"),
             start_timeout_seconds=data.get("start_timeout_seconds", 300.0),

@@ -138,8 +138,12 @@ class InvalidDefinition(WhimbrelError):
         self.problems = list(problems)
 
 
-class InvalidInput(WhimbrelError):
-    """A request, event or argument is malformed. ``field`` names the culprit."""
+class InvalidInput(WhimbrelError, ValueError):
+    """A request, event or argument is malformed. ``field`` names the culprit.
+
+    Also a ``ValueError``: an unknown ``Transition("…")`` raises it, and callers that
+    catch the ValueError of an enum lookup keep working.
+    """
 
     def __init__(self, message: str, *, field: str | None = None, **fields: Any) -> None:
         super().__init__(message, field=field, **fields)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from types import MappingProxyType
 
-from whimbrel.contract.errors import IllegalTransition
+from whimbrel.contract.errors import IllegalTransition, InvalidInput
 
 
 class ActivityState(StrEnum):
@@ -49,6 +49,14 @@ class Transition(StrEnum):
     FAILED = "FAILED"
     COMPLETED = "COMPLETED"
     TIME_OUT = "TIME_OUT"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Transition:
+        # An unknown verb from a caller is bad input: raise it inside the error tree
+        # (InvalidInput is also a ValueError, what Enum lookups raise), naming the field
+        # and the known verbs, not a bare ValueError (test_bad_input_corpus).
+        known = ", ".join(t.value for t in cls)
+        raise InvalidInput(f"unknown transition {value!r} (known: {known})", field="transition")
 
 
 class WorkflowState(StrEnum):

@@ -268,17 +268,31 @@ class Engine:
                     transition=transition.value) from None
             raise
         _, defn = self.definition(item.workflow_name, self._workflow_version(item))
-        actions = self._actions_for(item, defn, new_state, output=output, error=error)
-        try:
-            moved = self.store.move_activity(activity_exec_id_, current.value, new_state.value,
-                                              self.clock(), actor=actor or self.actor,
-                                              extra=actions)
-        except ConditionFailed:
-            actual = self.store.get_activity(activity_exec_id_)
-            raise StateConflict(expected=current.value,
-                                actual=actual.state if actual else None,
-                                activity_exec_id=activity_exec_id_,
-                                transition=transition.value) from None
+        while True:
+            actions = self._actions_for(item, defn, new_state, output=output, error=error)
+            try:
+                moved = self.store.move_activity(activity_exec_id_, current.value,
+                                                  new_state.value, self.clock(),
+                                                  actor=actor or self.actor, extra=actions)
+                break
+            except ConditionFailed:
+                actual = self.store.get_activity(activity_exec_id_)
+                # Someone moved the activity between our read and our write. If the
+                # contract still allows this verb from where it is now, apply it from
+                # there: a worker reporting COMPLETED while a cancel turned RUNNING
+                # into CANCELLED_RUNNING must end it CANCELLED, not lose the report
+                # and leave the workflow waiting forever (test_complete_and_cancel_at_once).
+                # Each retry follows a state change, and the contract has no cycles.
+                retry_to = None
+                if actual is not None and actual.state != current.value:
+                    retry_to = ACTIVITY_TRANSITIONS.get((ActivityState(actual.state),
+                                                         transition))
+                if actual is None or retry_to is None:
+                    raise StateConflict(expected=current.value,
+                                        actual=actual.state if actual else None,
+                                        activity_exec_id=activity_exec_id_,
+                                        transition=transition.value) from None
+                item, current, new_state = actual, ActivityState(actual.state), retry_to
         self.after(moved)
         return ActivityExec.from_model(moved)
 

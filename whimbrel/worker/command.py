@@ -53,6 +53,10 @@ def run_command(engine: Engine, activity_exec_id: str, argv: Sequence[str], *,
                 if act.stop_requested is not None:
                     _stop(proc, kill_grace_seconds)
                     reader.join(timeout=1)
+                    # run_activity ends the activity quietly on a stop; report the
+                    # child's fate the shell way (128 + signal).
+                    rc = proc.returncode
+                    code = 128 - rc if rc is not None and rc < 0 else (rc or 143)
                     raise act.stop_requested
             reader.join(timeout=5)
             if code != 0:

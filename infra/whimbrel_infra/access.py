@@ -1,0 +1,112 @@
+"""Who may touch which table: the engine functions and the two exported policies.
+
+Every permission goes through a ``grant*`` method of the table, so table ARNs, index
+ARNs and (with a customer-managed key) the KMS permissions come from CDK, and no
+statement ever carries ``dynamodb:*``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from whimbrel.store.specs import (
+    ACTIVITY_EVENT,
+    ACTIVITY_EXEC,
+    ACTIVITY_EXEC_DEPENDENCY,
+    REJECTION,
+    WORKFLOW_DEFINITION,
+    WORKFLOW_EXEC,
+    WORKFLOW_REQUEST,
+)
+
+# Deployment concern, kept here: which tables the engine code reads and writes (from
+# whimbrel/store/store.py as the engine uses it). The three handlers all run the
+# engine's transition + follow-up + reconcile paths (a stream record can complete an
+# activity, which readies dependents, which finishes the workflow), so they share one
+# set. Stream records arrive through the event source mappings, which grant the stream
+# reads themselves; the engine never reads or writes request or event items.
+ENGINE_READS = (WORKFLOW_DEFINITION.logical_name,)
+ENGINE_WRITES = (
+    WORKFLOW_EXEC.logical_name,
+    ACTIVITY_EXEC.logical_name,
+    ACTIVITY_EXEC_DEPENDENCY.logical_name,
+    REJECTION.logical_name,
+)
+
+# An activity worker on the Simple Lambda API (docs/contract.md): it reports transitions
+# by putting one activity_event item, heartbeats its activity_exec item with a
+# conditional UpdateItem, and reads the execution items it works on (its own attempt,
+# whether the run was cancelled).
+WORKER_PUT_EVENT = ("dynamodb:PutItem",)
+WORKER_ACTIVITY_EXEC = (
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:UpdateItem",
+)
+WORKER_READ = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
+
+
+def grant_engine_access(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.Table]) -> None:
+    """What one engine function (stream handler or heartbeat) needs on the tables."""
+    for name in ENGINE_READS:
+        tables[name].grant_read_data(grantee)
+    for name in ENGINE_WRITES:
+        tables[name].grant_read_write_data(grantee)
+
+
+def grant_activity_worker(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.Table]) -> None:
+    """What a process that runs activities needs (see the constants above)."""
+    tables[ACTIVITY_EVENT.logical_name].grant(grantee, *WORKER_PUT_EVENT)
+    tables[ACTIVITY_EXEC.logical_name].grant(grantee, *WORKER_ACTIVITY_EXEC)
+    tables[WORKFLOW_EXEC.logical_name].grant(grantee, *WORKER_READ)
+    # Table.grant covers the table only; with a customer-managed key the worker also
+    # needs the key, as the purpose-specific grant_*_data methods would add for writes.
+    key = tables[ACTIVITY_EVENT.logical_name].encryption_key
+    if key is not None:
+        key.grant_encrypt_decrypt(grantee)
+
+
+def grant_full_logic_client(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.Table]) -> None:
+    """What a process that runs the engine in-process needs: every table, no streams."""
+    for table in tables.values():
+        table.grant_read_write_data(grantee)
+
+
+def grant_start_workflow(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.Table]) -> None:
+    """Simple Lambda API: start a workflow by putting one ``workflow_request`` item."""
+    tables[WORKFLOW_REQUEST.logical_name].grant(grantee, "dynamodb:PutItem")
+
+
+def activity_worker_policy(
+    scope: Construct, prefix: str, tables: Mapping[str, dynamodb.Table]
+) -> iam.ManagedPolicy:
+    """A managed policy to attach to the IAM role of anything that runs activities."""
+    policy = iam.ManagedPolicy(
+        scope,
+        "ActivityWorkerPolicy",
+        managed_policy_name=f"{prefix}activity_worker",
+        description="Whimbrel activity workers: report activity events, heartbeat "
+        "activity executions, read activity and workflow executions.",
+    )
+    grant_activity_worker(policy, tables)
+    return policy
+
+
+def full_logic_client_policy(
+    scope: Construct, prefix: str, tables: Mapping[str, dynamodb.Table]
+) -> iam.ManagedPolicy:
+    """A managed policy to attach to the IAM role of a Full Logic API client."""
+    policy = iam.ManagedPolicy(
+        scope,
+        "FullLogicClientPolicy",
+        managed_policy_name=f"{prefix}full_logic_client",
+        description="Whimbrel Full Logic API clients: run the engine in-process "
+        "(read and write every Whimbrel table).",
+    )
+    grant_full_logic_client(policy, tables)
+    return policy

@@ -1,0 +1,178 @@
+"""The three engine functions, their stream mappings, dead-letter queue and schedule.
+
+Handler paths and every stream-consumer setting (batch size, retries, record age,
+bisect, partial failures, filters) come from ``whimbrel.store.specs`` — the same
+values the local runtime honours — so the deployed and local stacks behave alike.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from aws_cdk import Duration
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from whimbrel.store.specs import HEARTBEAT_HANDLER, STREAM_CONSUMERS, StreamConsumerSpec
+
+from .access import grant_engine_access
+from .props import (
+    DLQ_RETENTION_DAYS,
+    HEARTBEAT_FUNCTION_TIMEOUT_SECONDS,
+    STREAM_FUNCTION_TIMEOUT_SECONDS,
+    WhimbrelProps,
+)
+from .tables import construct_id
+
+#: The environment variable the handlers read their table prefix from.
+TABLE_PREFIX_ENV = "WHIMBREL_TABLE_PREFIX"
+HEARTBEAT_NAME = "heartbeat"
+ARCHITECTURE = lambda_.Architecture.ARM_64
+
+
+@dataclass(frozen=True)
+class EngineFunctions:
+    """The deployed functions, keyed by consumer name (plus ``heartbeat``)."""
+
+    by_name: Mapping[str, lambda_.Function]
+    dead_letter_queue: sqs.Queue
+    heartbeat_rule: events.Rule
+
+
+def dead_letter_queue(scope: Construct, props: WhimbrelProps) -> sqs.Queue:
+    """Where stream records go after their bounded retries; encrypted, TLS only."""
+    if props.encryption_key is not None:
+        encryption = sqs.QueueEncryption.KMS
+    else:
+        encryption = sqs.QueueEncryption.SQS_MANAGED
+    return sqs.Queue(
+        scope,
+        "StreamDeadLetterQueue",
+        encryption=encryption,
+        encryption_master_key=props.encryption_key,
+        enforce_ssl=True,
+        retention_period=Duration.days(DLQ_RETENTION_DAYS),
+        removal_policy=props.removal_policy,
+    )
+
+
+def build_functions(
+    scope: Construct,
+    props: WhimbrelProps,
+    tables: Mapping[str, dynamodb.Table],
+    code: lambda_.Code,
+    runtime: lambda_.Runtime,
+) -> EngineFunctions:
+    dlq = dead_letter_queue(scope, props)
+    functions: dict[str, lambda_.Function] = {}
+    for consumer in STREAM_CONSUMERS:
+        fn = _function(
+            scope,
+            consumer.name,
+            consumer.handler,
+            Duration.seconds(STREAM_FUNCTION_TIMEOUT_SECONDS),
+            props,
+            code,
+            runtime,
+        )
+        grant_engine_access(fn, tables)
+        fn.add_event_source(_stream_source(consumer, tables[consumer.table.logical_name], dlq))
+        functions[consumer.name] = fn
+
+    heartbeat = _function(
+        scope,
+        HEARTBEAT_NAME,
+        HEARTBEAT_HANDLER,
+        Duration.seconds(HEARTBEAT_FUNCTION_TIMEOUT_SECONDS),
+        props,
+        code,
+        runtime,
+        # A failed tick is not retried: the next tick sweeps and reconciles everything
+        # again, and the errors alarm reports the failure.
+        retry_attempts=0,
+    )
+    grant_engine_access(heartbeat, tables)
+    functions[HEARTBEAT_NAME] = heartbeat
+    rule = events.Rule(
+        scope,
+        "HeartbeatSchedule",
+        description="Whimbrel heartbeat listener: time out silent activities, reconcile.",
+        schedule=events.Schedule.rate(props.effective_heartbeat_rate),
+        enabled=props.heartbeat_enabled,
+        targets=[targets.LambdaFunction(heartbeat, retry_attempts=0)],
+    )
+    return EngineFunctions(by_name=functions, dead_letter_queue=dlq, heartbeat_rule=rule)
+
+
+def _function(
+    scope: Construct,
+    name: str,
+    handler: str,
+    timeout: Duration,
+    props: WhimbrelProps,
+    code: lambda_.Code,
+    runtime: lambda_.Runtime,
+    retry_attempts: int | None = None,
+) -> lambda_.Function:
+    # An explicit role and log group instead of the AWSLambdaBasicExecutionRole managed
+    # policy: the role may write to its own log group and nothing else.
+    role = iam.Role(
+        scope,
+        construct_id(name, "Role"),
+        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        description=f"Whimbrel {name} handler",
+    )
+    log_group = logs.LogGroup(
+        scope,
+        construct_id(name, "Logs"),
+        retention=props.log_retention,
+        removal_policy=props.removal_policy,
+    )
+    log_group.grant_write(role)
+    return lambda_.Function(
+        scope,
+        construct_id(name, "Function"),
+        description=f"Whimbrel {name} handler (tables {props.table_prefix}*)",
+        runtime=runtime,
+        architecture=ARCHITECTURE,
+        handler=handler,
+        code=code,
+        role=role,
+        log_group=log_group,
+        memory_size=props.lambda_memory_mb,
+        timeout=timeout,
+        retry_attempts=retry_attempts,
+        environment={
+            TABLE_PREFIX_ENV: props.table_prefix,
+            "POWERTOOLS_SERVICE_NAME": "whimbrel",
+            "POWERTOOLS_METRICS_NAMESPACE": "Whimbrel",
+        },
+    )
+
+
+def _stream_source(
+    consumer: StreamConsumerSpec, table: dynamodb.Table, dlq: sqs.Queue
+) -> sources.DynamoEventSource:
+    return sources.DynamoEventSource(
+        table,
+        starting_position=lambda_.StartingPosition[consumer.starting_position],
+        batch_size=consumer.batch_size,
+        max_batching_window=Duration.seconds(consumer.max_batching_window_seconds),
+        retry_attempts=consumer.max_retry_attempts,
+        max_record_age=Duration.seconds(consumer.max_record_age_seconds),
+        bisect_batch_on_error=consumer.bisect_batch_on_error,
+        report_batch_item_failures=consumer.report_batch_item_failures,
+        parallelization_factor=consumer.parallelization_factor,
+        on_failure=sources.SqsDlq(dlq),
+        # The spec holds Lambda's filter JSON already; only serialise it.
+        filters=[{"pattern": json.dumps(pattern)} for pattern in consumer.filter_patterns],
+    )

@@ -1,0 +1,108 @@
+"""Props of the :class:`~whimbrel_infra.Whimbrel` construct, and deployment-only defaults.
+
+Everything the engine and the local runtime must agree on (table keys, indexes,
+streams, stream-consumer settings, handler paths, the heartbeat rate) lives in
+``whimbrel/store/specs.py``. The constants below are purely deployment concerns —
+sizes, timeouts, retention — so they live here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+
+from whimbrel.store.specs import DEFAULT_TABLE_PREFIX, HEARTBEAT_RATE_SECONDS_AWS, TABLES
+
+# --- deployment-only defaults (not part of the engine contract) -------------------
+
+#: Lambda memory; also buys CPU. 512 MB keeps a cold import of pydantic + PynamoDB short.
+DEFAULT_LAMBDA_MEMORY_MB = 512
+#: A stream batch is at most ``batch_size`` records of a few conditional writes each;
+#: a minute is generous and still bounds a stuck invocation (and the shard it blocks).
+STREAM_FUNCTION_TIMEOUT_SECONDS = 60
+#: Sweep + reconcile page through sparse indexes; two minutes bounds a slow run. A run
+#: overlapping the next tick is harmless: every write it makes is conditional.
+HEARTBEAT_FUNCTION_TIMEOUT_SECONDS = 120
+DEFAULT_LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+#: SQS's maximum, so a failed record survives a long weekend before anyone looks.
+DLQ_RETENTION_DAYS = 14
+#: The iterator-age alarm fires at this fraction of the consumer's maximum record age,
+#: i.e. well before Lambda starts discarding records to the dead-letter queue.
+ITERATOR_AGE_ALARM_FRACTION = 0.5
+
+_TABLE_NAME_CHARS = re.compile(r"^[A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class WhimbrelProps:
+    """How a Whimbrel deployment is shaped. Every field has a production-safe default.
+
+    Attributes:
+        table_prefix: Prepended to every table name (``whimbrel_`` by default). Clients
+            must use the same prefix (``WHIMBREL_TABLE_PREFIX``).
+        removal_policy: What happens to the tables, log groups and dead-letter queue
+            when they leave the stack. ``RETAIN`` by default: data outlives the stack.
+        deletion_protection: DynamoDB deletion protection on every table. ``None``
+            means "on exactly when ``removal_policy`` is ``RETAIN``".
+        heartbeat_rate: How often the heartbeat listener (sweep + reconcile) runs.
+            ``None`` means ``specs.HEARTBEAT_RATE_SECONDS_AWS``. Whole minutes only.
+        heartbeat_enabled: ``False`` deploys the schedule disabled (e.g. to pause).
+        encryption_key: A customer-managed KMS key for the tables and the dead-letter
+            queue. ``None`` uses AWS-managed keys (no key to pay for or manage).
+        lambda_memory_mb: Memory of each of the three functions.
+        lambda_runtime: ``None`` picks the newest Python runtime this aws-cdk-lib offers.
+        log_retention: Retention of the functions' log groups.
+        alarms: Deploy the CloudWatch alarms (DLQ not empty, errors, iterator age).
+        alarm_topic: Where alarms notify; ``None`` leaves the alarms without actions.
+        managed_policies: Deploy the two managed policies for workers and clients.
+        source_root: The checkout holding ``whimbrel/``, ``lambdas/`` and
+            ``pyproject.toml``; ``None`` means the one this package lives in.
+        bundle_cache_dir: Where bundled dependencies are cached between synths;
+            ``None`` means ``$WHIMBREL_BUNDLE_CACHE`` or ``<source_root>/.cache``.
+    """
+
+    table_prefix: str = DEFAULT_TABLE_PREFIX
+    removal_policy: RemovalPolicy = RemovalPolicy.RETAIN
+    deletion_protection: bool | None = None
+    heartbeat_rate: Duration | None = None
+    heartbeat_enabled: bool = True
+    encryption_key: kms.IKey | None = None
+    lambda_memory_mb: int = DEFAULT_LAMBDA_MEMORY_MB
+    lambda_runtime: lambda_.Runtime | None = None
+    log_retention: logs.RetentionDays = DEFAULT_LOG_RETENTION
+    alarms: bool = True
+    alarm_topic: sns.ITopic | None = None
+    managed_policies: bool = True
+    source_root: Path | None = None
+    bundle_cache_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if not _TABLE_NAME_CHARS.match(self.table_prefix):
+            raise ValueError(
+                f"table_prefix {self.table_prefix!r} may only contain letters, digits, "
+                "'_', '-' and '.' (DynamoDB table-name characters)"
+            )
+        longest = max(len(spec.table_name(self.table_prefix)) for spec in TABLES)
+        if longest > 255:
+            raise ValueError(f"table_prefix {self.table_prefix!r} makes a table name > 255 chars")
+        if not 128 <= self.lambda_memory_mb <= 10240:
+            raise ValueError(f"lambda_memory_mb must be 128..10240, not {self.lambda_memory_mb}")
+
+    @property
+    def effective_deletion_protection(self) -> bool:
+        if self.deletion_protection is not None:
+            return self.deletion_protection
+        return self.removal_policy == RemovalPolicy.RETAIN
+
+    @property
+    def effective_heartbeat_rate(self) -> Duration:
+        if self.heartbeat_rate is not None:
+            return self.heartbeat_rate
+        return Duration.seconds(HEARTBEAT_RATE_SECONDS_AWS)

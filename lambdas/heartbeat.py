@@ -1,0 +1,22 @@
+"""Scheduled heartbeat listener: one sweep (time-outs, due retries, reconcile)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.metrics import MetricUnit
+
+from lambdas._shared import engine_for, logger, metrics
+from whimbrel.engine.sweep import sweep
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    report = sweep(engine_for(context))
+    # Emitted every run (0 included) so the alarm's series has no gaps.
+    metrics.add_metric(name="ActivitiesTimedOut", unit=MetricUnit.Count,
+                       value=len(report.timed_out))
+    if report.timed_out or report.retries_launched or report.errors:
+        logger.info("sweep", extra=report.to_dict())
+    return report.to_dict()

@@ -1,0 +1,109 @@
+"""Helpers of the end-to-end tests: workflows, a raw boto3 client, waits."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import boto3
+
+from whimbrel import ActivityDefinition as Act
+from whimbrel import LauncherSpec, WorkflowDefinition, WorkflowExec
+from whimbrel.contract.ids import workflow_exec_id_for
+from whimbrel.local.runtime import LocalRuntime
+from whimbrel.testing import wait_until
+
+PY = LauncherSpec.python("wb_test_activities:echo")
+
+DIAMOND = WorkflowDefinition("diamond", (
+    Act("A", launcher=PY), Act("B", ("A",), launcher=PY), Act("C", ("A",), launcher=PY),
+    Act("D", ("B", "C"), launcher=PY)))
+
+EXTERNAL_DIAMOND = WorkflowDefinition("ext_diamond", (
+    Act("A"), Act("B", ("A",)), Act("C", ("A",)), Act("D", ("B", "C"))))
+
+
+
+
+class RawClient:
+    """A client with no Whimbrel code: plain boto3 PutItem on the two API tables."""
+
+    def __init__(self, endpoint_url: str, table_prefix: str) -> None:
+        self.ddb = boto3.client("dynamodb", endpoint_url=endpoint_url, region_name="us-east-1")
+        self.prefix = table_prefix
+
+    def request(self, workflow_name: str, input: Any = None, **extra: Any) -> str:
+        request_id = str(uuid.uuid4())
+        item: dict[str, Any] = {
+            "workflow_request_id": {"S": request_id},
+            "workflow_name": {"S": workflow_name},
+            "when_epoch": {"N": str(time.time())},
+        }
+        if input is not None:
+            item["input"] = {"S": json.dumps(input)}
+        item.update(extra)
+        self.ddb.put_item(TableName=f"{self.prefix}workflow_request", Item=item)
+        return request_id
+
+    def event(self, activity_exec_id: str, transition: str, *, output: Any = None,
+              error: str | None = None, native_output: bool = False) -> str:
+        event_id = str(uuid.uuid4())
+        item: dict[str, Any] = {
+            "activity_event_id": {"S": event_id},
+            "activity_exec_id": {"S": activity_exec_id},
+            "transition": {"S": transition},
+            "when_epoch": {"N": str(time.time())},
+        }
+        if output is not None:
+            item["output"] = (to_ddb(output) if native_output else {"S": json.dumps(output)})
+        if error is not None:
+            item["error"] = {"S": error}
+        self.ddb.put_item(TableName=f"{self.prefix}activity_event", Item=item)
+        return event_id
+
+
+def to_ddb(value: Any) -> dict[str, Any]:
+    from decimal import Decimal
+
+    from boto3.dynamodb.types import TypeSerializer
+
+    def fix(v: Any) -> Any:
+        if isinstance(v, float):
+            return Decimal(str(v))
+        if isinstance(v, dict):
+            return {k: fix(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [fix(x) for x in v]
+        return v
+
+    out: dict[str, Any] = TypeSerializer().serialize(fix(value))
+    return out
+
+
+def wait_workflow(rt: LocalRuntime, request_id: str, timeout: float = 15.0) -> WorkflowExec:
+    wx = workflow_exec_id_for(request_id)
+
+    def done() -> WorkflowExec | None:
+        if rt.client.store.get_workflow(wx) is None:
+            return None
+        wf = rt.client.get_workflow(wx)
+        return wf if wf.state.is_terminal else None
+
+    return wait_until(done, timeout=timeout, message=f"workflow {wx} did not end")
+
+
+def summary(wf: WorkflowExec) -> dict[str, Any]:
+    """What must be equal between two runs of the same scenario."""
+    return {
+        "state": wf.state.value,
+        "activities": sorted((a.activity_name, a.attempt, a.state.value,
+                              json.dumps(a.output, sort_keys=True)) for a in wf.activities),
+    }
+
+
+def activity_state(rt: LocalRuntime, activity_exec_id: str) -> str | None:
+    """The activity's state, or None while it does not exist yet."""
+    item = rt.client.store.get_activity(activity_exec_id)
+    return None if item is None else item.state

@@ -1,0 +1,167 @@
+"""The construct embedded in someone else's stack, with every optional prop changed.
+
+One more synthesis (a few seconds): a user's app with its own customer-managed key,
+a custom prefix, data that is destroyed with the stack, and no optional parts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aws_cdk import Acknowledgment, App, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
+from cdk_nag import AwsSolutionsChecks
+from whimbrel_infra import Whimbrel, WhimbrelProps
+from whimbrel_infra.functions import TABLE_PREFIX_ENV
+
+from whimbrel.store.specs import TABLES
+
+pytestmark = pytest.mark.infra
+
+PREFIX = "acme_orders_"
+ACTIVITY_FUNCTION = "arn:aws:lambda:eu-west-1:111122223333:function:resize-images"
+ACTIVITY_QUEUE = "arn:aws:sqs:eu-west-1:111122223333:render-jobs"
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    outdir = tmp_path_factory.mktemp("embedded.out")
+    app = App(outdir=str(outdir), builtin_cloud_formation_validation=False)
+    stack = Stack(app, "UserStack")
+    key = kms.Key(stack, "UserKey", enable_key_rotation=True)
+    engine = Whimbrel(
+        stack,
+        "Engine",
+        props=WhimbrelProps(
+            table_prefix=PREFIX,
+            removal_policy=RemovalPolicy.DESTROY,
+            heartbeat_rate=Duration.minutes(5),
+            heartbeat_enabled=False,
+            encryption_key=key,
+            lambda_memory_mb=1024,
+            alarms=False,
+            managed_policies=False,
+        ),
+    )
+    # Activities the engine launches: the user's function and queue.
+    engine.allow_launching(
+        lambda_.Function.from_function_arn(stack, "ActivityFunction", ACTIVITY_FUNCTION),
+        sqs.Queue.from_queue_arn(stack, "ActivityQueue", ACTIVITY_QUEUE),
+    )
+    # The user's own worker role, granted through the construct's helper.
+    worker = iam.Role(stack, "Worker", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"))
+    engine.grant_activity_worker(worker)
+    # The user's stack acknowledges what its own grant implies, as the construct does.
+    Validations.of(worker).acknowledge(
+        *[_index_ack(stack, engine, name) for name in ("activity_exec", "workflow_exec")],
+        *[
+            Acknowledgment(
+                id=f"AwsSolutions-IAM5[Action::{action}]",
+                reason="Writing a table encrypted with our key; wildcard is on that key only.",
+            )
+            for action in ("kms:GenerateDataKey*", "kms:ReEncrypt*")
+        ],
+    )
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    app.synth()  # raises on any unacknowledged cdk-nag finding
+    loaded: dict[str, Any] = json.loads((Path(outdir) / "UserStack.template.json").read_text())
+    return loaded
+
+
+def _index_ack(stack: Stack, engine: Whimbrel, name: str) -> Acknowledgment:
+    logical_id = stack.get_logical_id(engine.table(name).node.default_child)  # type: ignore[arg-type]
+    return Acknowledgment(
+        id=f"AwsSolutions-IAM5[Resource::<{logical_id}.Arn>/index/*]",
+        reason="Workers query this table's sparse indexes; the wildcard is its indexes only.",
+    )
+
+
+def _logical_id(template: dict[str, Any], prefix: str, cfn_type: str) -> str:
+    resources = template["Resources"].items()
+    [found] = [k for k, r in resources if k.startswith(prefix) and r["Type"] == cfn_type]
+    return found
+
+
+def _actions(statement: dict[str, Any]) -> list[str]:
+    actions = statement["Action"]
+    return actions if isinstance(actions, list) else [actions]
+
+
+def _of_type(template: dict[str, Any], cfn_type: str) -> list[dict[str, Any]]:
+    return [r for r in template["Resources"].values() if r["Type"] == cfn_type]
+
+
+def test_prefix_reaches_table_names_and_functions(template: dict[str, Any]) -> None:
+    names = {r["Properties"]["TableName"] for r in _of_type(template, "AWS::DynamoDB::Table")}
+    assert names == {spec.table_name(PREFIX) for spec in TABLES}
+    for fn in _of_type(template, "AWS::Lambda::Function"):
+        assert fn["Properties"]["Environment"]["Variables"][TABLE_PREFIX_ENV] == PREFIX
+        assert fn["Properties"]["MemorySize"] == 1024
+
+
+def test_customer_managed_key_encrypts_tables_and_queue(template: dict[str, Any]) -> None:
+    [key_id] = [k for k, r in template["Resources"].items() if r["Type"] == "AWS::KMS::Key"]
+    for table in _of_type(template, "AWS::DynamoDB::Table"):
+        sse = table["Properties"]["SSESpecification"]
+        assert sse["SSEType"] == "KMS"
+        assert sse["KMSMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    [queue] = _of_type(template, "AWS::SQS::Queue")
+    assert queue["Properties"]["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+
+
+def test_wildcard_actions_are_kms_variants_on_the_key_only(template: dict[str, Any]) -> None:
+    [key_id] = [k for k, r in template["Resources"].items() if r["Type"] == "AWS::KMS::Key"]
+    policies = _of_type(template, "AWS::IAM::Policy")
+    assert policies
+    for policy in policies:
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            wildcards = [a for a in _actions(statement) if "*" in a]
+            assert all(a.startswith("kms:") for a in wildcards), wildcards
+            if wildcards:
+                assert statement["Resource"] == {"Fn::GetAtt": [key_id, "Arn"]}
+
+
+def test_user_worker_role_can_use_the_key(template: dict[str, Any]) -> None:
+    worker_role = {"Ref": _logical_id(template, "Worker", "AWS::IAM::Role")}
+    policies = _of_type(template, "AWS::IAM::Policy")
+    [worker_policy] = [r for r in policies if r["Properties"]["Roles"] == [worker_role]]
+    statements = worker_policy["Properties"]["PolicyDocument"]["Statement"]
+    actions = {action for statement in statements for action in _actions(statement)}
+    assert {"dynamodb:PutItem", "dynamodb:UpdateItem", "kms:Decrypt", "kms:Encrypt"} <= actions
+
+
+def test_engine_functions_may_launch_the_users_activities(template: dict[str, Any]) -> None:
+    function_roles = {
+        r["Properties"]["Role"]["Fn::GetAtt"][0]
+        for r in _of_type(template, "AWS::Lambda::Function")
+    }
+    assert len(function_roles) == 3
+    for role_id in function_roles:
+        policies = _of_type(template, "AWS::IAM::Policy")
+        [policy] = [p for p in policies if p["Properties"]["Roles"] == [{"Ref": role_id}]]
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        granted = {
+            (action, json.dumps(s["Resource"])) for s in statements for action in _actions(s)
+        }
+        assert ("lambda:InvokeFunction", json.dumps(ACTIVITY_FUNCTION)) in granted
+        assert ("sqs:SendMessage", json.dumps(ACTIVITY_QUEUE)) in granted
+
+
+def test_destroy_policy_removes_data_and_protection(template: dict[str, Any]) -> None:
+    for table in _of_type(template, "AWS::DynamoDB::Table"):
+        assert table["DeletionPolicy"] == "Delete"
+        assert table["Properties"].get("DeletionProtectionEnabled", False) is False
+
+
+def test_optional_parts_are_left_out(template: dict[str, Any]) -> None:
+    assert _of_type(template, "AWS::CloudWatch::Alarm") == []
+    assert _of_type(template, "AWS::IAM::ManagedPolicy") == []
+    [rule] = _of_type(template, "AWS::Events::Rule")
+    assert rule["Properties"]["ScheduleExpression"] == "rate(5 minutes)"
+    assert rule["Properties"]["State"] == "DISABLED"

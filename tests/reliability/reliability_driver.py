@@ -1,0 +1,148 @@
+"""Plays the world around one workflow: the client, the activity processes (launched
+through a RecordingLauncher or claimed as ``external``) and the scheduled sweep.
+
+Any actor may die (``Crash``) inside a call. A dead client retries only when nothing of
+its call was recorded (the caller saw an error); a dead activity process never comes
+back; a dead sweep is simply followed by the next one. Time moves only when nothing
+else can happen, so heartbeats go stale, retries come due and reconcile visits happen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from whimbrel import (
+    ActivityDefinition,
+    LauncherSpec,
+    RetryPolicy,
+    Whimbrel,
+    WorkflowDefinition,
+    WorkflowState,
+)
+from whimbrel.contract.errors import WhimbrelError
+from whimbrel.contract.ids import parse_activity_exec_id, workflow_exec_id_for
+from whimbrel.contract.states import ActivityState, Transition
+from whimbrel.testing import Crash, RecordingLauncher, StepClock
+
+W = WorkflowState
+LAMBDA = LauncherSpec("lambda", {"function": "f"})
+#: Idle time step: longer than every heartbeat and start timeout used below.
+IDLE_STEP = 150.0
+MAX_ROUNDS = 80
+
+#: (activity name, attempt) -> "complete" | "fail" | "hang"
+Behaviour = Callable[[str, int], str]
+
+
+def act(name: str, *deps: str, external: bool = False, attempts: int = 3,
+        hb: float | None = 30.0) -> ActivityDefinition:
+    return ActivityDefinition(
+        name, deps, launcher=LauncherSpec.external() if external else LAMBDA,
+        heartbeat_timeout_seconds=hb, start_timeout_seconds=60.0,
+        retry=RetryPolicy(max_attempts=attempts, initial_interval_seconds=5.0))
+
+
+@dataclass
+class Plan:
+    name: str
+    definition: WorkflowDefinition
+    expected: WorkflowState
+    behaviour: Behaviour = lambda name, attempt: "complete"
+    cancel_when_running: str | None = None
+
+
+@dataclass
+class Outcome:
+    workflow_exec_id: str
+    crashes: int = 0
+    rounds: int = 0
+    log: list[str] = field(default_factory=list)
+
+
+def run_plan(wb: Whimbrel, clock: StepClock, launcher: RecordingLauncher, plan: Plan,
+             request_id: str) -> Outcome:
+    wx = workflow_exec_id_for(request_id)
+    out = Outcome(wx)
+
+    def call(what: str, fn: Callable[[], object]) -> tuple[bool, object]:
+        """(crashed, result); expected refusals (lost races) come back as results."""
+        try:
+            return False, fn()
+        except Crash as exc:
+            out.crashes += 1
+            out.log.append(f"{what}: {exc}")
+            return True, None
+        except WhimbrelError as exc:
+            out.log.append(f"{what}: {type(exc).__name__}")
+            return False, exc
+
+    crashed, _ = call("start", lambda: wb.start_workflow(plan.definition.name, {"n": 1},
+                                                         request_id=request_id))
+    if crashed and wb.store.get_workflow(wx) is None:
+        call("start again", lambda: wb.start_workflow(plan.definition.name, {"n": 1},
+                                                      request_id=request_id))
+    procs: dict[str, str] = {}  # activity_exec_id -> launched | running | gone
+    cancel_sent = False
+    for out.rounds in range(1, MAX_ROUNDS + 1):
+        wf = wb.engine.get_workflow(wx)
+        if wf.state.is_terminal and all(a.state.is_terminal for a in wf.activities):
+            return out
+        progressed = False
+        for req in launcher.take():
+            if req.workflow_exec_id == wx:
+                procs[req.activity_exec_id] = "launched"
+        waiting = [a for a in wf.activities if a.state is ActivityState.READY
+                   and not plan.definition.activity(a.activity_name).launcher.is_push]
+        claimed: object = None
+        if waiting:  # claim only when something waits: each claim reads four shards
+            crashed, claimed = call("claim",
+                                    lambda: wb.claim(workflow_name=plan.definition.name))
+        if claimed is not None and not isinstance(claimed, WhimbrelError):
+            procs[claimed.activity_exec_id] = "running"  # type: ignore[attr-defined]
+            progressed = True
+        for aeid, stage in sorted(procs.items()):
+            key = parse_activity_exec_id(aeid)
+            if stage == "launched":
+                crashed, res = call(f"run {aeid}",
+                                    lambda a=aeid: wb.transition_activity(a, Transition.RUNNING))
+                procs[aeid] = "running" if not crashed and not isinstance(res, Exception) \
+                    else "gone"
+                progressed = True
+            elif stage == "running":
+                if plan.cancel_when_running == key.activity_name and not cancel_sent:
+                    cancel_sent = True
+                    crashed, _ = call("cancel", lambda: wb.cancel_workflow(wx))
+                    state = wb.store.get_workflow(wx).state  # type: ignore[union-attr]
+                    if crashed and state not in (W.CANCEL_REQUESTED.value, W.CANCELLED.value):
+                        call("cancel again", lambda: wb.cancel_workflow(wx))
+                what = plan.behaviour(key.activity_name, key.attempt)
+                procs[aeid] = "gone"
+                progressed = True
+                if what == "hang":
+                    continue  # alive but silent: the heartbeat listener must notice
+                verb = Transition.COMPLETED if what == "complete" else Transition.FAILED
+                call(f"{what} {aeid}", lambda a=aeid, v=verb: wb.transition_activity(
+                    a, v, output={"ok": True}, error="planned failure"))
+        if not progressed:
+            clock.advance(IDLE_STEP)
+            call("sweep", lambda: wb.sweep(clock()))
+    raise AssertionError(f"{plan.name}: workflow {wx} did not finish in {MAX_ROUNDS} rounds: "
+                         f"{wb.get_workflow(wx)}\n" + "\n".join(out.log))
+
+
+def plans() -> list[Plan]:
+    return [
+        Plan("diamond", WorkflowDefinition("diamond", (
+            act("A"), act("B", "A"), act("C", "A", external=True), act("D", "B", "C"))),
+            W.COMPLETED),
+        Plan("retry", WorkflowDefinition("retry", (act("A"), act("B", "A"))),
+             W.COMPLETED, behaviour=lambda n, a: "fail" if (n, a) == ("A", 1) else "complete"),
+        Plan("time-out", WorkflowDefinition("timeout", (act("A"), act("B", "A"))),
+             W.COMPLETED, behaviour=lambda n, a: "hang" if (n, a) == ("A", 1) else "complete"),
+        Plan("fail-cascade", WorkflowDefinition("cascade", (
+            act("A"), act("B", "A", attempts=2), act("C", "B"), act("D", "A"))),
+            W.FAILED, behaviour=lambda n, a: "fail" if n == "B" else "complete"),
+        Plan("cancel", WorkflowDefinition("cancel", (act("A"), act("B", "A"))),
+             W.CANCELLED, cancel_when_running="A"),
+    ]

@@ -1,0 +1,228 @@
+"""Races (issue 5, part 3): many actors on the same items, in threads and in separate
+processes. Every contested move has exactly one winner and the contract holds after."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any
+
+import pytest
+import race_workers
+from reliability_driver import LAMBDA
+
+from whimbrel import (
+    ActivityDefinition,
+    ActivityState,
+    LauncherSpec,
+    RetryPolicy,
+    Whimbrel,
+    WorkflowDefinition,
+    WorkflowState,
+)
+from whimbrel.contract.errors import ActivityStopped, StateConflict, WhimbrelError
+from whimbrel.contract.ids import activity_exec_id
+from whimbrel.contract.states import Transition
+from whimbrel.testing import RecordingLauncher, StepClock, assert_contract_holds
+
+A, W, T = ActivityState, WorkflowState, Transition
+THREADS = 6
+ROUNDS = 5
+EXT = LauncherSpec.external()
+
+#: Contested moves run by this module, reported in docs/reliability.md.
+RACES: Counter[str] = Counter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _print_race_figures() -> Any:
+    yield
+    print("\nraces run:", dict(RACES), "total", sum(RACES.values()))
+
+
+def together(*fns: Callable[[], Any]) -> list[Any]:
+    """Run the callables at the same moment (a barrier), returning results or errors."""
+    gate = threading.Barrier(len(fns))
+
+    def run(fn: Callable[[], Any]) -> Any:
+        gate.wait()
+        try:
+            return fn()
+        except WhimbrelError as exc:
+            return exc
+
+    with ThreadPoolExecutor(len(fns)) as pool:
+        return list(pool.map(run, fns))
+
+
+def _one(name: str, *acts: ActivityDefinition) -> WorkflowDefinition:
+    return WorkflowDefinition(name, acts)
+
+
+def _checked(wb: Whimbrel, wx: str, defn: WorkflowDefinition,
+             launcher: RecordingLauncher | None = None) -> Any:
+    wf = wb.get_workflow(wx)
+    launched = [r.activity_exec_id for r in (launcher.requests if launcher else [])
+                if r.workflow_exec_id == wx]
+    assert_contract_holds(wf, defn, launched=launched)
+    return wf
+
+
+def test_many_threads_claim_one_activity(rwb: Whimbrel) -> None:
+    defn = _one("claim1", ActivityDefinition("A", launcher=EXT))
+    rwb.register_workflow(defn)
+    for _ in range(ROUNDS):
+        wx = rwb.start_workflow("claim1")
+        results = together(*[lambda: rwb.claim(workflow_name="claim1")] * THREADS)
+        winners = [r for r in results if r is not None and not isinstance(r, Exception)]
+        assert len(winners) == 1, results
+        RACES["claim one activity (threads)"] += 1
+        rwb.transition_activity(winners[0].activity_exec_id, T.COMPLETED)
+        assert _checked(rwb, wx, defn).state is W.COMPLETED
+
+
+def test_many_threads_complete_one_activity_dependents_launch_once(
+        rwb: Whimbrel, launcher: RecordingLauncher) -> None:
+    defn = _one("fan", ActivityDefinition("A", launcher=EXT),
+                ActivityDefinition("B", ("A",), launcher=LAMBDA),
+                ActivityDefinition("C", ("A",), launcher=LAMBDA))
+    rwb.register_workflow(defn)
+    for _ in range(ROUNDS):
+        wx = rwb.start_workflow("fan")
+        aeid = activity_exec_id(wx, "A", 1)
+        rwb.transition_activity(aeid, T.RUNNING)
+        results = together(*[lambda a=aeid: rwb.transition_activity(a, T.COMPLETED)] * THREADS)
+        assert sum(not isinstance(r, Exception) for r in results) == 1, results
+        assert all(isinstance(r, StateConflict) for r in results if isinstance(r, Exception))
+        RACES["complete one activity (threads)"] += 1
+        assert launcher.doubled() == []
+        assert {r.activity_name for r in launcher.requests if r.workflow_exec_id == wx} == \
+            {"B", "C"}
+        _checked(rwb, wx, defn, launcher)
+
+
+def test_complete_and_cancel_at_once(rwb: Whimbrel, step_clock: StepClock) -> None:
+    defn = _one("cc", ActivityDefinition("A", launcher=EXT),
+                ActivityDefinition("B", ("A",), launcher=EXT))
+    rwb.register_workflow(defn)
+    outcomes: Counter[str] = Counter()
+    for _ in range(ROUNDS):
+        wx = rwb.start_workflow("cc")
+        aeid = activity_exec_id(wx, "A", 1)
+        rwb.transition_activity(aeid, T.RUNNING)
+        done, _ = together(lambda a=aeid: rwb.transition_activity(a, T.COMPLETED),
+                           lambda w=wx: rwb.cancel_workflow(w))
+        RACES["complete vs cancel (threads)"] += 1
+        step_clock.advance(500)
+        rwb.sweep()
+        wf = _checked(rwb, wx, defn)
+        # Cancel always wins the workflow (B had not started); A ended exactly once,
+        # COMPLETED if its report came first, else CANCELLED (it was asked to stop).
+        assert wf.state is W.CANCELLED, wf
+        a = wf.activity("A")
+        assert a.state in (A.COMPLETED, A.CANCELLED)
+        assert [h.state for h in wf.history].count(W.CANCELLED.value) == 1
+        outcomes[a.state.value] += 1
+        if isinstance(done, Exception):
+            pytest.fail(f"the activity's report was refused: {done!r}")
+    print("complete vs cancel outcomes:", dict(outcomes))
+
+
+def test_heartbeat_and_time_out_at_once(rwb: Whimbrel, step_clock: StepClock) -> None:
+    defn = _one("hb", ActivityDefinition("A", launcher=EXT, heartbeat_timeout_seconds=10))
+    rwb.register_workflow(defn)
+    for _ in range(ROUNDS):
+        wx = rwb.start_workflow("hb")
+        aeid = activity_exec_id(wx, "A", 1)
+        rwb.transition_activity(aeid, T.RUNNING)
+        step_clock.advance(11)
+        beat, report = together(lambda a=aeid: rwb.heartbeat(a), rwb.sweep)
+        RACES["heartbeat vs time-out (threads)"] += 1
+        timed_out = aeid in report.timed_out
+        state = rwb.get_activity(aeid).state
+        if timed_out:
+            assert isinstance(beat, ActivityStopped) and state is A.TIMED_OUT, (beat, state)
+        else:
+            assert beat is None and state is A.RUNNING, (beat, report, state)
+            rwb.transition_activity(aeid, T.COMPLETED)
+        step_clock.advance(100)
+        rwb.sweep()
+        _checked(rwb, wx, defn)
+
+
+def test_two_sweeps_at_once(rwb: Whimbrel, step_clock: StepClock,
+                            launcher: RecordingLauncher) -> None:
+    defn = _one("sw", ActivityDefinition(
+        "A", launcher=LAMBDA, heartbeat_timeout_seconds=10,
+        retry=RetryPolicy(max_attempts=3, initial_interval_seconds=20)))
+    rwb.register_workflow(defn)
+    wxs = [rwb.start_workflow("sw") for _ in range(ROUNDS)]
+    for wx in wxs:
+        rwb.transition_activity(activity_exec_id(wx, "A", 1), T.RUNNING)
+    for step in (11, 25):  # first the time-outs, then the retries coming due
+        step_clock.advance(step)
+        reports = together(rwb.sweep, rwb.sweep, rwb.sweep)
+        RACES["three sweeps at once"] += 1
+        timed = Counter(a for r in reports for a in r.timed_out)
+        assert all(n == 1 for n in timed.values()), timed
+        retried = Counter(a for r in reports for a in r.retries_launched)
+        assert launcher.doubled() == [], (retried, launcher.counts())
+    assert {r.activity_exec_id for r in launcher.requests} == \
+        {activity_exec_id(wx, "A", n) for wx in wxs for n in (1, 2)}
+    for wx in wxs:
+        rwb.transition_activity(activity_exec_id(wx, "A", 2), T.RUNNING)
+        rwb.transition_activity(activity_exec_id(wx, "A", 2), T.COMPLETED)
+        assert _checked(rwb, wx, defn, launcher).state is W.COMPLETED
+
+
+# -- separate processes ------------------------------------------------------------------
+
+
+def _spawn_pool(n: int) -> tuple[ProcessPoolExecutor, Any]:
+    ctx = multiprocessing.get_context("spawn")
+    return ProcessPoolExecutor(n, mp_context=ctx), ctx.Manager()
+
+
+@pytest.mark.slow
+def test_processes_claim_and_move_the_same_activities(ddb_endpoint: str,
+                                                      table_prefix: str) -> None:
+    procs = 3
+    wb = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix)
+    wb.create_tables()
+    fan = [ActivityDefinition(f"R{i}", launcher=EXT) for i in range(5)]
+    defn = WorkflowDefinition("procs", (*fan, ActivityDefinition(
+        "Z", tuple(a.name for a in fan), launcher=EXT)))
+    wb.register_workflow(defn)
+    wxs = [wb.start_workflow("procs") for _ in range(4)]
+    pool, manager = _spawn_pool(procs)
+    with pool, manager:
+        # 1. Workers in three processes drain the same workflows.
+        barrier = manager.Barrier(procs)
+        futures = [pool.submit(race_workers.claim_until_done, ddb_endpoint, table_prefix,
+                               "procs", wxs, barrier, 60.0) for _ in range(procs)]
+        claims = Counter(a for f in futures for a in f.result(timeout=120))
+        assert all(n == 1 for n in claims.values()), claims
+        assert len(claims) == len(wxs) * len(defn.activities)
+        RACES["claim (processes)"] += len(claims)
+        for wx in wxs:
+            assert _checked(wb, wx, defn).state is W.COMPLETED
+        # 2. Every process tries the same move on the same activity at the same moment.
+        race_wxs = [wb.start_workflow("procs") for _ in range(ROUNDS)]
+        aeids = [activity_exec_id(wx, "R0", 1) for wx in race_wxs]
+        for verb in ("RUNNING", "COMPLETED"):
+            barrier = manager.Barrier(procs)
+            futures = [pool.submit(race_workers.move_once, ddb_endpoint, table_prefix, aeids,
+                                   verb, barrier) for _ in range(procs)]
+            per_process = [f.result(timeout=120) for f in futures]
+            for i in range(len(aeids)):
+                results = [p[i] for p in per_process]
+                assert results.count("won") == 1, (verb, results)
+                assert set(results) <= {"won", "StateConflict"}, results
+            RACES[f"{verb} the same activity (processes)"] += len(aeids)
+        for wx in race_wxs:
+            wb.cancel_workflow(wx)
+            assert _checked(wb, wx, defn).state is W.CANCELLED
+    wb.close()

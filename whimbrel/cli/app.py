@@ -1,0 +1,291 @@
+"""The Typer application, the options every command shares, and the exit codes.
+
+Every command is declared through :func:`command`, which adds ``--endpoint-url``,
+``--table-prefix``, ``--json`` and ``--debug``, builds the :class:`Cli` handed to the
+command, turns errors into one line on stderr with a documented exit code, and, when
+this process launched ``python``/``command`` activities, stays until they are done.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
+from contextlib import contextmanager
+from enum import IntEnum
+from typing import Annotated, Any, TypeVar
+
+import click
+import typer
+from botocore.exceptions import BotoCoreError
+from pynamodb.exceptions import PynamoDBException
+from rich.console import Console
+
+from whimbrel.client.whimbrel import Whimbrel
+from whimbrel.contract.errors import (
+    IllegalTransition,
+    InvalidDefinition,
+    InvalidInput,
+    NotFound,
+    StateConflict,
+    StoreError,
+    WhimbrelError,
+)
+from whimbrel.engine.manual import RetryNotAllowed
+from whimbrel.engine.ports import ENV_ENDPOINT_URL, ENV_TABLE_PREFIX
+
+
+class ExitCode(IntEnum):
+    """Exit codes of every command (docs/cli.md, "Exit codes")."""
+
+    OK = 0
+    ERROR = 1  #: unexpected error (a bug): rerun with --debug for the traceback
+    USAGE = 2  #: bad option or argument (Click's own code)
+    NOT_FOUND = 3  #: no such workflow, activity or definition
+    INVALID = 4  #: invalid input, definition or file
+    CONFLICT = 5  #: the current state does not allow the operation
+    STORE = 6  #: DynamoDB/AWS refused or failed (missing tables, no endpoint, throttling)
+    UNAVAILABLE = 7  #: an optional part is missing (Graphviz, the dev runtime, ...)
+    PARTIAL = 8  #: the command ran but some items failed (sweep)
+    WORKFLOW_FAILED = 10  #: the awaited workflow ended FAILED
+    WORKFLOW_CANCELLED = 11  #: the awaited workflow ended CANCELLED
+    WAIT_TIMEOUT = 12  #: gave up waiting (--timeout) while the workflow still runs
+    EXEC_ERROR = 125  #: `whimbrel exec` itself failed (the child did not run or finish)
+
+
+class CliError(Exception):
+    """A failure the CLI reports as one line with ``code``."""
+
+    def __init__(self, message: str, code: ExitCode) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def exit_code_for(exc: BaseException) -> ExitCode:
+    if isinstance(exc, CliError):
+        return exc.code
+    if isinstance(exc, NotFound):
+        return ExitCode.NOT_FOUND
+    if isinstance(exc, InvalidDefinition | InvalidInput):
+        return ExitCode.INVALID
+    if isinstance(exc, StateConflict | IllegalTransition | RetryNotAllowed):
+        return ExitCode.CONFLICT
+    if isinstance(exc, StoreError | BotoCoreError | PynamoDBException):
+        return ExitCode.STORE
+    if isinstance(exc, WhimbrelError):
+        return ExitCode.ERROR
+    return ExitCode.ERROR
+
+
+# -- shared options ----------------------------------------------------------------------
+
+EndpointOpt = Annotated[str | None, typer.Option(
+    "--endpoint-url", envvar=ENV_ENDPOINT_URL, show_envvar=True,
+    help="DynamoDB endpoint (e.g. http://localhost:8000); unset means AWS.")]
+PrefixOpt = Annotated[str | None, typer.Option(
+    "--table-prefix", envvar=ENV_TABLE_PREFIX, show_envvar=True,
+    help="Prefix of every table name (default whimbrel_).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")]
+
+_COMMON = ("endpoint_url", "table_prefix", "json_output", "debug")
+
+
+class TrackingExecutor(Executor):
+    """Wraps the executor of in-process launchers to know when their work is done.
+
+    A follow-up launch is submitted from inside a running task, before that task ends,
+    so the count only reaches zero when no in-process activity of this process remains.
+    """
+
+    def __init__(self, inner: Executor) -> None:
+        self.inner = inner
+        self.launched = 0
+        self._running = 0
+        self._cond = threading.Condition()
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        with self._cond:
+            self._running += 1
+            self.launched += 1
+
+        def run() -> Any:
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with self._cond:
+                    self._running -= 1
+                    self._cond.notify_all()
+
+        try:
+            return self.inner.submit(run)
+        except BaseException:
+            with self._cond:
+                self._running -= 1
+                self._cond.notify_all()
+            raise
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        with self._cond:
+            return self._cond.wait_for(lambda: self._running == 0, timeout)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self.inner.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+class Cli:
+    """What a command gets: settings, the console and a lazily built client."""
+
+    def __init__(self, *, endpoint_url: str | None, table_prefix: str | None,
+                 json_output: bool, debug: bool) -> None:
+        self.endpoint_url = endpoint_url or None
+        self.table_prefix = table_prefix or None
+        self.json = json_output
+        self.debug = debug
+        # Piped output is for reading later or for grep: do not cut it at 80 columns.
+        wide = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
+        self.out = Console(highlight=False, soft_wrap=False, width=wide)
+        self.err = Console(stderr=True, highlight=False)
+        self._wb: Whimbrel | None = None
+        self.tracker: TrackingExecutor | None = None
+
+    @property
+    def wb(self) -> Whimbrel:
+        if self._wb is None:
+            overrides: dict[str, Any] = {}
+            if self.endpoint_url:
+                overrides["endpoint_url"] = self.endpoint_url
+            if self.table_prefix:
+                overrides["table_prefix"] = self.table_prefix
+            wb = Whimbrel.from_env(actor="cli", **overrides)
+            self.tracker = TrackingExecutor(wb.executor)
+            for launcher in wb.engine.launchers.values():
+                if getattr(launcher, "executor", None) is wb.executor:
+                    launcher.executor = self.tracker  # type: ignore[attr-defined]
+            self._wb = wb
+        return self._wb
+
+    @property
+    def interactive(self) -> bool:
+        return not self.json and self.out.is_terminal
+
+    def emit(self, data: Any, human: Callable[[], None] | None = None) -> None:
+        """Print ``data`` as JSON in ``--json`` mode, else call ``human``."""
+        if self.json or human is None:
+            click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+        else:
+            human()
+
+    def note(self, message: str) -> None:
+        """A remark on stderr (never mixed into --json output on stdout)."""
+        self.err.print(message, style="dim")
+
+    def finish(self) -> None:
+        """Stay until activities this process launched are done, then release the client."""
+        if self._wb is None:
+            return
+        tracker = self.tracker
+        if tracker is not None and tracker.launched and not tracker.wait_idle(0):
+            self.note("waiting for the python/command activities this process runs "
+                      "(Ctrl-C leaves them to time out)")
+            tracker.wait_idle()
+        self._wb.close()
+        self._wb = None
+
+
+app = typer.Typer(
+    name="whimbrel",
+    help="Whimbrel: a serverless workflow engine on DynamoDB.\n\n"
+         "Example: whimbrel submit etl --input '{\"day\": \"2024-06-01\"}' --wait",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@contextmanager
+def reported(cli: Cli) -> Iterator[None]:
+    """Turn an exception into one line on stderr and an exit code."""
+    try:
+        yield
+    except (typer.Exit, typer.Abort, click.exceptions.ClickException):
+        raise
+    except KeyboardInterrupt:
+        cli.err.print("interrupted")
+        raise typer.Exit(130) from None
+    except Exception as exc:
+        code = exit_code_for(exc)
+        if cli.debug:
+            cli.err.print_exception(show_locals=False)
+        message = str(exc).strip() or type(exc).__name__
+        first, *rest = message.splitlines()
+        if isinstance(exc, InvalidDefinition):
+            first = f"invalid workflow definition {exc.workflow_name!r}"
+            rest = [f"  - {p}" for p in exc.problems]
+        elif code is ExitCode.ERROR and not isinstance(exc, WhimbrelError | CliError):
+            first = f"{type(exc).__name__}: {first} (rerun with --debug for the traceback)"
+            rest = []
+        if cli.json:
+            body = exc.to_dict() if isinstance(exc, WhimbrelError) else {
+                "error": type(exc).__name__, "message": message}
+            click.echo(json.dumps({**body, "exit_code": int(code)}, default=str), err=True)
+        else:
+            cli.err.print(f"[bold red]error:[/] {first}", markup=True, highlight=False)
+            for line in rest[:20]:
+                cli.err.print(line, markup=False, highlight=False)
+        raise typer.Exit(int(code)) from None
+
+
+def command(group: typer.Typer, name: str, *, example: str,
+            **settings: Any) -> Callable[[F], F]:
+    """Register ``fn(cli, ...)`` as ``name`` on ``group`` with the shared options.
+
+    ``example`` is appended to the help text, so every command shows one.
+    """
+    def deco(fn: F) -> F:
+        sig = inspect.signature(fn, eval_str=True)
+        own = list(sig.parameters.values())[1:]  # drop `cli`
+        common = [
+            inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=d, annotation=a)
+            for n, d, a in (("endpoint_url", None, EndpointOpt),
+                            ("table_prefix", None, PrefixOpt),
+                            ("json_output", False, JsonOpt),
+                            ("debug", False, DebugOpt))
+        ]
+
+        @functools.wraps(fn)
+        def wrapper(**kwargs: Any) -> None:
+            opts = {k: kwargs.pop(k) for k in _COMMON}
+            cli = Cli(**opts)
+            try:
+                with reported(cli):
+                    fn(cli, **kwargs)
+                    cli.finish()
+            finally:
+                if cli._wb is not None:
+                    cli._wb.close()
+
+        params = own + common
+        setattr(wrapper, "__signature__", sig.replace(parameters=params))  # noqa: B010
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        del wrapper.__wrapped__
+        paragraphs = inspect.cleandoc(fn.__doc__ or "").split("\n\n")
+        doc = "\n\n".join(" ".join(p.split()) for p in paragraphs)
+        help_text = f"{doc}\n\nExample:\n\n    {example}"
+        group.command(name, help=help_text, **settings)(wrapper)
+        return fn
+
+    return deco
+
+
+def main() -> None:
+    """Console entry point (``whimbrel``)."""
+    app()

@@ -1,0 +1,291 @@
+"""Runs: ``submit``, ``status``, ``list``, ``events``, ``graph``."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+
+from whimbrel.cli.app import Cli, CliError, ExitCode, app, command
+from whimbrel.cli.graph import GraphvizMissing, to_dot, to_mermaid, to_svg
+from whimbrel.cli.live import exit_for, follow
+from whimbrel.cli.render import status_view, timeline_table, workflows_table
+from whimbrel.cli.shapes import timeline, workflow_dict
+from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.ids import workflow_exec_id_for
+from whimbrel.contract.states import WorkflowState
+
+IntervalOpt = Annotated[float, typer.Option(help="Seconds between two reads.", min=0.05)]
+TimeoutOpt = Annotated[float | None, typer.Option(
+    help="Give up waiting after this many seconds (exit code 12).")]
+
+
+class GraphFormat(StrEnum):
+    mermaid = "mermaid"
+    dot = "dot"
+    svg = "svg"
+
+
+class View(StrEnum):
+    table = "table"
+    tree = "tree"
+
+
+def parse_input(raw: str | None) -> Any:
+    """``--input`` value: JSON text, ``@file.json`` or ``@-`` for stdin."""
+    if raw is None:
+        return None
+    text = raw
+    if raw.startswith("@"):
+        where = raw[1:]
+        try:
+            text = sys.stdin.read() if where == "-" else Path(where).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"cannot read input file {where!r}: {exc.strerror}",
+                           ExitCode.INVALID) from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"--input is not valid JSON: {exc}", ExitCode.INVALID) from exc
+
+
+def _definition_of(cli: Cli, name: str, version: int) -> WorkflowDefinition | None:
+    try:
+        return cli.wb.get_definition(name, version)
+    except Exception:  # a display aid only: the run itself was read fine
+        return None
+
+
+@command(app, "submit", example="whimbrel submit etl --input @day.json --wait")
+def submit(
+    cli: Cli,
+    name: Annotated[str, typer.Argument(help="Registered workflow name.")],
+    input: Annotated[str | None, typer.Option(
+        "--input", "-i", help="JSON input, @file.json, or @- for stdin.")] = None,
+    version: Annotated[int | None, typer.Option(help="Definition version (default: latest).")
+                       ] = None,
+    request_id: Annotated[str | None, typer.Option(
+        help="Idempotency key: the same id always means the same single run.")] = None,
+    simple: Annotated[bool, typer.Option(
+        "--simple", help="Write a request item for the stream Lambda instead of starting "
+                         "in-process (Simple Lambda API).")] = False,
+    wait: Annotated[bool, typer.Option(
+        "--wait", "-w", help="Show live progress; exit 0 only if the run COMPLETED.")] = False,
+    timeout: TimeoutOpt = None,
+    interval: IntervalOpt = 0.5,
+) -> None:
+    """Start a workflow run and print its workflow_exec_id.
+
+    By default the run starts in this process (Full Logic API). Activities with the
+    python or command launcher then run here too, so the command stays until they are
+    done. --simple only writes the request item; a workflow_request stream Lambda (or
+    `whimbrel dev`) starts the run.
+    """
+    payload = parse_input(input)
+    if simple:
+        request = getattr(cli.wb, "request_workflow", None)
+        if request is None:
+            raise CliError("--simple needs Whimbrel.request_workflow, which this version "
+                           "does not have", ExitCode.UNAVAILABLE)
+        request_id = str(request(name, payload, version=version, source="cli"))
+        wx = workflow_exec_id_for(request_id)
+    else:
+        wx = cli.wb.start_workflow(name, payload, version=version, request_id=request_id,
+                                   source="cli")
+        item = cli.wb.store.get_workflow(wx)
+        request_id = item.workflow_request_id if item is not None else request_id
+    if not wait:
+        cli.emit({"workflow_exec_id": wx, "workflow_request_id": request_id,
+                  "workflow_name": name, "mode": "simple" if simple else "full"},
+                 lambda: cli.out.print(wx))
+        return
+    if not cli.json:
+        cli.note(f"workflow_exec_id {wx}")
+    if simple:
+        _wait_exists(cli, wx, timeout)
+    wf = cli.wb.get_workflow(wx)
+    defn = _definition_of(cli, wf.workflow_name, wf.version)
+    wf = follow(cli, wx, defn, interval=interval, timeout=timeout)
+    now = cli.wb.clock()
+    if cli.json:
+        cli.emit(workflow_dict(wf, now=now, defn=defn))
+    elif not cli.interactive:
+        cli.out.print(status_view(wf, defn, now))
+    raise typer.Exit(int(exit_for(wf.state)))
+
+
+def _wait_exists(cli: Cli, wx: str, timeout: float | None) -> None:
+    deadline = time.monotonic() + (timeout if timeout is not None else 60.0)
+    while cli.wb.store.get_workflow(wx) is None:
+        if time.monotonic() >= deadline:
+            raise CliError(f"request written, but no run {wx} appeared: is the "
+                           "workflow_request Lambda (or `whimbrel dev`) running?",
+                           ExitCode.WAIT_TIMEOUT)
+        time.sleep(0.2)
+
+
+@command(app, "status", example="whimbrel status 3f1c…e2 --watch --view tree")
+def status(
+    cli: Cli,
+    workflow_exec_id: Annotated[str, typer.Argument(help="The run's workflow_exec_id.")],
+    watch: Annotated[bool, typer.Option(
+        "--watch", "-w", help="Refresh until the run ends; then exit like submit --wait.")
+                     ] = False,
+    view: Annotated[View, typer.Option(help="Show the DAG as a table or a tree.")
+                    ] = View.table,
+    all_attempts: Annotated[bool, typer.Option(
+        "--all-attempts", help="One row per attempt instead of the latest only.")] = False,
+    interval: IntervalOpt = 1.0,
+    timeout: TimeoutOpt = None,
+) -> None:
+    """Show a run: every activity's state, attempts, duration, last heartbeat and error."""
+    wf = cli.wb.get_workflow(workflow_exec_id)
+    defn = _definition_of(cli, wf.workflow_name, wf.version)
+    if watch:
+        wf = follow(cli, workflow_exec_id, defn, interval=interval, timeout=timeout,
+                    view=view.value)
+    now = cli.wb.clock()
+    if cli.json:
+        cli.emit(workflow_dict(wf, now=now, defn=defn))
+    elif not (watch and cli.interactive):
+        cli.out.print(status_view(wf, defn, now, view=view.value, all_attempts=all_attempts))
+    if watch:
+        raise typer.Exit(int(exit_for(wf.state)))
+
+
+@command(app, "list", example="whimbrel list --workflow etl --state FAILED --limit 5")
+def list_runs(
+    cli: Cli,
+    workflow: Annotated[str | None, typer.Option(
+        "--workflow", "-W", help="Only runs of this workflow (newest first).")] = None,
+    state: Annotated[list[WorkflowState] | None, typer.Option(
+        "--state", "-s", help="Only runs in this state (repeatable).",
+        case_sensitive=False)] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="At most this many runs.")] = 20,
+    days: Annotated[int, typer.Option(
+        min=1, max=400, help="Without --workflow: look this many UTC days back.")] = 7,
+) -> None:
+    """List recent runs, newest first, through the by_name / by_day indexes (no Scan).
+
+    With --state the filter applies to the newest max(10 x limit, 200) runs per
+    workflow or per day.
+    """
+    wanted = {s.value for s in state or ()}
+    fetch = limit if not wanted else max(limit * 10, 200)
+    store = cli.wb.store
+    now = cli.wb.clock()
+    rows: list[dict[str, Any]] = []
+
+    def take(ids: list[str]) -> None:
+        for item in store.batch_get_workflows(ids):
+            if wanted and item.state not in wanted:
+                continue
+            if len(rows) < limit:
+                rows.append(_row(item, now))
+
+    if workflow:
+        take(store.list_workflows_by_name(workflow, fetch))
+    else:
+        today = datetime.fromtimestamp(now, UTC).date()
+        for back in range(days):
+            if len(rows) >= limit:
+                break
+            day = (today - timedelta(days=back)).isoformat()
+            take(store.list_workflows_by_day(day, fetch))
+    rows.sort(key=lambda r: r["created_epoch"], reverse=True)
+
+    def human() -> None:
+        if not rows:
+            cli.out.print("no runs found")
+        else:
+            cli.out.print(workflows_table(rows))
+
+    cli.emit(rows, human)
+
+
+def _row(item: Any, now: float) -> dict[str, Any]:
+    ended = float(item.ended_epoch) if item.ended_epoch is not None else None
+    created = float(item.created_epoch)
+    return {
+        "workflow_exec_id": item.workflow_exec_id,
+        "workflow_name": item.workflow_name,
+        "version": int(item.version),
+        "state": item.state,
+        "created_epoch": created,
+        "ended_epoch": ended,
+        "duration_seconds": max(0.0, (ended if ended is not None else now) - created),
+        "error": item.error,
+    }
+
+
+@command(app, "events", example="whimbrel events 3f1c…e2 --activity load")
+def events(
+    cli: Cli,
+    workflow_exec_id: Annotated[str, typer.Argument(help="The run's workflow_exec_id.")],
+    activity: Annotated[str | None, typer.Option(
+        "--activity", "-a", help="Only this activity (and the workflow's own changes).")
+                        ] = None,
+) -> None:
+    """The timeline of a run: every state change of the workflow and of each attempt,
+    with who made it and the error of failed attempts."""
+    wf = cli.wb.get_workflow(workflow_exec_id)
+    entries = [e for e in timeline(wf)
+               if activity is None or e.activity_name in (None, activity)]
+    start = wf.created_epoch
+    data = {"workflow_exec_id": wf.workflow_exec_id, "workflow_name": wf.workflow_name,
+            "state": wf.state.value, "events": [e.to_dict(start) for e in entries]}
+    cli.emit(data, lambda: cli.out.print(timeline_table(entries, start)))
+
+
+@command(app, "graph", example="whimbrel graph 3f1c…e2 --format svg --output run.svg")
+def graph(
+    cli: Cli,
+    target: Annotated[str, typer.Argument(
+        help="A workflow_exec_id (or, with --definition, a workflow name).")],
+    format: Annotated[GraphFormat, typer.Option(
+        "--format", "-f", help="mermaid or dot (text, always available) or svg (needs "
+                               "Graphviz).")] = GraphFormat.mermaid,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Write to this file instead of stdout.")] = None,
+    definition: Annotated[bool, typer.Option(
+        "--definition", help="Draw a registered definition instead of a run.")] = False,
+    version: Annotated[int | None, typer.Option(help="With --definition: the version.")
+                       ] = None,
+) -> None:
+    """Draw a run as a graph with its activities coloured by state."""
+    if definition:
+        _, defn = cli.wb.engine.definition(target, version)
+        wf = None
+        wx = None
+    else:
+        wf = cli.wb.get_workflow(target)
+        defn = cli.wb.get_definition(wf.workflow_name, wf.version)
+        wx = wf.workflow_exec_id
+    now = cli.wb.clock()
+    if format == "mermaid":
+        text = to_mermaid(defn, wf, now)
+    else:
+        text = to_dot(defn, wf, now)
+        if format == "svg":
+            try:
+                text = to_svg(text)
+            except GraphvizMissing as exc:
+                raise CliError(str(exc), ExitCode.UNAVAILABLE) from None
+    if output is not None:
+        output.write_text(text, encoding="utf-8")
+    if cli.json:
+        cli.emit({"workflow_exec_id": wx, "workflow_name": defn.name, "format": format.value,
+                  "output": str(output) if output else None,
+                  "graph": None if output else text})
+    elif output is not None:
+        cli.note(f"wrote {output}")
+    else:
+        click.echo(text, nl=False)
+

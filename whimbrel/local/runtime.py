@@ -1,0 +1,312 @@
+"""``whimbrel dev``: the whole serverless system on one machine.
+
+:class:`LocalRuntime` starts DynamoDB Local (unless given an endpoint), creates the
+tables, and runs one :class:`~whimbrel.local.streams.StreamPump` per entry of
+:data:`~whimbrel.store.specs.STREAM_CONSUMERS` — feeding the *same* handlers that are
+deployed (``lambdas/``) with Lambda-shaped events from the real streams — plus the
+heartbeat handler on a schedule. ``python`` launcher activities run in this process.
+
+    with LocalRuntime() as rt:
+        rt.client.register_workflow(defn)
+        request_id = rt.client.request_workflow("diamond", {"x": 1})
+        rt.client.wait(workflow_exec_id_for(request_id))
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import boto3
+
+from whimbrel.client.whimbrel import Whimbrel
+from whimbrel.contract.errors import WhimbrelError
+from whimbrel.engine.engine import Engine
+from whimbrel.engine.intake import SOURCE_DEAD_LETTER, record_rejection
+from whimbrel.engine.ports import Clock, Launcher
+from whimbrel.local.dynamodb_local import DynamoDBLocal, find_dynamodb_local, install_dynamodb_local
+from whimbrel.local.streams import StreamPump
+from whimbrel.store import specs
+
+__all__ = ["LambdaContext", "LocalRuntime", "run_dev"]
+
+log = logging.getLogger("whimbrel.local")
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+@dataclass
+class LambdaContext:
+    """The parts of Lambda's context object the handlers (and Powertools) read, plus the
+    engine the handlers must use (``whimbrel_engine``)."""
+
+    function_name: str
+    whimbrel_engine: Engine
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    invoked_function_arn: str = ""
+    timeout_seconds: float = 60.0
+    _started: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        if not self.invoked_function_arn:
+            self.invoked_function_arn = (
+                f"arn:aws:lambda:us-east-1:000000000000:function:{self.function_name}")
+
+    def get_remaining_time_in_millis(self) -> int:
+        left = self.timeout_seconds - (time.monotonic() - self._started)
+        return max(0, int(left * 1000))
+
+
+def load_handler(dotted: str) -> Handler:
+    """Import ``package.module.function`` (the spec's handler path).
+
+    ``lambdas`` sits next to ``whimbrel`` in a checkout; when it is not importable
+    (an editable install of ``whimbrel`` only), the checkout root is put on the path.
+    """
+    module_name, _, func = dotted.rpartition(".")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        root = Path(__file__).resolve().parents[2]
+        if exc.name != module_name.partition(".")[0] or not (root / exc.name).is_dir():
+            raise
+        sys.path.append(str(root))
+        module = importlib.import_module(module_name)
+    handler: Handler = getattr(module, func)
+    return handler
+
+
+class LocalRuntime:
+    """DynamoDB Local + stream pumps + heartbeat schedule, as a context manager.
+
+    Args:
+        endpoint_url: use this DynamoDB (Local) instead of starting one.
+        table_prefix: prefix of every table.
+        heartbeat_rate_seconds: how often the heartbeat handler runs (sweep).
+        clock: the engine's clock (tests may drive it).
+        deliver_twice: deliver every batch twice (tests of at-least-once delivery).
+        poll_interval: idle pause between stream polls.
+        launchers: extra launchers for the dev process (``python`` and ``command`` are
+            always there).
+        consumers: the event source mappings to emulate (default: the deployed ones).
+        lambda_log_level: level of the handlers' Powertools logger (None: unchanged).
+    """
+
+    def __init__(
+        self,
+        endpoint_url: str | None = None,
+        table_prefix: str = specs.DEFAULT_TABLE_PREFIX,
+        heartbeat_rate_seconds: float = specs.HEARTBEAT_RATE_SECONDS_LOCAL,
+        *,
+        clock: Clock | None = None,
+        deliver_twice: bool = False,
+        poll_interval: float = 0.05,
+        launchers: Mapping[str, Launcher] | None = None,
+        consumers: tuple[specs.StreamConsumerSpec, ...] = specs.STREAM_CONSUMERS,
+        lambda_log_level: str | None = None,
+        region: str = "us-east-1",
+    ) -> None:
+        self._endpoint_url = endpoint_url
+        self.table_prefix = table_prefix
+        self.heartbeat_rate_seconds = heartbeat_rate_seconds
+        self.deliver_twice = deliver_twice
+        self.poll_interval = poll_interval
+        self.consumers = consumers
+        self.lambda_log_level = lambda_log_level
+        self.region = region
+        self._clock = clock
+        self._launchers = dict(launchers or {})
+        self._ddb: DynamoDBLocal | None = None
+        self._stop = threading.Event()
+        # One invocation at a time: the handlers share Powertools state (logger keys,
+        # the metric set) per process, which real Lambda never runs concurrently.
+        self._invoke_lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self.pumps: dict[str, StreamPump] = {}
+        self.heartbeat_runs = 0
+        self._client: Whimbrel | None = None
+        self._engine: Engine | None = None
+
+    # -- properties ----------------------------------------------------------------------
+
+    @property
+    def endpoint_url(self) -> str:
+        if self._endpoint_url is None:
+            raise WhimbrelError("LocalRuntime is not started")
+        return self._endpoint_url
+
+    @property
+    def client(self) -> Whimbrel:
+        """A Whimbrel client on the runtime's tables; its python activities run here."""
+        if self._client is None:
+            raise WhimbrelError("LocalRuntime is not started")
+        return self._client
+
+    @property
+    def engine(self) -> Engine:
+        """The engine the handlers use (actor ``lambda``)."""
+        if self._engine is None:
+            raise WhimbrelError("LocalRuntime is not started")
+        return self._engine
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Start DynamoDB Local (if needed), create tables, start pumps and the schedule.
+
+        Raises:
+            DynamoDBLocalError: DynamoDB Local could not start.
+            StoreError: tables could not be created.
+        """
+        try:
+            if self._endpoint_url is None:
+                self._ddb = DynamoDBLocal(directory=install_dynamodb_local(find_dynamodb_local()))
+                self._ddb.start()
+                self._endpoint_url = self._ddb.endpoint_url
+            self._client = Whimbrel(endpoint_url=self._endpoint_url,
+                                    table_prefix=self.table_prefix, region=self.region,
+                                    clock=self._clock, launchers=self._launchers)
+            self._client.create_tables()
+            self._engine = Engine(self._client.store, clock=self._client.clock,
+                                  launchers=self._client.engine.launchers, actor="lambda")
+            self._start_threads()
+            if self.lambda_log_level:
+                # The handlers' Powertools logger (imported by now) is the stdlib logger
+                # named after its service ("whimbrel"); set it without importing lambdas.
+                logging.getLogger("whimbrel").setLevel(self.lambda_log_level)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start_threads(self) -> None:
+        ddb = boto3.client("dynamodb", endpoint_url=self._endpoint_url, region_name=self.region)
+        streams = boto3.client("dynamodbstreams", endpoint_url=self._endpoint_url,
+                               region_name=self.region)
+        for consumer in self.consumers:
+            table = consumer.table.table_name(self.table_prefix)
+            arn = ddb.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+            handler = load_handler(consumer.handler)
+            pump = StreamPump(
+                consumer, streams=streams, stream_arn=arn,
+                invoke=self._invoker(handler, consumer.name),
+                dead_letter=self._dead_letter, stop=self._stop, region=self.region,
+                poll_interval=self.poll_interval, deliver_twice=self.deliver_twice)
+            self.pumps[consumer.name] = pump
+            self._threads.append(pump)
+        if self.heartbeat_rate_seconds > 0:
+            self._threads.append(threading.Thread(target=self._heartbeat_loop,
+                                                  name="whimbrel-heartbeat-schedule",
+                                                  daemon=True))
+        for thread in self._threads:
+            thread.start()
+
+    def _invoker(self, handler: Handler, name: str) -> Callable[[dict[str, Any]], Any]:
+        def invoke(event: dict[str, Any]) -> Any:
+            with self._invoke_lock:
+                return handler(event, LambdaContext(f"whimbrel-{name}", self.engine))
+        return invoke
+
+    def _dead_letter(self, records: list[dict[str, Any]], reason: str) -> None:
+        for rec in records:
+            log.error("dead-lettered %s: %s", rec.get("eventID"), reason)
+            try:
+                record_rejection(self.engine.store, source=SOURCE_DEAD_LETTER, record=rec,
+                                 reason=reason, error_type="DeadLetter",
+                                 now=self.engine.clock())
+            except WhimbrelError as exc:  # the local DLQ is best effort, like a full queue
+                log.error("could not record dead letter %s: %s", rec.get("eventID"), exc)
+
+    def _heartbeat_loop(self) -> None:
+        handler = load_handler(specs.HEARTBEAT_HANDLER)
+        while not self._stop.wait(self.heartbeat_rate_seconds):
+            self.run_heartbeat(handler)
+
+    def run_heartbeat(self, handler: Handler | None = None) -> Any:
+        """Invoke the heartbeat handler once, as the schedule does."""
+        handler = handler or load_handler(specs.HEARTBEAT_HANDLER)
+        event = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {},
+                 "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        try:
+            with self._invoke_lock:
+                return handler(event, LambdaContext("whimbrel-heartbeat", self.engine))
+        except Exception as exc:  # a failed run is retried by the next tick
+            log.warning("heartbeat handler failed: %s", exc)
+            return None
+        finally:
+            self.heartbeat_runs += 1
+
+    def wait_idle(self, timeout: float = 10.0) -> None:
+        """Block until every pump has found its stream drained at least once more.
+
+        Raises:
+            TimeoutError: still busy at the deadline.
+        """
+        deadline = time.monotonic() + timeout
+        for pump in self.pumps.values():
+            pump.idle.clear()
+        for pump in self.pumps.values():
+            if not pump.idle.wait(max(0.0, deadline - time.monotonic())):
+                raise TimeoutError(f"stream {pump.consumer.name} still busy after {timeout} s")
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop pumps and the schedule, close the client, stop DynamoDB Local."""
+        self._stop.set()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._threads.clear()
+        if self._engine is not None:
+            self._engine.close()
+        if self._client is not None:
+            self._client.close()
+        if self._ddb is not None:
+            self._ddb.stop()
+            self._ddb = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+def run_dev(endpoint_url: str | None, table_prefix: str,
+            heartbeat_rate_seconds: float) -> None:
+    """Run the local runtime until Ctrl-C or SIGTERM (``whimbrel dev``)."""
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        with LocalRuntime(endpoint_url, table_prefix, heartbeat_rate_seconds,
+                          lambda_log_level="WARNING") as rt:
+            print(f"whimbrel dev: DynamoDB at {rt.endpoint_url}, tables {table_prefix}*")
+            print(f"  export WHIMBREL_ENDPOINT_URL={rt.endpoint_url}")
+            print(f"  export WHIMBREL_TABLE_PREFIX={table_prefix}")
+            print(f"  streams: {', '.join(rt.pumps)}; heartbeat every "
+                  f"{heartbeat_rate_seconds:g} s. Ctrl-C stops.", flush=True)
+            try:
+                while not stop.wait(0.2):
+                    pass
+            except KeyboardInterrupt:
+                pass
+            print("whimbrel dev: stopping", flush=True)
+    finally:
+        signal.signal(signal.SIGTERM, previous)

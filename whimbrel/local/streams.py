@@ -1,0 +1,296 @@
+"""Reads a table's real DynamoDB stream and feeds a handler like a Lambda event source
+mapping would, with the settings of a :class:`~whimbrel.store.specs.StreamConsumerSpec`.
+
+Per shard (parents before children), records are turned into Lambda's event shape,
+filtered with the consumer's filter patterns, and delivered in batches of at most
+``batch_size``. With ``ReportBatchItemFailures`` the shard resumes from the first failed
+record; a handler exception bisects the batch (``bisect_batch_on_error``). A record still
+failing after ``max_retry_attempts`` retries, or older than ``max_record_age_seconds``, goes
+to the dead-letter callback and the shard moves on.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from whimbrel.local.filters import matches_any
+from whimbrel.store.specs import StreamConsumerSpec
+
+log = logging.getLogger("whimbrel.local.streams")
+
+#: (event) -> Lambda-style response (``{"batchItemFailures": [...]}``); may raise.
+Invoke = Callable[[dict[str, Any]], Any]
+#: (records, reason) for records given up on.
+DeadLetter = Callable[[list[dict[str, Any]], str], None]
+
+
+def _wire(value: Any) -> Any:
+    """boto3's parsed DynamoDB JSON back to the wire form Lambda sends (base64 binaries)."""
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, Mapping):
+        return {k: _wire(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_wire(v) for v in value]
+    return value
+
+
+def lambda_record(raw: Mapping[str, Any], *, stream_arn: str, region: str) -> dict[str, Any]:
+    """One GetRecords record in the shape Lambda passes to a handler."""
+    src = raw.get("dynamodb") or {}
+    created = src.get("ApproximateCreationDateTime")
+    if isinstance(created, datetime):
+        created_epoch: float = float(int(created.timestamp()))
+    elif created is None:
+        created_epoch = float(int(time.time()))
+    else:
+        created_epoch = float(created)
+    ddb: dict[str, Any] = {"ApproximateCreationDateTime": created_epoch}
+    for key in ("Keys", "NewImage", "OldImage"):
+        if key in src:
+            ddb[key] = _wire(src[key])
+    ddb["SequenceNumber"] = str(src.get("SequenceNumber"))
+    ddb["SizeBytes"] = int(src.get("SizeBytes") or 0)
+    ddb["StreamViewType"] = src.get("StreamViewType", "NEW_IMAGE")
+    record: dict[str, Any] = {
+        "eventID": raw.get("eventID"),
+        "eventName": raw.get("eventName"),
+        "eventVersion": raw.get("eventVersion") or "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": region,  # DynamoDB Local says "ddblocal"; Lambda says the region
+        "dynamodb": ddb,
+        "eventSourceARN": stream_arn,
+    }
+    if raw.get("userIdentity"):
+        record["userIdentity"] = raw["userIdentity"]
+    return record
+
+
+@dataclass
+class _Shard:
+    shard_id: str
+    parent: str | None
+    iterator: str | None = None
+    checkpoint: str | None = None  # last sequence number done with
+    pending: deque[dict[str, Any]] = field(default_factory=deque)
+    head: str | None = None  # sequence number the retry count belongs to
+    attempts: int = 0
+    bisect: int | None = None  # reduced batch size after a handler error
+    closed: bool = False
+
+    def done(self) -> bool:
+        return self.closed and not self.pending
+
+
+@dataclass
+class PumpStats:
+    invocations: int = 0
+    records: int = 0
+    filtered_out: int = 0
+    retries: int = 0
+    dead_lettered: int = 0
+
+
+class StreamPump(threading.Thread):
+    """One event source mapping: a thread polling one stream for one handler."""
+
+    def __init__(self, consumer: StreamConsumerSpec, *, streams: Any, stream_arn: str,
+                 invoke: Invoke, dead_letter: DeadLetter, stop: threading.Event,
+                 region: str = "us-east-1", poll_interval: float = 0.05,
+                 deliver_twice: bool = False, retry_backoff: float = 0.02) -> None:
+        super().__init__(name=f"whimbrel-stream-{consumer.name}", daemon=True)
+        self.consumer = consumer
+        self.streams = streams
+        self.stream_arn = stream_arn
+        self.invoke = invoke
+        self.dead_letter = dead_letter
+        self.stop_event = stop
+        self.region = region
+        self.poll_interval = poll_interval
+        self.deliver_twice = deliver_twice
+        self.retry_backoff = retry_backoff
+        self.stats = PumpStats()
+        self.idle = threading.Event()
+        self._shards: dict[str, _Shard] = {}
+
+    # -- loop -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                busy = self.poll_once()
+            except ClientError as exc:
+                log.warning("stream %s: %s", self.consumer.name, exc)
+                busy = False
+            if busy:
+                self.idle.clear()
+            else:
+                self.idle.set()
+                self.stop_event.wait(self.poll_interval)
+
+    def poll_once(self) -> bool:
+        """Visit every readable shard once; True if anything was read or delivered."""
+        self._refresh_shards()
+        busy = False
+        for shard in list(self._shards.values()):
+            if self.stop_event.is_set():
+                break
+            if shard.done():
+                continue
+            parent = self._shards.get(shard.parent or "")
+            if parent is not None and not parent.done():
+                continue  # order: a child shard waits for its parent to drain
+            busy = self._poll_shard(shard) or busy
+        return busy
+
+    def _refresh_shards(self) -> None:
+        start: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {"StreamArn": self.stream_arn}
+            if start:
+                kwargs["ExclusiveStartShardId"] = start
+            desc = self.streams.describe_stream(**kwargs)["StreamDescription"]
+            for s in desc.get("Shards", []):
+                if s["ShardId"] not in self._shards:
+                    self._shards[s["ShardId"]] = _Shard(s["ShardId"], s.get("ParentShardId"))
+            start = desc.get("LastEvaluatedShardId")
+            if not start:
+                return
+
+    def _poll_shard(self, shard: _Shard) -> bool:
+        read = False
+        if not shard.pending and not shard.closed:
+            read = self._read(shard)
+        if shard.pending:
+            self._deliver(shard)
+            return True
+        return read
+
+    def _read(self, shard: _Shard) -> bool:
+        if shard.iterator is None:
+            kwargs: dict[str, Any] = {"StreamArn": self.stream_arn, "ShardId": shard.shard_id}
+            if shard.checkpoint is None:
+                kwargs["ShardIteratorType"] = self.consumer.starting_position
+            else:
+                kwargs["ShardIteratorType"] = "AFTER_SEQUENCE_NUMBER"
+                kwargs["SequenceNumber"] = shard.checkpoint
+            shard.iterator = self.streams.get_shard_iterator(**kwargs)["ShardIterator"]
+        try:
+            resp = self.streams.get_records(ShardIterator=shard.iterator, Limit=1000)
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code")
+            if code in ("ExpiredIteratorException", "TrimmedDataAccessException"):
+                shard.iterator = None  # start again from the checkpoint
+                return False
+            raise
+        records = resp.get("Records", [])
+        shard.iterator = resp.get("NextShardIterator")
+        if shard.iterator is None:
+            shard.closed = True
+        elif not records and shard.checkpoint is None:
+            # DynamoDB Local quirk: the iterator an empty, never-read shard hands back
+            # fails with TrimmedDataAccessException once a record arrives. Ask for
+            # TRIM_HORIZON again until the first record has been seen.
+            shard.iterator = None
+        for raw in records:
+            rec = lambda_record(raw, stream_arn=self.stream_arn, region=self.region)
+            if matches_any(self.consumer.filter_patterns, rec):
+                shard.pending.append(rec)
+            else:
+                self.stats.filtered_out += 1
+                if not shard.pending:
+                    shard.checkpoint = rec["dynamodb"]["SequenceNumber"]
+        return bool(records)
+
+    # -- delivery ---------------------------------------------------------------------
+
+    def _deliver(self, shard: _Shard) -> None:
+        self._drop_expired(shard)
+        if not shard.pending:
+            return
+        size = min(self.consumer.batch_size, shard.bisect or self.consumer.batch_size)
+        batch = [shard.pending[i] for i in range(min(size, len(shard.pending)))]
+        head = batch[0]["dynamodb"]["SequenceNumber"]
+        if head != shard.head:
+            shard.head, shard.attempts = head, 0
+        failed, error = self._invoke(batch)
+        if self.deliver_twice and error is None:
+            failed, error = self._invoke(batch)  # at-least-once: the same batch again
+        if error is None and not failed:
+            self._advance(shard, len(batch))
+            shard.bisect = None
+            return
+        shard.attempts += 1
+        self.stats.retries += 1
+        if error is not None:
+            # A function error: retry the whole batch, halved when bisect is on.
+            first = 0
+            if self.consumer.bisect_batch_on_error and len(batch) > 1:
+                shard.bisect = max(1, len(batch) // 2)
+            reason = f"handler raised {type(error).__name__}: {error}"
+            giving_up = batch
+        else:
+            first = min(failed)
+            reason = "reported as a batch item failure"
+            giving_up = [batch[i] for i in sorted(failed)]
+        if first:
+            self._advance(shard, first)  # records before the first failure are done
+            shard.head, shard.attempts = batch[first]["dynamodb"]["SequenceNumber"], 1
+        if shard.attempts > self.consumer.max_retry_attempts:
+            self.stats.dead_lettered += len(giving_up)
+            self.dead_letter(giving_up, f"{reason}; gave up after {shard.attempts} attempts "
+                                        f"({self.consumer.name} consumer)")
+            self._advance(shard, len(batch) - first)
+            shard.bisect = None
+            return
+        self.stop_event.wait(min(self.retry_backoff * 2 ** (shard.attempts - 1), 1.0))
+
+    def _invoke(self, batch: list[dict[str, Any]]) -> tuple[set[int], BaseException | None]:
+        self.stats.invocations += 1
+        self.stats.records += len(batch)
+        try:
+            response = self.invoke({"Records": batch})
+        except Exception as exc:  # a function error, as Lambda would see it
+            log.warning("%s handler raised: %s", self.consumer.name, exc)
+            return set(), exc
+        if not self.consumer.report_batch_item_failures:
+            return set(), None
+        items = (response or {}).get("batchItemFailures") or []
+        index = {r["dynamodb"]["SequenceNumber"]: i for i, r in enumerate(batch)}
+        failed: set[int] = set()
+        for item in items:
+            ident = item.get("itemIdentifier") if isinstance(item, Mapping) else None
+            if ident not in index:
+                # Lambda treats an unknown or empty identifier as a failed batch.
+                return set(range(len(batch))), None
+            failed.add(index[ident])
+        return failed, None
+
+    def _advance(self, shard: _Shard, count: int) -> None:
+        for _ in range(min(count, len(shard.pending))):
+            rec = shard.pending.popleft()
+            shard.checkpoint = rec["dynamodb"]["SequenceNumber"]
+
+    def _drop_expired(self, shard: _Shard) -> None:
+        limit = self.consumer.max_record_age_seconds
+        if limit is None or limit < 0:
+            return
+        now = time.time()
+        old: list[dict[str, Any]] = []
+        while (shard.pending
+               and now - shard.pending[0]["dynamodb"]["ApproximateCreationDateTime"] > limit):
+            old.append(shard.pending[0])
+            self._advance(shard, 1)
+        if old:
+            self.stats.dead_lettered += len(old)
+            self.dead_letter(old, f"record older than {limit} s (max record age)")
