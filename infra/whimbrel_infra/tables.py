@@ -59,6 +59,7 @@ def _add_index(table: dynamodb.Table, index: IndexSpec) -> None:
         partition_key=_attribute(index.hash_key),
         sort_key=_attribute(index.range_key) if index.range_key else None,
         projection_type=dynamodb.ProjectionType[index.projection],
+        non_key_attributes=list(index.non_key_attributes) or None,
     )
 
 

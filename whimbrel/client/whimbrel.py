@@ -192,12 +192,19 @@ class Whimbrel:
             prefix = f"{workflow_name}/" + (f"{activity_name}/" if activity_name else "")
         shards = [str(i) for i in range(specs.CLAIM_SHARDS)]
         random.shuffle(shards)
-        for shard in shards:
-            for _, aeid in self.store.claimable(shard, prefix, limit=25):
+        # All shards are asked at once: one round trip, not one per shard.
+        pending = [self.engine.read_in_background(
+            lambda shard: self.store.claimable(shard, prefix, limit=25), shard)
+            for shard in shards]
+        for future in pending:
+            for hit in future.result():
+                aeid = hit.activity_exec_id
                 if activity_name and not workflow_name and f":{activity_name}:" not in aeid:
                     continue
                 try:
-                    return self.engine.transition(aeid, Transition.RUNNING, actor="worker")
+                    # The hit carries what the move needs, so no read before the write.
+                    return self.engine.transition(aeid, Transition.RUNNING, actor="worker",
+                                                  assume=hit)
                 except (StateConflict, IllegalTransition):
                     continue  # another worker was faster
         return None

@@ -9,9 +9,7 @@ repaired by a replay (stream redelivery) or by the reconciler (docs/architecture
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,8 +17,6 @@ from pynamodb.expressions.update import Action
 
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import (
-    ActivityNotFound,
-    DefinitionNotFound,
     IllegalTransition,
     InvalidInput,
     StateConflict,
@@ -29,7 +25,6 @@ from whimbrel.contract.errors import (
 from whimbrel.contract.ids import (
     activity_exec_id,
     new_request_id,
-    parse_activity_exec_id,
     shard_of,
     unit_random,
     workflow_exec_id_for,
@@ -44,88 +39,34 @@ from whimbrel.contract.states import (
     WorkflowState,
     next_activity_state,
 )
-from whimbrel.engine.ports import Clock, Launcher, LaunchRequest
-from whimbrel.engine.views import ActivityExec, WorkflowExec
+from whimbrel.engine.ending import WorkflowEnding
+from whimbrel.engine.ports import LaunchRequest
+from whimbrel.engine.views import ActivityExec
 from whimbrel.store import specs
 from whimbrel.store.errors import ConditionFailed
-from whimbrel.store.models import (
-    ActivityExecModel,
-    WorkflowExecModel,
-    history_entry,
-)
-from whimbrel.store.store import END_NODE, Store
+from whimbrel.store.models import ActivityExecModel, WorkflowExecModel, history_entry
+from whimbrel.store.store import END_NODE
 
 log = logging.getLogger("whimbrel.engine")
 
 A = ActivityState
 W = WorkflowState
 
-#: First reconcile visit after a workflow starts; later visits back off (sweep.py).
-RECONCILE_GRACE_SECONDS = 120.0
-
 
 def day_of(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d")
 
 
-class Engine:
-    """Whimbrel's full logic over one store. Thread-safe; share one per process."""
+class Engine(WorkflowEnding):
+    """Whimbrel's full logic over one store. Thread-safe; share one per process.
 
-    def __init__(
-        self,
-        store: Store,
-        *,
-        clock: Clock,
-        launchers: Mapping[str, Launcher] | None = None,
-        actor: str = "engine",
-        reconcile_grace_seconds: float = RECONCILE_GRACE_SECONDS,
-    ) -> None:
-        self.store = store
-        self.clock = clock
-        self.launchers: dict[str, Launcher] = dict(launchers or {})
-        self.actor = actor
-        self.reconcile_grace_seconds = reconcile_grace_seconds
-        self._definitions: dict[tuple[str, int], WorkflowDefinition] = {}
-        self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="whimbrel-io")
-
-    # -- definitions -----------------------------------------------------------------
-
-    def register(self, definition: WorkflowDefinition) -> int:
-        """Store ``definition`` as a new version (or return the version it equals)."""
-        definition.validate()
-        text = definition.to_json()
-        while True:
-            latest = self.store.latest_definition(definition.name)
-            if latest is not None and latest.definition == text:
-                return int(latest.version)
-            version = int(latest.version) + 1 if latest is not None else 1
-            if self.store.put_definition(definition.name, version, text, self.clock(),
-                                         definition.description):
-                with self._lock:
-                    self._definitions[(definition.name, version)] = definition
-                return version
-
-    def definition(self, name: str, version: int | None = None) -> tuple[int, WorkflowDefinition]:
-        """The definition ``name`` at ``version`` (latest when None).
-
-        Raises:
-            DefinitionNotFound: no such name or version.
-        """
-        if version is not None:
-            with self._lock:
-                cached = self._definitions.get((name, version))
-            if cached is not None:
-                return version, cached
-            item = self.store.get_definition(name, version)
-        else:
-            item = self.store.latest_definition(name)
-        if item is None:
-            raise DefinitionNotFound(name, version)
-        defn = WorkflowDefinition.from_json(item.definition)
-        with self._lock:
-            self._definitions[(name, int(item.version))] = defn
-        return int(item.version), defn
+    Args:
+        store: the tables.
+        clock: returns epoch seconds (inject one to drive time in tests).
+        launchers: how activities start, by launcher kind.
+        actor: recorded in the history of every move this engine makes.
+        reconcile_grace_seconds: first reconcile visit after a start.
+    """
 
     # -- start -----------------------------------------------------------------------
 
@@ -214,6 +155,7 @@ class Engine:
                 activity_exec_id(wx, act_name, 1),
                 activity_name=act_name,
                 workflow_name=wf.workflow_name,
+                workflow_version=int(wf.version),
                 attempt=1,
                 state=A.REQUESTED.value,
                 created_epoch=now,
@@ -244,8 +186,12 @@ class Engine:
         output: Any = None,
         error: Any = None,
         actor: str | None = None,
+        assume: ActivityExecModel | None = None,
     ) -> ActivityExec:
         """Apply one contract move and its follow-ups.
+
+        ``assume`` is a (possibly partial or stale) image of the item to write against
+        instead of reading it first; the write stays conditional on its state.
 
         Raises:
             ActivityNotFound: no such activity execution.
@@ -255,8 +201,13 @@ class Engine:
             InvalidInput: output too large or not JSON.
         """
         transition = Transition(transition)
-        item = self._activity(activity_exec_id_)
+        item = (assume if assume is not None and assume.state
+                else self._remembered(activity_exec_id_) or self._activity(activity_exec_id_))
         current = ActivityState(item.state)
+        if (current, transition) not in ACTIVITY_TRANSITIONS:
+            # Judge an illegal move on a fresh read, never on a remembered image.
+            item = self._activity(activity_exec_id_)
+            current = ActivityState(item.state)
         try:
             new_state = next_activity_state(current, transition,
                                             activity_exec_id=activity_exec_id_)
@@ -271,12 +222,12 @@ class Engine:
         while True:
             actions = self._actions_for(item, defn, new_state, output=output, error=error)
             try:
-                moved = self.store.move_activity(activity_exec_id_, current.value,
-                                                  new_state.value, self.clock(),
-                                                  actor=actor or self.actor, extra=actions)
+                moved = self._move(activity_exec_id_, current, new_state,
+                                   actor=actor or self.actor, extra=actions)
                 break
             except ConditionFailed:
                 actual = self.store.get_activity(activity_exec_id_)
+                self._remember(actual)
                 # Someone moved the activity between our read and our write. If the
                 # contract still allows this verb from where it is now, apply it from
                 # there: a worker reporting COMPLETED while a cancel turned RUNNING
@@ -300,10 +251,6 @@ class Engine:
     def _was_possible(item: ActivityExecModel, transition: Transition) -> bool:
         seen = {h.state for h in (item.history or [])}
         return any(s.value in seen for (s, t) in ACTIVITY_TRANSITIONS if t is transition)
-
-    def _workflow_version(self, item: ActivityExecModel) -> int:
-        wf = self._workflow(item.workflow_exec_id)
-        return int(wf.version)
 
     def _actions_for(self, item: ActivityExecModel, defn: WorkflowDefinition,
                      new_state: ActivityState, *, output: Any = None,
@@ -349,6 +296,9 @@ class Engine:
         state = ActivityState(item.state)
         if state not in (A.COMPLETED, A.FAILED, A.TIMED_OUT, A.CANCELLED):
             return
+        if state is A.COMPLETED:
+            self._after_completed(item, self._workflow_version(item))
+            return
         wf = self._workflow(item.workflow_exec_id)
         _, defn = self.definition(wf.workflow_name, int(wf.version))
         if wf.state in (W.FAILED_WAITING.value, W.CANCEL_REQUESTED.value):
@@ -356,18 +306,44 @@ class Engine:
             return
         if wf.state != W.RUNNING.value:
             return
-        if state is A.COMPLETED:
-            self._release_dependents(wf, defn, item.activity_name)
-            self._maybe_complete(wf, defn, item.activity_name)
-        elif state in (A.FAILED, A.TIMED_OUT):
+        if state in (A.FAILED, A.TIMED_OUT):
             self._on_failure(wf, defn, item)
         else:  # CANCELLED while the workflow runs: nothing downstream can ever run
             self.fail_workflow(wf.workflow_exec_id,
                                f"activity {item.activity_name} was cancelled")
 
-    def _release_dependents(self, wf: WorkflowExecModel, defn: WorkflowDefinition,
-                            name: str) -> None:
+    def _after_completed(self, item: ActivityExecModel, version: int) -> None:
+        """Follow-ups of COMPLETED, with the workflow read overlapping the READY writes.
+
+        The read is issued after our COMPLETED write, as before: of this completion and
+        a concurrent fail/cancel, one always sees the other (settle lists activities after
+        moving the workflow). Marking dependents READY before the read returns is safe:
+        if the workflow turns out not to be RUNNING, settle cancels what we readied, and
+        nothing is queued or launched until the read says RUNNING. It saves one
+        sequential round trip per hand-off (docs/benchmarks.md).
+        """
+        wx = item.workflow_exec_id
+        wf_read = self._pool.submit(self._workflow, wx)
+        _, defn = self.definition(item.workflow_name, version)
+        shell = self.store.models.workflow_exec(wx, workflow_name=item.workflow_name,
+                                                version=version)
+        try:
+            readied = self._ready_dependents(shell, defn, item.activity_name)
+        finally:
+            wf = wf_read.result()
+        if wf.state != W.RUNNING.value:
+            if readied or wf.state in (W.FAILED_WAITING.value, W.CANCEL_REQUESTED.value):
+                self.settle(wx)
+            return
+        self._launch_readied(wf, defn, readied)
+        self._maybe_complete(wf, defn, item.activity_name)
+
+    def _ready_dependents(self, wf: WorkflowExecModel, defn: WorkflowDefinition,
+                          name: str) -> list[ActivityExecModel]:
+        """Move each dependent whose upstreams all COMPLETED to READY (idempotent);
+        returns them (as stubs) for the launch step."""
         wx = wf.workflow_exec_id
+        readied: list[ActivityExecModel] = []
         for dep in defn.dependents(name):
             if len(defn.activity(dep).depends_on) > 1:
                 # Delete our edge, then look for any edge left. Of two upstreams that
@@ -376,7 +352,16 @@ class Engine:
                 self.store.delete_dependency(wx, dep, name)
                 if self.store.pending_dependencies(wx, dep):
                     continue
-            self._ready_and_launch(wf, defn, dep, 1)
+            stub = self._activity_stub(wf, defn, dep, 1)
+            self._make_ready(defn, stub)
+            readied.append(stub)
+        return readied
+
+    def _launch_readied(self, wf: WorkflowExecModel, defn: WorkflowDefinition,
+                        readied: list[ActivityExecModel]) -> None:
+        for stub in readied:
+            if defn.activity(stub.activity_name).launcher.is_push:
+                self._queue_and_launch(wf, defn, stub, A.READY)
 
     def _maybe_complete(self, wf: WorkflowExecModel, defn: WorkflowDefinition,
                         name: str) -> None:
@@ -389,41 +374,33 @@ class Engine:
                 return
         self._finish_workflow(wf.workflow_exec_id, [W.RUNNING.value], W.COMPLETED)
 
-    def _finish_workflow(self, wx: str, expected: list[str], state: WorkflowState,
-                         error: str | None = None) -> bool:
-        m = self.store.models.workflow_exec
-        now = self.clock()
-        extra: list[Action] = [m.ended_epoch.set(now), m.check_shard.remove(),
-                               m.check_epoch.remove()]
-        if error:
-            extra.append(m.error.set(error))
+    def _activity_stub(self, wf: WorkflowExecModel, defn: WorkflowDefinition, name: str,
+                       attempt: int) -> ActivityExecModel:
+        """The fixed attributes of an attempt, enough to write its moves without a read."""
+        spec = defn.activity(name)
+        return self.store.models.activity_exec(
+            wf.workflow_exec_id, activity_exec_id(wf.workflow_exec_id, name, attempt),
+            activity_name=name, workflow_name=wf.workflow_name,
+            workflow_version=int(wf.version), attempt=attempt,
+            heartbeat_timeout_seconds=spec.heartbeat_timeout_seconds)
+
+    def _make_ready(self, defn: WorkflowDefinition, stub: ActivityExecModel) -> None:
         try:
-            self.store.move_workflow(wx, expected, state.value, now, actor=self.actor,
-                                     extra=extra)
+            self._move(stub.activity_exec_id, A.REQUESTED, A.READY,
+                       extra=self._actions_for(stub, defn, A.READY))
         except ConditionFailed:
-            return False
-        log.info("workflow %s %s", wx, state.value)
-        return True
+            pass  # already READY (or further): whoever won may have died before QUEUED
 
     def _ready_and_launch(self, wf: WorkflowExecModel, defn: WorkflowDefinition, name: str,
                           attempt: int) -> None:
         """Move a REQUESTED attempt on: QUEUED and launched (push launcher, no upstream),
         or READY (and then QUEUED and launched for push launchers)."""
         spec = defn.activity(name)
-        aeid = activity_exec_id(wf.workflow_exec_id, name, attempt)
-        item = self.store.models.activity_exec(wf.workflow_exec_id, aeid,
-                                               activity_name=name,
-                                               workflow_name=wf.workflow_name, attempt=attempt,
-                                               heartbeat_timeout_seconds=spec.heartbeat_timeout_seconds)
+        item = self._activity_stub(wf, defn, name, attempt)
         if spec.launcher.is_push and not spec.depends_on:
             self._queue_and_launch(wf, defn, item, A.REQUESTED)
             return
-        try:
-            self.store.move_activity(aeid, A.REQUESTED.value, A.READY.value, self.clock(),
-                                     actor=self.actor,
-                                     extra=self._actions_for(item, defn, A.READY))
-        except ConditionFailed:
-            pass  # already READY (or further): whoever won may have died before QUEUED
+        self._make_ready(defn, item)
         if spec.launcher.is_push:
             self._queue_and_launch(wf, defn, item, A.READY)
 
@@ -431,9 +408,8 @@ class Engine:
                           item: ActivityExecModel, from_state: ActivityState) -> None:
         spec = defn.activity(item.activity_name)
         try:
-            self.store.move_activity(item.activity_exec_id, from_state.value, A.QUEUED.value,
-                                     self.clock(), actor=self.actor,
-                                     extra=self._actions_for(item, defn, A.QUEUED))
+            self._move(item.activity_exec_id, from_state, A.QUEUED,
+                       extra=self._actions_for(item, defn, A.QUEUED))
         except ConditionFailed:
             return  # someone else queued it: only the winner launches
         launcher = self.launchers.get(spec.launcher.kind)
@@ -476,6 +452,7 @@ class Engine:
                 wf.workflow_exec_id, nxt,
                 activity_name=item.activity_name,
                 workflow_name=wf.workflow_name,
+                workflow_version=int(wf.version),
                 attempt=attempt + 1,
                 state=A.REQUESTED.value,
                 created_epoch=now,
@@ -494,116 +471,6 @@ class Engine:
         if item.error:
             why += f": {item.error}"
         self.fail_workflow(wf.workflow_exec_id, why)
-
-    # -- workflow-level moves ------------------------------------------------------------
-
-    def fail_workflow(self, wx: str, error: str) -> None:
-        m = self.store.models.workflow_exec
-        try:
-            self.store.move_workflow(wx, [W.RUNNING.value, W.REQUESTED.value],
-                                     W.FAILED_WAITING.value, self.clock(), actor=self.actor,
-                                     extra=[m.error.set(clip_error(error) or "")])
-        except ConditionFailed:
-            pass  # already failing, cancelling or finished
-        self.settle(wx)
-
-    def cancel(self, wx: str) -> None:
-        """Request cancellation and stop what can be stopped. Idempotent.
-
-        Raises:
-            WorkflowNotFound: no such execution.
-        """
-        wf = self._workflow(wx)
-        if wf.state not in (W.CANCEL_REQUESTED.value,) and not W(wf.state).is_terminal:
-            try:
-                self.store.move_workflow(
-                    wx, [W.REQUESTED.value, W.RUNNING.value, W.FAILED_WAITING.value],
-                    W.CANCEL_REQUESTED.value, self.clock(), actor=self.actor)
-            except ConditionFailed:
-                pass  # finished or cancelled meanwhile; settle sorts it out
-        self.settle(wx)
-
-    def settle(self, wx: str) -> None:
-        """For a failing or cancelled workflow: cancel what has not started, ask running
-        activities to stop (cancel only), and end the workflow once nothing runs."""
-        wf = self._workflow(wx)
-        state = W(wf.state)
-        cancelling = state is W.CANCEL_REQUESTED
-        if state not in (W.FAILED_WAITING, W.CANCEL_REQUESTED) and not state.is_terminal:
-            return
-        active = False
-        for act in self.store.list_activities(wx):
-            if self._stop_activity(act, ask_running=cancelling and not state.is_terminal):
-                active = True
-        if state.is_terminal:
-            self.store.clear_workflow_check(wx)
-            return
-        if not active:
-            final = W.CANCELLED if cancelling else W.FAILED
-            self._finish_workflow(wx, [state.value], final)
-
-    def _stop_activity(self, act: ActivityExecModel, *, ask_running: bool) -> bool:
-        """Cancel a not-started attempt; returns True while the attempt may still run."""
-        for _ in range(8):  # each lost race means the activity moved on; re-read and retry
-            st = ActivityState(act.state)
-            if st.is_terminal:
-                return False
-            if st is A.CANCELLED_RUNNING:
-                return True
-            if st is A.RUNNING and not ask_running:
-                return True
-            target = A.CANCELLED_RUNNING if st is A.RUNNING else A.CANCELLED
-            m = self.store.models.activity_exec
-            extra: list[Action] = []
-            if target is A.CANCELLED:
-                extra = [m.ended_epoch.set(self.clock()), m.timer_shard.remove(),
-                         m.timer_epoch.remove(), m.claim_shard.remove(), m.claim_key.remove()]
-            try:
-                self.store.move_activity(act.activity_exec_id, st.value, target.value,
-                                         self.clock(), actor=self.actor, extra=extra)
-                return target is A.CANCELLED_RUNNING
-            except ConditionFailed:
-                fresh = self.store.get_activity(act.activity_exec_id)
-                if fresh is None:
-                    return False
-                act = fresh
-        return True
-
-    # -- reads ---------------------------------------------------------------------------
-
-    def _workflow(self, wx: str) -> WorkflowExecModel:
-        wf = self.store.get_workflow(wx)
-        if wf is None:
-            raise WorkflowNotFound(wx)
-        return wf
-
-    def _activity(self, aeid: str) -> ActivityExecModel:
-        parse_activity_exec_id(aeid)
-        item = self.store.get_activity(aeid)
-        if item is None:
-            raise ActivityNotFound(aeid)
-        return item
-
-    def get_workflow(self, wx: str, *, with_activities: bool = True) -> WorkflowExec:
-        wf = self._workflow(wx)
-        acts: tuple[ActivityExec, ...] = ()
-        if with_activities:
-            acts = tuple(ActivityExec.from_model(a) for a in self.store.list_activities(wx))
-        return WorkflowExec.from_model(wf, acts)
-
-    def get_activity(self, aeid: str) -> ActivityExec:
-        return ActivityExec.from_model(self._activity(aeid))
-
-    def latest_attempts(self, wx: str) -> dict[str, ActivityExecModel]:
-        latest: dict[str, ActivityExecModel] = {}
-        for act in self.store.list_activities(wx):
-            cur = latest.get(act.activity_name)
-            if cur is None or int(act.attempt) > int(cur.attempt):
-                latest[act.activity_name] = act
-        return latest
-
-    def close(self) -> None:
-        self._pool.shutdown(wait=False)
 
 
 def pending_states() -> Iterable[str]:

@@ -37,6 +37,8 @@ class ActivityExec:
     heartbeat_timeout_seconds: float | None
     not_before_epoch: float | None
     history: tuple[StateChange, ...]
+    #: Definition version of its workflow (None on items from before it was recorded).
+    workflow_version: int | None = None
 
     @property
     def duration_seconds(self) -> float | None:
@@ -64,6 +66,7 @@ class ActivityExec:
             heartbeat_timeout_seconds=_f(m.heartbeat_timeout_seconds),
             not_before_epoch=_f(m.not_before_epoch),
             history=tuple(StateChange(h.state, float(h.at), h.by) for h in (m.history or [])),
+            workflow_version=int(m.workflow_version) if m.workflow_version is not None else None,
         )
 
 

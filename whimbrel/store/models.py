@@ -18,7 +18,13 @@ from pynamodb.attributes import (
     NumberAttribute,
     UnicodeAttribute,
 )
-from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
+from pynamodb.indexes import (
+    AllProjection,
+    GlobalSecondaryIndex,
+    IncludeProjection,
+    KeysOnlyProjection,
+    Projection,
+)
 from pynamodb.models import Model
 
 from whimbrel.store import specs
@@ -83,6 +89,9 @@ class ActivityExecModel(Model):
     activity_name = UnicodeAttribute()
     workflow_name = UnicodeAttribute()
     attempt = NumberAttribute()
+    #: The definition version its workflow runs (saves reading the workflow item to
+    #: find it on every transition). Absent on items written before it existed.
+    workflow_version = NumberAttribute(null=True)
     state = UnicodeAttribute()
     launcher = UnicodeAttribute(null=True)
     output = UnicodeAttribute(null=True)
@@ -179,7 +188,12 @@ def _index(spec: specs.IndexSpec) -> GlobalSecondaryIndex[Any]:
     attrs[hk.name] = (UnicodeAttribute if hk.type == "S" else NumberAttribute)(hash_key=True)
     if rk:
         attrs[rk.name] = (UnicodeAttribute if rk.type == "S" else NumberAttribute)(range_key=True)
-    meta = type("Meta", (), {"index_name": spec.name, "projection": KeysOnlyProjection()})
+    projection: Projection = KeysOnlyProjection()
+    if spec.projection == "INCLUDE":
+        projection = IncludeProjection(list(spec.non_key_attributes))
+    elif spec.projection == "ALL":
+        projection = AllProjection()
+    meta = type("Meta", (), {"index_name": spec.name, "projection": projection})
     cls = type(f"Index_{spec.name}", (GlobalSecondaryIndex,), {"Meta": meta, **attrs})
     return cls()  # type: ignore[no-any-return]
 

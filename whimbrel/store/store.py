@@ -399,12 +399,14 @@ class Store:
                     out.append((hit.workflow_exec_id, hit.activity_exec_id))
         return out
 
-    def claimable(self, shard: str, key_prefix: str, limit: int) -> list[tuple[str, str]]:
+    def claimable(self, shard: str, key_prefix: str, limit: int) -> list[ActivityExecModel]:
+        """READY external attempts of one shard, as partial items: keys plus the
+        attributes the index projects (specs.ACTIVITY_EXEC ``claimable``). Eventually
+        consistent: a hit may already be taken."""
         idx = self.models.indexes["activity_exec.claimable"]
         cond = idx.Meta.attributes["claim_key"].startswith(key_prefix) if key_prefix else None
         with translated("Query activity_exec.claimable"):
-            return [(h.workflow_exec_id, h.activity_exec_id)
-                    for h in idx.query(shard, cond, limit=limit)]
+            return list(idx.query(shard, cond, limit=limit))
 
     # -- fan-in edges -----------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from whimbrel.contract.errors import (
     ActivityCancelled,
     ActivityStopped,
     ActivityTimedOut,
+    IllegalTransition,
     StateConflict,
     WhimbrelError,
 )
@@ -22,6 +23,7 @@ from whimbrel.contract.states import ActivityState, Transition, WorkflowState
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.views import ActivityExec
 from whimbrel.store.errors import ConditionFailed
+from whimbrel.store.models import WorkflowExecModel
 
 log = logging.getLogger("whimbrel.worker")
 A = ActivityState
@@ -79,7 +81,7 @@ class ActivityRun:
     """
 
     def __init__(self, engine: Engine, activity: ActivityExec, input: Any,
-                 upstream: dict[str, Any]) -> None:
+                 upstream: dict[str, Any] | None = None) -> None:
         self._engine = engine
         self.activity = activity
         self.activity_exec_id = activity.activity_exec_id
@@ -88,10 +90,18 @@ class ActivityRun:
         self.workflow_name = activity.workflow_name
         self.attempt = activity.attempt
         self.input = input
-        self.upstream = upstream
+        self._upstream = upstream
         self.output: Any = None
         self._stop: ActivityStopped | None = None
         self.stop_event = threading.Event()
+
+    @property
+    def upstream(self) -> dict[str, Any]:
+        """Outputs of the activities this one depends on, by name (read on first use:
+        an activity that never looks at them costs no Query)."""
+        if self._upstream is None:
+            self._upstream = upstream_outputs(self._engine, self.activity)
+        return self._upstream
 
     @property
     def stop_requested(self) -> ActivityStopped | None:
@@ -124,15 +134,28 @@ class ActivityRun:
             raise self._stop
 
 
-def activity_input(engine: Engine, activity: ActivityExec) -> tuple[Any, dict[str, Any],
-                                                                    WorkflowState]:
-    wf = engine._workflow(activity.workflow_exec_id)
+def activity_input(engine: Engine, activity: ActivityExec,
+                   wf: WorkflowExecModel | None = None) -> tuple[Any, WorkflowState]:
+    """The activity's input (workflow input merged with its static input) and the
+    workflow's state, from ``wf`` when the caller already read the workflow item."""
+    if wf is None:
+        wf = engine._workflow(activity.workflow_exec_id)
     _, defn = engine.definition(wf.workflow_name, int(wf.version))
     spec = defn.activity(activity.activity_name)
     wf_input = decode_payload(wf.input, field="input")
     merged: Any = wf_input
     if spec.input is not None:
         merged = {**wf_input, **spec.input} if isinstance(wf_input, dict) else dict(spec.input)
+    return merged, WorkflowState(wf.state)
+
+
+def upstream_outputs(engine: Engine, activity: ActivityExec) -> dict[str, Any]:
+    """Outputs of the COMPLETED latest attempts of ``activity``'s upstreams, by name."""
+    version = activity.workflow_version
+    if version is None:
+        version = int(engine._workflow(activity.workflow_exec_id).version)
+    _, defn = engine.definition(activity.workflow_name, version)
+    spec = defn.activity(activity.activity_name)
     upstream: dict[str, Any] = {}
     if spec.depends_on:
         latest = engine.latest_attempts(activity.workflow_exec_id)
@@ -140,7 +163,7 @@ def activity_input(engine: Engine, activity: ActivityExec) -> tuple[Any, dict[st
             item = latest.get(dep)
             if item is not None and item.state == A.COMPLETED.value:
                 upstream[dep] = decode_payload(item.output, field="output")
-    return merged, upstream, WorkflowState(wf.state)
+    return upstream
 
 
 class _Heartbeater(threading.Thread):
@@ -171,20 +194,17 @@ def run_activity(engine: Engine, activity_exec_id: str, *,
             longer run. Inside the block they end the activity quietly.
         StateConflict: someone else is running this activity.
     """
-    parse_activity_exec_id(activity_exec_id)
-    current = engine.get_activity(activity_exec_id)
-    if current.state in (A.READY, A.QUEUED, A.PREPARING):
-        current = engine.transition(activity_exec_id, Transition.RUNNING, actor="worker")
-    elif current.state is A.CANCELLED:
-        raise ActivityCancelled(activity_exec_id, current.state.value)
-    elif current.state is A.TIMED_OUT:
-        raise ActivityTimedOut(activity_exec_id)
-    elif current.state is not A.RUNNING:
-        raise StateConflict(expected=[A.READY.value, A.QUEUED.value, A.PREPARING.value],
-                            actual=current.state.value, activity_exec_id=activity_exec_id,
-                            transition=Transition.RUNNING.value)
-    input_, upstream, wf_state = activity_input(engine, current)
-    run = ActivityRun(engine, current, input_, upstream)
+    key = parse_activity_exec_id(activity_exec_id)
+    # The workflow item (input, state) is read while the RUNNING write is in flight:
+    # the two are independent, so the hand-off costs one sequential round trip less.
+    wf_read = engine.read_in_background(engine._workflow, key.workflow_exec_id)
+    try:
+        current = _start(engine, activity_exec_id)
+        wf = wf_read.result()
+    finally:
+        wf_read.cancel()
+    input_, wf_state = activity_input(engine, current, wf)
+    run = ActivityRun(engine, current, input_)
     beat: _Heartbeater | None = None
     hb = current.heartbeat_timeout_seconds
     if hb:
@@ -207,6 +227,28 @@ def run_activity(engine: Engine, activity_exec_id: str, *,
     finally:
         if beat is not None:
             beat.done.set()
+
+
+def _start(engine: Engine, activity_exec_id: str) -> ActivityExec:
+    """Move the activity to RUNNING (unless this process's claim just did)."""
+    known = engine.remembered_activity(activity_exec_id)
+    if known is not None and known.state is A.RUNNING:
+        return known  # claim() moved it READY -> RUNNING in this process
+    try:
+        # No read first: the move is conditional, and from the usual states (QUEUED for
+        # a launched activity, READY for a claimed one) it simply succeeds.
+        return engine.transition(activity_exec_id, Transition.RUNNING, actor="worker")
+    except (StateConflict, IllegalTransition):
+        current = engine.get_activity(activity_exec_id)
+    if current.state is A.RUNNING:
+        return current  # claimed by another path of this worker
+    if current.state is A.CANCELLED:
+        raise ActivityCancelled(activity_exec_id, current.state.value)
+    if current.state is A.TIMED_OUT:
+        raise ActivityTimedOut(activity_exec_id)
+    raise StateConflict(expected=[A.READY.value, A.QUEUED.value, A.PREPARING.value],
+                        actual=current.state.value, activity_exec_id=activity_exec_id,
+                        transition=Transition.RUNNING.value)
 
 
 def _request_cancel(engine: Engine, activity_exec_id: str) -> None:
