@@ -7,11 +7,13 @@ state back and raises ``StateConflict``); every other AWS error becomes ``StoreE
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 import boto3
+import botocore.session
 from botocore.config import Config
 from pynamodb.expressions.update import Action
 from pynamodb.models import Model
@@ -65,6 +67,7 @@ class Store:
         self.models: BoundModels = bind_models(table_prefix, host=endpoint_url, region=self.region)
         self.write_hooks: list[WriteHook] = []
         for model in self.models.all():
+            _create_client_now(model)
             self._meter_connection(model)
 
     # -- plumbing --------------------------------------------------------------------
@@ -438,6 +441,28 @@ class Store:
         with translated("Query activity_exec_dependency"):
             return [d.upstream for d in m.query(self.dependency_key(workflow_exec_id, downstream),
                                                 consistent_read=True, limit=limit)]
+
+
+_SESSION_LOCK = threading.Lock()
+_SESSION: botocore.session.Session | None = None
+
+
+def _create_client_now(model: type[Model]) -> None:
+    """Give the model's connection its botocore client now, from one shared session.
+
+    PynamoDB keeps a botocore session per thread and creates the client lazily without
+    a lock, so the first burst of calls from many threads built a client (and parsed the
+    DynamoDB service model, ~40 ms of CPU) per thread and model: hundreds of times in a
+    busy process. One session loads the model once; the client exists before any
+    thread asks for it; botocore clients are thread-safe.
+    """
+    global _SESSION
+    conn = model._get_connection().connection
+    with _SESSION_LOCK:
+        if _SESSION is None:
+            _SESSION = botocore.session.get_session()
+        conn._local.session = _SESSION  # read by PynamoDB only while creating the client
+        conn.client  # noqa: B018 - creates and caches it
 
 
 def now_epoch() -> float:
