@@ -1,0 +1,1 @@
+"""Whimbrel's benchmarks: ``python -m benchmarks`` (or ``./scripts/bench``)."""
