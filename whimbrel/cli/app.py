@@ -12,19 +12,26 @@ import functools
 import inspect
 import json
 import os
+import re
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, Future
 from contextlib import contextmanager
 from enum import IntEnum
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import click
 import typer
 from botocore.exceptions import BotoCoreError
 from pynamodb.exceptions import PynamoDBException
 from rich.console import Console
+from rich.text import Text
+
+# Typer ships its own copy of Click; its parser raises these (not click's) classes.
+from typer._click.core import Command, Context
+from typer._click.exceptions import UsageError
+from typer.core import TyperCommand, TyperGroup
 
 from whimbrel.client.whimbrel import Whimbrel
 from whimbrel.contract.errors import (
@@ -92,8 +99,13 @@ PrefixOpt = Annotated[str | None, typer.Option(
     help="Prefix of every table name (default whimbrel_).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show tracebacks on errors.")]
+#: Bounds of every --version option; the upper one keeps a typo from reaching DynamoDB
+#: (which refuses numbers of more than 38 digits).
+VERSION_RANGE: dict[str, int] = {"min": 1, "max": 2**31 - 1}
 
 _COMMON = ("endpoint_url", "table_prefix", "json_output", "debug")
+_URL = re.compile(r"^https?://[^\s/?#]+(/\S*)?$")
+_PREFIX = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
 
 
 class TrackingExecutor(Executor):
@@ -149,14 +161,16 @@ class Cli:
         self.debug = debug
         # Piped output is for reading later or for grep: do not cut it at 80 columns.
         wide = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
-        self.out = Console(highlight=False, soft_wrap=False, width=wide)
-        self.err = Console(stderr=True, highlight=False)
+        # emoji=False: ids like "…:smile:1" must print as written, not as "…😄1".
+        self.out = Console(highlight=False, soft_wrap=False, width=wide, emoji=False)
+        self.err = Console(stderr=True, highlight=False, emoji=False)
         self._wb: Whimbrel | None = None
         self.tracker: TrackingExecutor | None = None
 
     @property
     def wb(self) -> Whimbrel:
         if self._wb is None:
+            self._check_settings()
             overrides: dict[str, Any] = {}
             if self.endpoint_url:
                 overrides["endpoint_url"] = self.endpoint_url
@@ -169,6 +183,16 @@ class Cli:
                     launcher.executor = self.tracker  # type: ignore[attr-defined]
             self._wb = wb
         return self._wb
+
+    def _check_settings(self) -> None:
+        """Refuse settings boto3 would fail on with an obscure error (exit code 2)."""
+        url = self.endpoint_url or os.environ.get(ENV_ENDPOINT_URL)
+        if url and not _URL.match(url):
+            raise CliError(f"--endpoint-url {url!r} is not an http(s):// URL", ExitCode.USAGE)
+        prefix = self.table_prefix or os.environ.get(ENV_TABLE_PREFIX)
+        if prefix and not _PREFIX.match(prefix):
+            raise CliError(f"--table-prefix {prefix!r} may only hold the letters a-z A-Z, "
+                           "digits, '_', '-' and '.', at most 200 of them", ExitCode.USAGE)
 
     @property
     def interactive(self) -> bool:
@@ -183,7 +207,7 @@ class Cli:
 
     def note(self, message: str) -> None:
         """A remark on stderr (never mixed into --json output on stdout)."""
-        self.err.print(message, style="dim")
+        self.err.print(message, style="dim", markup=False)
 
     def finish(self) -> None:
         """Stay until activities this process launched are done, then release the client."""
@@ -198,8 +222,63 @@ class Cli:
         self._wb = None
 
 
+def _wants_json(args: Sequence[str]) -> bool:
+    """``--json`` among the options (not in the argv of ``exec -- CMD``)."""
+    head = list(args)
+    return "--json" in (head[:head.index("--")] if "--" in head else head)
+
+
+def _json_usage_error(exc: UsageError) -> NoReturn:
+    """A usage error as the one JSON object ``--json`` promises on stderr (exit code 2)."""
+    body: dict[str, Any] = {"error": "UsageError", "message": exc.format_message(),
+                            "exit_code": int(ExitCode.USAGE)}
+    if exc.ctx is not None:
+        body["usage"] = exc.ctx.get_usage()
+    click.echo(json.dumps(body), err=True)
+    raise typer.Exit(int(ExitCode.USAGE))
+
+
+class JsonErrorsCommand(TyperCommand):
+    """A command whose usage errors honour ``--json`` like every other error."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: Context | None = None, **extra: Any) -> Context:
+        wants = _wants_json(args)
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except UsageError as exc:
+            if wants:
+                _json_usage_error(exc)
+            raise
+
+
+class JsonErrorsGroup(TyperGroup):
+    """The same for command groups (unknown or missing command)."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: Context | None = None, **extra: Any) -> Context:
+        wants = _wants_json(args)
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except UsageError as exc:
+            if wants:
+                _json_usage_error(exc)
+            raise
+
+    def resolve_command(self, ctx: Context, args: list[str]
+                        ) -> tuple[str | None, Command | None, list[str]]:
+        wants = _wants_json(args)
+        try:
+            return super().resolve_command(ctx, args)
+        except UsageError as exc:
+            if wants:
+                _json_usage_error(exc)
+            raise
+
+
 app = typer.Typer(
     name="whimbrel",
+    cls=JsonErrorsGroup,
     help="Whimbrel: a serverless workflow engine on DynamoDB.\n\n"
          "Example: whimbrel submit etl --input '{\"day\": \"2024-06-01\"}' --wait",
     no_args_is_help=True,
@@ -238,7 +317,8 @@ def reported(cli: Cli) -> Iterator[None]:
                 "error": type(exc).__name__, "message": message}
             click.echo(json.dumps({**body, "exit_code": int(code)}, default=str), err=True)
         else:
-            cli.err.print(f"[bold red]error:[/] {first}", markup=True, highlight=False)
+            # The message may quote user input ("[/x]"): never read it as markup.
+            cli.err.print(Text.assemble(("error:", "bold red"), " ", first), highlight=False)
             for line in rest[:20]:
                 cli.err.print(line, markup=False, highlight=False)
         raise typer.Exit(int(code)) from None
@@ -280,7 +360,7 @@ def command(group: typer.Typer, name: str, *, example: str,
         paragraphs = inspect.cleandoc(fn.__doc__ or "").split("\n\n")
         doc = "\n\n".join(" ".join(p.split()) for p in paragraphs)
         help_text = f"{doc}\n\nExample:\n\n    {example}"
-        group.command(name, help=help_text, **settings)(wrapper)
+        group.command(name, help=help_text, cls=JsonErrorsCommand, **settings)(wrapper)
         return fn
 
     return deco

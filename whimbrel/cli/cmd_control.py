@@ -26,8 +26,8 @@ def cancel(
     wait: Annotated[bool, typer.Option(
         "--wait", "-w", help="Wait until running activities stopped and the run ended.")
                     ] = False,
-    timeout: Annotated[float | None, typer.Option(help="Give up waiting after this many "
-                                                       "seconds (exit code 12).")] = None,
+    timeout: Annotated[float | None, typer.Option(min=0, help="Give up waiting after this "
+                                                       "many seconds (exit code 12).")] = None,
 ) -> None:
     """Cancel a run: nothing new starts and running activities are asked to stop.
 

@@ -34,7 +34,7 @@ def exec_(
         help="Instead of an id: claim one READY external activity of this workflow "
              "(and activity); exit 0 quietly when none waits.")] = None,
     kill_grace: Annotated[float, typer.Option(
-        help="Seconds between SIGTERM and SIGKILL when the activity must stop.")] = 5.0,
+        min=0, help="Seconds between SIGTERM and SIGKILL when the activity must stop.")] = 5.0,
 ) -> None:
     """Run CMD as an activity: mark it RUNNING, heartbeat while CMD runs, record
     COMPLETED (exit code 0) or FAILED with the tail of stderr, and stop CMD (SIGTERM,

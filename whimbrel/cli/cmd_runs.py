@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import click
 import typer
 
-from whimbrel.cli.app import Cli, CliError, ExitCode, app, command
+from whimbrel.cli.app import VERSION_RANGE, Cli, CliError, ExitCode, app, command
 from whimbrel.cli.graph import GraphvizMissing, to_dot, to_mermaid, to_svg
 from whimbrel.cli.live import exit_for, follow
 from whimbrel.cli.render import status_view, timeline_table, workflows_table
@@ -24,7 +24,7 @@ from whimbrel.contract.states import WorkflowState
 
 IntervalOpt = Annotated[float, typer.Option(help="Seconds between two reads.", min=0.05)]
 TimeoutOpt = Annotated[float | None, typer.Option(
-    help="Give up waiting after this many seconds (exit code 12).")]
+    min=0, help="Give up waiting after this many seconds (exit code 12).")]
 
 
 class GraphFormat(StrEnum):
@@ -50,10 +50,15 @@ def parse_input(raw: str | None) -> Any:
         except OSError as exc:
             raise CliError(f"cannot read input file {where!r}: {exc.strerror}",
                            ExitCode.INVALID) from exc
+        except UnicodeDecodeError as exc:
+            raise CliError(f"input file {where!r} is not UTF-8 text ({exc.reason} at byte "
+                           f"{exc.start})", ExitCode.INVALID) from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CliError(f"--input is not valid JSON: {exc}", ExitCode.INVALID) from exc
+    except RecursionError:
+        raise CliError("--input is nested too deeply", ExitCode.INVALID) from None
 
 
 def _definition_of(cli: Cli, name: str, version: int) -> WorkflowDefinition | None:
@@ -69,8 +74,8 @@ def submit(
     name: Annotated[str, typer.Argument(help="Registered workflow name.")],
     input: Annotated[str | None, typer.Option(
         "--input", "-i", help="JSON input, @file.json, or @- for stdin.")] = None,
-    version: Annotated[int | None, typer.Option(help="Definition version (default: latest).")
-                       ] = None,
+    version: Annotated[int | None, typer.Option(
+        help="Definition version (default: latest).", **VERSION_RANGE)] = None,
     request_id: Annotated[str | None, typer.Option(
         help="Idempotency key: the same id always means the same single run.")] = None,
     simple: Annotated[bool, typer.Option(
@@ -89,6 +94,9 @@ def submit(
     `whimbrel dev`) starts the run.
     """
     payload = parse_input(input)
+    if request_id is not None and not request_id.strip():
+        raise CliError("--request-id must not be empty: it names the one run it stands for",
+                       ExitCode.INVALID)
     if simple:
         request = getattr(cli.wb, "request_workflow", None)
         if request is None:
@@ -256,8 +264,8 @@ def graph(
         "--output", "-o", help="Write to this file instead of stdout.")] = None,
     definition: Annotated[bool, typer.Option(
         "--definition", help="Draw a registered definition instead of a run.")] = False,
-    version: Annotated[int | None, typer.Option(help="With --definition: the version.")
-                       ] = None,
+    version: Annotated[int | None, typer.Option(
+        help="With --definition: the version.", **VERSION_RANGE)] = None,
 ) -> None:
     """Draw a run as a graph with its activities coloured by state."""
     if definition:
@@ -279,7 +287,11 @@ def graph(
             except GraphvizMissing as exc:
                 raise CliError(str(exc), ExitCode.UNAVAILABLE) from None
     if output is not None:
-        output.write_text(text, encoding="utf-8")
+        try:
+            output.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"cannot write {str(output)!r}: {exc.strerror}",
+                           ExitCode.USAGE) from None
     if cli.json:
         cli.emit({"workflow_exec_id": wx, "workflow_name": defn.name, "format": format.value,
                   "output": str(output) if output else None,

@@ -9,15 +9,16 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from whimbrel.cli.app import Cli, app, command
+from whimbrel.cli.app import VERSION_RANGE, Cli, JsonErrorsGroup, app, command
 from whimbrel.cli.shapes import definition_summary, iso
 from whimbrel.contract.definitions import WorkflowDefinition
 
 tables = typer.Typer(help="Create the DynamoDB tables.\n\nExample:\n\n"
-                          "    whimbrel tables create", no_args_is_help=True)
+                          "    whimbrel tables create", no_args_is_help=True,
+                     cls=JsonErrorsGroup)
 definitions = typer.Typer(help="Register and inspect workflow definitions.\n\nExample:\n\n"
                                "    whimbrel definitions register pipeline.yaml",
-                          no_args_is_help=True)
+                          no_args_is_help=True, cls=JsonErrorsGroup)
 app.add_typer(tables, name="tables")
 app.add_typer(definitions, name="definitions")
 
@@ -90,7 +91,8 @@ def definitions_list(cli: Cli) -> None:
 def definitions_show(
     cli: Cli,
     name: Annotated[str, typer.Argument(help="Workflow name.")],
-    version: Annotated[int | None, typer.Option(help="Version (default: latest).")] = None,
+    version: Annotated[int | None, typer.Option(
+        help="Version (default: latest).", **VERSION_RANGE)] = None,
 ) -> None:
     """Show one definition: its activities, dependencies, launchers and retry policies."""
     ver, defn = cli.wb.engine.definition(name, version)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from whimbrel.contract import checks
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.ids import new_request_id, parse_activity_exec_id
 from whimbrel.contract.limits import MAX_INPUT_BYTES, MAX_OUTPUT_BYTES
@@ -30,10 +31,9 @@ def request_workflow(store: Store, clock: Clock, name: str, input: Any = None, *
     Raises:
         InvalidInput: empty name, bad version, or input not JSON / too large.
     """
-    if not isinstance(name, str) or not name:
-        raise InvalidInput("workflow_name must be a non-empty string", field="workflow_name")
-    if version is not None and (not isinstance(version, int) or version < 1):
-        raise InvalidInput("version must be an integer >= 1", field="version")
+    checks.workflow_name(name)
+    checks.version(version)
+    checks.optional_text(source, "source")
     payload = encode_payload(input, field="input", max_bytes=MAX_INPUT_BYTES)
     request_id = new_request_id()
     item = store.models.workflow_request(
@@ -60,6 +60,11 @@ def send_activity_event(store: Store, clock: Clock, activity_exec_id: str,
         verb = Transition(transition)
     except ValueError as exc:
         raise InvalidInput(f"unknown transition {transition!r}", field="transition") from exc
+    if verb is Transition.TIME_OUT:
+        # The contract leaves TIME_OUT to the heartbeat listener; the Lambda would
+        # reject the event anyway, so refuse it here where the caller can see why.
+        raise InvalidInput("TIME_OUT is applied only by the heartbeat listener; report "
+                           "FAILED (or stop heartbeating) instead", field="transition")
     workflow_name = None
     if os.environ.get(ENV_ACTIVITY_EXEC_ID) == activity_exec_id:
         workflow_name = os.environ.get(ENV_WORKFLOW_NAME) or None
@@ -99,6 +104,8 @@ def list_rejections(store: Store, day: str | None = None, *, limit: int | None =
     if day is None:
         now = clock() if clock else datetime.now(UTC).timestamp()
         day = datetime.fromtimestamp(now, UTC).strftime("%Y-%m-%d")
+    checks.day(day)
+    checks.limit(limit)
     out = []
     for row in store.list_rejections(day, limit=limit):
         try:

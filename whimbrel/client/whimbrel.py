@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from whimbrel.client import simple
+from whimbrel.contract import checks
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import IllegalTransition, StateConflict
 from whimbrel.contract.states import Transition, WorkflowState
@@ -187,6 +188,10 @@ class Whimbrel:
         The candidates come from a sparse index (eventually consistent); the move itself
         is conditional, so two workers never claim the same activity.
         """
+        if workflow_name is not None:
+            checks.workflow_name(workflow_name)
+        if activity_name is not None:
+            checks.text(activity_name, "activity_name", max_chars=64)
         prefix = ""
         if workflow_name:
             prefix = f"{workflow_name}/" + (f"{activity_name}/" if activity_name else "")
@@ -218,8 +223,12 @@ class Whimbrel:
         self.engine.cancel(workflow_exec_id)
 
     def sweep(self, now: float | None = None) -> SweepReport:
-        """One pass of the heartbeat listener and reconciler."""
-        return sweep(self.engine, now)
+        """One pass of the heartbeat listener and reconciler.
+
+        Raises:
+            InvalidInput: ``now`` is not a number.
+        """
+        return sweep(self.engine, checks.epoch(now))
 
     def run_activity(self, activity_exec_id: str) -> AbstractContextManager[ActivityRun]:
         """Context manager for activity code; see :func:`whimbrel.worker.run_activity`."""

@@ -19,14 +19,17 @@ from whimbrel.contract.errors import InvalidDefinition
 from whimbrel.contract.limits import (
     MAX_ACTIVITIES,
     MAX_DEFINITION_BYTES,
+    MAX_DEFINITION_DEPTH,
     MAX_DESCRIPTION_CHARS,
     NAME_PATTERN,
     WORKFLOW_NAME_PATTERN,
 )
+from whimbrel.contract.payloads import json_depth, json_values
 
 _NAME = re.compile(NAME_PATTERN)
 _WORKFLOW_NAME = re.compile(WORKFLOW_NAME_PATTERN)
 _PY_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_TOO_DEEP = f"the definition is nested deeper than {MAX_DEFINITION_DEPTH} levels"
 
 #: Launcher kinds and the config keys each one requires.
 LAUNCHER_KINDS: Mapping[str, tuple[str, ...]] = {
@@ -448,6 +451,15 @@ class WorkflowDefinition:
         """
         if not isinstance(data, Mapping):
             raise InvalidDefinition("?", ["a definition must be a mapping"])
+        if json_depth(data, MAX_DEFINITION_DEPTH) > MAX_DEFINITION_DEPTH:
+            raise InvalidDefinition(str(data.get("name", "?"))[:200], [_TOO_DEEP])
+        # Each value takes at least two bytes of JSON: refuse an alias bomb before
+        # serialising it to measure its size.
+        values = json_values(data)
+        if values > MAX_DEFINITION_BYTES // 2:
+            raise InvalidDefinition(str(data.get("name", "?"))[:200], [
+                f"definition holds {values} values (YAML aliases expanded), more than the "
+                f"limit of {MAX_DEFINITION_BYTES // 2}"])
         name = data.get("name")
         problems: list[str] = []
         unknown = sorted(set(data) - {"name", "description", "activities"})
@@ -484,6 +496,8 @@ class WorkflowDefinition:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InvalidDefinition("?", [f"not valid JSON: {exc}"]) from exc
+        except RecursionError:
+            raise InvalidDefinition("?", [_TOO_DEEP]) from None
         return cls.from_dict(data)
 
     @classmethod
@@ -492,13 +506,19 @@ class WorkflowDefinition:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise InvalidDefinition("?", [f"not valid YAML: {exc}"]) from exc
+        except RecursionError:
+            raise InvalidDefinition("?", [_TOO_DEEP]) from None
         return cls.from_dict(data)
 
     @classmethod
     def from_file(cls, path: str | Path) -> WorkflowDefinition:
         """Load a ``.yaml``/``.yml`` or ``.json`` file."""
         p = Path(path)
-        text = p.read_text(encoding="utf-8")
+        try:
+            text = p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidDefinition("?", [f"{p.name} is not UTF-8 text ({exc.reason} at "
+                                          f"byte {exc.start})"]) from None
         if p.suffix == ".json":
             return cls.from_json(text)
         return cls.from_yaml(text)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass
+from typing import TypeGuard
 
 from whimbrel.contract.errors import InvalidInput
 
@@ -21,8 +22,29 @@ def new_request_id() -> str:
     return str(uuid.uuid4())
 
 
+def _is_text(value: object) -> TypeGuard[str]:
+    """A str DynamoDB can store: UTF-8 encodable (no lone surrogates)."""
+    if not isinstance(value, str):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def workflow_exec_id_for(request_id: str) -> str:
-    """The one execution id a given request id may ever produce."""
+    """The one execution id a given request id may ever produce.
+
+    Raises:
+        InvalidInput: ``request_id`` is not a non-empty string of valid Unicode.
+    """
+    if not _is_text(request_id) or not request_id:
+        raise InvalidInput(
+            f"workflow_request_id must be a non-empty string of valid Unicode, "
+            f"not {request_id!r}"[:300],
+            field="workflow_request_id",
+        )
     return str(uuid.uuid5(_NAMESPACE, f"request:{request_id}"))
 
 
@@ -50,7 +72,7 @@ def parse_activity_exec_id(value: object) -> ActivityExecKey:
     Raises:
         InvalidInput: the value is not an id Whimbrel issued.
     """
-    if not isinstance(value, str) or value.count(":") < 2:
+    if not _is_text(value) or value.count(":") < 2:
         raise InvalidInput(
             f"activity_exec_id {value!r} is not of the form "
             "<workflow_exec_id>:<activity>:<attempt>",
@@ -58,7 +80,8 @@ def parse_activity_exec_id(value: object) -> ActivityExecKey:
         )
     head, attempt_text = value.rsplit(":", 1)
     workflow_exec_id, _, name = head.rpartition(":")
-    if not workflow_exec_id or not name or not attempt_text.isdigit() or int(attempt_text) < 1:
+    if (not workflow_exec_id or not name or not attempt_text.isascii()
+            or not attempt_text.isdigit() or int(attempt_text) < 1):
         raise InvalidInput(
             f"activity_exec_id {value!r} is not of the form "
             "<workflow_exec_id>:<activity>:<attempt>",

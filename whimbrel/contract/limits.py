@@ -8,6 +8,9 @@ WORKFLOW_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$"
 MAX_ACTIVITIES = 2000
 MAX_DEFINITION_BYTES = 350_000
 MAX_DESCRIPTION_CHARS = 2000
+#: Depth of nesting accepted in a definition (activity inputs and launcher settings
+#: included): code that walks deeper data could exhaust the interpreter's stack.
+MAX_DEFINITION_DEPTH = 64
 #: Workflow input, stored on the request and execution items.
 MAX_INPUT_BYTES = 128_000
 #: An activity's output, stored on its execution item.

@@ -9,20 +9,42 @@ from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.limits import MAX_ERROR_CHARS, MAX_JSON_DEPTH
 
 
-def _depth(value: Any, limit: int) -> int:
-    # Iterative, so hostile nesting cannot exhaust the interpreter's stack.
+def json_depth(value: Any, limit: int) -> int:
+    """How deep ``value`` nests (counted only up to just past ``limit``)."""
+    # Iterative, so hostile nesting cannot exhaust the interpreter's stack; a container
+    # met again (YAML aliases share one object) is walked again only if now deeper, so
+    # an alias "billion laughs" costs its few distinct nodes, not its expansion.
     stack: list[tuple[Any, int]] = [(value, 1)]
+    seen: dict[int, int] = {}
     deepest = 0
     while stack:
         cur, depth = stack.pop()
         deepest = max(deepest, depth)
         if deepest > limit:
             return deepest
+        if isinstance(cur, dict | list | tuple):
+            if seen.get(id(cur), 0) >= depth:
+                continue
+            seen[id(cur)] = depth
         if isinstance(cur, dict):
             stack.extend((v, depth + 1) for v in cur.values())
         elif isinstance(cur, list | tuple):
             stack.extend((v, depth + 1) for v in cur)
     return deepest
+
+
+def json_values(value: Any, memo: dict[int, int] | None = None) -> int:
+    """How many values ``value`` holds once shared containers (YAML aliases) are expanded,
+    computed without expanding them. Call it only on data :func:`json_depth` bounded
+    (it recurses, and a cycle would never end)."""
+    if not isinstance(value, dict | list | tuple):
+        return 1
+    memo = {} if memo is None else memo
+    key = id(value)
+    if key not in memo:
+        children = value.values() if isinstance(value, dict) else value
+        memo[key] = 1 + sum(json_values(c, memo) for c in children)
+    return memo[key]
 
 
 def encode_payload(value: Any, *, field: str, max_bytes: int) -> str | None:
@@ -33,13 +55,17 @@ def encode_payload(value: Any, *, field: str, max_bytes: int) -> str | None:
     """
     if value is None:
         return None
-    if _depth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+    if json_depth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
         raise InvalidInput(f"{field} is nested deeper than {MAX_JSON_DEPTH} levels", field=field)
     try:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"{field} is not JSON-serialisable: {exc}", field=field) from exc
-    size = len(text.encode())
+    try:
+        size = len(text.encode())
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"{field} is not valid Unicode text: {exc.reason} "
+                           f"at position {exc.start}", field=field) from None
     if size > max_bytes:
         raise InvalidInput(
             f"{field} is {size} bytes of JSON, more than the limit of {max_bytes}", field=field

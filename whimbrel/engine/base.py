@@ -15,8 +15,14 @@ from typing import TypeVar
 
 from pynamodb.expressions.update import Action
 
+from whimbrel.contract import checks
 from whimbrel.contract.definitions import WorkflowDefinition
-from whimbrel.contract.errors import ActivityNotFound, DefinitionNotFound, WorkflowNotFound
+from whimbrel.contract.errors import (
+    ActivityNotFound,
+    DefinitionNotFound,
+    InvalidInput,
+    WorkflowNotFound,
+)
 from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.engine.ports import Clock, Launcher
@@ -66,7 +72,16 @@ class EngineBase:
     # -- definitions -----------------------------------------------------------------
 
     def register(self, definition: WorkflowDefinition) -> int:
-        """Store ``definition`` as a new version (or return the version it equals)."""
+        """Store ``definition`` as a new version (or return the version it equals).
+
+        Raises:
+            InvalidInput: not a ``WorkflowDefinition``.
+            InvalidDefinition: listing every problem.
+        """
+        if not isinstance(definition, WorkflowDefinition):
+            raise InvalidInput(f"a WorkflowDefinition is needed, not {type(definition).__name__}"
+                               " (load text with WorkflowDefinition.from_yaml/from_json)",
+                               field="definition")
         definition.validate()
         text = definition.to_json()
         while True:
@@ -85,7 +100,10 @@ class EngineBase:
 
         Raises:
             DefinitionNotFound: no such name or version.
+            InvalidInput: the name or version is malformed.
         """
+        version = checks.version(version)
+        checks.workflow_name(name)
         if version is not None:
             with self._lock:
                 cached = self._definitions.get((name, version))
@@ -142,6 +160,7 @@ class EngineBase:
     # -- reads ---------------------------------------------------------------------------
 
     def _workflow(self, wx: str) -> WorkflowExecModel:
+        checks.text(wx, "workflow_exec_id")
         wf = self.store.get_workflow(wx)
         if wf is None:
             raise WorkflowNotFound(wx)

@@ -15,6 +15,7 @@ from typing import Any
 
 from pynamodb.expressions.update import Action
 
+from whimbrel.contract import checks
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import (
     IllegalTransition,
@@ -87,8 +88,8 @@ class Engine(WorkflowEnding):
             InvalidInput: input too large or not JSON; request id used for another workflow.
         """
         payload = encode_payload(input, field="input", max_bytes=MAX_INPUT_BYTES)
-        if not isinstance(name, str) or not name:
-            raise InvalidInput("workflow_name must be a non-empty string", field="workflow_name")
+        checks.workflow_name(name)
+        checks.optional_text(source, "source")
         version, defn = self.definition(name, version)
         request_id = request_id or new_request_id()
         wx = workflow_exec_id_for(request_id)

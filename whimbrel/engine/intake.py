@@ -32,7 +32,7 @@ from enum import StrEnum
 from typing import Any
 
 from aws_lambda_powertools.utilities.parser import parse
-from boto3.dynamodb.types import TypeDeserializer
+from boto3.dynamodb.types import Binary, TypeDeserializer
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
 
 from whimbrel.contract.errors import (
@@ -119,6 +119,8 @@ _deserializer = TypeDeserializer()
 def _plain(value: Any) -> Any:
     """DynamoDB-deserialized data as JSON-friendly Python (Decimal → int/float)."""
     if isinstance(value, Decimal):
+        if not value.is_finite():  # a hand-made record may say {"N": "Infinity"}
+            raise InvalidInput(f"number {value} is not finite", field="input")
         return int(value) if value == value.to_integral_value() else float(value)
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
@@ -126,7 +128,7 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if isinstance(value, set | frozenset):
         return sorted(_plain(v) for v in value)
-    if isinstance(value, bytes | bytearray):
+    if isinstance(value, bytes | bytearray | Binary):
         raise InvalidInput("binary attributes are not allowed in payloads", field="input")
     return value
 
@@ -137,20 +139,41 @@ def image_of(record: Mapping[str, Any]) -> dict[str, Any]:
     Raises:
         InvalidInput: the record has no image, or the image is not DynamoDB JSON.
     """
-    image = (record.get("dynamodb") or {}).get("NewImage")
+    image = _ddb(record).get("NewImage")
     if not isinstance(image, Mapping):
         raise InvalidInput("stream record has no dynamodb.NewImage", field="NewImage")
     out: dict[str, Any] = {}
     for name, typed in image.items():
-        if isinstance(typed, Mapping) and set(typed) & {"B", "BS"}:
-            typed = {k: [base64.b64decode(x) for x in v] if k == "BS" else base64.b64decode(v)
-                     for k, v in typed.items()}
         try:
+            if isinstance(typed, Mapping) and set(typed) & {"B", "BS"}:
+                typed = {k: [base64.b64decode(x) for x in v] if k == "BS"
+                         else base64.b64decode(v) for k, v in typed.items()}
             out[str(name)] = _deserializer.deserialize(typed)
+        except RecursionError:
+            raise InvalidInput(f"attribute {name!r} is nested too deeply",
+                               field=str(name)) from None
+        except ArithmeticError as exc:  # decimal traps: {"N": "1e400"}, 39+ digits
+            raise InvalidInput(f"attribute {name!r} holds a number DynamoDB cannot store "
+                               f"({type(exc).__name__})", field=str(name)) from None
         except (TypeError, ValueError, AttributeError) as exc:
             raise InvalidInput(f"attribute {name!r} is not DynamoDB JSON: {exc}",
                                field=str(name)) from exc
     return out
+
+
+def _ddb(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    ddb = record.get("dynamodb")
+    return ddb if isinstance(ddb, Mapping) else {}
+
+
+def _native(value: Any, field: str) -> Any:
+    """A native DynamoDB value (map, list, number, …) as plain Python data."""
+    try:
+        return _plain(value)
+    except RecursionError:
+        raise InvalidInput(f"{field} is nested too deeply", field=field) from None
+    except InvalidInput as exc:
+        raise InvalidInput(f"{field}: {exc}", field=field) from None
 
 
 def _payload(value: Any, field: str) -> Any:
@@ -158,34 +181,53 @@ def _payload(value: Any, field: str) -> Any:
     if isinstance(value, str):
         try:
             return json.loads(value)
+        except RecursionError:
+            raise InvalidInput(f"{field} is nested too deeply", field=field) from None
         except ValueError as exc:
             raise InvalidInput(f"{field} is a string but not JSON: {exc}", field=field) from exc
-    try:
-        return _plain(value)
-    except InvalidInput as exc:
-        raise InvalidInput(str(exc), field=field) from exc
+    return _native(value, field)
 
 
 def record_keys(record: Mapping[str, Any]) -> dict[str, str]:
     """Ids worth logging from a record's image, read without validation."""
-    image = (record.get("dynamodb") or {}).get("NewImage") or {}
+    image = _ddb(record).get("NewImage") or {}
     keys: dict[str, str] = {}
     if isinstance(image, Mapping):
         for name in ("workflow_request_id", "workflow_name", "workflow_exec_id",
                      "activity_exec_id", "activity_event_id", "transition"):
             typed = image.get(name)
             if isinstance(typed, Mapping) and isinstance(typed.get("S"), str):
-                keys[name] = typed["S"]
+                # Lone surrogates (only a hand-made event has them) cannot be logged.
+                keys[name] = typed["S"].encode("utf-8", "backslashreplace").decode()[:1024]
     if "workflow_request_id" in keys and "workflow_exec_id" not in keys:
-        keys["workflow_exec_id"] = workflow_exec_id_for(keys["workflow_request_id"])
+        try:
+            keys["workflow_exec_id"] = workflow_exec_id_for(keys["workflow_request_id"])
+        except InvalidInput:
+            pass
     return keys
 
 
-def _describe_validation(exc: ValidationError) -> str:
+def _got(image: Mapping[str, Any], name: object) -> str:
+    """What a raw item held in attribute ``name``, for a rejection message."""
+    typed = image.get(name) if isinstance(name, str) else None
+    if not isinstance(typed, Mapping) or len(typed) != 1:
+        return ""
+    tag, value = next(iter(typed.items()))
+    if tag == "S" and isinstance(value, str):
+        text = repr(value)
+        return f" (got {text[:60]}{'...' if len(text) > 60 else ''})"
+    return f" (got DynamoDB type {tag})"
+
+
+def _describe_validation(exc: ValidationError, record: Mapping[str, Any]) -> str:
+    image = _ddb(record).get("NewImage")
+    image = image if isinstance(image, Mapping) else {}
     parts = []
     for err in exc.errors():
-        where = ".".join(str(p) for p in err.get("loc", ())) or "item"
-        parts.append(f"{where}: {err.get('msg')}")
+        loc = err.get("loc", ())
+        where = ".".join(str(p) for p in loc) or "item"
+        got = _got(image, loc[0]) if loc and err.get("type") != "missing" else ""
+        parts.append(f"{where}: {err.get('msg')}{got}")
     return "invalid item: " + "; ".join(parts)
 
 
@@ -196,11 +238,20 @@ def record_rejection(store: Store, *, source: str, record: Mapping[str, Any], re
     The id is derived from the record (creation time, source, sequence number), so the
     same record rejected twice leaves one row, and rows sort newest first within a day.
     """
-    ddb = record.get("dynamodb") or {}
+    ddb = _ddb(record)
     created = ddb.get("ApproximateCreationDateTime")
     created_epoch = float(created) if isinstance(created, int | float | str | Decimal) else now
     seq = str(ddb.get("SequenceNumber") or record.get("eventID") or f"{now:.6f}")
-    text = json.dumps(record, default=str, sort_keys=True)
+    try:
+        text = json.dumps(record, default=str, sort_keys=True)
+    except (RecursionError, ValueError):
+        # Too deep to keep whole: keep the envelope and the attribute names.
+        image = ddb.get("NewImage")
+        text = json.dumps({**{k: v for k, v in record.items() if k != "dynamodb"},
+                           "dynamodb": {k: v for k, v in ddb.items() if k != "NewImage"},
+                           "NewImage attributes": sorted(map(str, image))
+                           if isinstance(image, Mapping) else None},
+                          default=str, sort_keys=True)
     if len(text) > _MAX_RECORD_CHARS:
         text = text[:_MAX_RECORD_CHARS] + "...[cut]"
     item = store.models.rejection(
@@ -243,8 +294,8 @@ class Intake:
                               version=item.version, request_id=item.workflow_request_id,
                               source=item.source or "simple-api", write_request=False)
         except ValidationError as exc:
-            return self._reject(SOURCE_WORKFLOW_REQUEST, record, _describe_validation(exc),
-                                "ValidationError")
+            return self._reject(SOURCE_WORKFLOW_REQUEST, record,
+                                _describe_validation(exc, record), "ValidationError")
         except WhimbrelError as exc:
             if exc.retryable:
                 raise
@@ -273,13 +324,13 @@ class Intake:
                 moved = self.engine.transition(
                     aeid, item.transition, output=_payload(item.output, "output"),
                     error=item.error if item.error is None or isinstance(item.error, str)
-                    else _plain(item.error),
+                    else _native(item.error, "error"),
                     actor=actor)
             except (StateConflict, IllegalTransition) as exc:
                 return self._not_applied(record, item, actor, exc)
         except ValidationError as exc:
-            return self._reject(SOURCE_ACTIVITY_EVENT, record, _describe_validation(exc),
-                                "ValidationError")
+            return self._reject(SOURCE_ACTIVITY_EVENT, record,
+                                _describe_validation(exc, record), "ValidationError")
         except WhimbrelError as exc:
             if exc.retryable:
                 raise

@@ -1,0 +1,217 @@
+"""Bad input corpus (issue 5, part 5), continued for the public Python API: the methods
+and argument kinds ``test_bad_input.py`` leaves out (the Simple API writers
+``request_workflow`` and ``send_activity_event``, ``claim``, ``run_activity``,
+``get_definition``; ids and verbs of the wrong type; lone surrogates; ids DynamoDB
+refuses). ``test_bad_input.py`` has 26 API cases; this file adds the rest.
+
+Each call must raise a ``WhimbrelError`` of the expected class whose message names the
+problem (never a bare KeyError/TypeError/botocore error), and leave every stored item as
+it was. ``test_boundary_checks`` covers the arguments the corpus first found escaping the
+error tree (now checked by ``whimbrel.contract.checks``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from stream_records import snapshot
+
+from whimbrel import ActivityDefinition, LauncherSpec, Whimbrel, WorkflowDefinition
+from whimbrel.contract.errors import (
+    ActivityNotFound,
+    DefinitionNotFound,
+    InvalidInput,
+    StoreError,
+    WhimbrelError,
+)
+from whimbrel.contract.ids import activity_exec_id
+from whimbrel.testing import StepClock, fresh_table_prefix
+
+EXT = LauncherSpec.external()
+
+#: (label, call(wb, ctx), expected error class, words the message must contain)
+Case = tuple[str, Callable[[Whimbrel, dict[str, str]], Any], type[WhimbrelError], str]
+
+CORPUS: list[Case] = [
+    # -- request_workflow (Simple API writer) ----------------------------------------------
+    ("request: empty name", lambda wb, c: wb.request_workflow(""), InvalidInput,
+     "workflow_name"),
+    ("request: name not a string", lambda wb, c: wb.request_workflow(5),  # type: ignore[arg-type]
+     InvalidInput, "workflow_name"),
+    ("request: version 0", lambda wb, c: wb.request_workflow("ok", version=0), InvalidInput,
+     "version must be an integer from 1"),
+    ("request: version as text", lambda wb, c: wb.request_workflow(
+        "ok", version="2"), InvalidInput, "version"),  # type: ignore[arg-type]
+    ("request: oversized input", lambda wb, c: wb.request_workflow("ok", "x" * 200_000),
+     InvalidInput, "more than the limit of 128000"),
+    ("request: input a set", lambda wb, c: wb.request_workflow("ok", {1, 2}), InvalidInput,
+     "input is not JSON-serialisable"),
+    ("request: lone surrogate in input", lambda wb, c: wb.request_workflow(
+        "ok", {"k": "\ud800"}), InvalidInput, "input is not valid Unicode text"),
+    # -- send_activity_event (Simple API writer) --------------------------------------------
+    ("event: malformed id", lambda wb, c: wb.send_activity_event("nope", "RUNNING"),
+     InvalidInput, "activity_exec_id 'nope' is not of the form"),
+    ("event: id None", lambda wb, c: wb.send_activity_event(None, "RUNNING"),  # type: ignore[arg-type]
+     InvalidInput, "activity_exec_id None"),
+    ("event: lone surrogate in id", lambda wb, c: wb.send_activity_event(
+        f"{c['wx']}:B\udfff:1", "RUNNING"), InvalidInput, "is not of the form"),
+    ("event: unknown verb", lambda wb, c: wb.send_activity_event(c["ready"], "EXPLODE"),
+     InvalidInput, "unknown transition 'EXPLODE'"),
+    ("event: lowercase verb", lambda wb, c: wb.send_activity_event(c["ready"], "running"),
+     InvalidInput, "unknown transition 'running'"),
+    ("event: oversized output", lambda wb, c: wb.send_activity_event(
+        c["ready"], "COMPLETED", output="y" * 70_000), InvalidInput,
+     "more than the limit of 64000"),
+    # -- start_workflow ---------------------------------------------------------------------
+    ("start: request id not a string", lambda wb, c: wb.start_workflow(
+        "ok", request_id=123), InvalidInput, "workflow_request_id"),  # type: ignore[arg-type]
+    ("start: lone surrogate in request id", lambda wb, c: wb.start_workflow(
+        "ok", request_id="r-\udc80"), InvalidInput, "valid Unicode"),
+    ("start: lone surrogate in input", lambda wb, c: wb.start_workflow(
+        "ok", ["\udc80"]), InvalidInput, "input is not valid Unicode text"),
+    ("start: input bytes", lambda wb, c: wb.start_workflow("ok", b"\x00"), InvalidInput,
+     "input is not JSON-serialisable"),
+    ("start: version beyond DynamoDB's digits", lambda wb, c: wb.start_workflow(
+        "ok", version=10**40), InvalidInput, "version must be an integer from 1"),
+    ("start: negative version", lambda wb, c: wb.start_workflow("ok", version=-1),
+     InvalidInput, "not -1"),
+    ("start: request id of 5,000 characters", lambda wb, c: wb.start_workflow(
+        "ok", request_id="r" * 5000), StoreError, "2048 bytes"),
+    # -- transitions, heartbeats, activity reads -----------------------------------------
+    ("transition: verb None", lambda wb, c: wb.transition_activity(
+        c["ready"], None), InvalidInput, "unknown transition None"),  # type: ignore[arg-type]
+    ("transition: verb a number", lambda wb, c: wb.transition_activity(
+        c["ready"], 3), InvalidInput, "unknown transition 3"),  # type: ignore[arg-type]
+    ("transition: id None", lambda wb, c: wb.transition_activity(
+        None, "RUNNING"), InvalidInput, "activity_exec_id None"),  # type: ignore[arg-type]
+    ("transition: attempt in Arabic-Indic digits", lambda wb, c: wb.transition_activity(
+        f"{c['wx']}:B:\u0661", "RUNNING"), InvalidInput, "is not of the form"),
+    ("transition: lone surrogate in output", lambda wb, c: wb.transition_activity(
+        c["running"], "COMPLETED", output="\udc80"), InvalidInput,
+     "output is not valid Unicode text"),
+    ("heartbeat: malformed id", lambda wb, c: wb.heartbeat("nope"), InvalidInput,
+     "activity_exec_id 'nope'"),
+    ("heartbeat: id None", lambda wb, c: wb.heartbeat(None),  # type: ignore[arg-type]
+     InvalidInput, "activity_exec_id None"),
+    ("get_activity: lone surrogate in id", lambda wb, c: wb.get_activity(
+        f"{c['wx']}:\ud800:1"), InvalidInput, "is not of the form"),
+    ("run_activity: malformed id", lambda wb, c: wb.run_activity("x:y").__enter__(),
+     InvalidInput, "activity_exec_id 'x:y'"),
+    ("run_activity: unknown activity", lambda wb, c: wb.run_activity(
+        f"{c['wx']}:Z:1").__enter__(), ActivityNotFound, ":Z:1"),
+    # -- workflows and definitions -------------------------------------------------------
+    ("get_definition: unknown name", lambda wb, c: wb.get_definition("nope"),
+     DefinitionNotFound, "'nope'"),
+    ("cancel: id a number", lambda wb, c: wb.cancel_workflow(42),  # type: ignore[arg-type]
+     InvalidInput, "workflow_exec_id must be a non-empty string"),
+    ("get_workflow: id of 5,000 characters", lambda wb, c: wb.get_workflow("w" * 5000),
+     InvalidInput, "at most 1024 characters"),
+    ("register: definition that depends on an unknown activity",
+     lambda wb, c: wb.register_workflow(WorkflowDefinition("ok", (
+         ActivityDefinition("A", ("ghost",), launcher=EXT),))), WhimbrelError,
+     "unknown activity 'ghost'"),
+]
+
+
+def _setup(wb: Whimbrel) -> dict[str, str]:
+    wb.register_workflow(WorkflowDefinition("ok", (
+        ActivityDefinition("A", launcher=EXT), ActivityDefinition("B", launcher=EXT),
+        ActivityDefinition("C", ("A",), launcher=EXT))))
+    wx = wb.start_workflow("ok", {"keep": "me"}, request_id="bystander")
+    wb.transition_activity(activity_exec_id(wx, "A", 1), "RUNNING")
+    return {"wx": wx, "running": activity_exec_id(wx, "A", 1),
+            "ready": activity_exec_id(wx, "B", 1)}
+
+
+@pytest.fixture
+def ctx(rwb: Whimbrel) -> dict[str, str]:
+    return _setup(rwb)
+
+
+@pytest.fixture(scope="module")
+def shared(ddb_endpoint: str) -> Iterator[tuple[Whimbrel, dict[str, str]]]:
+    """One set of tables for all of ``test_boundary_checks`` (creating tables is slow)."""
+    wb = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=fresh_table_prefix(),
+                  clock=StepClock())
+    wb.create_tables()
+    yield wb, _setup(wb)
+    wb.close()
+
+
+def test_bad_api_calls(rwb: Whimbrel, ctx: dict[str, str]) -> None:
+    wb = rwb
+    assert len(CORPUS) + 26 >= 30
+    before = snapshot(wb)
+    wrong: list[str] = []
+    for label, call, expected, words in CORPUS:
+        try:
+            call(wb, ctx)
+        except WhimbrelError as exc:
+            if not isinstance(exc, expected) or words not in str(exc):
+                wrong.append(f"{label}: {type(exc).__name__}: {exc}"[:300])
+        except Exception as exc:  # anything outside the error tree is a finding
+            wrong.append(f"{label}: escaped the error tree: {type(exc).__name__}: {exc}"[:300])
+        else:
+            wrong.append(f"{label}: accepted")
+        after = snapshot(wb)
+        if after != before:
+            wrong.append(f"{label}: changed what was stored")
+            before = after
+    assert wrong == [], "\n".join(wrong)
+    print(f"\nbad API calls tried here: {len(CORPUS)} (+26 in test_bad_input.py)")
+    # The engine keeps going: the bystander finishes.
+    for name in ("A", "B", "C"):
+        aeid = activity_exec_id(ctx["wx"], name, 1)
+        if wb.get_activity(aeid).state.value != "RUNNING":
+            wb.transition_activity(aeid, "RUNNING")
+        wb.transition_activity(aeid, "COMPLETED")
+    assert wb.get_workflow(ctx["wx"]).state.value == "COMPLETED"
+
+
+@pytest.mark.parametrize(("call", "expected", "words"), [
+    pytest.param(lambda wb, c: wb.register_workflow("name: x"), InvalidInput, "WorkflowDefinition",
+                 id="register a str"),
+    pytest.param(lambda wb, c: wb.register_workflow(None), InvalidInput, "WorkflowDefinition",
+                 id="register None"),
+    pytest.param(lambda wb, c: wb.start_workflow("ok", source=object()), InvalidInput,
+                 "source", id="start with a source that is no string"),
+    pytest.param(lambda wb, c: wb.start_workflow("ok", version="1"), InvalidInput, "version",
+                 id="start with version '1'"),
+    pytest.param(lambda wb, c: wb.start_workflow("ok", version=True), InvalidInput, "version",
+                 id="start with version True"),
+    pytest.param(lambda wb, c: wb.get_workflow(None), InvalidInput, "workflow_exec_id",
+                 id="get_workflow None"),
+    pytest.param(lambda wb, c: wb.cancel_workflow(""), InvalidInput, "workflow_exec_id",
+                 id="cancel ''"),
+    pytest.param(lambda wb, c: wb.get_workflow({"a": 1}), InvalidInput, "workflow_exec_id",
+                 id="get_workflow a dict"),
+    pytest.param(lambda wb, c: wb.get_definition("ok", "1"), InvalidInput, "version",
+                 id="get_definition version '1'"),
+    pytest.param(lambda wb, c: wb.get_definition(None), InvalidInput, "workflow_name",
+                 id="get_definition None"),
+    pytest.param(lambda wb, c: wb.send_activity_event(c["running"], "TIME_OUT"), InvalidInput,
+                 "TIME_OUT", id="send_activity_event TIME_OUT"),
+    pytest.param(lambda wb, c: wb.request_workflow("o\ud800k"), InvalidInput, "workflow_name",
+                 id="request_workflow lone surrogate name"),
+    pytest.param(lambda wb, c: wb.list_rejections("yesterday"), InvalidInput, "day",
+                 id="list_rejections 'yesterday'"),
+    pytest.param(lambda wb, c: wb.list_rejections(limit=-1), InvalidInput, "limit",
+                 id="list_rejections limit -1"),
+    pytest.param(lambda wb, c: wb.sweep("now"), InvalidInput, "now", id="sweep at 'now'"),
+    pytest.param(lambda wb, c: wb.claim(workflow_name=5), InvalidInput, "workflow_name",
+                 id="claim workflow_name 5"),
+])
+def test_boundary_checks(shared: tuple[Whimbrel, dict[str, str]], call: Any,
+                    expected: type[WhimbrelError], words: str) -> None:
+    wb, ctx = shared
+    before = snapshot(wb)
+    try:
+        with pytest.raises(expected) as err:
+            call(wb, ctx)
+        assert words in str(err.value)
+    finally:
+        # Whatever is raised, nothing stored may change.
+        after = snapshot(wb)
+    assert after == before
