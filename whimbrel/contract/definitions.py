@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -264,10 +265,23 @@ class WorkflowDefinition:
     # -- lookups -------------------------------------------------------------------
 
     def activity(self, name: str) -> ActivityDefinition:
+        return self._by_name[name]
+
+    @cached_property
+    def _by_name(self) -> dict[str, ActivityDefinition]:
+        # The engine looks activities up on every move: O(1), not a scan (wide fan-outs).
+        out: dict[str, ActivityDefinition] = {}
         for act in self.activities:
-            if act.name == name:
-                return act
-        raise KeyError(name)
+            out.setdefault(act.name, act)  # the first wins, as the scan did
+        return out
+
+    @cached_property
+    def _dependents(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, list[str]] = {}
+        for act in self.activities:
+            for up in dict.fromkeys(act.depends_on):
+                out.setdefault(up, []).append(act.name)
+        return {k: tuple(v) for k, v in out.items()}
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -275,13 +289,13 @@ class WorkflowDefinition:
 
     def dependents(self, name: str) -> tuple[str, ...]:
         """Activities that list ``name`` in ``depends_on``, in definition order."""
-        return tuple(a.name for a in self.activities if name in a.depends_on)
+        return self._dependents.get(name, ())
 
-    @property
+    @cached_property
     def roots(self) -> tuple[str, ...]:
         return tuple(a.name for a in self.activities if not a.depends_on)
 
-    @property
+    @cached_property
     def sinks(self) -> tuple[str, ...]:
         used = {d for a in self.activities for d in a.depends_on}
         return tuple(a.name for a in self.activities if a.name not in used)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
 from pynamodb.expressions.update import Action
@@ -35,12 +35,16 @@ log = logging.getLogger("whimbrel.engine")
 A = ActivityState
 W = WorkflowState
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: First reconcile visit after a workflow starts; later visits back off (sweep.py).
 RECONCILE_GRACE_SECONDS = 120.0
 
 #: How many activity items an engine remembers from its own writes and reads.
 KNOWN_ITEMS = 4096
+
+#: From this many dependents on, one completion readies and launches them in parallel.
+PARALLEL_FANOUT = 8
 
 
 class EngineBase:
@@ -63,6 +67,10 @@ class EngineBase:
         self._definitions: dict[tuple[str, int], WorkflowDefinition] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="whimbrel-io")
+        # Wide fan-outs: one completion readies and launches many dependents. Their
+        # writes are independent, so they go out in parallel (a separate pool: the
+        # caller waits on it, and nothing running on it waits on another task).
+        self._fanout = ThreadPoolExecutor(max_workers=16, thread_name_prefix="whimbrel-fanout")
         # The last image of activity items this engine wrote or read. Used only as the
         # *expected* state of the next conditional write, never as the truth: a stale
         # entry makes that write fail its condition, and the engine then reads the item
@@ -145,6 +153,19 @@ class EngineBase:
         item = self._remembered(aeid)
         return ActivityExec.from_model(item) if item is not None else None
 
+    def _each(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """``[fn(x) for x in items]``, in parallel once a fan-out is wide enough to gain.
+
+        Narrow fan-outs stay in this thread, in order (the crash-point tests count on a
+        deterministic write order for them). Every call finishes before this returns;
+        the first exception is then raised.
+        """
+        if len(items) < PARALLEL_FANOUT:
+            return [fn(x) for x in items]
+        futures = [self._fanout.submit(fn, x) for x in items]
+        wait(futures)
+        return [f.result() for f in futures]
+
     def read_in_background(self, fn: Callable[[str], T], arg: str) -> Future[T]:
         """Run a read on the engine's I/O pool, to overlap it with a write."""
         return self._pool.submit(fn, arg)
@@ -194,4 +215,5 @@ class EngineBase:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
+        self._fanout.shutdown(wait=False)
 

@@ -344,25 +344,25 @@ class Engine(WorkflowEnding):
         """Move each dependent whose upstreams all COMPLETED to READY (idempotent);
         returns them (as stubs) for the launch step."""
         wx = wf.workflow_exec_id
-        readied: list[ActivityExecModel] = []
-        for dep in defn.dependents(name):
+
+        def release(dep: str) -> ActivityExecModel | None:
             if len(defn.activity(dep).depends_on) > 1:
                 # Delete our edge, then look for any edge left. Of two upstreams that
                 # finish together at least one sees none left (each deletes before it
                 # reads); both may, and then the READY write picks one winner.
                 self.store.delete_dependency(wx, dep, name)
                 if self.store.pending_dependencies(wx, dep):
-                    continue
+                    return None
             stub = self._activity_stub(wf, defn, dep, 1)
             self._make_ready(defn, stub)
-            readied.append(stub)
-        return readied
+            return stub
+
+        return [s for s in self._each(release, defn.dependents(name)) if s is not None]
 
     def _launch_readied(self, wf: WorkflowExecModel, defn: WorkflowDefinition,
                         readied: list[ActivityExecModel]) -> None:
-        for stub in readied:
-            if defn.activity(stub.activity_name).launcher.is_push:
-                self._queue_and_launch(wf, defn, stub, A.READY)
+        push = [s for s in readied if defn.activity(s.activity_name).launcher.is_push]
+        self._each(lambda stub: self._queue_and_launch(wf, defn, stub, A.READY), push)
 
     def _maybe_complete(self, wf: WorkflowExecModel, defn: WorkflowDefinition,
                         name: str) -> None:
