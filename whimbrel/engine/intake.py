@@ -49,6 +49,13 @@ from whimbrel.store.store import Store
 
 log = logging.getLogger("whimbrel.intake")
 
+#: Suffix of the actor of a RUNNING move implied by a COMPLETED report (see
+#: ``Intake._complete_ahead_of_running``).
+IMPLIED_RUNNING = ":implied-running"
+
+#: States from which a COMPLETED report implies the RUNNING it skipped.
+_BEFORE_RUNNING = frozenset({"READY", "QUEUED", "PREPARING"})
+
 #: How long a rejection row is kept (DynamoDB TTL).
 REJECTION_TTL_SECONDS = 30 * 24 * 3600
 #: Where rejected records of each stream are recorded; the local runtime adds DEAD_LETTER.
@@ -365,6 +372,16 @@ class Intake:
             return IntakeResult(Outcome.DUPLICATE, workflow_exec_id=current.workflow_exec_id,
                                 activity_exec_id=aeid, transition=item.transition,
                                 new_state=current.state)
+        if current is not None and item.transition is Transition.COMPLETED and \
+                current.state in _BEFORE_RUNNING:
+            return self._complete_ahead_of_running(item, actor)
+        if item.transition is Transition.RUNNING and current is not None and any(
+                (h.by or "").endswith(IMPLIED_RUNNING) for h in (current.history or [])):
+            # The RUNNING report arrives after a COMPLETED that already implied it.
+            return IntakeResult(Outcome.DUPLICATE, workflow_exec_id=current.workflow_exec_id,
+                                activity_exec_id=aeid, transition=item.transition,
+                                new_state=current.state,
+                                reason="RUNNING was implied by an earlier COMPLETED")
         if isinstance(exc, StateConflict):
             # Another actor moved the activity on first (e.g. the heartbeat listener
             # timed it out). The event can never apply; its follow-ups are the winner's.
@@ -376,6 +393,25 @@ class Intake:
                                 reason=result.reason, conflict=True)
         return self._reject(SOURCE_ACTIVITY_EVENT, record, str(exc), type(exc).__name__,
                             activity_exec_id=aeid)
+
+    def _complete_ahead_of_running(self, item: ActivityEventItem, actor: str) -> IntakeResult:
+        """A COMPLETED report for an activity whose RUNNING report is not applied yet.
+
+        Two event items of one activity can reach the handler out of order (on AWS they
+        may sit in different stream shards). Reporting COMPLETED proves it ran, so the
+        RUNNING move is applied first, by the same reporter, then COMPLETED; the late
+        RUNNING event is then recognised as already implied.
+        """
+        aeid = item.activity_exec_id
+        try:
+            self.engine.transition(aeid, Transition.RUNNING, actor=actor + IMPLIED_RUNNING)
+        except StateConflict:
+            pass  # moved meanwhile (perhaps by that RUNNING event): COMPLETED decides
+        moved = self.engine.transition(
+            aeid, Transition.COMPLETED, output=_payload(item.output, "output"), actor=actor)
+        return IntakeResult(Outcome.APPLIED, workflow_exec_id=moved.workflow_exec_id,
+                            activity_exec_id=aeid, transition=item.transition,
+                            new_state=moved.state.value)
 
     # -- rejection -----------------------------------------------------------------------
 
