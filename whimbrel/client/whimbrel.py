@@ -201,17 +201,27 @@ class Whimbrel:
         pending = [self.engine.read_in_background(
             lambda shard: self.store.claimable(shard, prefix, limit=25), shard)
             for shard in shards]
-        for future in pending:
-            for hit in future.result():
-                aeid = hit.activity_exec_id
-                if activity_name and not workflow_name and f":{activity_name}:" not in aeid:
-                    continue
-                try:
-                    # The hit carries what the move needs, so no read before the write.
-                    return self.engine.transition(aeid, Transition.RUNNING, actor="worker",
-                                                  assume=hit)
-                except (StateConflict, IllegalTransition):
-                    continue  # another worker was faster
+        hits = [hit for future in pending for hit in future.result()
+                if not (activity_name and not workflow_name
+                        and f":{activity_name}:" not in hit.activity_exec_id)]
+        # Workers polling together see the same candidates: try them in a random order,
+        # or they all race for the first one and lose conditional writes.
+        random.shuffle(hits)
+        for hit in hits:
+            aeid = hit.activity_exec_id
+            # The run will need the workflow item (input, state): read it while the
+            # claim's write is in flight, and hand it to run_activity.
+            wf_read = self.engine.read_in_background(self.engine._workflow,
+                                                     hit.workflow_exec_id)
+            try:
+                # The hit carries what the move needs, so no read before the write.
+                claimed = self.engine.transition(aeid, Transition.RUNNING, actor="worker",
+                                                 assume=hit)
+            except (StateConflict, IllegalTransition):
+                wf_read.cancel()
+                continue  # another worker was faster
+            self.engine.prefetched_workflow(aeid, wf_read)
+            return claimed
         return None
 
     def cancel_workflow(self, workflow_exec_id: str) -> None:

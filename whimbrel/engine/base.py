@@ -76,6 +76,8 @@ class EngineBase:
         # entry makes that write fail its condition, and the engine then reads the item
         # (transition()). It saves the read before each move on the hot path.
         self._known: OrderedDict[str, ActivityExecModel] = OrderedDict()
+        # Workflow reads a claim started for the run that follows (pull path).
+        self._prefetch: OrderedDict[str, Future[WorkflowExecModel]] = OrderedDict()
 
     # -- definitions -----------------------------------------------------------------
 
@@ -165,6 +167,17 @@ class EngineBase:
         futures = [self._fanout.submit(fn, x) for x in items]
         wait(futures)
         return [f.result() for f in futures]
+
+    def prefetched_workflow(self, aeid: str, read: Future[WorkflowExecModel]) -> None:
+        """Keep a read of ``aeid``'s workflow item, started by a claim, for its run."""
+        with self._lock:
+            self._prefetch[aeid] = read
+            while len(self._prefetch) > KNOWN_ITEMS:
+                self._prefetch.popitem(last=False)
+
+    def take_prefetched_workflow(self, aeid: str) -> Future[WorkflowExecModel] | None:
+        with self._lock:
+            return self._prefetch.pop(aeid, None)
 
     def read_in_background(self, fn: Callable[[str], T], arg: str) -> Future[T]:
         """Run a read on the engine's I/O pool, to overlap it with a write."""

@@ -197,7 +197,8 @@ def run_activity(engine: Engine, activity_exec_id: str, *,
     key = parse_activity_exec_id(activity_exec_id)
     # The workflow item (input, state) is read while the RUNNING write is in flight:
     # the two are independent, so the hand-off costs one sequential round trip less.
-    wf_read = engine.read_in_background(engine._workflow, key.workflow_exec_id)
+    wf_read = (engine.take_prefetched_workflow(activity_exec_id)
+               or engine.read_in_background(engine._workflow, key.workflow_exec_id))
     try:
         current = _start(engine, activity_exec_id)
         wf = wf_read.result()
