@@ -166,7 +166,7 @@ def test_malformed_records_are_rejected_and_good_ones_still_run(runtime: LocalRu
         ev(activity_exec_id={"S": a_id}, transition={"S": "JUMP"}),
         ev(activity_exec_id={"S": f"{wx}:nope:1"}, transition={"S": "RUNNING"}),
         ev(activity_exec_id={"S": "not-an-id"}, transition={"S": "RUNNING"}),
-        ev(activity_exec_id={"S": a_id}, transition={"S": "COMPLETED"}),  # illegal from READY
+        ev(activity_exec_id={"S": a_id}, transition={"S": "READY"}),  # already READY
         ev(activity_exec_id={"S": a_id}, transition={"S": "TIME_OUT"}),
         ev(activity_exec_id={"S": a_id}, transition={"S": "RUNNING"}),  # good
     ]
@@ -180,7 +180,7 @@ def test_malformed_records_are_rejected_and_good_ones_still_run(runtime: LocalRu
     assert any("transition: Input should be 'CANCEL'" in r for r in reasons)
     assert any(f"no activity execution '{wx}:nope:1'" in r for r in reasons)
     assert any("not of the form" in r for r in reasons)
-    assert any("illegal transition COMPLETED from state READY" in r for r in reasons)
+    assert any("move READY needs REQUESTED but it is READY" in r for r in reasons)
     assert any("only by the heartbeat listener" in r for r in reasons)
     rows = rt.client.list_rejections()
     # Each row keeps the stream record (cut when huge, like the oversized input).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from concurrent.futures import Future
 from datetime import UTC, datetime
 from typing import Any
 
@@ -41,7 +42,7 @@ from whimbrel.contract.states import (
     next_activity_state,
 )
 from whimbrel.engine.ending import WorkflowEnding
-from whimbrel.engine.ports import LaunchRequest
+from whimbrel.engine.ports import LaunchRequest, runs_in_process
 from whimbrel.engine.views import ActivityExec
 from whimbrel.store import specs
 from whimbrel.store.errors import ConditionFailed
@@ -428,6 +429,12 @@ class Engine(WorkflowEnding):
             if launcher is None:
                 raise RuntimeError(
                     f"no {spec.launcher.kind!r} launcher is configured in this process")
+            if runs_in_process(launcher):
+                # The run needs the workflow item; this one was read after the upstream
+                # finished (or at the start), so hand it over instead of a second read.
+                done: Future[WorkflowExecModel] = Future()
+                done.set_result(wf)
+                self.prefetched_workflow(item.activity_exec_id, done)
             launcher.launch(request)
         except Exception as exc:  # any launch failure fails this attempt, recorded
             log.warning("launch of %s failed: %s", item.activity_exec_id, exc)

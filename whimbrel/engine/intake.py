@@ -49,12 +49,13 @@ from whimbrel.store.store import Store
 
 log = logging.getLogger("whimbrel.intake")
 
-#: Suffix of the actor of a RUNNING move implied by a COMPLETED report (see
-#: ``Intake._complete_ahead_of_running``).
+#: Suffix of the actor of a RUNNING move implied by a COMPLETED or FAILED report (see
+#: ``Intake._end_ahead_of_running``).
 IMPLIED_RUNNING = ":implied-running"
 
-#: States from which a COMPLETED report implies the RUNNING it skipped.
+#: States from which a COMPLETED or FAILED report implies the RUNNING it skipped.
 _BEFORE_RUNNING = frozenset({"READY", "QUEUED", "PREPARING"})
+_ENDS = frozenset({Transition.COMPLETED, Transition.FAILED})
 
 #: How long a rejection row is kept (DynamoDB TTL).
 REJECTION_TTL_SECONDS = 30 * 24 * 3600
@@ -372,9 +373,9 @@ class Intake:
             return IntakeResult(Outcome.DUPLICATE, workflow_exec_id=current.workflow_exec_id,
                                 activity_exec_id=aeid, transition=item.transition,
                                 new_state=current.state)
-        if current is not None and item.transition is Transition.COMPLETED and \
+        if current is not None and item.transition in _ENDS and \
                 current.state in _BEFORE_RUNNING:
-            return self._complete_ahead_of_running(item, actor)
+            return self._end_ahead_of_running(item, actor)
         if item.transition is Transition.RUNNING and current is not None and any(
                 (h.by or "").endswith(IMPLIED_RUNNING) for h in (current.history or [])):
             # The RUNNING report arrives after a COMPLETED that already implied it.
@@ -394,21 +395,27 @@ class Intake:
         return self._reject(SOURCE_ACTIVITY_EVENT, record, str(exc), type(exc).__name__,
                             activity_exec_id=aeid)
 
-    def _complete_ahead_of_running(self, item: ActivityEventItem, actor: str) -> IntakeResult:
-        """A COMPLETED report for an activity whose RUNNING report is not applied yet.
+    def _end_ahead_of_running(self, item: ActivityEventItem, actor: str) -> IntakeResult:
+        """A COMPLETED or FAILED report for an activity whose RUNNING report is not
+        applied yet.
 
         Two event items of one activity can reach the handler out of order (on AWS they
-        may sit in different stream shards). Reporting COMPLETED proves it ran, so the
-        RUNNING move is applied first, by the same reporter, then COMPLETED; the late
-        RUNNING event is then recognised as already implied.
+        may sit in different stream shards). Reporting its end proves it ran, so the
+        RUNNING move is applied first, by the same reporter, then the end; the late
+        RUNNING event is then recognised as already implied. (Rejecting the end instead
+        would leave the activity RUNNING once the late RUNNING lands, forever if it has
+        no heartbeat timeout.)
         """
         aeid = item.activity_exec_id
         try:
             self.engine.transition(aeid, Transition.RUNNING, actor=actor + IMPLIED_RUNNING)
         except StateConflict:
-            pass  # moved meanwhile (perhaps by that RUNNING event): COMPLETED decides
+            pass  # moved meanwhile (perhaps by that RUNNING event): the end decides
         moved = self.engine.transition(
-            aeid, Transition.COMPLETED, output=_payload(item.output, "output"), actor=actor)
+            aeid, item.transition, output=_payload(item.output, "output"),
+            error=item.error if item.error is None or isinstance(item.error, str)
+            else _native(item.error, "error"),
+            actor=actor)
         return IntakeResult(Outcome.APPLIED, workflow_exec_id=moved.workflow_exec_id,
                             activity_exec_id=aeid, transition=item.transition,
                             new_state=moved.state.value)

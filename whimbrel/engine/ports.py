@@ -52,3 +52,9 @@ class Launcher(Protocol):
     """
 
     def launch(self, request: LaunchRequest) -> None: ...
+
+
+def runs_in_process(launcher: Launcher) -> bool:
+    """True for launchers whose activities run in this process (they may then reuse
+    the workflow item the engine just read, instead of reading it again)."""
+    return bool(getattr(launcher, "in_process", False))

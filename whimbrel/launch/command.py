@@ -19,6 +19,9 @@ class CommandLauncher:
     child with SIGTERM then SIGKILL if the activity is cancelled or timed out.
     """
 
+    #: Its activities run in this process (see ``engine.ports.runs_in_process``).
+    in_process = True
+
     def __init__(self, executor: Executor, supervisor: Supervisor) -> None:
         self.executor = executor
         self.supervisor = supervisor

@@ -39,6 +39,9 @@ def resolve_target(target: str) -> Callable[..., Any]:
 class PythonLauncher:
     """Hands each activity to ``executor``; the function gets an ``ActivityRun``."""
 
+    #: Its activities run in this process (see ``engine.ports.runs_in_process``).
+    in_process = True
+
     def __init__(self, executor: Executor, runner: Runner) -> None:
         self.executor = executor
         self.runner = runner
