@@ -35,6 +35,7 @@ from whimbrel.contract.errors import WhimbrelError
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.intake import SOURCE_DEAD_LETTER, record_rejection
 from whimbrel.engine.ports import Clock, Launcher
+from whimbrel.local.delivery import DeliveryPolicy
 from whimbrel.local.dynamodb_local import DynamoDBLocal, find_dynamodb_local, install_dynamodb_local
 from whimbrel.local.streams import StreamPump
 from whimbrel.store import specs
@@ -44,6 +45,9 @@ __all__ = ["LambdaContext", "LocalRuntime", "run_dev"]
 log = logging.getLogger("whimbrel.local")
 
 Handler = Callable[[dict[str, Any], Any], Any]
+#: Builds the delivery policy of one stream consumer, None for the default (tests only;
+#: see ``LocalRuntime(delivery=...)``).
+DeliveryFactory = Callable[[specs.StreamConsumerSpec], DeliveryPolicy | None]
 
 
 @dataclass
@@ -97,6 +101,12 @@ class LocalRuntime:
         heartbeat_rate_seconds: how often the heartbeat handler runs (sweep).
         clock: the engine's clock (tests may drive it).
         deliver_twice: deliver every batch twice (tests of at-least-once delivery).
+        delivery: test-only seam: called once per stream consumer, returns the
+            :class:`~whimbrel.local.delivery.DeliveryPolicy` that decides which
+            invocations each batch becomes (e.g. ``RandomRedelivery``: records repeated,
+            batches split, copies replayed later); None, or a factory returning None for
+            a consumer: one invocation per batch. Excludes ``deliver_twice``. Each pump
+            keeps its policy (``pumps[name].delivery``).
         poll_interval: idle pause between stream polls.
         launchers: extra launchers for the dev process (``python`` and ``command`` are
             always there).
@@ -112,6 +122,7 @@ class LocalRuntime:
         *,
         clock: Clock | None = None,
         deliver_twice: bool = False,
+        delivery: DeliveryFactory | None = None,
         poll_interval: float = 0.05,
         launchers: Mapping[str, Launcher] | None = None,
         consumers: tuple[specs.StreamConsumerSpec, ...] = specs.STREAM_CONSUMERS,
@@ -122,6 +133,7 @@ class LocalRuntime:
         self.table_prefix = table_prefix
         self.heartbeat_rate_seconds = heartbeat_rate_seconds
         self.deliver_twice = deliver_twice
+        self.delivery = delivery
         self.poll_interval = poll_interval
         self.consumers = consumers
         self.lambda_log_level = lambda_log_level
@@ -203,7 +215,8 @@ class LocalRuntime:
                 consumer, streams=streams, stream_arn=arn,
                 invoke=self._invoker(handler, consumer.name),
                 dead_letter=self._dead_letter, stop=self._stop, region=self.region,
-                poll_interval=self.poll_interval, deliver_twice=self.deliver_twice)
+                poll_interval=self.poll_interval, deliver_twice=self.deliver_twice,
+                delivery=self.delivery(consumer) if self.delivery is not None else None)
             self.pumps[consumer.name] = pump
             self._threads.append(pump)
         if self.heartbeat_rate_seconds > 0:

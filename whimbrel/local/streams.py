@@ -7,6 +7,11 @@ filtered with the consumer's filter patterns, and delivered in batches of at mos
 record; a handler exception bisects the batch (``bisect_batch_on_error``). A record still
 failing after ``max_retry_attempts`` retries, or older than ``max_record_age_seconds``, goes
 to the dead-letter callback and the shard moves on.
+
+Tests may pass a :class:`~whimbrel.local.delivery.DeliveryPolicy` (``delivery``) that
+turns each batch into other invocations: records repeated, batches split, copies
+replayed after later batches. Without one, each batch is one invocation (two with
+``deliver_twice``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from whimbrel.local.delivery import DeliveryPolicy, record_key
 from whimbrel.local.filters import matches_any
 from whimbrel.store.specs import StreamConsumerSpec
 
@@ -99,6 +105,9 @@ class PumpStats:
     filtered_out: int = 0
     retries: int = 0
     dead_lettered: int = 0
+    #: Copies of records of earlier batches (``delivery`` policy) whose invocation
+    #: raised or reported them failed; their own batch handled those records.
+    replay_failures: int = 0
 
 
 class StreamPump(threading.Thread):
@@ -107,7 +116,10 @@ class StreamPump(threading.Thread):
     def __init__(self, consumer: StreamConsumerSpec, *, streams: Any, stream_arn: str,
                  invoke: Invoke, dead_letter: DeadLetter, stop: threading.Event,
                  region: str = "us-east-1", poll_interval: float = 0.05,
-                 deliver_twice: bool = False, retry_backoff: float = 0.02) -> None:
+                 deliver_twice: bool = False, retry_backoff: float = 0.02,
+                 delivery: DeliveryPolicy | None = None) -> None:
+        if delivery is not None and deliver_twice:
+            raise ValueError("deliver_twice and a delivery policy exclude each other")
         super().__init__(name=f"whimbrel-stream-{consumer.name}", daemon=True)
         self.consumer = consumer
         self.streams = streams
@@ -119,6 +131,7 @@ class StreamPump(threading.Thread):
         self.poll_interval = poll_interval
         self.deliver_twice = deliver_twice
         self.retry_backoff = retry_backoff
+        self.delivery = delivery
         self.stats = PumpStats()
         self.idle = threading.Event()
         self._shards: dict[str, _Shard] = {}
@@ -151,6 +164,8 @@ class StreamPump(threading.Thread):
             if parent is not None and not parent.done():
                 continue  # order: a child shard waits for its parent to drain
             busy = self._poll_shard(shard) or busy
+        if not busy and self.delivery is not None:
+            busy = self._replay_held()
         return busy
 
     def _refresh_shards(self) -> None:
@@ -223,9 +238,12 @@ class StreamPump(threading.Thread):
         head = batch[0]["dynamodb"]["SequenceNumber"]
         if head != shard.head:
             shard.head, shard.attempts = head, 0
-        failed, error = self._invoke(batch)
-        if self.deliver_twice and error is None:
-            failed, error = self._invoke(batch)  # at-least-once: the same batch again
+        if self.delivery is not None:
+            failed, error = self._invoke_planned(self.delivery, batch)
+        else:
+            failed, error = self._invoke(batch)
+            if self.deliver_twice and error is None:
+                failed, error = self._invoke(batch)  # at-least-once: the same batch again
         if error is None and not failed:
             self._advance(shard, len(batch))
             shard.bisect = None
@@ -275,6 +293,42 @@ class StreamPump(threading.Thread):
                 return set(range(len(batch))), None
             failed.add(index[ident])
         return failed, None
+
+    def _invoke_planned(self, delivery: DeliveryPolicy,
+                        batch: list[dict[str, Any]]) -> tuple[set[int], BaseException | None]:
+        """Make the invocations ``delivery`` plans for ``batch``; a record of ``batch``
+        failed if any invocation holding a copy of it failed it (or raised)."""
+        index = {record_key(r): i for i, r in enumerate(batch)}
+        plan = delivery.plan(batch)
+        missing = set(index) - {record_key(r) for invocation in plan for r in invocation}
+        if missing:
+            raise ValueError(f"delivery policy dropped records {sorted(missing)}")
+        failed: set[int] = set()
+        error: BaseException | None = None
+        for invocation in plan:
+            mine = [index.get(record_key(r)) for r in invocation]
+            bad, exc = self._invoke(invocation)
+            if exc is not None:
+                bad = set(range(len(invocation)))
+                if error is None and any(i is not None for i in mine):
+                    error = exc
+            for i in bad:
+                j = mine[i]
+                if j is None:
+                    self.stats.replay_failures += 1
+                elif exc is None:
+                    failed.add(j)
+        return failed, error
+
+    def _replay_held(self) -> bool:
+        """Deliver the copies the policy still holds back; True if there were any."""
+        assert self.delivery is not None
+        plan = self.delivery.drain()
+        for invocation in plan:
+            bad, exc = self._invoke(invocation)
+            if exc is not None or bad:
+                self.stats.replay_failures += len(invocation) if exc is not None else len(bad)
+        return bool(plan)
 
     def _advance(self, shard: _Shard, count: int) -> None:
         for _ in range(min(count, len(shard.pending))):
