@@ -14,6 +14,7 @@ from typing import Any
 import boto3
 
 from whimbrel import Whimbrel
+from whimbrel.contract.errors import WhimbrelError
 from whimbrel.local.runtime import LambdaContext
 from whimbrel.store import specs
 
@@ -221,3 +222,27 @@ def replay(wb: Whimbrel, handler: Handler, source: str, bad: list[dict[str, Any]
     assert {k: r.reason for k, r in rows_after.items()} == {
         k: r.reason for k, r in rows_before.items()}
     assert snapshot(wb, [*goods, *skip]) == before
+
+
+def corpus_findings(corpus: Iterable[tuple[str, Callable[..., Any], type[BaseException], str]],
+                    args: tuple[Any, ...], snapshot_now: Callable[[], Any]) -> list[str]:
+    """Run each ``(label, call, expected, words)`` of a bad-input corpus; returns what went
+    wrong: accepted, escaped the error tree, the wrong error or message, or a change to
+    what was stored (``snapshot_now`` is compared before and after each case)."""
+    before = snapshot_now()
+    wrong: list[str] = []
+    for label, call, expected, words in corpus:
+        try:
+            call(*args)
+        except WhimbrelError as exc:
+            if not isinstance(exc, expected) or words not in str(exc):
+                wrong.append(f"{label}: {type(exc).__name__}: {exc}"[:300])
+        except Exception as exc:  # anything outside the error tree is a finding
+            wrong.append(f"{label}: escaped the error tree: {type(exc).__name__}: {exc}"[:300])
+        else:
+            wrong.append(f"{label}: accepted")
+        after = snapshot_now()
+        if after != before:
+            wrong.append(f"{label}: changed what was stored")
+            before = after
+    return wrong

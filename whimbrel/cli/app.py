@@ -238,18 +238,24 @@ def _json_usage_error(exc: UsageError) -> NoReturn:
     raise typer.Exit(int(ExitCode.USAGE))
 
 
+def _json_usage_errors(make: Callable[[], Context], args: list[str]) -> Context:
+    """Run ``make``; a usage error becomes one JSON error object when ``--json`` is on."""
+    wants = _wants_json(args)
+    try:
+        return make()
+    except UsageError as exc:
+        if wants:
+            _json_usage_error(exc)
+        raise
+
+
 class JsonErrorsCommand(TyperCommand):
     """A command whose usage errors honour ``--json`` like every other error."""
 
     def make_context(self, info_name: str | None, args: list[str],
                      parent: Context | None = None, **extra: Any) -> Context:
-        wants = _wants_json(args)
-        try:
-            return super().make_context(info_name, args, parent=parent, **extra)
-        except UsageError as exc:
-            if wants:
-                _json_usage_error(exc)
-            raise
+        make = super().make_context
+        return _json_usage_errors(lambda: make(info_name, args, parent=parent, **extra), args)
 
 
 class JsonErrorsGroup(TyperGroup):
@@ -257,13 +263,8 @@ class JsonErrorsGroup(TyperGroup):
 
     def make_context(self, info_name: str | None, args: list[str],
                      parent: Context | None = None, **extra: Any) -> Context:
-        wants = _wants_json(args)
-        try:
-            return super().make_context(info_name, args, parent=parent, **extra)
-        except UsageError as exc:
-            if wants:
-                _json_usage_error(exc)
-            raise
+        make = super().make_context
+        return _json_usage_errors(lambda: make(info_name, args, parent=parent, **extra), args)
 
     def resolve_command(self, ctx: Context, args: list[str]
                         ) -> tuple[str | None, Command | None, list[str]]:
