@@ -22,7 +22,7 @@ from whimbrel.engine.views import WorkflowExec
 from whimbrel.local.runtime import LocalRuntime
 from whimbrel.testing import fresh_table_prefix
 
-TITLE = "3. Hand-off latency"
+TITLE = "Hand-off latency"
 PATHS = ("push", "pull", "runtime")
 LABELS = {"push": "Full Logic, push (python launcher)",
           "pull": "Full Logic, pull (external + claim)",

@@ -25,7 +25,7 @@ from benchmarks.common import BenchContext, median
 from benchmarks.shapes import chain
 from whimbrel import Whimbrel
 
-TITLE = "2. Throughput"
+TITLE = "Throughput"
 CHAIN = 10
 THREADS = 32
 
