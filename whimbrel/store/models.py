@@ -208,7 +208,10 @@ def _bind(base: type[_M], spec: specs.TableSpec, prefix: str, host: str | None,
             "host": host,
             "region": region or "us-east-1",
             "max_retry_attempts": 3,
-            "max_pool_connections": 50,
+            # A busy process has more threads than 50 on one table's client (activity
+            # threads, the engine's I/O and fan-out pools, heartbeats): urllib3 then
+            # discarded connections and paid a new TCP connect for each.
+            "max_pool_connections": 128,
         },
     )
     namespace: dict[str, Any] = {"Meta": meta}
