@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from whimbrel.client.whimbrel import Whimbrel
 from whimbrel.engine.engine import Engine
-from whimbrel.engine.intake import IntakeResult, Outcome
+from whimbrel.engine.intake import Intake, IntakeResult, Outcome, record_keys
 from whimbrel.engine.ports import ENV_ENDPOINT_URL, ENV_TABLE_PREFIX
 from whimbrel.launch.aws import aws_launchers
 from whimbrel.store import specs
@@ -68,3 +75,25 @@ def log_result(result: IntakeResult) -> None:
     else:
         logger.info("record processed", extra={"outcome": result.outcome.value,
                                                "new_state": result.new_state})
+
+
+def process_stream(event: dict[str, Any], context: Any,
+                   apply: Callable[[Intake, dict[str, Any]], IntakeResult]) -> dict[str, Any]:
+    """Run ``apply`` on each record of a DynamoDB-stream batch; failed records (only
+    retryable errors reach here) become ``batchItemFailures``."""
+    intake = Intake(engine_for(context))
+    metrics.add_metric(name="RecordsReceived", unit=MetricUnit.Count,
+                       value=len(event.get("Records") or []))
+
+    def record_handler(record: DynamoDBRecord) -> None:
+        with logger.append_context_keys(**record_keys(record.raw_event)):
+            result = apply(intake, record.raw_event)
+            count(result)
+            log_result(result)
+
+    # A fresh processor per call: it holds the batch's state.
+    processor = BatchProcessor(event_type=EventType.DynamoDBStreams,
+                               raise_on_entire_batch_failure=False)
+    response = process_partial_response(event=event, record_handler=record_handler,
+                                        processor=processor, context=context)
+    return dict(response)
