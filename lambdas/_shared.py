@@ -1,13 +1,13 @@
 """What the three handlers share: the Engine (one per container), Logger and Metrics.
 
-Configuration comes from ``WHIMBREL_TABLE_PREFIX`` and ``WHIMBREL_ENDPOINT_URL`` (unset:
-real DynamoDB). The local runtime passes its own engine on the invocation context
+Configuration comes from the environment through ``Whimbrel.from_env`` (``whimbrel.settings``:
+``WHIMBREL_TABLE_PREFIX``, ``WHIMBREL_ENDPOINT_URL`` — unset: real DynamoDB —,
+``WHIMBREL_RETENTION_DAYS``). The local runtime passes its own engine on the invocation context
 (attribute ``whimbrel_engine``) so several runtimes can share one process.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -24,9 +24,7 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from whimbrel.client.whimbrel import Whimbrel
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.intake import Intake, IntakeResult, Outcome, record_keys
-from whimbrel.engine.ports import ENV_ENDPOINT_URL, ENV_TABLE_PREFIX
 from whimbrel.launch.aws import aws_launchers
-from whimbrel.store import specs
 
 SERVICE = "whimbrel"
 logger = Logger(service=SERVICE)
@@ -44,12 +42,7 @@ def engine_for(context: Any) -> Engine:
     global _client
     with _lock:
         if _client is None:
-            _client = Whimbrel(
-                endpoint_url=os.environ.get(ENV_ENDPOINT_URL) or None,
-                table_prefix=os.environ.get(ENV_TABLE_PREFIX) or specs.DEFAULT_TABLE_PREFIX,
-                launchers=aws_launchers(),
-                actor="lambda",
-            )
+            _client = Whimbrel.from_env(launchers=aws_launchers(), actor="lambda")
         return _client.engine
 
 

@@ -15,6 +15,7 @@ from whimbrel import (
     WorkflowDefinition,
     WorkflowState,
 )
+from whimbrel.contract.records import RejectionRecord
 
 A = ActivityState
 #: An external activity with one automatic retry after a long back-off.
@@ -77,8 +78,8 @@ def test_retry_creates_the_next_attempt(run: Run, wb: Whimbrel) -> None:
     act = wb.claim(workflow_name="once")
     assert act is not None
     # A failure whose follow-ups never ran (the process died after the write).
-    wb.store.move_activity(act.activity_exec_id, A.RUNNING.value, A.FAILED.value,
-                           time.time(), actor="test")
+    wb.store.move_activity(act.activity_exec_id, A.RUNNING, (A.FAILED,), {},
+                           now=time.time(), actor="test")
     out = run.json("retry", act.activity_exec_id)
     assert (out["activity_exec_id"], out["state"]) == (f"{wx}:step:2", "READY")
     again = wb.claim(workflow_name="once")
@@ -105,15 +106,17 @@ def test_retry_refuses_once_the_workflow_failed(run: Run, wb: Whimbrel) -> None:
 def test_sweep_times_out_a_silent_activity(run: Run, wb: Whimbrel) -> None:
     empty = run.json("sweep")
     assert empty == {"now": empty["now"], "timed_out": [], "retries_launched": [],
-                     "cancelled": [], "reconciled": [], "errors": []}
+                     "cancelled": [], "reconciled": [], "checked": [],
+                     "workflows_timed_out": [], "errors": []}
     wb.register_workflow(ONCE)
     wx = wb.start_workflow("once")
     act = wb.claim(workflow_name="once")
     assert act is not None
-    m = wb.store.models.activity_exec
-    # Its heartbeat deadline passed an hour ago.
-    wb.store.update_activity(act.activity_exec_id, [m.timer_epoch.set(time.time() - 3600)],
-                             m.state == A.RUNNING.value)
+    # Its last heartbeat was an hour ago, and so its deadline passed.
+    an_hour_ago = time.time() - 3600
+    wb.store.set_activity(act.activity_exec_id, {"timer_epoch": an_hour_ago,
+                                                 "heartbeat_epoch": an_hour_ago},
+                          states=[A.RUNNING])
     report = run.json("sweep")
     assert report["timed_out"] == [act.activity_exec_id] and report["errors"] == []
     assert wb.get_workflow(wx).state is WorkflowState.FAILED
@@ -125,7 +128,7 @@ def test_rejections(run: Run, wb: Whimbrel) -> None:
     assert "no rejections" in run("rejections").stdout
     now = time.time()
     day = time.strftime("%Y-%m-%d", time.gmtime(now))
-    wb.store.put_rejection(wb.store.models.rejection(
+    wb.store.put_rejection(RejectionRecord(
         day, "r-1", source="workflow_request", reason="no registered workflow 'x'",
         error_type="DefinitionNotFound", record='{"workflow_name": "x"}', when_epoch=now))
     rows = run.json("rejections")

@@ -139,7 +139,8 @@ REQUESTS: list[Case] = [
     Case("NewImage is a list", [S("ok")], "stream record has no dynamodb.NewImage"),
     Case("dynamodb part is text", None, "stream record has no dynamodb.NewImage",
          dynamodb="garbage"),
-    Case("MODIFY record", req(), None, event_name="MODIFY"),
+    # A row written again under the same id is rejected as a re-used id (issue 11).
+    Case("MODIFY record", req(), "written again", event_name="MODIFY"),
     Case("REMOVE record", req(), None, event_name="REMOVE"),
     Case("manual = true (a Full Logic trace)", req(manual={"BOOL": True}), None),
 ]
@@ -259,7 +260,7 @@ def test_bad_activity_events(lwb: Whimbrel) -> None:
         Case("empty activity_event_id", ev(activity_event_id=S("")),
              "activity_event_id: String should have at least 1 character"),
         Case("INSERT without NewImage", None, "stream record has no dynamodb.NewImage"),
-        Case("MODIFY record", ev(), None, event_name="MODIFY"),
+        Case("MODIFY record", ev(), "written again", event_name="MODIFY"),
         Case("REMOVE record", ev(), None, event_name="REMOVE"),
     ]
 

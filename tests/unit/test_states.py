@@ -21,14 +21,17 @@ from whimbrel.contract.states import (
     WorkflowTransition as WT,
 )
 
-# DESIGN.md §1, typed out independently of the implementation's table.
+# DESIGN.md §1, typed out independently of the implementation's table, plus Whimbrel's
+# one extension (docs/contract.md, "Deadlines"): TIME_OUT of an attempt nobody started
+# within its schedule-to-start time.
 EXPECTED = {
     A.REQUESTED: {T.CANCEL: A.CANCELLED, T.READY: A.READY, T.QUEUED: A.QUEUED},
     A.READY: {T.CANCEL: A.CANCELLED, T.QUEUED: A.QUEUED, T.PREPARING: A.PREPARING,
-              T.RUNNING: A.RUNNING},
+              T.RUNNING: A.RUNNING, T.TIME_OUT: A.TIMED_OUT},
     A.QUEUED: {T.CANCEL: A.CANCELLED, T.PREPARING: A.PREPARING, T.RUNNING: A.RUNNING,
-               T.FAILED: A.FAILED},
-    A.PREPARING: {T.CANCEL: A.CANCELLED, T.RUNNING: A.RUNNING, T.FAILED: A.FAILED},
+               T.FAILED: A.FAILED, T.TIME_OUT: A.TIMED_OUT},
+    A.PREPARING: {T.CANCEL: A.CANCELLED, T.RUNNING: A.RUNNING, T.FAILED: A.FAILED,
+                  T.TIME_OUT: A.TIMED_OUT},
     A.RUNNING: {T.CANCEL: A.CANCELLED_RUNNING, T.FAILED: A.FAILED, T.COMPLETED: A.COMPLETED,
                 T.TIME_OUT: A.TIMED_OUT},
     A.CANCELLED_RUNNING: {T.FAILED: A.CANCELLED, T.COMPLETED: A.CANCELLED,
@@ -70,7 +73,9 @@ def test_workflow_machine() -> None:
     assert next_workflow_state(W.FAILED_WAITING, WT.STOPPED) is W.FAILED
     assert next_workflow_state(W.RUNNING, WT.CANCEL) is W.CANCEL_REQUESTED
     assert next_workflow_state(W.CANCEL_REQUESTED, WT.STOPPED) is W.CANCELLED
-    assert {W.COMPLETED, W.FAILED, W.CANCELLED} == WORKFLOW_TERMINAL
+    for live in (W.REQUESTED, W.RUNNING, W.FAILED_WAITING, W.CANCEL_REQUESTED):
+        assert next_workflow_state(live, WT.TIME_OUT) is W.TIMED_OUT
+    assert {W.COMPLETED, W.FAILED, W.CANCELLED, W.TIMED_OUT} == WORKFLOW_TERMINAL
     for state, move in itertools.product(WORKFLOW_TERMINAL, WT):
         with pytest.raises(IllegalTransition):
             next_workflow_state(state, move)

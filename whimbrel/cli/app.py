@@ -44,7 +44,7 @@ from whimbrel.contract.errors import (
     WhimbrelError,
 )
 from whimbrel.engine.manual import RetryNotAllowed
-from whimbrel.engine.ports import ENV_ENDPOINT_URL, ENV_TABLE_PREFIX
+from whimbrel.settings import ENV_ENDPOINT_URL, ENV_TABLE_PREFIX
 
 
 class ExitCode(IntEnum):

@@ -10,7 +10,8 @@ import typer
 
 from whimbrel.cli.app import Cli, CliError, ExitCode, app, command
 from whimbrel.contract.states import ActivityState
-from whimbrel.engine.ports import ENV_ACTIVITY_EXEC_ID, LaunchRequest
+from whimbrel.engine.ports import LaunchRequest
+from whimbrel.settings import ENV_ACTIVITY_EXEC_ID
 from whimbrel.worker.command import run_command
 
 #: Exit code when the activity was cancelled or timed out and the child was stopped

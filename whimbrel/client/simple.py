@@ -17,14 +17,15 @@ from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.ids import new_request_id, parse_activity_exec_id
 from whimbrel.contract.limits import MAX_INPUT_BYTES, MAX_OUTPUT_BYTES
 from whimbrel.contract.payloads import clip_error, encode_payload
+from whimbrel.contract.records import EventRecord, RequestRecord
 from whimbrel.contract.states import Transition
-from whimbrel.engine.ports import ENV_ACTIVITY_EXEC_ID, ENV_WORKFLOW_NAME, Clock
-from whimbrel.store.store import Store
+from whimbrel.engine.ports import Clock, StorePort
+from whimbrel.settings import ENV_ACTIVITY_EXEC_ID, ENV_WORKFLOW_NAME
 
 __all__ = ["Rejection", "list_rejections", "request_workflow", "send_activity_event"]
 
 
-def request_workflow(store: Store, clock: Clock, name: str, input: Any = None, *,
+def request_workflow(store: StorePort, clock: Clock, name: str, input: Any = None, *,
                      version: int | None = None, source: str | None = None) -> str:
     """Write one ``workflow_request`` item; returns its ``workflow_request_id``.
 
@@ -36,14 +37,12 @@ def request_workflow(store: Store, clock: Clock, name: str, input: Any = None, *
     checks.optional_text(source, "source")
     payload = encode_payload(input, field="input", max_bytes=MAX_INPUT_BYTES)
     request_id = new_request_id()
-    item = store.models.workflow_request(
-        request_id, workflow_name=name, version=version, input=payload, manual=False,
-        source=source, when_epoch=clock())
-    store.put_request(item)
+    store.put_request(RequestRecord(request_id, name, clock(), version=version, input=payload,
+                                    manual=False, source=source))
     return request_id
 
 
-def send_activity_event(store: Store, clock: Clock, activity_exec_id: str,
+def send_activity_event(store: StorePort, clock: Clock, activity_exec_id: str,
                         transition: Transition | str, *, output: Any = None,
                         error: Any = None) -> str:
     """Write one ``activity_event`` item; returns its ``activity_event_id``.
@@ -69,19 +68,11 @@ def send_activity_event(store: Store, clock: Clock, activity_exec_id: str,
     if os.environ.get(ENV_ACTIVITY_EXEC_ID) == activity_exec_id:
         workflow_name = os.environ.get(ENV_WORKFLOW_NAME) or None
     event_id = new_request_id()
-    item = store.models.activity_event(
-        event_id,
-        activity_exec_id=activity_exec_id,
-        activity_name=key.activity_name,
-        workflow_exec_id=key.workflow_exec_id,
-        workflow_name=workflow_name,
-        transition=verb.value,
+    store.put_event(EventRecord(
+        event_id, activity_exec_id, verb.value, clock(), activity_name=key.activity_name,
+        workflow_exec_id=key.workflow_exec_id, workflow_name=workflow_name,
         output=encode_payload(output, field="output", max_bytes=MAX_OUTPUT_BYTES),
-        error=clip_error(error),
-        source="simple-api",
-        when_epoch=clock(),
-    )
-    store.put_event(item)
+        error=clip_error(error), source="simple-api"))
     return event_id
 
 
@@ -98,7 +89,7 @@ class Rejection:
     when_epoch: float
 
 
-def list_rejections(store: Store, day: str | None = None, *, limit: int | None = 100,
+def list_rejections(store: StorePort, day: str | None = None, *, limit: int | None = 100,
                     clock: Clock | None = None) -> list[Rejection]:
     """Rejections recorded on ``day`` (``YYYY-MM-DD``, UTC; today when None), newest first."""
     if day is None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import random
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -13,19 +11,22 @@ from typing import Any
 from whimbrel.client import simple
 from whimbrel.contract import checks
 from whimbrel.contract.definitions import WorkflowDefinition
-from whimbrel.contract.errors import IllegalTransition, StateConflict
-from whimbrel.contract.states import Transition, WorkflowState
+from whimbrel.contract.states import Transition
 from whimbrel.engine.engine import Engine
-from whimbrel.engine.ports import ENV_ENDPOINT_URL, ENV_TABLE_PREFIX, Clock, Launcher, LaunchRequest
+from whimbrel.engine.manual import retry_activity
+from whimbrel.engine.ports import Clock, Launcher, LaunchRequest
 from whimbrel.engine.sweep import SweepReport, sweep
 from whimbrel.engine.views import ActivityExec, WorkflowExec
 from whimbrel.launch.command import CommandLauncher
 from whimbrel.launch.python import PythonLauncher
-from whimbrel.store import specs
+from whimbrel.settings import DEFAULT_RETENTION_DAYS, DEFAULT_TABLE_PREFIX, Settings
 from whimbrel.store.meter import CapacityMeter
 from whimbrel.store.store import Store
 from whimbrel.worker.command import run_command
 from whimbrel.worker.run import ActivityRun, heartbeat, run_activity
+
+#: ``watch()`` lists the activities at most this often (it polls the workflow item).
+WATCH_ACTIVITIES_SECONDS = 1.0
 
 
 class Whimbrel:
@@ -38,20 +39,23 @@ class Whimbrel:
         clock: returns epoch seconds; inject one to drive time in tests.
         launchers: extra or replacement launchers by kind (``lambda``, ``sqs``, …).
         max_workers: threads for ``python`` and ``command`` activities of this process.
+        retention_days: how long ended runs are kept when their definition does not say
+            (None: forever).
     """
 
     def __init__(
         self,
         endpoint_url: str | None = None,
-        table_prefix: str = specs.DEFAULT_TABLE_PREFIX,
+        table_prefix: str = DEFAULT_TABLE_PREFIX,
         region: str | None = None,
         clock: Clock | None = None,
         *,
         launchers: Mapping[str, Launcher] | None = None,
         max_workers: int = 16,
         actor: str = "client",
+        retention_days: float | None = DEFAULT_RETENTION_DAYS,
     ) -> None:
-        region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        region = region or Settings.from_env().region
         self.clock: Clock = clock or time.time
         self.store = Store(table_prefix=table_prefix, endpoint_url=endpoint_url, region=region)
         self.executor = ThreadPoolExecutor(max_workers=max_workers,
@@ -61,15 +65,24 @@ class Whimbrel:
             "command": CommandLauncher(self.executor, self._run_command),
         }
         all_launchers.update(launchers or {})
-        self.engine = Engine(self.store, clock=self.clock, launchers=all_launchers, actor=actor)
+        self.engine = Engine(self.store, clock=self.clock, launchers=all_launchers, actor=actor,
+                             retention_days=retention_days)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Whimbrel:
         """Configure from ``WHIMBREL_ENDPOINT_URL`` (unset: real AWS),
-        ``WHIMBREL_TABLE_PREFIX`` (default ``whimbrel_``) and the AWS region variables."""
+        ``WHIMBREL_TABLE_PREFIX`` (default ``whimbrel_``), ``WHIMBREL_RETENTION_DAYS``
+        (a number, or ``none`` to keep ended runs forever) and the AWS region variables.
+
+        Raises:
+            InvalidInput: a malformed setting.
+        """
+        settings = Settings.from_env()
         kwargs: dict[str, Any] = {
-            "endpoint_url": os.environ.get(ENV_ENDPOINT_URL) or None,
-            "table_prefix": os.environ.get(ENV_TABLE_PREFIX) or specs.DEFAULT_TABLE_PREFIX,
+            "endpoint_url": settings.endpoint_url,
+            "table_prefix": settings.table_prefix,
+            "region": settings.region,
+            "retention_days": settings.retention_days,
         }
         kwargs.update(overrides)
         return cls(**kwargs)
@@ -183,46 +196,31 @@ class Whimbrel:
 
     def claim(self, *, workflow_name: str | None = None,
               activity_name: str | None = None) -> ActivityExec | None:
-        """Take one READY ``external`` activity (READY -> RUNNING), or None if none waits.
+        """Take one READY ``external`` activity (READY -> RUNNING), or None if none waits
+        in a RUNNING workflow.
 
         The candidates come from a sparse index (eventually consistent); the move itself
         is conditional, so two workers never claim the same activity.
+
+        Raises:
+            InvalidInput: a malformed name.
         """
         if workflow_name is not None:
             checks.workflow_name(workflow_name)
         if activity_name is not None:
             checks.text(activity_name, "activity_name", max_chars=64)
-        prefix = ""
-        if workflow_name:
-            prefix = f"{workflow_name}/" + (f"{activity_name}/" if activity_name else "")
-        shards = [str(i) for i in range(specs.CLAIM_SHARDS)]
-        random.shuffle(shards)
-        # All shards are asked at once: one round trip, not one per shard.
-        pending = [self.engine.read_in_background(
-            lambda shard: self.store.claimable(shard, prefix, limit=25), shard)
-            for shard in shards]
-        hits = [hit for future in pending for hit in future.result()
-                if not (activity_name and not workflow_name
-                        and f":{activity_name}:" not in hit.activity_exec_id)]
-        # Workers polling together see the same candidates: try them in a random order,
-        # or they all race for the first one and lose conditional writes.
-        random.shuffle(hits)
-        for hit in hits:
-            aeid = hit.activity_exec_id
-            # The run will need the workflow item (input, state): read it while the
-            # claim's write is in flight, and hand it to run_activity.
-            wf_read = self.engine.read_in_background(self.engine._workflow,
-                                                     hit.workflow_exec_id)
-            try:
-                # The hit carries what the move needs, so no read before the write.
-                claimed = self.engine.transition(aeid, Transition.RUNNING, actor="worker",
-                                                 assume=hit)
-            except (StateConflict, IllegalTransition):
-                wf_read.cancel()
-                continue  # another worker was faster
-            self.engine.prefetched_workflow(aeid, wf_read)
-            return claimed
-        return None
+        claimed = self.engine.claim(workflow_name, activity_name)
+        return ActivityExec.from_record(claimed) if claimed is not None else None
+
+    def retry_activity(self, activity_exec_id: str) -> ActivityExec:
+        """Run a FAILED or TIMED_OUT attempt again now, as the next attempt.
+
+        Raises:
+            ActivityNotFound: no such attempt.
+            RetryNotAllowed: not FAILED/TIMED_OUT, a newer attempt started, or the
+                workflow is no longer RUNNING.
+        """
+        return retry_activity(self.engine, activity_exec_id, actor=self.engine.actor)
 
     def cancel_workflow(self, workflow_exec_id: str) -> None:
         """Cancel a workflow: nothing new starts, running activities are asked to stop.
@@ -246,16 +244,18 @@ class Whimbrel:
 
     def wait(self, workflow_exec_id: str, timeout: float = 60.0,
              poll_seconds: float = 0.05) -> WorkflowExec:
-        """Poll until the workflow reaches a terminal state (or ``timeout`` passes).
+        """Poll the workflow item until the run is terminal (or ``timeout`` passes), then
+        return it with its activities. Each poll reads the one workflow item.
 
         Raises:
             TimeoutError: still not finished at the deadline.
+            WorkflowNotFound: no such execution.
         """
         deadline = time.monotonic() + timeout
         while True:
-            wf = self.engine.get_workflow(workflow_exec_id)
+            wf = self.engine.workflow(workflow_exec_id)
             if wf.state.is_terminal:
-                return wf
+                return self.engine.get_workflow(workflow_exec_id)
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"workflow {workflow_exec_id} still {wf.state.value} "
                                    f"after {timeout} s")
@@ -263,18 +263,30 @@ class Whimbrel:
 
     def watch(self, workflow_exec_id: str, poll_seconds: float = 0.1,
               timeout: float = 300.0) -> Iterator[WorkflowExec]:
-        """Yield the execution each time something in it changes, until it ends."""
+        """Yield the execution each time something in it changes, until it ends.
+
+        Each poll reads the workflow item; the activities are listed when it changed and
+        otherwise at most every second (a change of an activity alone shows up within
+        a second).
+        """
         deadline = time.monotonic() + timeout
         last: tuple[Any, ...] | None = None
+        listed = 0.0
+        item_seen: tuple[Any, ...] | None = None
         while time.monotonic() < deadline:
-            wf = self.engine.get_workflow(workflow_exec_id)
-            sig = (wf.state, tuple((a.activity_exec_id, a.state) for a in wf.activities))
-            if sig != last:
-                last = sig
-                yield wf
-            if wf.state in (WorkflowState.COMPLETED, WorkflowState.FAILED,
-                            WorkflowState.CANCELLED):
-                return
+            item = self.engine.workflow(workflow_exec_id)
+            item_sig = (item.state, item.updated_epoch)
+            now = time.monotonic()
+            if item_sig != item_seen or item.state.is_terminal \
+                    or now - listed >= WATCH_ACTIVITIES_SECONDS:
+                item_seen, listed = item_sig, now
+                wf = self.engine.get_workflow(workflow_exec_id)
+                sig = (wf.state, tuple((a.activity_exec_id, a.state) for a in wf.activities))
+                if sig != last:
+                    last = sig
+                    yield wf
+                if wf.state.is_terminal:
+                    return
             time.sleep(poll_seconds)
 
     def close(self) -> None:

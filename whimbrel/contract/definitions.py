@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
+from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.errors import InvalidDefinition
 from whimbrel.contract.launching import LAUNCHER_KINDS, LauncherSpec, RetryPolicy
 from whimbrel.contract.limits import (
@@ -26,7 +27,6 @@ from whimbrel.contract.limits import (
     MAX_DEFINITION_BYTES,
     MAX_DEFINITION_DEPTH,
     MAX_DESCRIPTION_CHARS,
-    NAME_PATTERN,
     WORKFLOW_NAME_PATTERN,
 )
 from whimbrel.contract.payloads import json_depth, json_values
@@ -41,103 +41,29 @@ __all__ = [
     "iter_edges",
 ]
 
-_NAME = re.compile(NAME_PATTERN)
 _WORKFLOW_NAME = re.compile(WORKFLOW_NAME_PATTERN)
 _TOO_DEEP = f"the definition is nested deeper than {MAX_DEFINITION_DEPTH} levels"
 
 @dataclass(frozen=True)
-class ActivityDefinition:
-    """One node of the DAG.
+class WorkflowDefinition:
+    """A named DAG of activities. Register it to get an immutable, versioned copy.
 
     Attributes:
-        name: unique within the workflow; letters, digits, ``_`` and ``-``.
-        depends_on: names of activities that must COMPLETE first.
-        launcher: how the activity starts (see :class:`LauncherSpec`).
-        heartbeat_timeout_seconds: when set, a RUNNING activity that does not heartbeat
-            within this many seconds is TIMED_OUT by the heartbeat listener.
-        start_timeout_seconds: a QUEUED/PREPARING activity that has not reached RUNNING
-            by then is failed by the reconciler (its launch was lost).
-        retry: what happens after FAILED or TIMED_OUT.
-        input: static input merged over the workflow's input for this activity.
+        name: letters, digits, ``_``, ``-`` and ``.``.
+        activities: the nodes; ``depends_on`` draws the edges.
+        description: shown by the CLI and the console.
+        timeout_seconds: when set, a run still going this long after it started ends
+            TIMED_OUT; what still runs is asked to stop (docs/contract.md).
+        retention_days: how long the rows of an ended run are kept before DynamoDB's
+            TTL deletes them; ``"default"`` takes the engine's setting (30 days unless
+            configured), None keeps them forever.
     """
-
-    name: str
-    depends_on: tuple[str, ...] = ()
-    launcher: LauncherSpec = field(default_factory=LauncherSpec)
-    heartbeat_timeout_seconds: float | None = None
-    start_timeout_seconds: float = 300.0
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    input: Mapping[str, Any] | None = None
-    description: str = ""
-
-    def __post_init__(self) -> None:
-        # Accept lists and strings from callers; store the canonical frozen forms.
-        deps = self.depends_on
-        if isinstance(deps, str):
-            deps = (deps,)
-        object.__setattr__(self, "depends_on", tuple(deps))
-        object.__setattr__(self, "launcher", LauncherSpec.parse(self.launcher))
-        if isinstance(self.retry, Mapping):
-            object.__setattr__(self, "retry", RetryPolicy(**self.retry))
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name}
-        if self.depends_on:
-            out["depends_on"] = list(self.depends_on)
-        out["launcher"] = self.launcher.to_dict()
-        if self.heartbeat_timeout_seconds is not None:
-            out["heartbeat_timeout_seconds"] = self.heartbeat_timeout_seconds
-        out["start_timeout_seconds"] = self.start_timeout_seconds
-        out["retry"] = self.retry.to_dict()
-        if self.input is not None:
-            out["input"] = dict(self.input)
-        if self.description:
-            out["description"] = self.description
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ActivityDefinition:
-        known = {
-            "name", "depends_on", "launcher", "heartbeat_timeout_seconds",
-            "start_timeout_seconds", "retry", "input", "description",
-        }  # fmt: skip
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise InvalidDefinition(
-                str(data.get("name", "?")),
-                [f"activity {data.get('name', '?')!r}: unknown field(s) {', '.join(unknown)}"],
-            )
-        retry = data.get("retry") or {}
-        if not isinstance(retry, Mapping):
-            raise InvalidDefinition(str(data.get("name")), ["retry must be a mapping"])
-        deps = data.get("depends_on") or ()
-        if isinstance(deps, str):
-            deps = (deps,)
-        # Checked here, not in problems(): tuple() of a number or a mapping would fail
-        # with a bare TypeError that does not name the field (test_bad_input_corpus).
-        if not isinstance(deps, list | tuple) or not all(isinstance(d, str) for d in deps):
-            raise InvalidDefinition(str(data.get("name")), [
-                f"activity {data.get('name', '?')!r}: depends_on must be a list of "
-                f"activity names, not {deps!r}"[:300]])
-        return cls(
-            name=data.get("name"),  # type: ignore[arg-type]  # validated later, reported whole
-            depends_on=tuple(deps),
-            launcher=LauncherSpec.parse(data.get("launcher")),
-            heartbeat_timeout_seconds=data.get("heartbeat_timeout_seconds"),
-            start_timeout_seconds=data.get("start_timeout_seconds", 300.0),
-            retry=RetryPolicy(**retry),
-            input=data.get("input"),
-            description=str(data.get("description") or ""),
-        )
-
-
-@dataclass(frozen=True)
-class WorkflowDefinition:
-    """A named DAG of activities. Register it to get an immutable, versioned copy."""
 
     name: str
     activities: tuple[ActivityDefinition, ...]
     description: str = ""
+    timeout_seconds: float | None = None
+    retention_days: float | Literal["default"] | None = "default"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "activities", tuple(self.activities))
@@ -226,34 +152,19 @@ class WorkflowDefinition:
         seen: set[str] = set()
         names = {a.name for a in self.activities if isinstance(a.name, str)}
         for act in self.activities:
-            where = f"activity {act.name!r}"
-            if not isinstance(act.name, str) or not _NAME.match(act.name):
-                out.append(
-                    f"{where}: name must match {NAME_PATTERN} "
-                    "(letters, digits, '_' and '-', starting with a letter; up to 64)"
-                )
-            elif act.name in seen:
-                out.append(f"{where}: duplicate activity name")
+            if isinstance(act.name, str) and act.name in seen:
+                out.append(f"activity {act.name!r}: duplicate activity name")
             seen.add(act.name)
-            deps_seen: set[str] = set()
-            for dep in act.depends_on:
-                if dep == act.name:
-                    out.append(f"{where}: depends on itself")
-                elif dep not in names:
-                    out.append(f"{where}: depends on unknown activity {dep!r}")
-                if dep in deps_seen:
-                    out.append(f"{where}: lists dependency {dep!r} twice")
-                deps_seen.add(dep)
-            out.extend(act.launcher.problems(where))
-            out.extend(act.retry.problems(where))
-            hb = act.heartbeat_timeout_seconds
-            if hb is not None and (not isinstance(hb, int | float) or hb <= 0):
-                out.append(f"{where}: heartbeat_timeout_seconds must be a number > 0")
-            st = act.start_timeout_seconds
-            if not isinstance(st, int | float) or st <= 0:
-                out.append(f"{where}: start_timeout_seconds must be a number > 0")
-            if act.input is not None and not isinstance(act.input, Mapping):
-                out.append(f"{where}: input must be a mapping")
+            out.extend(act.problems(names))
+        t = self.timeout_seconds
+        if t is not None and (isinstance(t, bool) or not isinstance(t, int | float)
+                              or not t > 0):
+            out.append("timeout_seconds must be a number > 0")
+        r = self.retention_days
+        if r not in (None, "default") and (isinstance(r, bool) or not isinstance(r, int | float)
+                                           or not 0.01 <= r < float("inf")):
+            out.append("retention_days must be a number >= 0.01, null (keep forever) or "
+                       "absent (the default)")
         cycle = self._find_cycle()
         if cycle:
             out.append("cycle: " + " -> ".join(cycle))
@@ -329,6 +240,10 @@ class WorkflowDefinition:
         out: dict[str, Any] = {"name": self.name}
         if self.description:
             out["description"] = self.description
+        if self.timeout_seconds is not None:
+            out["timeout_seconds"] = self.timeout_seconds
+        if self.retention_days != "default":
+            out["retention_days"] = self.retention_days
         out["activities"] = [a.to_dict() for a in self.activities]
         return out
 
@@ -356,7 +271,8 @@ class WorkflowDefinition:
                 f"limit of {MAX_DEFINITION_BYTES // 2}"])
         name = data.get("name")
         problems: list[str] = []
-        unknown = sorted(set(data) - {"name", "description", "activities"})
+        unknown = sorted(set(data) - {"name", "description", "activities", "timeout_seconds",
+                                      "retention_days"})
         if unknown:
             problems.append(f"unknown field(s) {', '.join(unknown)}")
         raw_acts = data.get("activities")
@@ -378,6 +294,8 @@ class WorkflowDefinition:
             name=name,  # type: ignore[arg-type]  # reported by problems()
             activities=tuple(acts),
             description=str(data.get("description") or ""),
+            timeout_seconds=data.get("timeout_seconds"),
+            retention_days=data.get("retention_days", "default"),
         )
         problems.extend(defn.problems() if acts or not problems else [])
         if problems:

@@ -58,11 +58,24 @@ class IllegalTransition(WhimbrelError):
         self.workflow_exec_id = workflow_exec_id
 
 
+class ListenerOnly(IllegalTransition):
+    """TIME_OUT asked for by anyone but the heartbeat listener: the contract gives that
+    move to the listener alone."""
+
+    def __init__(self, *, current: str, activity_exec_id: str | None = None) -> None:
+        super().__init__(current=current, transition="TIME_OUT",
+                         activity_exec_id=activity_exec_id)
+        self.message = (f"TIME_OUT is applied only by the heartbeat listener (refused for "
+                        f"{activity_exec_id or 'the activity'}, which is {current}); report "
+                        "FAILED, or stop heartbeating and let its deadline pass")
+
+
 class StateConflict(WhimbrelError):
     """A conditional write lost: the item is no longer in the state the move needs.
 
-    ``actual`` is the state read back after the failed write (None if the item
-    vanished).
+    ``actual`` is the state the item is in now (None if it does not exist); ``current``
+    is the whole item as it is now, when the store had it at hand (not part of
+    ``to_dict``).
     """
 
     def __init__(
@@ -73,6 +86,7 @@ class StateConflict(WhimbrelError):
         activity_exec_id: str | None = None,
         workflow_exec_id: str | None = None,
         transition: str | None = None,
+        current: Any = None,
     ) -> None:
         exp = expected if isinstance(expected, str) else "/".join(expected)
         subject = activity_exec_id or workflow_exec_id or "execution"
@@ -90,6 +104,7 @@ class StateConflict(WhimbrelError):
         self.activity_exec_id = activity_exec_id
         self.workflow_exec_id = workflow_exec_id
         self.transition = transition
+        self.current = current
 
 
 class NotFound(WhimbrelError):
@@ -197,3 +212,38 @@ class StoreError(WhimbrelError):
         super().__init__(message, aws_code=aws_code)
         self.aws_code = aws_code
         self.retryable = retryable
+
+
+class NotAllowedNow(WhimbrelError):
+    """The contract allows the move in general, but one of its guards refuses it now
+    (docs/contract.md, "Guards"); nothing changed. The message says which and why."""
+
+
+class UpstreamNotCompleted(NotAllowedNow):
+    """READY/QUEUED asked for an activity whose upstreams have not all COMPLETED."""
+
+    def __init__(self, *, activity_exec_id: str, transition: str,
+                 open_upstreams: Sequence[str]) -> None:
+        listing = ", ".join(open_upstreams)
+        super().__init__(
+            f"{transition} refused for {activity_exec_id}: its upstream(s) {listing} "
+            "have not COMPLETED (the engine readies it when the last one does)",
+            activity_exec_id=activity_exec_id, transition=transition,
+            open_upstreams=list(open_upstreams))
+        self.activity_exec_id = activity_exec_id
+        self.open_upstreams = list(open_upstreams)
+
+
+class WorkflowNotRunning(NotAllowedNow):
+    """Nothing is queued, prepared, run or claimed unless its workflow is RUNNING."""
+
+    def __init__(self, *, workflow_exec_id: str, workflow_state: str,
+                 activity_exec_id: str | None = None, transition: str | None = None) -> None:
+        what = f"{transition} of {activity_exec_id}" if activity_exec_id else "the move"
+        super().__init__(
+            f"{what} refused: workflow {workflow_exec_id} is {workflow_state}, and nothing "
+            "new starts unless it is RUNNING",
+            workflow_exec_id=workflow_exec_id, workflow_state=workflow_state,
+            activity_exec_id=activity_exec_id, transition=transition)
+        self.workflow_exec_id = workflow_exec_id
+        self.workflow_state = workflow_state

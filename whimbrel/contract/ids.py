@@ -15,6 +15,12 @@ from typing import TypeGuard
 
 from whimbrel.contract.errors import InvalidInput
 
+#: DynamoDB keeps sort keys under 1,024 bytes; no id Whimbrel issues comes close.
+MAX_ACTIVITY_EXEC_ID_BYTES = 1023
+
+#: Fan-in edges of the workflow's end (its sinks) are kept under this downstream name.
+END_NODE = "__end__"
+
 _NAMESPACE = uuid.UUID("6f1c1f0e-4f1e-4a0b-9b7e-77686d6272c1")
 
 
@@ -78,6 +84,11 @@ def parse_activity_exec_id(value: object) -> ActivityExecKey:
             "<workflow_exec_id>:<activity>:<attempt>",
             field="activity_exec_id",
         )
+    if len(value.encode("utf-8")) > MAX_ACTIVITY_EXEC_ID_BYTES:
+        raise InvalidInput(
+            f"activity_exec_id {value[:60]!r}... is {len(value.encode('utf-8'))} bytes, more "
+            f"than the {MAX_ACTIVITY_EXEC_ID_BYTES} an id Whimbrel issues can have",
+            field="activity_exec_id")
     head, attempt_text = value.rsplit(":", 1)
     workflow_exec_id, _, name = head.rpartition(":")
     if (not workflow_exec_id or not name or not attempt_text.isascii()

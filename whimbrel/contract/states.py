@@ -69,6 +69,8 @@ class WorkflowState(StrEnum):
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+    #: The workflow's own deadline (``WorkflowDefinition.timeout_seconds``) passed.
+    TIMED_OUT = "TIMED_OUT"
 
     @property
     def is_terminal(self) -> bool:
@@ -83,6 +85,7 @@ class WorkflowTransition(StrEnum):
     FAIL = "FAIL"
     CANCEL = "CANCEL"
     STOPPED = "STOPPED"
+    TIME_OUT = "TIME_OUT"
 
 
 A, T, W, WT = ActivityState, Transition, WorkflowState, WorkflowTransition
@@ -103,6 +106,13 @@ ACTIVITY_TRANSITIONS: Mapping[tuple[ActivityState, Transition], ActivityState] =
         (A.PREPARING, T.CANCEL): A.CANCELLED,
         (A.PREPARING, T.RUNNING): A.RUNNING,
         (A.PREPARING, T.FAILED): A.FAILED,
+        # Whimbrel's extension (docs/contract.md, "Deadlines"): an attempt nobody started
+        # within its schedule-to-start time (a READY external nobody claimed, a QUEUED
+        # launch that never ran) is timed out by the heartbeat listener, like a silent
+        # running one, and its retry policy follows.
+        (A.READY, T.TIME_OUT): A.TIMED_OUT,
+        (A.QUEUED, T.TIME_OUT): A.TIMED_OUT,
+        (A.PREPARING, T.TIME_OUT): A.TIMED_OUT,
         (A.RUNNING, T.CANCEL): A.CANCELLED_RUNNING,
         (A.RUNNING, T.FAILED): A.FAILED,
         (A.RUNNING, T.COMPLETED): A.COMPLETED,
@@ -132,18 +142,69 @@ WORKFLOW_TRANSITIONS: Mapping[tuple[WorkflowState, WorkflowTransition], Workflow
             (W.FAILED_WAITING, WT.STOPPED): W.FAILED,
             (W.FAILED_WAITING, WT.CANCEL): W.CANCEL_REQUESTED,
             (W.CANCEL_REQUESTED, WT.STOPPED): W.CANCELLED,
+            # The workflow's deadline is hard, as in Step Functions and Temporal: the run
+            # ends at once; what still runs is asked to stop (docs/contract.md).
+            (W.REQUESTED, WT.TIME_OUT): W.TIMED_OUT,
+            (W.RUNNING, WT.TIME_OUT): W.TIMED_OUT,
+            (W.FAILED_WAITING, WT.TIME_OUT): W.TIMED_OUT,
+            (W.CANCEL_REQUESTED, WT.TIME_OUT): W.TIMED_OUT,
         }
     )
 )
 
-WORKFLOW_TERMINAL: frozenset[WorkflowState] = frozenset({W.COMPLETED, W.FAILED, W.CANCELLED})
-
-# Activity states a worker may still move forward: not started yet.
-ACTIVITY_PENDING: frozenset[ActivityState] = frozenset(
-    {A.REQUESTED, A.READY, A.QUEUED, A.PREPARING}
-)
+WORKFLOW_TERMINAL: frozenset[WorkflowState] = frozenset(
+    {W.COMPLETED, W.FAILED, W.CANCELLED, W.TIMED_OUT})
 
 del A, T, W, WT
+
+
+# -- sets derived from the tables (nothing below spells a state by hand) -----------------
+
+def activity_sources(transition: Transition,
+                     leading_to: ActivityState | None = None) -> frozenset[ActivityState]:
+    """States from which ``transition`` is allowed (and leads to ``leading_to``, if given)."""
+    return frozenset(s for (s, t), n in ACTIVITY_TRANSITIONS.items()
+                     if t is transition and (leading_to is None or n is leading_to))
+
+
+def workflow_sources(transition: WorkflowTransition) -> frozenset[WorkflowState]:
+    """Workflow states from which ``transition`` is allowed."""
+    return frozenset(s for (s, t) in WORKFLOW_TRANSITIONS if t is transition)
+
+
+#: Not started yet: a CANCEL simply ends them (REQUESTED, READY, QUEUED, PREPARING).
+ACTIVITY_PENDING: frozenset[ActivityState] = activity_sources(
+    Transition.CANCEL, ActivityState.CANCELLED)
+#: Its code may be executing: it reports COMPLETED or FAILED (RUNNING, CANCELLED_RUNNING).
+ACTIVITY_ACTIVE: frozenset[ActivityState] = activity_sources(Transition.COMPLETED)
+#: Whoever makes one of these moves starts the activity (QUEUED, PREPARING, RUNNING).
+ACTIVITY_STARTING: frozenset[ActivityState] = frozenset(
+    n for (s, t), n in ACTIVITY_TRANSITIONS.items()
+    if t in (Transition.QUEUED, Transition.PREPARING, Transition.RUNNING))
+#: A failing or cancelled workflow waits in these until nothing runs (then STOPPED).
+WORKFLOW_SETTLING: frozenset[WorkflowState] = workflow_sources(WorkflowTransition.STOPPED)
+#: Not terminal.
+WORKFLOW_LIVE: frozenset[WorkflowState] = frozenset(
+    s for s in WorkflowState if s not in WORKFLOW_TERMINAL)
+
+
+def activity_path(current: ActivityState, *transitions: Transition,
+                  activity_exec_id: str | None = None) -> tuple[ActivityState, ...]:
+    """The states ``transitions`` lead through from ``current``, in order.
+
+    One actor may make several consecutive moves that nobody else can make in between
+    in one conditional write (docs/contract.md, "Moves made in one write"); every step
+    is checked against the table.
+
+    Raises:
+        IllegalTransition: a step the contract does not allow.
+    """
+    path: list[ActivityState] = []
+    state = current
+    for t in transitions:
+        state = next_activity_state(state, t, activity_exec_id=activity_exec_id)
+        path.append(state)
+    return tuple(path)
 
 
 def next_activity_state(

@@ -1,7 +1,8 @@
 """The engine's plumbing: definitions, reads, and what it last saw of each activity.
 
-:class:`~whimbrel.engine.engine.Engine` builds on this (``ending.py`` adds the
-workflow-level moves, ``engine.py`` the start and the activity moves).
+:class:`~whimbrel.engine.engine.Engine` builds on this: ``ending.py`` adds the
+workflow-level moves, ``flow.py`` the hand-offs (readying, launching, retrying) and
+``engine.py`` the start and the activity moves callers ask for.
 """
 
 from __future__ import annotations
@@ -9,11 +10,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from datetime import UTC, datetime
 from typing import TypeVar
-
-from pynamodb.expressions.update import Action
 
 from whimbrel.contract import checks
 from whimbrel.contract.definitions import WorkflowDefinition
@@ -24,11 +24,12 @@ from whimbrel.contract.errors import (
     WorkflowNotFound,
 )
 from whimbrel.contract.ids import parse_activity_exec_id
+from whimbrel.contract.records import ActivityRecord, Changes, DefinitionRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, WorkflowState
-from whimbrel.engine.ports import Clock, Launcher
+from whimbrel.engine import rules
+from whimbrel.engine.ports import Clock, Launcher, StorePort
 from whimbrel.engine.views import ActivityExec, WorkflowExec
-from whimbrel.store.models import ActivityExecModel, WorkflowExecModel
-from whimbrel.store.store import Store
+from whimbrel.settings import DEFAULT_RETENTION_DAYS
 
 log = logging.getLogger("whimbrel.engine")
 
@@ -47,24 +48,41 @@ KNOWN_ITEMS = 4096
 PARALLEL_FANOUT = 8
 
 
+def day_of(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d")
+
+
 class EngineBase:
-    """State shared by the engine's parts. Thread-safe; share one per process."""
+    """State shared by the engine's parts. Thread-safe; share one per process.
+
+    Args:
+        store: the tables.
+        clock: returns epoch seconds (inject one to drive time in tests).
+        launchers: how activities start, by launcher kind.
+        actor: recorded in the history of every move this engine makes.
+        reconcile_grace_seconds: first reconcile visit after a start.
+        retention_days: how long ended runs are kept when their definition does not say
+            (None: forever).
+    """
 
     def __init__(
         self,
-        store: Store,
+        store: StorePort,
         *,
         clock: Clock,
         launchers: Mapping[str, Launcher] | None = None,
         actor: str = "engine",
         reconcile_grace_seconds: float = RECONCILE_GRACE_SECONDS,
+        retention_days: float | None = DEFAULT_RETENTION_DAYS,
     ) -> None:
         self.store = store
         self.clock = clock
         self.launchers: dict[str, Launcher] = dict(launchers or {})
         self.actor = actor
         self.reconcile_grace_seconds = reconcile_grace_seconds
+        self.retention_days = retention_days
         self._definitions: dict[tuple[str, int], WorkflowDefinition] = {}
+        self._latest_version: dict[str, int] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="whimbrel-io")
         # Wide fan-outs: one completion readies and launches many dependents. Their
@@ -73,11 +91,10 @@ class EngineBase:
         self._fanout = ThreadPoolExecutor(max_workers=16, thread_name_prefix="whimbrel-fanout")
         # The last image of activity items this engine wrote or read. Used only as the
         # *expected* state of the next conditional write, never as the truth: a stale
-        # entry makes that write fail its condition, and the engine then reads the item
-        # (transition()). It saves the read before each move on the hot path.
-        self._known: OrderedDict[str, ActivityExecModel] = OrderedDict()
-        # Workflow reads a claim started for the run that follows (pull path).
-        self._prefetch: OrderedDict[str, Future[WorkflowExecModel]] = OrderedDict()
+        # entry makes that write lose, and the store hands back the item as it is.
+        self._known: OrderedDict[str, ActivityRecord] = OrderedDict()
+        # Workflow reads started for the run that follows (a claim, a launch).
+        self._prefetch: OrderedDict[str, Future[WorkflowRecord]] = OrderedDict()
 
     # -- definitions -----------------------------------------------------------------
 
@@ -97,10 +114,11 @@ class EngineBase:
         while True:
             latest = self.store.latest_definition(definition.name)
             if latest is not None and latest.definition == text:
-                return int(latest.version)
-            version = int(latest.version) + 1 if latest is not None else 1
-            if self.store.put_definition(definition.name, version, text, self.clock(),
-                                         definition.description):
+                return latest.version
+            version = latest.version + 1 if latest is not None else 1
+            record = DefinitionRecord(definition.name, version, text, self.clock(),
+                                      definition.description or None)
+            if self.store.put_definition(record):
                 with self._lock:
                     self._definitions[(definition.name, version)] = definition
                 return version
@@ -126,19 +144,26 @@ class EngineBase:
             raise DefinitionNotFound(name, version)
         defn = WorkflowDefinition.from_json(item.definition)
         with self._lock:
-            self._definitions[(name, int(item.version))] = defn
-        return int(item.version), defn
+            self._definitions[(name, item.version)] = defn
+        return item.version, defn
+
+    def definition_of(self, record: ActivityRecord | WorkflowRecord) -> WorkflowDefinition:
+        """The definition a run captured when it started."""
+        if isinstance(record, WorkflowRecord):
+            return self.definition(record.workflow_name, record.version)[1]
+        version = record.workflow_version
+        if version is None:
+            version = self.workflow(record.workflow_exec_id).version
+        return self.definition(record.workflow_name, version)[1]
+
+    def retention(self, defn: WorkflowDefinition) -> float | None:
+        """Seconds an ended run of ``defn`` is kept (None: forever)."""
+        return rules.retention_seconds(defn, self.retention_days)
 
     # -- what this engine last saw of an activity -------------------------------------
 
-    def _workflow_version(self, item: ActivityExecModel) -> int:
-        if item.workflow_version is not None:
-            return int(item.workflow_version)
-        wf = self._workflow(item.workflow_exec_id)
-        return int(wf.version)
-
-    def _remember(self, item: ActivityExecModel | None) -> None:
-        if item is None:
+    def remember(self, item: ActivityRecord | None) -> None:
+        if item is None or item.state is None:
             return
         with self._lock:
             self._known[item.activity_exec_id] = item
@@ -146,16 +171,16 @@ class EngineBase:
             while len(self._known) > KNOWN_ITEMS:
                 self._known.popitem(last=False)
 
-    def _remembered(self, aeid: str) -> ActivityExecModel | None:
+    def remembered(self, aeid: str) -> ActivityRecord | None:
+        """What this engine last wrote or read of ``aeid`` (may be stale), or None."""
         with self._lock:
             return self._known.get(aeid)
 
     def remembered_activity(self, aeid: str) -> ActivityExec | None:
-        """What this engine last wrote or read of ``aeid`` (may be stale), or None."""
-        item = self._remembered(aeid)
-        return ActivityExec.from_model(item) if item is not None else None
+        item = self.remembered(aeid)
+        return ActivityExec.from_record(item) if item is not None else None
 
-    def _each(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    def each(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """``[fn(x) for x in items]``, in parallel once a fan-out is wide enough to gain.
 
         Narrow fan-outs stay in this thread, in order (the crash-point tests count on a
@@ -168,65 +193,86 @@ class EngineBase:
         wait(futures)
         return [f.result() for f in futures]
 
-    def prefetched_workflow(self, aeid: str, read: Future[WorkflowExecModel]) -> None:
-        """Keep a read of ``aeid``'s workflow item, started by a claim, for its run."""
+    def prefetched_workflow(self, aeid: str, read: Future[WorkflowRecord]) -> None:
+        """Keep a read of ``aeid``'s workflow item, started ahead, for its run."""
         with self._lock:
             self._prefetch[aeid] = read
             while len(self._prefetch) > KNOWN_ITEMS:
                 self._prefetch.popitem(last=False)
 
-    def take_prefetched_workflow(self, aeid: str) -> Future[WorkflowExecModel] | None:
+    def take_prefetched_workflow(self, aeid: str) -> Future[WorkflowRecord] | None:
         with self._lock:
             return self._prefetch.pop(aeid, None)
 
-    def read_in_background(self, fn: Callable[[str], T], arg: str) -> Future[T]:
+    def in_background(self, fn: Callable[[str], T], arg: str) -> Future[T]:
         """Run a read on the engine's I/O pool, to overlap it with a write."""
         return self._pool.submit(fn, arg)
 
-    def _move(self, aeid: str, expected: ActivityState, new_state: ActivityState, *,
-              actor: str | None = None, extra: Iterable[Action] = ()) -> ActivityExecModel:
-        """``store.move_activity`` that remembers the new image (ReturnValues ALL_NEW)."""
-        moved = self.store.move_activity(aeid, expected.value, new_state.value, self.clock(),
-                                         actor=actor or self.actor, extra=extra)
-        self._remember(moved)
+    def move(self, aeid: str, expected: ActivityState, path: Sequence[ActivityState],
+             changes: Changes, *, actor: str | None = None,
+             due_by: float | None = None) -> ActivityRecord:
+        """``store.move_activity`` that remembers the new image.
+
+        Raises:
+            StateConflict: the activity was not in ``expected`` (``current`` says where).
+        """
+        moved = self.store.move_activity(aeid, expected, path, changes, now=self.clock(),
+                                         actor=actor or self.actor, due_by=due_by)
+        self.remember(moved)
         return moved
 
     # -- reads ---------------------------------------------------------------------------
 
-    def _workflow(self, wx: str) -> WorkflowExecModel:
+    def workflow(self, wx: str) -> WorkflowRecord:
+        """The workflow item (consistent read).
+
+        Raises:
+            WorkflowNotFound: no such execution.
+        """
         checks.text(wx, "workflow_exec_id")
         wf = self.store.get_workflow(wx)
         if wf is None:
             raise WorkflowNotFound(wx)
         return wf
 
-    def _activity(self, aeid: str) -> ActivityExecModel:
+    def activity(self, aeid: str) -> ActivityRecord:
+        """The activity item (consistent read), remembered.
+
+        Raises:
+            ActivityNotFound: no such attempt.
+            InvalidInput: not an activity execution id.
+        """
         parse_activity_exec_id(aeid)
         item = self.store.get_activity(aeid)
         if item is None:
             raise ActivityNotFound(aeid)
-        self._remember(item)
+        self.remember(item)
         return item
 
     def get_workflow(self, wx: str, *, with_activities: bool = True) -> WorkflowExec:
-        wf = self._workflow(wx)
+        wf = self.workflow(wx)
         acts: tuple[ActivityExec, ...] = ()
         if with_activities:
-            acts = tuple(ActivityExec.from_model(a) for a in self.store.list_activities(wx))
-        return WorkflowExec.from_model(wf, acts)
+            acts = tuple(ActivityExec.from_record(a)
+                         for a in self.store.list_activities(wx))
+        return WorkflowExec.from_record(wf, acts)
 
     def get_activity(self, aeid: str) -> ActivityExec:
-        return ActivityExec.from_model(self._activity(aeid))
+        return ActivityExec.from_record(self.activity(aeid))
 
-    def latest_attempts(self, wx: str) -> dict[str, ActivityExecModel]:
-        latest: dict[str, ActivityExecModel] = {}
-        for act in self.store.list_activities(wx):
-            cur = latest.get(act.activity_name)
-            if cur is None or int(act.attempt) > int(cur.attempt):
-                latest[act.activity_name] = act
-        return latest
+    def latest_attempts(self, wx: str) -> dict[str, ActivityRecord]:
+        return latest_of(self.store.list_activities(wx))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False)
         self._fanout.shutdown(wait=False)
 
+
+def latest_of(items: Sequence[ActivityRecord]) -> dict[str, ActivityRecord]:
+    """The newest attempt of each activity, by name."""
+    latest: dict[str, ActivityRecord] = {}
+    for act in items:
+        cur = latest.get(act.activity_name)
+        if cur is None or act.attempt > cur.attempt:
+            latest[act.activity_name] = act
+    return latest

@@ -1,50 +1,98 @@
-"""Workflow-level moves: fail, cancel, settle (stop what can be stopped and end the
-workflow once nothing runs)."""
+"""Workflow-level moves: fail, cancel, time out, settle (stop what can be stopped and end
+the workflow once nothing runs), and the tasks every end needs.
+
+The end tasks (the request row's expiry, deleting fan-in edges nobody will consume,
+pushing out the expiry of rows of a long run) run *before* the terminal write: a crash
+between leaves a live run that the reconciler ends again, and the terminal write itself
+clears the reconcile index, so a finished run needs nothing more.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection, Sequence
 
-from pynamodb.expressions.update import Action
-
+from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.errors import StateConflict
+from whimbrel.contract.ids import END_NODE
 from whimbrel.contract.payloads import clip_error
-from whimbrel.contract.states import ActivityState, WorkflowState
+from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
+from whimbrel.contract.states import (
+    ACTIVITY_TERMINAL,
+    WORKFLOW_LIVE,
+    WORKFLOW_SETTLING,
+    ActivityState,
+    WorkflowState,
+    WorkflowTransition,
+    workflow_sources,
+)
+from whimbrel.engine import rules
 from whimbrel.engine.base import EngineBase
-from whimbrel.store.errors import ConditionFailed
-from whimbrel.store.models import ActivityExecModel
+from whimbrel.settings import DAY_SECONDS
 
 log = logging.getLogger("whimbrel.engine")
 
 A = ActivityState
 W = WorkflowState
+WT = WorkflowTransition
+
+#: Rows of a run that would expire more than this before ``end + retention`` are
+#: pushed out when it ends (only a run longer than this pays for it).
+RETENTION_SLACK_SECONDS = DAY_SECONDS
 
 
 class WorkflowEnding(EngineBase):
     """The moves that end a workflow."""
 
-    def _finish_workflow(self, wx: str, expected: list[str], state: WorkflowState,
-                         error: str | None = None) -> bool:
-        m = self.store.models.workflow_exec
+    def end_workflow(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                     expected: Collection[WorkflowState], state: WorkflowState, *,
+                     error: str | None = None,
+                     activities: Sequence[ActivityRecord] | None = None) -> bool:
+        """The end tasks, then the terminal write; False if someone else ended it."""
         now = self.clock()
-        extra: list[Action] = [m.ended_epoch.set(now), m.check_shard.remove(),
-                               m.check_epoch.remove()]
+        expires = rules.expiry(now, self.retention(defn))
+        self.before_end(wf, defn, state, expires, activities)
+        changes: dict[str, object] = {"ended_epoch": now, "check_epoch": REMOVE}
         if error:
-            extra.append(m.error.set(error))
+            changes["error"] = error
+        if expires is not None:
+            changes["expires_epoch"] = expires
         try:
-            self.store.move_workflow(wx, expected, state.value, now, actor=self.actor,
-                                     extra=extra)
-        except ConditionFailed:
+            self.store.move_workflow(wf.workflow_exec_id, expected, state, changes, now=now,
+                                     actor=self.actor)
+        except StateConflict:
             return False
-        log.info("workflow %s %s", wx, state.value)
+        log.info("workflow %s %s", wf.workflow_exec_id, state.value)
         return True
 
+    def before_end(self, wf: WorkflowRecord, defn: WorkflowDefinition, state: WorkflowState,
+                   expires: float | None, activities: Sequence[ActivityRecord] | None) -> None:
+        """Idempotent end tasks that must land before the terminal write."""
+        wx = wf.workflow_exec_id
+        if expires is not None and wf.workflow_request_id:
+            self.store.expire_request(wf.workflow_request_id, expires)
+        if state is not W.COMPLETED:
+            # Edges of a run that did not complete would never be consumed: delete them.
+            targets = [a.name for a in defn.activities if len(a.depends_on) > 1]
+            if len(defn.sinks) > 1:
+                targets.append(END_NODE)
+            for down in targets:
+                for up in self.store.pending_dependencies(wx, down, limit=None):
+                    self.store.delete_dependency(wx, down, up)
+        if expires is not None and activities:
+            for act in activities:
+                if act.expires_epoch is not None and \
+                        act.expires_epoch < expires - RETENTION_SLACK_SECONDS:
+                    self.store.set_activity(act.activity_exec_id, {"expires_epoch": expires},
+                                            states=ACTIVITY_TERMINAL)
+
     def fail_workflow(self, wx: str, error: str) -> None:
-        m = self.store.models.workflow_exec
         try:
-            self.store.move_workflow(wx, [W.RUNNING.value, W.REQUESTED.value],
-                                     W.FAILED_WAITING.value, self.clock(), actor=self.actor,
-                                     extra=[m.error.set(clip_error(error) or "")])
-        except ConditionFailed:
+            # Only a live, not yet failing or cancelled run starts to fail.
+            self.store.move_workflow(wx, workflow_sources(WT.FAIL), W.FAILED_WAITING,
+                                     {"error": clip_error(error) or ""}, now=self.clock(),
+                                     actor=self.actor)
+        except StateConflict:
             pass  # already failing, cancelling or finished
         self.settle(wx)
 
@@ -54,58 +102,62 @@ class WorkflowEnding(EngineBase):
         Raises:
             WorkflowNotFound: no such execution.
         """
-        wf = self._workflow(wx)
-        if wf.state not in (W.CANCEL_REQUESTED.value,) and not W(wf.state).is_terminal:
+        wf = self.workflow(wx)
+        if wf.state in workflow_sources(WT.CANCEL):
             try:
-                self.store.move_workflow(
-                    wx, [W.REQUESTED.value, W.RUNNING.value, W.FAILED_WAITING.value],
-                    W.CANCEL_REQUESTED.value, self.clock(), actor=self.actor)
-            except ConditionFailed:
+                self.store.move_workflow(wx, workflow_sources(WT.CANCEL), W.CANCEL_REQUESTED,
+                                         {}, now=self.clock(), actor=self.actor)
+            except StateConflict:
                 pass  # finished or cancelled meanwhile; settle sorts it out
         self.settle(wx)
 
+    def time_out_workflow(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> bool:
+        """End a live run whose deadline passed: TIMED_OUT at once, then ask what runs
+        to stop (as a cancel does). False if it had ended already."""
+        why = f"workflow timed out after {defn.timeout_seconds} s"
+        ended = self.end_workflow(wf, defn, workflow_sources(WT.TIME_OUT), W.TIMED_OUT,
+                                  error=why)
+        self.settle(wf.workflow_exec_id)
+        return ended
+
     def settle(self, wx: str) -> None:
-        """For a failing or cancelled workflow: cancel what has not started, ask running
-        activities to stop (cancel only), and end the workflow once nothing runs."""
-        wf = self._workflow(wx)
-        state = W(wf.state)
-        cancelling = state is W.CANCEL_REQUESTED
-        if state not in (W.FAILED_WAITING, W.CANCEL_REQUESTED) and not state.is_terminal:
+        """For a failing, cancelled or ended workflow: cancel what has not started, ask
+        running activities to stop (cancel, time-out and stragglers of an ended run), and
+        end a failing or cancelled workflow once nothing runs."""
+        wf = self.workflow(wx)
+        state = wf.state
+        if state not in WORKFLOW_SETTLING and state in WORKFLOW_LIVE:
             return
-        active = False
-        for act in self.store.list_activities(wx):
-            if self._stop_activity(act, ask_running=cancelling and not state.is_terminal):
-                active = True
-        if state.is_terminal:
-            self.store.clear_workflow_check(wx)
+        defn = self.definition_of(wf)
+        ask = state is W.CANCEL_REQUESTED or state not in WORKFLOW_LIVE
+        acts = self.store.list_activities(wx)
+        active = [a for a in acts if self.stop_activity(a, defn, ask_running=ask)]
+        if state not in WORKFLOW_LIVE:
+            if wf.check_epoch is not None:
+                self.store.set_workflow(wx, {"check_epoch": REMOVE}, states=[state])
             return
         if not active:
-            final = W.CANCELLED if cancelling else W.FAILED
-            self._finish_workflow(wx, [state.value], final)
+            final = W.CANCELLED if state is W.CANCEL_REQUESTED else W.FAILED
+            self.end_workflow(wf, defn, [state], final, activities=acts)
 
-    def _stop_activity(self, act: ActivityExecModel, *, ask_running: bool) -> bool:
+    def stop_activity(self, act: ActivityRecord, defn: WorkflowDefinition, *,
+                      ask_running: bool) -> bool:
         """Cancel a not-started attempt; returns True while the attempt may still run."""
-        for _ in range(8):  # each lost race means the activity moved on; re-read and retry
-            st = ActivityState(act.state)
-            if st.is_terminal:
+        spec = defn.activity(act.activity_name)
+        current: ActivityRecord | None = act
+        for _ in range(8):  # each lost race means the activity moved on; retry from there
+            if current is None or current.state is None or current.state.is_terminal:
                 return False
-            if st is A.CANCELLED_RUNNING:
-                return True
-            if st is A.RUNNING and not ask_running:
+            st = current.state
+            if st is A.CANCELLED_RUNNING or (st is A.RUNNING and not ask_running):
                 return True
             target = A.CANCELLED_RUNNING if st is A.RUNNING else A.CANCELLED
-            m = self.store.models.activity_exec
-            extra: list[Action] = []
-            if target is A.CANCELLED:
-                extra = [m.ended_epoch.set(self.clock()), m.timer_shard.remove(),
-                         m.timer_epoch.remove(), m.claim_shard.remove(), m.claim_key.remove()]
+            changes = rules.changes_for(spec, st, target, now=self.clock(),
+                                        workflow_name=act.workflow_name,
+                                        retention=self.retention(defn))
             try:
-                self._move(act.activity_exec_id, st, target, extra=extra)
+                self.move(act.activity_exec_id, st, (target,), changes)
                 return target is A.CANCELLED_RUNNING
-            except ConditionFailed:
-                fresh = self.store.get_activity(act.activity_exec_id)
-                if fresh is None:
-                    return False
-                act = fresh
+            except StateConflict as lost:
+                current = lost.current
         return True
-

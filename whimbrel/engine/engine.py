@@ -1,7 +1,8 @@
-"""The full logic: start, transition with follow-ups, cancel. Sweep/reconcile live in
-:mod:`whimbrel.engine.sweep`.
+"""The full logic: start, the moves callers ask for (with the contract's guards),
+heartbeats and claims. Hand-offs live in ``flow.py``, workflow ends in ``ending.py``,
+sweep and reconcile in ``sweep.py``.
 
-Every state change is one conditional write through the store. Follow-up work is
+Every state change is one conditional write through the store port. Follow-up work is
 idempotent and re-derivable from the tables, so a crash between any two writes is
 repaired by a replay (stream redelivery) or by the reconciler (docs/architecture.md).
 """
@@ -9,65 +10,64 @@ repaired by a replay (stream redelivery) or by the reconciler (docs/architecture
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from concurrent.futures import Future
-from datetime import UTC, datetime
+import random
 from typing import Any
-
-from pynamodb.expressions.update import Action
 
 from whimbrel.contract import checks
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import (
-    IllegalTransition,
+    ActivityCancelled,
+    ActivityTimedOut,
     InvalidInput,
+    ListenerOnly,
     StateConflict,
-    WorkflowNotFound,
+    UpstreamNotCompleted,
+    WorkflowNotRunning,
 )
 from whimbrel.contract.ids import (
+    END_NODE,
     activity_exec_id,
     new_request_id,
-    shard_of,
-    unit_random,
+    parse_activity_exec_id,
     workflow_exec_id_for,
 )
 from whimbrel.contract.limits import MAX_INPUT_BYTES, MAX_OUTPUT_BYTES
-from whimbrel.contract.payloads import clip_error, encode_payload
+from whimbrel.contract.payloads import encode_payload
+from whimbrel.contract.records import ActivityRecord, Change, RequestRecord, WorkflowRecord
 from whimbrel.contract.states import (
-    ACTIVITY_PENDING,
+    ACTIVITY_ACTIVE,
+    ACTIVITY_STARTING,
     ACTIVITY_TRANSITIONS,
     ActivityState,
     Transition,
     WorkflowState,
+    activity_path,
     next_activity_state,
 )
-from whimbrel.engine.ending import WorkflowEnding
-from whimbrel.engine.ports import LaunchRequest, runs_in_process
+from whimbrel.engine import rules
+from whimbrel.engine.base import day_of
+from whimbrel.engine.flow import Flow
 from whimbrel.engine.views import ActivityExec
-from whimbrel.store import specs
-from whimbrel.store.errors import ConditionFailed
-from whimbrel.store.models import ActivityExecModel, WorkflowExecModel, history_entry
-from whimbrel.store.store import END_NODE
 
 log = logging.getLogger("whimbrel.engine")
 
 A = ActivityState
 W = WorkflowState
 
+#: Claim candidates asked of each shard of the claimable index.
+CLAIM_CANDIDATES = 25
 
-def day_of(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d")
 
-
-class Engine(WorkflowEnding):
+class Engine(Flow):
     """Whimbrel's full logic over one store. Thread-safe; share one per process.
 
     Args:
-        store: the tables.
+        store: the tables (:class:`~whimbrel.engine.ports.StorePort`).
         clock: returns epoch seconds (inject one to drive time in tests).
         launchers: how activities start, by launcher kind.
         actor: recorded in the history of every move this engine makes.
         reconcile_grace_seconds: first reconcile visit after a start.
+        retention_days: default retention of ended runs (None: forever).
     """
 
     # -- start -----------------------------------------------------------------------
@@ -91,80 +91,102 @@ class Engine(WorkflowEnding):
         payload = encode_payload(input, field="input", max_bytes=MAX_INPUT_BYTES)
         checks.workflow_name(name)
         checks.optional_text(source, "source")
+        request_id = new_request_id() if request_id is None else request_id
+        wx = workflow_exec_id_for(request_id)  # refuses an empty or malformed id
         version, defn = self.definition(name, version)
-        request_id = request_id or new_request_id()
-        wx = workflow_exec_id_for(request_id)
         now = self.clock()
         if write_request:
-            self.store.put_request(self.store.models.workflow_request(
-                request_id, workflow_name=name, version=version, input=payload, manual=True,
-                source=source, when_epoch=now, workflow_exec_id=wx))
-        item = self.store.models.workflow_exec(
-            wx,
-            workflow_name=name,
-            version=version,
-            state=W.REQUESTED.value,
-            workflow_request_id=request_id,
-            input=payload,
-            source=source,
-            created_epoch=now,
-            created_day=day_of(now),
-            updated_epoch=now,
-            check_shard=shard_of(wx, specs.RECONCILE_SHARDS),
-            check_epoch=now + self.reconcile_grace_seconds,
-            history=[history_entry(state=W.REQUESTED.value, at=now, by=self.actor)],
-        )
-        if not self.store.create_workflow(item):
-            existing = self.store.get_workflow(wx)
-            if existing is None:  # pragma: no cover - deleted between two calls
-                raise WorkflowNotFound(wx)
+            self.store.put_request(RequestRecord(
+                request_id, name, now, version=version, input=payload, manual=True,
+                source=source, workflow_exec_id=wx))
+        record = WorkflowRecord(
+            workflow_exec_id=wx, workflow_name=name, version=version, state=W.REQUESTED,
+            workflow_request_id=request_id, input=payload, source=source, created_epoch=now,
+            created_day=day_of(now), updated_epoch=now,
+            check_epoch=self.next_check(now, now, defn),
+            history=(Change(W.REQUESTED.value, now, self.actor),))
+        if not self.store.create_workflow(record):
+            existing = self.workflow(wx)
             if existing.workflow_name != name:
                 raise InvalidInput(
                     f"request id {request_id!r} already started workflow "
-                    f"{existing.workflow_name!r}, not {name!r}",
-                    field="workflow_request_id",
-                )
-            item = existing
-        self.resume_start(item, defn)
+                    f"{existing.workflow_name!r}, not {name!r}", field="workflow_request_id")
+            record = existing
+        self.resume_start(record, defn)
         return wx
 
-    def resume_start(self, wf: WorkflowExecModel, defn: WorkflowDefinition) -> None:
-        """Create what a start needs (idempotently), move to RUNNING, launch the roots."""
+    def next_check(self, created: float, now: float, defn: WorkflowDefinition,
+                   interval: float | None = None) -> float:
+        """The next reconcile visit of a live run: after ``interval`` (the grace period
+        when None), and never later than the run's own deadline."""
+        visit = now + (self.reconcile_grace_seconds if interval is None else interval)
+        if defn.timeout_seconds is not None:
+            return min(visit, created + float(defn.timeout_seconds))
+        return visit
+
+    def resume_start(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> None:
+        """Create what a start needs (idempotently), move to RUNNING, launch the roots.
+
+        The winner of the REQUESTED → RUNNING write launches the roots, which were
+        created QUEUED (push) or READY (pull): one winner, and a root cannot have been
+        launched before that write.
+        """
         wx = wf.workflow_exec_id
-        if wf.state == W.REQUESTED.value:
-            self._materialize(wf, defn)
+        if wf.state is W.REQUESTED:
+            self.materialize(wf, defn)
             try:
-                self.store.move_workflow(wx, [W.REQUESTED.value], W.RUNNING.value, self.clock(),
-                                         actor=self.actor)
-            except ConditionFailed:
-                pass  # another starter moved it, or it was cancelled meanwhile
-            wf = self._workflow(wx)
-        if wf.state == W.RUNNING.value:
-            for root in defn.roots:
-                self._ready_and_launch(wf, defn, root, 1)
-        elif wf.state in (W.CANCEL_REQUESTED.value, W.FAILED_WAITING.value):
+                wf = self.store.move_workflow(wx, [W.REQUESTED], W.RUNNING, {},
+                                              now=self.clock(), actor=self.actor)
+            except StateConflict as lost:
+                # Another starter won (it launches), or it was cancelled meanwhile.
+                current = lost.current or self.workflow(wx)
+                if current.state is not W.RUNNING:
+                    self.settle(wx)
+                return
+            self.each(lambda root: self.launch_root(wf, defn, root), defn.roots)
+        elif wf.state is not W.RUNNING:
             self.settle(wx)
 
-    def _materialize(self, wf: WorkflowExecModel, defn: WorkflowDefinition) -> None:
+    def launch_root(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str) -> None:
+        spec = defn.activity(name)
+        if not spec.launcher.is_push:
+            return  # created READY, waiting to be claimed
+        if self.plan(wf, defn, name, A.QUEUED):
+            self.advance(wf, defn, name, 1, A.QUEUED)  # in-process: on to RUNNING, launched
+            return
+        self.launch(wf, defn, ActivityRecord(
+            wf.workflow_exec_id, activity_exec_id(wf.workflow_exec_id, name, 1), name,
+            wf.workflow_name, 1, A.QUEUED, workflow_version=wf.version))
+
+    def materialize(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> None:
+        """Every activity row and fan-in edge of a run, created idempotently. Roots are
+        created in their first state: QUEUED (push) or READY (pull) — the starter is the
+        only actor that can move them there (docs/contract.md)."""
         wx = wf.workflow_exec_id
         now = self.clock()
-        m = self.store.models.activity_exec
+        retention = self.retention(defn)
 
-        def create(act_name: str) -> None:
-            spec = defn.activity(act_name)
-            self.store.create_activity(m(
-                wx,
-                activity_exec_id(wx, act_name, 1),
-                activity_name=act_name,
-                workflow_name=wf.workflow_name,
-                workflow_version=int(wf.version),
-                attempt=1,
-                state=A.REQUESTED.value,
-                created_epoch=now,
-                updated_epoch=now,
-                heartbeat_timeout_seconds=spec.heartbeat_timeout_seconds,
-                history=[history_entry(state=A.REQUESTED.value, at=now, by=self.actor)],
-            ))
+        def create(name: str) -> None:
+            spec = defn.activity(name)
+            record = self.new_attempt(wf, defn, name, 1, now)
+            if spec.depends_on:
+                self.store.create_activity(record)
+                return
+            first = A.QUEUED if spec.launcher.is_push else A.READY
+            path = activity_path(A.REQUESTED, *((Transition.QUEUED,) if spec.launcher.is_push
+                                                else (Transition.READY,)))
+            changes = rules.changes_for(spec, A.REQUESTED, first, now=now,
+                                        workflow_name=wf.workflow_name, retention=retention)
+            claimable = changes.pop("claimable", None)
+            timer = changes.pop("timer_epoch", None)
+            record = record.with_changes(
+                state=first, timer_epoch=timer if isinstance(timer, float) else None,
+                history=record.history + tuple(Change(s.value, now, self.actor)
+                                               for s in path))
+            if claimable:
+                self.store.create_claimable(record)
+            else:
+                self.store.create_activity(record)
 
         jobs = [self._pool.submit(create, n) for n in defn.names]
         # Fan-in edges exist only for activities with two or more upstreams (and for the
@@ -174,312 +196,231 @@ class Engine(WorkflowEnding):
                 jobs.append(self._pool.submit(
                     self.store.put_dependencies, wx, act.name, act.depends_on))
         if len(defn.sinks) > 1:
-            jobs.append(self._pool.submit(self.store.put_dependencies, wx, END_NODE, defn.sinks))
+            jobs.append(self._pool.submit(self.store.put_dependencies, wx, END_NODE,
+                                          defn.sinks))
         for job in jobs:
             job.result()
 
-    # -- transitions -------------------------------------------------------------------
+    # -- moves callers ask for ---------------------------------------------------------------
 
     def transition(
         self,
         activity_exec_id_: str,
-        transition: Transition,
+        transition: Transition | str,
         *,
         output: Any = None,
         error: Any = None,
+        error_type: str | None = None,
         actor: str | None = None,
-        assume: ActivityExecModel | None = None,
+        assume: ActivityRecord | None = None,
     ) -> ActivityExec:
-        """Apply one contract move and its follow-ups.
+        """Apply one contract move asked for by a caller outside the engine (the Full
+        Logic API, a Simple API row, the CLI), with its guards and follow-ups.
 
         ``assume`` is a (possibly partial or stale) image of the item to write against
         instead of reading it first; the write stays conditional on its state.
 
         Raises:
             ActivityNotFound: no such activity execution.
-            IllegalTransition: the contract never allows this move for this activity.
+            IllegalTransition: the contract never allows this move for this activity
+                (``ListenerOnly`` for TIME_OUT: the heartbeat listener's move).
             StateConflict: the move was possible once, but another actor moved the
                 activity on first.
-            InvalidInput: output too large or not JSON.
+            UpstreamNotCompleted: READY/QUEUED while an upstream has not COMPLETED.
+            WorkflowNotRunning: QUEUED/PREPARING/RUNNING while the workflow is not RUNNING.
+            InvalidInput: output not JSON or too large.
         """
-        transition = Transition(transition)
-        item = (assume if assume is not None and assume.state
-                else self._remembered(activity_exec_id_) or self._activity(activity_exec_id_))
-        current = ActivityState(item.state)
-        if (current, transition) not in ACTIVITY_TRANSITIONS:
+        verb = Transition(transition)
+        parse_activity_exec_id(activity_exec_id_)
+        text = encode_payload(output, field="output", max_bytes=MAX_OUTPUT_BYTES)
+        item = self.image(activity_exec_id_, assume)
+        if verb is Transition.TIME_OUT:
+            raise ListenerOnly(current=_state_of(item), activity_exec_id=activity_exec_id_)
+        if item.state is None or (item.state, verb) not in ACTIVITY_TRANSITIONS:
             # Judge an illegal move on a fresh read, never on a remembered image.
-            item = self._activity(activity_exec_id_)
-            current = ActivityState(item.state)
-        try:
-            new_state = next_activity_state(current, transition,
-                                            activity_exec_id=activity_exec_id_)
-        except IllegalTransition:
-            if self._was_possible(item, transition):
-                raise StateConflict(
-                    expected=[s.value for (s, t) in ACTIVITY_TRANSITIONS if t is transition],
-                    actual=current.value, activity_exec_id=activity_exec_id_,
-                    transition=transition.value) from None
-            raise
-        _, defn = self.definition(item.workflow_name, self._workflow_version(item))
-        while True:
-            actions = self._actions_for(item, defn, new_state, output=output, error=error)
-            try:
-                moved = self._move(activity_exec_id_, current, new_state,
-                                   actor=actor or self.actor, extra=actions)
-                break
-            except ConditionFailed:
-                actual = self.store.get_activity(activity_exec_id_)
-                self._remember(actual)
-                # Someone moved the activity between our read and our write. If the
-                # contract still allows this verb from where it is now, apply it from
-                # there: a worker reporting COMPLETED while a cancel turned RUNNING
-                # into CANCELLED_RUNNING must end it CANCELLED, not lose the report
-                # and leave the workflow waiting forever (test_complete_and_cancel_at_once).
-                # Each retry follows a state change, and the contract has no cycles.
-                retry_to = None
-                if actual is not None and actual.state != current.value:
-                    retry_to = ACTIVITY_TRANSITIONS.get((ActivityState(actual.state),
-                                                         transition))
-                if actual is None or retry_to is None:
-                    raise StateConflict(expected=current.value,
-                                        actual=actual.state if actual else None,
-                                        activity_exec_id=activity_exec_id_,
-                                        transition=transition.value) from None
-                item, current, new_state = actual, ActivityState(actual.state), retry_to
-        self.after(moved)
-        return ActivityExec.from_model(moved)
+            item = self.activity(activity_exec_id_)
+            self.refuse_illegal(item, verb)
+        self.check_guards(item, verb)
+        moved = self.apply(item, verb, output=text, error=error, error_type=error_type,
+                           actor=actor)
+        return ActivityExec.from_record(moved)
+
+    def image(self, aeid: str, assume: ActivityRecord | None = None) -> ActivityRecord:
+        """What to write against: ``assume``, the remembered image, or a fresh read."""
+        if assume is not None and assume.state is not None:
+            return assume
+        return self.remembered(aeid) or self.activity(aeid)
 
     @staticmethod
-    def _was_possible(item: ActivityExecModel, transition: Transition) -> bool:
-        seen = {h.state for h in (item.history or [])}
-        return any(s.value in seen for (s, t) in ACTIVITY_TRANSITIONS if t is transition)
+    def refuse_illegal(item: ActivityRecord, verb: Transition) -> None:
+        """Raise when the contract has no ``verb`` from where ``item`` is."""
+        state = item.state or A.REQUESTED
+        if (state, verb) in ACTIVITY_TRANSITIONS:
+            return
+        seen = {h.state for h in item.history}
+        if any(s.value in seen for (s, t) in ACTIVITY_TRANSITIONS if t is verb):
+            raise StateConflict(
+                expected=[s.value for (s, t) in ACTIVITY_TRANSITIONS if t is verb],
+                actual=state.value, activity_exec_id=item.activity_exec_id,
+                transition=verb.value, current=item)
+        next_activity_state(state, verb, activity_exec_id=item.activity_exec_id)  # raises
 
-    def _actions_for(self, item: ActivityExecModel, defn: WorkflowDefinition,
-                     new_state: ActivityState, *, output: Any = None,
-                     error: Any = None) -> list[Action]:
-        m = self.store.models.activity_exec
-        now = self.clock()
-        out: list[Action] = []
-        if new_state is A.RUNNING:
-            out += [m.started_epoch.set(now), m.heartbeat_epoch.set(now),
-                    m.claim_shard.remove(), m.claim_key.remove()]
-            hb = item.heartbeat_timeout_seconds
-            if hb:
-                out += [m.timer_shard.set(shard_of(item.activity_exec_id, specs.TIMER_SHARDS)),
-                        m.timer_epoch.set(now + float(hb))]
-        elif new_state is A.READY:
-            out += [m.timer_shard.remove(), m.timer_epoch.remove()]
-            spec = defn.activity(item.activity_name)
-            if not spec.launcher.is_push:
-                out += [m.claim_shard.set(shard_of(item.activity_exec_id, specs.CLAIM_SHARDS)),
-                        m.claim_key.set(f"{item.workflow_name}/{item.activity_name}/"
-                                        f"{item.activity_exec_id}")]
-        elif new_state in (A.QUEUED, A.PREPARING):
-            out += [m.claim_shard.remove(), m.claim_key.remove(),
-                    m.timer_shard.remove(), m.timer_epoch.remove()]
-        elif new_state.is_terminal:
-            out += [m.ended_epoch.set(now), m.timer_shard.remove(), m.timer_epoch.remove(),
-                    m.claim_shard.remove(), m.claim_key.remove()]
-            if new_state is A.COMPLETED or output is not None:
-                text = encode_payload(output, field="output", max_bytes=MAX_OUTPUT_BYTES)
-                if text is not None:
-                    out.append(m.output.set(text))
-            clipped = clip_error(error)
-            if clipped is not None:
-                out.append(m.error.set(clipped))
-        return out
+    def check_guards(self, item: ActivityRecord, verb: Transition) -> None:
+        """The contract's conditions beyond the state table (docs/contract.md, "Guards").
+
+        Raises:
+            UpstreamNotCompleted: READY/QUEUED before every upstream COMPLETED.
+            WorkflowNotRunning: a start (QUEUED/PREPARING/RUNNING) in a workflow that is
+                not RUNNING.
+        """
+        state = item.state or A.REQUESTED
+        target = ACTIVITY_TRANSITIONS[(state, verb)]
+        defn = self.definition_of(item)
+        spec = defn.activity(item.activity_name)
+        if state is A.REQUESTED and target in (A.READY, A.QUEUED) and spec.depends_on:
+            latest = self.latest_attempts(item.workflow_exec_id)
+            open_ = [f"{d} ({_state_of(latest.get(d))})" for d in spec.depends_on
+                     if d not in latest or latest[d].state is not A.COMPLETED]
+            if open_:
+                raise UpstreamNotCompleted(activity_exec_id=item.activity_exec_id,
+                                           transition=verb.value, open_upstreams=open_)
+        if target in ACTIVITY_STARTING:
+            wf = self.workflow(item.workflow_exec_id)
+            if wf.state is not W.RUNNING:
+                raise WorkflowNotRunning(workflow_exec_id=wf.workflow_exec_id,
+                                         workflow_state=wf.state.value,
+                                         activity_exec_id=item.activity_exec_id,
+                                         transition=verb.value)
+
+    def finish(self, aeid: str, transition: Transition, *, output: Any = None,
+               error: Any = None, error_type: str | None = None, actor: str = "worker",
+               image: ActivityRecord | None = None) -> ActivityRecord:
+        """End (COMPLETED, FAILED) or cancel an attempt, by the actor that runs it.
+
+        Raises:
+            InvalidInput: ``output`` is not JSON or too large (nothing was written).
+            StateConflict: the attempt is no longer where the verb applies.
+        """
+        text = encode_payload(output, field="output", max_bytes=MAX_OUTPUT_BYTES)
+        return self.apply(self.image(aeid, image), transition, output=text, error=error,
+                          error_type=error_type, actor=actor)
 
     def ensure_followups(self, activity_exec_id_: str) -> None:
         """Re-run the follow-ups of the activity's current state (redelivery, repair)."""
-        self.after(self._activity(activity_exec_id_))
+        self.after(self.activity(activity_exec_id_))
 
-    def after(self, item: ActivityExecModel) -> None:
-        """Follow-ups of the state ``item`` is now in. Idempotent."""
-        state = ActivityState(item.state)
-        if state not in (A.COMPLETED, A.FAILED, A.TIMED_OUT, A.CANCELLED):
-            return
-        if state is A.COMPLETED:
-            self._after_completed(item, self._workflow_version(item))
-            return
-        wf = self._workflow(item.workflow_exec_id)
-        _, defn = self.definition(wf.workflow_name, int(wf.version))
-        if wf.state in (W.FAILED_WAITING.value, W.CANCEL_REQUESTED.value):
-            self.settle(wf.workflow_exec_id)
-            return
-        if wf.state != W.RUNNING.value:
-            return
-        if state in (A.FAILED, A.TIMED_OUT):
-            self._on_failure(wf, defn, item)
-        else:  # CANCELLED while the workflow runs: nothing downstream can ever run
-            self.fail_workflow(wf.workflow_exec_id,
-                               f"activity {item.activity_name} was cancelled")
+    # -- the activity's own side -------------------------------------------------------------
 
-    def _after_completed(self, item: ActivityExecModel, version: int) -> None:
-        """Follow-ups of COMPLETED, with the workflow read overlapping the READY writes.
+    def start_running(self, aeid: str, *, actor: str = "worker") -> ActivityRecord:
+        """RUNNING, by the actor that runs the attempt now (a launched process, a claimer).
 
-        The read is issued after our COMPLETED write, as before: of this completion and
-        a concurrent fail/cancel, one always sees the other (settle lists activities after
-        moving the workflow). Marking dependents READY before the read returns is safe:
-        if the workflow turns out not to be RUNNING, settle cancels what we readied, and
-        nothing is queued or launched until the read says RUNNING. It saves one
-        sequential round trip per hand-off (docs/benchmarks.md).
+        No read first: the write expects QUEUED (the usual state of a launched attempt),
+        and a lost write says where it really is, from where RUNNING is retried.
+
+        Raises:
+            StateConflict: it cannot run (cancelled, timed out, already running...).
         """
-        wx = item.workflow_exec_id
-        wf_read = self._pool.submit(self._workflow, wx)
-        _, defn = self.definition(item.workflow_name, version)
-        shell = self.store.models.workflow_exec(wx, workflow_name=item.workflow_name,
-                                                version=version)
+        key = parse_activity_exec_id(aeid)
+        known = self.remembered(aeid)
+        if known is None:
+            known = ActivityRecord(key.workflow_exec_id, aeid, key.activity_name, "",
+                                   key.attempt, A.QUEUED)
+        if not known.workflow_name or known.workflow_version is None:
+            known = self.activity(aeid)
+        return self.apply(known, Transition.RUNNING, actor=actor)
+
+    def heartbeat(self, aeid: str, image: ActivityRecord | None = None) -> ActivityState:
+        """Record that the attempt is alive and push its heartbeat deadline forward (never
+        past its close deadline).
+
+        Raises:
+            ActivityCancelled: it was cancelled (the heartbeat was still recorded when it
+                is CANCELLED_RUNNING); stop work.
+            ActivityTimedOut: the system already gave up on it.
+            StateConflict: it is not running (never started, or finished).
+        """
+        item = image
+        if item is None or item.state not in ACTIVITY_ACTIVE:
+            item = self.activity(aeid)
+        now = self.clock()
+        changes: dict[str, Any] = {"heartbeat_epoch": now}
+        if item.heartbeat_timeout_seconds:
+            deadline = now + item.heartbeat_timeout_seconds
+            if item.close_epoch is not None:
+                deadline = min(deadline, item.close_epoch)
+            changes["timer_epoch"] = deadline
         try:
-            readied = self._ready_dependents(shell, defn, item.activity_name)
-        finally:
-            wf = wf_read.result()
-        if wf.state != W.RUNNING.value:
-            if readied or wf.state in (W.FAILED_WAITING.value, W.CANCEL_REQUESTED.value):
-                self.settle(wx)
-            return
-        self._launch_readied(wf, defn, readied)
-        self._maybe_complete(wf, defn, item.activity_name)
+            # Only a live attempt heartbeats; TIMED_OUT items keep their state forever.
+            moved = self.store.set_activity(aeid, changes, states=ACTIVITY_ACTIVE)
+        except StateConflict as lost:
+            state = lost.current.state if lost.current else None
+            if state is A.TIMED_OUT:
+                raise ActivityTimedOut(aeid) from None
+            if state is A.CANCELLED:
+                raise ActivityCancelled(aeid, state.value) from None
+            raise StateConflict(expected=sorted(s.value for s in ACTIVITY_ACTIVE),
+                                actual=state.value if state else None, activity_exec_id=aeid,
+                                transition="HEARTBEAT", current=lost.current) from None
+        self.remember(moved)
+        if moved.state is A.CANCELLED_RUNNING:
+            raise ActivityCancelled(aeid)
+        return moved.state or A.RUNNING
 
-    def _ready_dependents(self, wf: WorkflowExecModel, defn: WorkflowDefinition,
-                          name: str) -> list[ActivityExecModel]:
-        """Move each dependent whose upstreams all COMPLETED to READY (idempotent);
-        returns them (as stubs) for the launch step."""
-        wx = wf.workflow_exec_id
+    def claim(self, workflow_name: str | None = None, activity_name: str | None = None, *,
+              actor: str = "worker") -> ActivityRecord | None:
+        """Take one READY ``external`` attempt (READY → RUNNING), or None if none waits in
+        a RUNNING workflow.
 
-        def release(dep: str) -> ActivityExecModel | None:
-            if len(defn.activity(dep).depends_on) > 1:
-                # Delete our edge, then look for any edge left. Of two upstreams that
-                # finish together at least one sees none left (each deletes before it
-                # reads); both may, and then the READY write picks one winner.
-                self.store.delete_dependency(wx, dep, name)
-                if self.store.pending_dependencies(wx, dep):
-                    return None
-            stub = self._activity_stub(wf, defn, dep, 1)
-            self._make_ready(defn, stub)
-            return stub
-
-        return [s for s in self._each(release, defn.dependents(name)) if s is not None]
-
-    def _launch_readied(self, wf: WorkflowExecModel, defn: WorkflowDefinition,
-                        readied: list[ActivityExecModel]) -> None:
-        push = [s for s in readied if defn.activity(s.activity_name).launcher.is_push]
-        self._each(lambda stub: self._queue_and_launch(wf, defn, stub, A.READY), push)
-
-    def _maybe_complete(self, wf: WorkflowExecModel, defn: WorkflowDefinition,
-                        name: str) -> None:
-        sinks = defn.sinks
-        if name not in sinks:
-            return
-        if len(sinks) > 1:
-            self.store.delete_dependency(wf.workflow_exec_id, END_NODE, name)
-            if self.store.pending_dependencies(wf.workflow_exec_id, END_NODE):
-                return
-        self._finish_workflow(wf.workflow_exec_id, [W.RUNNING.value], W.COMPLETED)
-
-    def _activity_stub(self, wf: WorkflowExecModel, defn: WorkflowDefinition, name: str,
-                       attempt: int) -> ActivityExecModel:
-        """The fixed attributes of an attempt, enough to write its moves without a read."""
-        spec = defn.activity(name)
-        return self.store.models.activity_exec(
-            wf.workflow_exec_id, activity_exec_id(wf.workflow_exec_id, name, attempt),
-            activity_name=name, workflow_name=wf.workflow_name,
-            workflow_version=int(wf.version), attempt=attempt,
-            heartbeat_timeout_seconds=spec.heartbeat_timeout_seconds)
-
-    def _make_ready(self, defn: WorkflowDefinition, stub: ActivityExecModel) -> None:
-        try:
-            self._move(stub.activity_exec_id, A.REQUESTED, A.READY,
-                       extra=self._actions_for(stub, defn, A.READY))
-        except ConditionFailed:
-            pass  # already READY (or further): whoever won may have died before QUEUED
-
-    def _ready_and_launch(self, wf: WorkflowExecModel, defn: WorkflowDefinition, name: str,
-                          attempt: int) -> None:
-        """Move a REQUESTED attempt on: QUEUED and launched (push launcher, no upstream),
-        or READY (and then QUEUED and launched for push launchers)."""
-        spec = defn.activity(name)
-        item = self._activity_stub(wf, defn, name, attempt)
-        if spec.launcher.is_push and not spec.depends_on:
-            self._queue_and_launch(wf, defn, item, A.REQUESTED)
-            return
-        self._make_ready(defn, item)
-        if spec.launcher.is_push:
-            self._queue_and_launch(wf, defn, item, A.READY)
-
-    def _queue_and_launch(self, wf: WorkflowExecModel, defn: WorkflowDefinition,
-                          item: ActivityExecModel, from_state: ActivityState) -> None:
-        spec = defn.activity(item.activity_name)
-        try:
-            self._move(item.activity_exec_id, from_state, A.QUEUED,
-                       extra=self._actions_for(item, defn, A.QUEUED))
-        except ConditionFailed:
-            return  # someone else queued it: only the winner launches
-        launcher = self.launchers.get(spec.launcher.kind)
-        request = LaunchRequest(
-            activity_exec_id=item.activity_exec_id,
-            activity_name=item.activity_name,
-            workflow_exec_id=wf.workflow_exec_id,
-            workflow_name=wf.workflow_name,
-            attempt=int(item.attempt),
-            config=dict(spec.launcher.config),
-            endpoint_url=self.store.endpoint_url,
-            table_prefix=self.store.table_prefix,
-        )
-        try:
-            if launcher is None:
-                raise RuntimeError(
-                    f"no {spec.launcher.kind!r} launcher is configured in this process")
-            if runs_in_process(launcher):
-                # The run needs the workflow item; this one was read after the upstream
-                # finished (or at the start), so hand it over instead of a second read.
-                done: Future[WorkflowExecModel] = Future()
-                done.set_result(wf)
-                self.prefetched_workflow(item.activity_exec_id, done)
-            launcher.launch(request)
-        except Exception as exc:  # any launch failure fails this attempt, recorded
-            log.warning("launch of %s failed: %s", item.activity_exec_id, exc)
+        Candidates come from the sparse ``claimable`` index (all shards at once, one round
+        trip); the move is conditional, so two workers never claim the same attempt. The
+        workflow item is read while the move is in flight; an attempt claimed in a
+        workflow that turned out to be ending is given up at once (CANCELLED) and the next
+        candidate is tried.
+        """
+        prefix = ""
+        if workflow_name:
+            prefix = f"{workflow_name}/" + (f"{activity_name}/" if activity_name else "")
+        shards = list(self.store.claim_shards)
+        random.shuffle(shards)
+        pending = [self.in_background(
+            lambda shard: self.store.claimable(shard, prefix, CLAIM_CANDIDATES), shard)
+            for shard in shards]
+        hits = [hit for future in pending for hit in future.result()
+                if not (activity_name and not workflow_name
+                        and hit.activity_name != activity_name)]
+        # Workers polling together see the same candidates: try them in a random order,
+        # or they all race for the first one and lose conditional writes.
+        random.shuffle(hits)
+        for hit in hits:
+            wf_read = self.in_background(self.workflow, hit.workflow_exec_id)
             try:
-                self.transition(item.activity_exec_id, Transition.FAILED,
-                                error=f"launch failed: {type(exc).__name__}: {exc}")
+                claimed = self.apply(hit, Transition.RUNNING, actor=actor)
             except StateConflict:
-                pass  # the activity moved on by itself (it did start after all)
+                wf_read.cancel()
+                continue  # another worker was faster
+            wf = wf_read.result()
+            if wf.state in (W.RUNNING, W.REQUESTED):
+                self.prefetched_workflow(hit.activity_exec_id, wf_read)
+                return claimed
+            self.give_up(claimed, wf)
+        return None
 
-    def _on_failure(self, wf: WorkflowExecModel, defn: WorkflowDefinition,
-                    item: ActivityExecModel) -> None:
+    def give_up(self, item: ActivityRecord, wf: WorkflowRecord) -> None:
+        """End an attempt this actor moved to RUNNING but never started, because its
+        workflow is ending: RUNNING → CANCELLED_RUNNING → CANCELLED in one write."""
+        defn = self.definition_of(wf)
         spec = defn.activity(item.activity_name)
-        attempt = int(item.attempt)
-        if attempt < spec.retry.max_attempts:
-            # The failure time is on the item, so every replay computes the same retry.
-            failed_at = float(item.ended_epoch or item.updated_epoch)
-            delay = spec.retry.delay_after(attempt, unit_random(item.activity_exec_id))
-            not_before = failed_at + delay
-            nxt = activity_exec_id(wf.workflow_exec_id, item.activity_name, attempt + 1)
-            m = self.store.models.activity_exec
-            now = self.clock()
-            self.store.create_activity(m(
-                wf.workflow_exec_id, nxt,
-                activity_name=item.activity_name,
-                workflow_name=wf.workflow_name,
-                workflow_version=int(wf.version),
-                attempt=attempt + 1,
-                state=A.REQUESTED.value,
-                created_epoch=now,
-                updated_epoch=now,
-                heartbeat_timeout_seconds=spec.heartbeat_timeout_seconds,
-                not_before_epoch=not_before,
-                # Armed so the sweep launches it when due (and finds it if we die now).
-                timer_shard=shard_of(nxt, specs.TIMER_SHARDS),
-                timer_epoch=not_before,
-                history=[history_entry(state=A.REQUESTED.value, at=now, by=self.actor)],
-            ))
-            if not_before <= now:
-                self._ready_and_launch(wf, defn, item.activity_name, attempt + 1)
+        path = activity_path(A.RUNNING, Transition.CANCEL, Transition.FAILED)
+        changes = rules.changes_for(spec, A.RUNNING, path[-1], now=self.clock(),
+                                    workflow_name=item.workflow_name,
+                                    retention=self.retention(defn),
+                                    error=f"claimed while workflow was {wf.state.value}")
+        try:
+            moved = self.move(item.activity_exec_id, A.RUNNING, path, changes)
+        except StateConflict:
             return
-        why = f"activity {item.activity_name} {item.state} after {attempt} attempt(s)"
-        if item.error:
-            why += f": {item.error}"
-        self.fail_workflow(wf.workflow_exec_id, why)
+        self.after(moved)
 
 
-def pending_states() -> Iterable[str]:
-    return (s.value for s in ACTIVITY_PENDING)
+def _state_of(item: ActivityRecord | None) -> str:
+    return item.state.value if item is not None and item.state else "not created"

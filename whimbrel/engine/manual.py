@@ -20,12 +20,11 @@ Semantics (docs/cli.md, ``whimbrel retry``):
 
 from __future__ import annotations
 
-from whimbrel.contract.errors import WhimbrelError
+from whimbrel.contract.errors import NotAllowedNow
 from whimbrel.contract.ids import activity_exec_id, parse_activity_exec_id
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.views import ActivityExec
-from whimbrel.store.models import history_entry
 
 A = ActivityState
 W = WorkflowState
@@ -33,7 +32,7 @@ W = WorkflowState
 RETRYABLE_STATES = frozenset({A.FAILED, A.TIMED_OUT})
 
 
-class RetryNotAllowed(WhimbrelError):
+class RetryNotAllowed(NotAllowedNow):
     """A manual retry is not possible now; the message says why and what to do."""
 
     def __init__(self, message: str, *, activity_exec_id: str, state: str,
@@ -58,51 +57,37 @@ def retry_activity(engine: Engine, activity_exec_id_: str, *,
             started, or the workflow is no longer RUNNING.
     """
     key = parse_activity_exec_id(activity_exec_id_)
-    item = engine._activity(activity_exec_id_)
-    state = A(item.state)
+    item = engine.activity(activity_exec_id_)
+    state = item.state or A.REQUESTED
     if state not in RETRYABLE_STATES:
         raise RetryNotAllowed(
             f"activity {activity_exec_id_} is {state.value}; only FAILED or TIMED_OUT "
             "attempts can be retried", activity_exec_id=activity_exec_id_, state=state.value)
-    wf = engine._workflow(item.workflow_exec_id)
-    if wf.state != W.RUNNING.value:
+    wf = engine.workflow(item.workflow_exec_id)
+    if wf.state is not W.RUNNING:
         raise RetryNotAllowed(
-            f"workflow {wf.workflow_exec_id} is {wf.state}: a retry is only possible while "
-            "it is RUNNING (its failure is already decided); start a new run with "
+            f"workflow {wf.workflow_exec_id} is {wf.state.value}: a retry is only possible "
+            "while it is RUNNING (its failure is already decided); start a new run with "
             "`whimbrel submit`", activity_exec_id=activity_exec_id_, state=state.value,
-            workflow_state=wf.state)
-    _, defn = engine.definition(wf.workflow_name, int(wf.version))
+            workflow_state=wf.state.value)
+    defn = engine.definition_of(wf)
     name = item.activity_name
     latest = engine.latest_attempts(wf.workflow_exec_id)[name]
     nxt_attempt = key.attempt + 1
-    if int(latest.attempt) > key.attempt:
-        if int(latest.attempt) != nxt_attempt or latest.state != A.REQUESTED.value:
+    if latest.attempt > key.attempt:
+        if latest.attempt != nxt_attempt or latest.state is not A.REQUESTED:
             raise RetryNotAllowed(
-                f"activity {name} already has attempt {int(latest.attempt)} "
-                f"({latest.state}); retry the latest attempt instead",
-                activity_exec_id=activity_exec_id_, state=state.value,
-                workflow_state=wf.state)
+                f"activity {name} already has attempt {latest.attempt} "
+                f"({latest.state.value if latest.state else '?'}); retry the latest "
+                "attempt instead", activity_exec_id=activity_exec_id_, state=state.value,
+                workflow_state=wf.state.value)
         # An automatic retry waits for its back-off: launch it now.
     else:
-        spec = defn.activity(name)
-        now = engine.clock()
-        m = engine.store.models.activity_exec
         # create_activity is conditional on attribute_not_exists: a concurrent automatic
         # or manual retry computes the same id and only one row is ever created. No timer
         # is armed: if we die before the launch, the reconciler finds a REQUESTED latest
         # attempt whose upstreams all COMPLETED and launches it.
-        engine.store.create_activity(m(
-            wf.workflow_exec_id,
-            activity_exec_id(wf.workflow_exec_id, name, nxt_attempt),
-            activity_name=name,
-            workflow_name=wf.workflow_name,
-            workflow_version=int(wf.version),
-            attempt=nxt_attempt,
-            state=A.REQUESTED.value,
-            created_epoch=now,
-            updated_epoch=now,
-            heartbeat_timeout_seconds=spec.heartbeat_timeout_seconds,
-            history=[history_entry(A.REQUESTED.value, now, actor)],
-        ))
-    engine._ready_and_launch(wf, defn, name, nxt_attempt)
+        engine.store.create_activity(engine.new_attempt(wf, defn, name, nxt_attempt,
+                                                        engine.clock(), actor=actor))
+    engine.advance(wf, defn, name, nxt_attempt)
     return engine.get_activity(activity_exec_id(wf.workflow_exec_id, name, nxt_attempt))

@@ -1,19 +1,101 @@
-"""What the engine needs from the outside, as Protocols: launchers and a clock."""
+"""What the engine needs from the outside, as Protocols it owns: the store, launchers
+and a clock.
+
+The engine speaks *intent* to the store (create a run, move an activity along a path of
+states, list what is due) in the records of :mod:`whimbrel.contract.records`; how that
+becomes DynamoDB requests is the store's business (``whimbrel/store``). A conditional
+write that loses raises :class:`~whimbrel.contract.errors.StateConflict` whose
+``current`` holds the record as it is now (None if it does not exist), so the engine
+never reads an item back after losing a race.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from whimbrel.contract.records import (
+    ActivityRecord,
+    Changes,
+    DefinitionRecord,
+    Due,
+    EventRecord,
+    RejectionRecord,
+    RequestRecord,
+    WorkflowRecord,
+)
+from whimbrel.contract.states import ActivityState, WorkflowState
+from whimbrel.settings import (
+    ENV_ACTIVITY_EXEC_ID,
+    ENV_ACTIVITY_NAME,
+    ENV_ENDPOINT_URL,
+    ENV_TABLE_PREFIX,
+    ENV_WORKFLOW_EXEC_ID,
+    ENV_WORKFLOW_NAME,
+)
+
 Clock = Callable[[], float]
 
-ENV_ACTIVITY_EXEC_ID = "WHIMBREL_ACTIVITY_EXEC_ID"
-ENV_ACTIVITY_NAME = "WHIMBREL_ACTIVITY_NAME"
-ENV_WORKFLOW_EXEC_ID = "WHIMBREL_WORKFLOW_EXEC_ID"
-ENV_WORKFLOW_NAME = "WHIMBREL_WORKFLOW_NAME"
-ENV_ENDPOINT_URL = "WHIMBREL_ENDPOINT_URL"
-ENV_TABLE_PREFIX = "WHIMBREL_TABLE_PREFIX"
+
+class StorePort(Protocol):
+    """The tables, as the engine uses them. Implemented by ``whimbrel.store.Store``."""
+
+    endpoint_url: str | None
+    table_prefix: str
+    #: Partitions of the sparse ``claimable`` index; a claim asks them all at once.
+    claim_shards: tuple[str, ...]
+
+    # -- definitions --------------------------------------------------------------------
+    def latest_definition(self, name: str) -> DefinitionRecord | None: ...
+    def get_definition(self, name: str, version: int) -> DefinitionRecord | None: ...
+    def put_definition(self, record: DefinitionRecord) -> bool: ...
+    def definition_versions(self, name: str) -> list[DefinitionRecord]: ...
+    def list_definitions(self) -> Iterable[DefinitionRecord]: ...
+
+    # -- requests, events, rejections ------------------------------------------------------
+    def put_request(self, record: RequestRecord) -> bool: ...
+    def get_request(self, request_id: str) -> RequestRecord | None: ...
+    def expire_request(self, request_id: str, expires_epoch: float) -> None: ...
+    def mark_request(self, request_id: str, changes: Changes) -> None: ...
+    def put_event(self, record: EventRecord) -> bool: ...
+    def mark_event(self, event_id: str, changes: Changes) -> None: ...
+    def put_rejection(self, record: RejectionRecord) -> None: ...
+    def list_rejections(self, day: str, limit: int | None) -> list[RejectionRecord]: ...
+
+    # -- workflow executions ---------------------------------------------------------------
+    def create_workflow(self, record: WorkflowRecord) -> bool: ...
+    def get_workflow(self, workflow_exec_id: str) -> WorkflowRecord | None: ...
+    def move_workflow(self, workflow_exec_id: str, expected: Collection[WorkflowState],
+                      new_state: WorkflowState, changes: Changes, *, now: float,
+                      actor: str) -> WorkflowRecord: ...
+    def set_workflow(self, workflow_exec_id: str, changes: Changes, *,
+                     states: Collection[WorkflowState]) -> bool: ...
+    def due_workflow_checks(self, now: float, limit: int) -> list[str]: ...
+    def batch_get_workflows(self, ids: Sequence[str]) -> list[WorkflowRecord]: ...
+
+    # -- activity executions ---------------------------------------------------------------
+    def create_activity(self, record: ActivityRecord) -> bool: ...
+    def create_claimable(self, record: ActivityRecord) -> bool: ...
+    def get_activity(self, activity_exec_id: str) -> ActivityRecord | None: ...
+    def list_activities(self, workflow_exec_id: str) -> list[ActivityRecord]: ...
+    def move_activity(self, activity_exec_id: str, expected: ActivityState,
+                      path: Sequence[ActivityState], changes: Changes, *, now: float,
+                      actor: str, due_by: float | None = None) -> ActivityRecord: ...
+    def set_activity(self, activity_exec_id: str, changes: Changes, *,
+                     states: Collection[ActivityState]) -> ActivityRecord: ...
+    def try_set_activity(self, activity_exec_id: str, changes: Changes, *,
+                         states: Collection[ActivityState]) -> bool: ...
+    def due_timers(self, now: float, limit: int) -> list[Due]: ...
+    def claimable(self, shard: str, key_prefix: str, limit: int) -> list[ActivityRecord]: ...
+
+    # -- fan-in edges ------------------------------------------------------------------------
+    def put_dependencies(self, workflow_exec_id: str, downstream: str,
+                         upstreams: Iterable[str]) -> None: ...
+    def delete_dependency(self, workflow_exec_id: str, downstream: str,
+                          upstream: str) -> None: ...
+    def pending_dependencies(self, workflow_exec_id: str, downstream: str,
+                             limit: int | None = 1) -> list[str]: ...
 
 
 @dataclass(frozen=True)
@@ -55,6 +137,7 @@ class Launcher(Protocol):
 
 
 def runs_in_process(launcher: Launcher) -> bool:
-    """True for launchers whose activities run in this process (they may then reuse
-    the workflow item the engine just read, instead of reading it again)."""
+    """True for launchers whose activities run in this process (``in_process = True``):
+    the engine moves such an attempt straight to RUNNING in the write that queues it,
+    and hands the run the workflow item it has."""
     return bool(getattr(launcher, "in_process", False))

@@ -1,10 +1,10 @@
 """The heartbeat listener and reconciler: one ``sweep(now)`` pass.
 
-* Times out RUNNING / CANCELLED_RUNNING activities whose heartbeat deadline passed,
-  found through the sparse ``timers`` index (cost grows with the stale count only).
-* Launches retries whose not-before time has come (same index).
-* Visits workflows whose reconcile time has come (sparse ``reconcile`` index) and
-  repairs whatever a crash left half done; finished workflows' stragglers are cancelled.
+* Fires armed deadlines of activities, found through the sparse ``timers`` index (cost
+  grows with what is due only): silent or overlong runs and attempts nobody started are
+  TIMED_OUT, retries whose not-before time has come are launched.
+* Visits workflows whose check time has come (sparse ``reconcile`` index): times out a
+  run past its own deadline, and repairs whatever a crash left half done.
 """
 
 from __future__ import annotations
@@ -12,13 +12,21 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from whimbrel.contract.errors import WhimbrelError
-from whimbrel.contract.ids import shard_of
-from whimbrel.contract.states import ActivityState, Transition, WorkflowState
+from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.errors import StateConflict, WhimbrelError
+from whimbrel.contract.records import REMOVE, ActivityRecord, Due, WorkflowRecord
+from whimbrel.contract.states import (
+    ACTIVITY_ACTIVE,
+    ACTIVITY_PENDING,
+    ACTIVITY_TERMINAL,
+    WORKFLOW_LIVE,
+    ActivityState,
+    WorkflowState,
+)
+from whimbrel.engine import rules
+from whimbrel.engine.base import latest_of
 from whimbrel.engine.engine import Engine
-from whimbrel.store import specs
-from whimbrel.store.errors import ConditionFailed
-from whimbrel.store.models import ActivityExecModel, WorkflowExecModel
+from whimbrel.settings import DAY_SECONDS
 
 log = logging.getLogger("whimbrel.sweep")
 
@@ -27,6 +35,11 @@ W = WorkflowState
 
 #: Longest pause between two reconcile visits of a long-running workflow.
 MAX_RECONCILE_INTERVAL_SECONDS = 3600.0
+#: A live run's rows expiring sooner than this are pushed out by the visit (at most half
+#: the retention: rows are rewritten at most twice per retention period).
+RETENTION_GUARD_SECONDS = DAY_SECONDS
+
+LISTENER = "heartbeat-listener"
 
 
 @dataclass
@@ -37,7 +50,12 @@ class SweepReport:
     timed_out: list[str] = field(default_factory=list)
     retries_launched: list[str] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)
+    #: Workflows visited whose tables needed (and got) a repair.
     reconciled: list[str] = field(default_factory=list)
+    #: Workflows visited and found in order.
+    checked: list[str] = field(default_factory=list)
+    #: Workflows ended TIMED_OUT because their own deadline passed.
+    workflows_timed_out: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
@@ -47,6 +65,8 @@ class SweepReport:
             "retries_launched": self.retries_launched,
             "cancelled": self.cancelled,
             "reconciled": self.reconciled,
+            "checked": self.checked,
+            "workflows_timed_out": self.workflows_timed_out,
             "errors": self.errors,
         }
 
@@ -55,133 +75,158 @@ def sweep(engine: Engine, now: float | None = None, *, limit: int = 1000) -> Swe
     """Run one heartbeat-listener pass at ``now`` (the engine's clock when None)."""
     now = engine.clock() if now is None else now
     report = SweepReport(now=now)
-    for _wx, aeid in engine.store.due_timers(now, limit):
+    for due in engine.store.due_timers(now, limit):
         try:
-            _fire_timer(engine, aeid, now, report)
+            fire_timer(engine, due, now, report)
         except WhimbrelError as exc:  # one bad item must not stop the pass
-            report.errors.append(f"{aeid}: {exc}")
-            log.warning("sweep: %s: %s", aeid, exc)
+            report.errors.append(f"{due.activity_exec_id}: {exc}")
+            log.warning("sweep: %s: %s", due.activity_exec_id, exc)
     for wx in engine.store.due_workflow_checks(now, limit):
         try:
-            reconcile(engine, wx, now)
-            report.reconciled.append(wx)
+            outcome = reconcile(engine, wx, now)
         except WhimbrelError as exc:
             report.errors.append(f"{wx}: {exc}")
             log.warning("reconcile: %s: %s", wx, exc)
+            continue
+        {"timed_out": report.workflows_timed_out, "repaired": report.reconciled}.get(
+            outcome, report.checked).append(wx)
     return report
 
 
-def _fire_timer(engine: Engine, aeid: str, now: float, report: SweepReport) -> None:
+def fire_timer(engine: Engine, due: Due, now: float, report: SweepReport) -> None:
     store = engine.store
-    m = store.models.activity_exec
-    item = store.get_activity(aeid)
-    if item is None or item.timer_epoch is None or float(item.timer_epoch) > now:
+    item = store.get_activity(due.activity_exec_id)
+    if item is None or item.timer_epoch is None or item.timer_epoch > now or item.state is None:
         return  # gone, disarmed or pushed forward by a heartbeat since the index read
-    state = A(item.state)
-    if state in (A.RUNNING, A.CANCELLED_RUNNING):
-        hb = item.heartbeat_timeout_seconds
-        last = item.heartbeat_epoch
-        try:
-            moved = store.move_activity(
-                aeid, state.value, A.TIMED_OUT.value, now, actor="heartbeat-listener",
-                extra=[m.ended_epoch.set(now), m.timer_shard.remove(), m.timer_epoch.remove(),
-                       m.error.set(
-                           f"no heartbeat for {now - float(last or now):.1f} s "
-                           f"(timeout {hb} s)")],
-                # The deadline we saw must still hold: a heartbeat that landed after the
-                # index read moved timer_epoch forward and wins.
-                condition_extra=m.timer_epoch <= now,
-            )
-        except ConditionFailed:
+    defn = engine.definition_of(item)
+    spec = defn.activity(item.activity_name)
+    state = item.state
+    if state in ACTIVITY_ACTIVE:
+        why = rules.fired(item, spec, now)
+        if why is None:  # a heartbeat moved the deadline on: arm the next one
+            nxt = rules.running_deadline(spec, heartbeat_epoch=float(
+                item.heartbeat_epoch or item.started_epoch or now), close_epoch=item.close_epoch)
+            store.try_set_activity(item.activity_exec_id,
+                                   {"timer_epoch": nxt if nxt is not None else REMOVE},
+                                   states=[state])
             return
-        report.timed_out.append(aeid)
-        engine.after(moved)
-        return
-    if state is A.REQUESTED:
-        wf = engine.store.get_workflow(item.workflow_exec_id)
-        if wf is not None and wf.state == W.RUNNING.value:
-            _, defn = engine.definition(wf.workflow_name, int(wf.version))
-            engine._ready_and_launch(wf, defn, item.activity_name, int(item.attempt))
-            report.retries_launched.append(aeid)
+        _time_out(engine, item, defn, now, why, report)
+    elif state is A.REQUESTED:
+        wf = store.get_workflow(item.workflow_exec_id)
+        if wf is not None and wf.state is W.RUNNING:
+            engine.advance(wf, defn, item.activity_name, item.attempt)
+            report.retries_launched.append(item.activity_exec_id)
         else:
-            if engine._stop_activity(item, ask_running=False) is False:
-                report.cancelled.append(aeid)
+            if not engine.stop_activity(item, defn, ask_running=False):
+                report.cancelled.append(item.activity_exec_id)
             if wf is not None:
                 engine.settle(wf.workflow_exec_id)
-        return
-    # Any other state with an armed timer is a leftover: disarm it.
+    elif state in ACTIVITY_PENDING:
+        _time_out(engine, item, defn, now, rules.not_started_reason(item, spec), report)
+    else:
+        # A terminal state with an armed timer is a leftover: disarm it (only if still in
+        # the state we judged; otherwise leave it to its new owner).
+        store.try_set_activity(item.activity_exec_id,
+                               {"timer_epoch": REMOVE}, states=[state])
+
+
+def _time_out(engine: Engine, item: ActivityRecord, defn: WorkflowDefinition, now: float, why: str,
+              report: SweepReport) -> None:
+    state = item.state or A.RUNNING
+    spec = defn.activity(item.activity_name)
+    changes = rules.changes_for(spec, state, A.TIMED_OUT, now=now,
+                                workflow_name=item.workflow_name,
+                                retention=engine.retention(defn), error=why)
     try:
-        # Only if still in the state we judged; otherwise leave it to its new owner.
-        store.update_activity(aeid, [m.timer_shard.remove(), m.timer_epoch.remove()],
-                              m.state == state.value)
-    except ConditionFailed:
-        pass
+        moved = engine.move(item.activity_exec_id, state, (A.TIMED_OUT,), changes,
+                            actor=LISTENER, due_by=now)
+    except StateConflict:
+        return  # it moved on (or a heartbeat pushed the deadline) since we read it
+    report.timed_out.append(item.activity_exec_id)
+    engine.after(moved)
 
 
-def reconcile(engine: Engine, wx: str, now: float | None = None) -> None:
-    """Re-derive and redo every follow-up of one workflow execution. Idempotent."""
+def reconcile(engine: Engine, wx: str, now: float | None = None) -> str:
+    """Re-derive and redo every follow-up of one workflow execution. Idempotent.
+
+    Returns ``"timed_out"`` (its deadline passed), ``"repaired"`` (something was left
+    half done and is now done) or ``"checked"``.
+    """
     now = engine.clock() if now is None else now
     wf = engine.store.get_workflow(wx)
     if wf is None:
-        return
-    _, defn = engine.definition(wf.workflow_name, int(wf.version))
-    state = W(wf.state)
-    if state is W.REQUESTED:
+        return "checked"
+    defn = engine.definition_of(wf)
+    outcome = "checked"
+    if wf.state in WORKFLOW_LIVE and defn.timeout_seconds is not None \
+            and now >= wf.created_epoch + float(defn.timeout_seconds):
+        return "timed_out" if engine.time_out_workflow(wf, defn) else "checked"
+    if wf.state is W.REQUESTED:
         engine.resume_start(wf, defn)
-    elif state is W.RUNNING:
-        _reconcile_running(engine, wf, now)
+        outcome = "repaired"
+    elif wf.state is W.RUNNING:
+        if _reconcile_running(engine, wf, defn, now):
+            outcome = "repaired"
     else:
         engine.settle(wx)
-    wf = engine.store.get_workflow(wx)
-    if wf is not None and not W(wf.state).is_terminal:
-        age = max(0.0, now - float(wf.created_epoch))
+    fresh = engine.store.get_workflow(wx)
+    if fresh is not None and fresh.state in WORKFLOW_LIVE:
+        age = max(0.0, now - fresh.created_epoch)
         interval = min(max(engine.reconcile_grace_seconds, age / 2),
                        MAX_RECONCILE_INTERVAL_SECONDS)
-        engine.store.set_workflow_check(
-            wx, shard_of(wx, specs.RECONCILE_SHARDS), now + interval,
-            [s.value for s in W if not s.is_terminal])
-    elif wf is not None:
-        engine.store.clear_workflow_check(wx)
+        engine.store.set_workflow(wx, {"check_epoch": engine.next_check(
+            fresh.created_epoch, now, defn, interval)}, states=WORKFLOW_LIVE)
+    elif fresh is not None and fresh.check_epoch is not None:
+        engine.store.set_workflow(wx, {"check_epoch": REMOVE}, states=[fresh.state])
+    return outcome
 
 
-def _reconcile_running(engine: Engine, wf: WorkflowExecModel, now: float) -> None:
-    _, defn = engine.definition(wf.workflow_name, int(wf.version))
-    latest = engine.latest_attempts(wf.workflow_exec_id)
+def _reconcile_running(engine: Engine, wf: WorkflowRecord, defn: WorkflowDefinition,
+                       now: float) -> bool:
+    wx = wf.workflow_exec_id
+    acts = engine.store.list_activities(wx)
+    latest = latest_of(acts)
+    repaired = False
     for name in defn.topological_order():
         act = latest.get(name)
-        if act is None:
+        if act is None or act.state is None:
             continue
         spec = defn.activity(name)
-        state = A(act.state)
+        state = act.state
         if state is A.REQUESTED:
-            if act.not_before_epoch is not None and float(act.not_before_epoch) > now:
+            if act.not_before_epoch is not None and act.not_before_epoch > now:
                 continue  # a retry waiting for its time; its timer will fire
             ups = [latest.get(d) for d in spec.depends_on]
-            if all(u is not None and u.state == A.COMPLETED.value for u in ups):
+            if all(u is not None and u.state is A.COMPLETED for u in ups):
                 for d in spec.depends_on if len(spec.depends_on) > 1 else ():
-                    engine.store.delete_dependency(wf.workflow_exec_id, name, d)
-                engine._ready_and_launch(wf, defn, name, int(act.attempt))
+                    engine.store.delete_dependency(wx, name, d)
+                engine.advance(wf, defn, name, act.attempt)
+                repaired = True
         elif state is A.READY and spec.launcher.is_push:
-            engine._queue_and_launch(wf, defn, act, A.READY)
-        elif state in (A.QUEUED, A.PREPARING):
-            if now - float(act.updated_epoch) > spec.start_timeout_seconds:
-                _fail_lost_launch(engine, act, spec.start_timeout_seconds)
-        elif state.is_terminal:
-            engine.after(act)
-    fresh = engine.store.get_workflow(wf.workflow_exec_id)
-    if fresh is None or fresh.state != W.RUNNING.value:
+            engine.advance(wf, defn, name, act.attempt, A.READY)
+            repaired = True
+        elif state in (A.FAILED, A.TIMED_OUT, A.CANCELLED):
+            engine.after(act)  # a retry (or the failure) whose follow-up was lost
+            repaired = True
+    fresh = engine.store.get_workflow(wx)
+    if fresh is None or fresh.state is not W.RUNNING:
+        return repaired
+    latest = engine.latest_attempts(wx)
+    if all(latest.get(n) is not None and latest[n].state is A.COMPLETED for n in defn.names):
+        return engine.complete_if_done(fresh, defn) or repaired
+    _guard_retention(engine, acts, defn, now)
+    return repaired
+
+
+def _guard_retention(engine: Engine, acts: list[ActivityRecord], defn: WorkflowDefinition,
+                     now: float) -> None:
+    """Nothing a live run needs may expire: push out rows that would expire soon."""
+    retention = engine.retention(defn)
+    if retention is None:
         return
-    latest = engine.latest_attempts(wf.workflow_exec_id)
-    if all(latest.get(n) is not None and latest[n].state == A.COMPLETED.value
-           for n in defn.names):
-        for sink in defn.sinks:
-            engine._maybe_complete(fresh, defn, sink)
-
-
-def _fail_lost_launch(engine: Engine, act: ActivityExecModel, timeout: float) -> None:
-    try:
-        engine.transition(act.activity_exec_id, Transition.FAILED,
-                          error=f"not RUNNING within {timeout:.0f} s of being queued "
-                                "(launch lost)", actor="reconciler")
-    except WhimbrelError:
-        pass  # it moved on meanwhile: nothing lost
+    guard = min(RETENTION_GUARD_SECONDS, retention / 2)
+    for act in acts:
+        if act.expires_epoch is not None and act.expires_epoch < now + guard:
+            engine.store.try_set_activity(
+                act.activity_exec_id, {"expires_epoch": rules.expiry(now, retention)},
+                states=ACTIVITY_TERMINAL)

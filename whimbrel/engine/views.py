@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from whimbrel.contract.payloads import decode_payload
+from whimbrel.contract.records import ActivityRecord, Change, WorkflowRecord
 from whimbrel.contract.states import ActivityState, WorkflowState
-from whimbrel.store.models import ActivityExecModel, WorkflowExecModel
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,12 @@ class ActivityExec:
     history: tuple[StateChange, ...]
     #: Definition version of its workflow (None on items from before it was recorded).
     workflow_version: int | None = None
+    #: Deadline of the attempt's whole run (``start_to_close_seconds``), once RUNNING.
+    close_epoch: float | None = None
+    #: Type name of the error it failed with, when the reporter gave one.
+    error_type: str | None = None
+    #: When DynamoDB's TTL may delete the row (None: kept).
+    expires_epoch: float | None = None
 
     @property
     def duration_seconds(self) -> float | None:
@@ -48,25 +54,28 @@ class ActivityExec:
         return max(0.0, end - self.started_epoch)
 
     @classmethod
-    def from_model(cls, m: ActivityExecModel) -> ActivityExec:
+    def from_record(cls, m: ActivityRecord) -> ActivityExec:
         return cls(
             activity_exec_id=m.activity_exec_id,
             activity_name=m.activity_name,
             workflow_exec_id=m.workflow_exec_id,
             workflow_name=m.workflow_name,
-            state=ActivityState(m.state),
-            attempt=int(m.attempt),
+            state=ActivityState(m.state or ActivityState.REQUESTED),
+            attempt=m.attempt,
             output=decode_payload(m.output, field="output"),
             error=m.error,
-            created_epoch=float(m.created_epoch),
-            updated_epoch=float(m.updated_epoch),
-            started_epoch=_f(m.started_epoch),
-            ended_epoch=_f(m.ended_epoch),
-            heartbeat_epoch=_f(m.heartbeat_epoch),
-            heartbeat_timeout_seconds=_f(m.heartbeat_timeout_seconds),
-            not_before_epoch=_f(m.not_before_epoch),
-            history=tuple(StateChange(h.state, float(h.at), h.by) for h in (m.history or [])),
-            workflow_version=int(m.workflow_version) if m.workflow_version is not None else None,
+            created_epoch=m.created_epoch,
+            updated_epoch=m.updated_epoch,
+            started_epoch=m.started_epoch,
+            ended_epoch=m.ended_epoch,
+            heartbeat_epoch=m.heartbeat_epoch,
+            heartbeat_timeout_seconds=m.heartbeat_timeout_seconds,
+            not_before_epoch=m.not_before_epoch,
+            history=_changes(m.history),
+            workflow_version=m.workflow_version,
+            close_epoch=m.close_epoch,
+            error_type=m.error_type,
+            expires_epoch=m.expires_epoch,
         )
 
 
@@ -86,6 +95,8 @@ class WorkflowExec:
     ended_epoch: float | None
     history: tuple[StateChange, ...]
     activities: tuple[ActivityExec, ...] = ()
+    source: str | None = None
+    expires_epoch: float | None = None
 
     @property
     def latest_activities(self) -> dict[str, ActivityExec]:
@@ -109,23 +120,25 @@ class WorkflowExec:
         }
 
     @classmethod
-    def from_model(cls, m: WorkflowExecModel,
-                   activities: tuple[ActivityExec, ...] = ()) -> WorkflowExec:
+    def from_record(cls, m: WorkflowRecord,
+                    activities: tuple[ActivityExec, ...] = ()) -> WorkflowExec:
         return cls(
             workflow_exec_id=m.workflow_exec_id,
             workflow_name=m.workflow_name,
-            version=int(m.version),
-            state=WorkflowState(m.state),
+            version=m.version,
+            state=m.state,
             workflow_request_id=m.workflow_request_id,
             input=decode_payload(m.input, field="input"),
             error=m.error,
-            created_epoch=float(m.created_epoch),
-            updated_epoch=float(m.updated_epoch),
-            ended_epoch=_f(m.ended_epoch),
-            history=tuple(StateChange(h.state, float(h.at), h.by) for h in (m.history or [])),
+            created_epoch=m.created_epoch,
+            updated_epoch=m.updated_epoch,
+            ended_epoch=m.ended_epoch,
+            history=_changes(m.history),
             activities=tuple(sorted(activities, key=lambda a: (a.created_epoch, a.attempt))),
+            source=m.source,
+            expires_epoch=m.expires_epoch,
         )
 
 
-def _f(value: Any) -> float | None:
-    return None if value is None else float(value)
+def _changes(history: tuple[Change, ...]) -> tuple[StateChange, ...]:
+    return tuple(StateChange(h.state, h.at, h.by) for h in history)

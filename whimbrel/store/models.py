@@ -62,6 +62,11 @@ class WorkflowRequestModel(Model):
     when_epoch = NumberAttribute()
     workflow_exec_id = UnicodeAttribute(null=True)
     expires_epoch = NumberAttribute(null=True)
+    # What processing did with the row, written by Whimbrel for its sender to read.
+    outcome = UnicodeAttribute(null=True)
+    processed_epoch = NumberAttribute(null=True)
+    result_state = UnicodeAttribute(null=True)
+    reason = UnicodeAttribute(null=True)
 
 
 class WorkflowExecModel(Model):
@@ -96,12 +101,14 @@ class ActivityExecModel(Model):
     launcher = UnicodeAttribute(null=True)
     output = UnicodeAttribute(null=True)
     error = UnicodeAttribute(null=True)
+    error_type = UnicodeAttribute(null=True)
     created_epoch = NumberAttribute()
     updated_epoch = NumberAttribute()
     started_epoch = NumberAttribute(null=True)
     ended_epoch = NumberAttribute(null=True)
     heartbeat_epoch = NumberAttribute(null=True)
     heartbeat_timeout_seconds = NumberAttribute(null=True)
+    close_epoch = NumberAttribute(null=True)
     not_before_epoch = NumberAttribute(null=True)
     timer_shard = UnicodeAttribute(null=True)
     timer_epoch = NumberAttribute(null=True)
@@ -129,7 +136,13 @@ class ActivityEventModel(Model):
     error = UnicodeAttribute(null=True)
     source = UnicodeAttribute(null=True)
     when_epoch = NumberAttribute()
+    error_type = UnicodeAttribute(null=True)
     expires_epoch = NumberAttribute(null=True)
+    # What processing did with the row, written by Whimbrel for its sender to read.
+    outcome = UnicodeAttribute(null=True)
+    processed_epoch = NumberAttribute(null=True)
+    result_state = UnicodeAttribute(null=True)
+    reason = UnicodeAttribute(null=True)
 
 
 class RejectionModel(Model):
@@ -180,6 +193,12 @@ class BoundModels:
             self.activity_event,
             self.rejection,
         )
+
+    def cold(self) -> tuple[type[Model], ...]:
+        """The tables the store reaches through PynamoDB (the hot ones use the lean
+        client; their models here are their declared schema)."""
+        return (self.workflow_definition, self.workflow_request, self.activity_event,
+                self.rejection)
 
 
 def _index(spec: specs.IndexSpec) -> GlobalSecondaryIndex[Any]:

@@ -11,10 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from whimbrel.settings import DEFAULT_TABLE_PREFIX
+
+__all__ = ["DEFAULT_TABLE_PREFIX"]  # and the specs below
+
 AttrType = Literal["S", "N"]
 Projection = Literal["KEYS_ONLY", "INCLUDE", "ALL"]
 
-DEFAULT_TABLE_PREFIX = "whimbrel_"
 TTL_ATTRIBUTE = "expires_epoch"
 
 #: Partitions for the sparse indexes; queried one by one, so a hot key cannot form.
@@ -48,7 +51,7 @@ class TableSpec:
     hash_key: Key
     range_key: Key | None = None
     indexes: tuple[IndexSpec, ...] = ()
-    stream: Literal["NEW_IMAGE"] | None = None
+    stream: Literal["NEW_IMAGE", "NEW_AND_OLD_IMAGES"] | None = None
     ttl_attribute: str | None = TTL_ATTRIBUTE
     purpose: str = ""
 
@@ -77,14 +80,16 @@ WORKFLOW_DEFINITION = TableSpec(
     "workflow_definition",
     Key("workflow_name"),
     Key("version", "N"),
-    ttl_attribute=None,
-    purpose="Registered definitions; a version is immutable once written.",
+    purpose="Registered definitions; a version is immutable once written (TTL is on for "
+    "every table, but Whimbrel never sets expires_epoch on a definition).",
 )
 
 WORKFLOW_REQUEST = TableSpec(
     "workflow_request",
     Key("workflow_request_id"),
-    stream="NEW_IMAGE",
+    # Old images too: a row written again under the same id is rejected with what it
+    # held before (the content that started the run).
+    stream="NEW_AND_OLD_IMAGES",
     purpose="Simple Lambda API: one item starts a workflow (manual=true items are traces).",
 )
 
@@ -152,7 +157,7 @@ ACTIVITY_EXEC_DEPENDENCY = TableSpec(
 ACTIVITY_EVENT = TableSpec(
     "activity_event",
     Key("activity_event_id"),
-    stream="NEW_IMAGE",
+    stream="NEW_AND_OLD_IMAGES",
     purpose="Simple Lambda API: one item reports one activity transition.",
 )
 
@@ -238,17 +243,27 @@ class StreamConsumerSpec:
     filter_patterns: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
 
 
+#: A row written again by a client (to be rejected as a re-used id), not Whimbrel's own
+#: bookkeeping on it: Whimbrel's updates always set ``processed_epoch`` or
+#: ``expires_epoch``, a client's re-put carries neither.
+REWRITTEN_BY_CLIENT = {
+    "eventName": ["MODIFY"],
+    "dynamodb": {"NewImage": {"processed_epoch": {"N": [{"exists": False}]},
+                              "expires_epoch": {"N": [{"exists": False}]}}},
+}
+
 WORKFLOW_REQUEST_CONSUMER = StreamConsumerSpec(
     name="workflow_request",
     table=WORKFLOW_REQUEST,
     handler="lambdas.workflow_request.handler",
-    # Inserts only, and never a Full Logic trace (manual = true).
+    # Inserts that are not a Full Logic trace (manual = true), and rewrites.
     filter_patterns=(
         {"eventName": ["INSERT"], "dynamodb": {"NewImage": {"manual": {"BOOL": [False]}}}},
         {
             "eventName": ["INSERT"],
             "dynamodb": {"NewImage": {"manual": {"BOOL": [{"exists": False}]}}},
         },
+        REWRITTEN_BY_CLIENT,
     ),
 )
 
@@ -256,7 +271,7 @@ ACTIVITY_EVENT_CONSUMER = StreamConsumerSpec(
     name="activity_event",
     table=ACTIVITY_EVENT,
     handler="lambdas.activity_event.handler",
-    filter_patterns=({"eventName": ["INSERT"]},),
+    filter_patterns=({"eventName": ["INSERT"]}, REWRITTEN_BY_CLIENT),
 )
 
 STREAM_CONSUMERS: tuple[StreamConsumerSpec, ...] = (

@@ -1,40 +1,51 @@
-"""Whimbrel's DynamoDB store: every read and conditional write the engine makes.
+"""Whimbrel's DynamoDB store: the engine's :class:`~whimbrel.engine.ports.StorePort`.
 
-Each write states its condition and why. A lost condition surfaces as
-:class:`~whimbrel.store.errors.ConditionFailed` to the engine (which reads the actual
-state back and raises ``StateConflict``); every other AWS error becomes ``StoreError``.
+Two halves. The hot tables (executions and fan-in edges, :mod:`whimbrel.store.runs`) go
+through the lean client; the cold ones (definitions, requests, events, rejections) and
+table management go through PynamoDB models and boto3. Both halves meter every request
+and run the write hooks (fault injection) around every write.
+
+The engine speaks intent; index keys are derived here: a change set carrying
+``timer_epoch`` arms the sparse ``timers`` index (its shard is added), ``check_epoch``
+the ``reconcile`` index, and ``claimable`` (``(workflow_name, activity_name)`` or
+``REMOVE``) the ``claimable`` index.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import boto3
 import botocore.session
 from botocore.config import Config
-from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 
-from whimbrel.contract.ids import parse_activity_exec_id
+from whimbrel.contract.errors import StateConflict
+from whimbrel.contract.ids import END_NODE, shard_of
+from whimbrel.contract.records import (
+    REMOVE,
+    ActivityRecord,
+    Changes,
+    DefinitionRecord,
+    EventRecord,
+    RejectionRecord,
+    RequestRecord,
+    WorkflowRecord,
+)
+from whimbrel.contract.states import ActivityState, WorkflowState
+from whimbrel.settings import DEFAULT_TABLE_PREFIX
 from whimbrel.store import specs
 from whimbrel.store.errors import ConditionFailed, translated
+from whimbrel.store.lean import DynamoClient
 from whimbrel.store.meter import CapacityMeter
-from whimbrel.store.models import (
-    ActivityEventModel,
-    ActivityExecModel,
-    BoundModels,
-    RejectionModel,
-    WorkflowDefinitionModel,
-    WorkflowExecModel,
-    WorkflowRequestModel,
-    bind_models,
-    history_entry,
-)
+from whimbrel.store.models import BoundModels, bind_models
+from whimbrel.store.runs import RunTables
 
-__all__ = ["ConditionFailed", "Store", "WriteHook"]
+__all__ = ["END_NODE", "Store", "WriteHook", "index_changes"]
 
 
 class WriteHook(Protocol):
@@ -46,16 +57,34 @@ class WriteHook(Protocol):
     def __call__(self, phase: str, operation: str, table: str) -> None: ...
 
 
-END_NODE = "__end__"
+def index_changes(changes: Changes, activity_exec_id: str | None = None,
+                  workflow_exec_id: str | None = None) -> dict[str, Any]:
+    """``changes`` with the sparse-index keys derived from the engine's intent."""
+    out = dict(changes)
+    if "timer_epoch" in out and activity_exec_id:
+        out["timer_shard"] = (REMOVE if out["timer_epoch"] is REMOVE
+                              else shard_of(activity_exec_id, specs.TIMER_SHARDS))
+    if "check_epoch" in out and workflow_exec_id:
+        out["check_shard"] = (REMOVE if out["check_epoch"] is REMOVE
+                              else shard_of(workflow_exec_id, specs.RECONCILE_SHARDS))
+    if "claimable" in out:
+        claim = out.pop("claimable")
+        if claim is REMOVE or not claim or not activity_exec_id:
+            out["claim_shard"] = out["claim_key"] = REMOVE
+        else:
+            workflow_name, activity_name = claim
+            out["claim_shard"] = shard_of(activity_exec_id, specs.CLAIM_SHARDS)
+            out["claim_key"] = f"{workflow_name}/{activity_name}/{activity_exec_id}"
+    return out
 
 
-class Store:
+class Store(RunTables):
     """Tables of one prefix at one endpoint. Safe to share between threads."""
 
     def __init__(
         self,
         *,
-        table_prefix: str = specs.DEFAULT_TABLE_PREFIX,
+        table_prefix: str = DEFAULT_TABLE_PREFIX,
         endpoint_url: str | None = None,
         region: str | None = None,
         meter: CapacityMeter | None = None,
@@ -64,9 +93,14 @@ class Store:
         self.endpoint_url = endpoint_url
         self.region = region or "us-east-1"
         self.meter = meter or CapacityMeter()
-        self.models: BoundModels = bind_models(table_prefix, host=endpoint_url, region=self.region)
+        self.claim_shards = tuple(str(i) for i in range(specs.CLAIM_SHARDS))
         self.write_hooks: list[WriteHook] = []
-        for model in self.models.all():
+        client = DynamoClient(endpoint_url, self.region)
+        client.observers.append(lambda op, _params, resp: self.meter.record(op, resp))
+        super().__init__(client, table_prefix, self._write)
+        self.models: BoundModels = bind_models(table_prefix, host=endpoint_url,
+                                               region=self.region)
+        for model in self.models.cold():
             _create_client_now(model)
             self._meter_connection(model)
 
@@ -87,11 +121,14 @@ class Store:
     def _write(self, operation: str, table: str, fn: Callable[[], Any]) -> Any:
         for hook in self.write_hooks:
             hook("before", operation, table)
-        with translated(f"{operation} {table}"):
-            result = fn()
+        result = fn()
         for hook in self.write_hooks:
             hook("after", operation, table)
         return result
+
+    def _cold_write(self, operation: str, table: str, fn: Callable[[], Any]) -> Any:
+        with translated(f"{operation} {table}"):
+            return self._write(operation, table, fn)
 
     def boto_client(self) -> Any:
         return boto3.client(
@@ -107,7 +144,7 @@ class Store:
     # -- tables ----------------------------------------------------------------------
 
     def create_tables(self, *, wait: bool = True) -> list[str]:
-        """Create every missing table (idempotent). Returns the names created."""
+        """Create every missing table, with TTL on (idempotent). Returns the names created."""
         client = self.boto_client()
         created: list[str] = []
         with translated("CreateTable"):
@@ -126,17 +163,13 @@ class Store:
             if wait:
                 for name in created:
                     client.get_waiter("table_exists").wait(
-                        TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60}
-                    )
+                        TableName=name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
             for spec in specs.TABLES:
                 if spec.ttl_attribute and spec.table_name(self.table_prefix) in created:
                     client.update_time_to_live(
                         TableName=spec.table_name(self.table_prefix),
-                        TimeToLiveSpecification={
-                            "Enabled": True,
-                            "AttributeName": spec.ttl_attribute,
-                        },
-                    )
+                        TimeToLiveSpecification={"Enabled": True,
+                                                 "AttributeName": spec.ttl_attribute})
         return created
 
     def delete_tables(self) -> None:
@@ -150,297 +183,198 @@ class Store:
 
     # -- definitions -----------------------------------------------------------------
 
-    def latest_definition(self, name: str) -> WorkflowDefinitionModel | None:
+    def latest_definition(self, name: str) -> DefinitionRecord | None:
         m = self.models.workflow_definition
         with translated("Query workflow_definition"):
             for item in m.query(name, scan_index_forward=False, limit=1, consistent_read=True):
-                return item
+                return _definition(item)
         return None
 
-    def get_definition(self, name: str, version: int) -> WorkflowDefinitionModel | None:
+    def get_definition(self, name: str, version: int) -> DefinitionRecord | None:
+        m = self.models.workflow_definition
         with translated("GetItem workflow_definition"):
             try:
-                return self.models.workflow_definition.get(name, version, consistent_read=True)
-            except self.models.workflow_definition.DoesNotExist:
+                return _definition(m.get(name, version, consistent_read=True))
+            except m.DoesNotExist:
                 return None
 
-    def put_definition(self, name: str, version: int, definition_json: str, now: float,
-                       description: str | None) -> bool:
-        """Write version ``version``; False if that version exists already."""
+    def put_definition(self, record: DefinitionRecord) -> bool:
+        """Write a new version; False if that version exists already."""
         m = self.models.workflow_definition
-        item = m(name, version, definition=definition_json, created_epoch=now,
-                 description=description or None)
+        item = m(record.workflow_name, record.version, definition=record.definition,
+                 created_epoch=record.created_epoch, description=record.description or None)
         try:
             # Versions are immutable: never overwrite one (a concurrent register of the
             # same version loses here and retries with the next number).
-            self._write("PutItem", "workflow_definition",
-                        lambda: item.save(condition=m.version.does_not_exist()))
+            self._cold_write("PutItem", "workflow_definition",
+                             lambda: item.save(condition=m.version.does_not_exist()))
         except ConditionFailed:
             return False
         return True
 
-    def list_definitions(self) -> Iterator[WorkflowDefinitionModel]:
+    def list_definitions(self) -> Iterator[DefinitionRecord]:
         """All versions of all definitions (an operator listing, not a per-run path)."""
         with translated("Scan workflow_definition"):
-            yield from self.models.workflow_definition.scan()
+            for item in self.models.workflow_definition.scan():
+                yield _definition(item)
 
-    def definition_versions(self, name: str) -> list[WorkflowDefinitionModel]:
+    def definition_versions(self, name: str) -> list[DefinitionRecord]:
         with translated("Query workflow_definition"):
-            return list(self.models.workflow_definition.query(name, scan_index_forward=False))
+            return [_definition(i) for i in
+                    self.models.workflow_definition.query(name, scan_index_forward=False)]
 
-    # -- requests and events -----------------------------------------------------------
+    # -- requests, events, rejections ----------------------------------------------------
 
-    def put_request(self, item: WorkflowRequestModel) -> bool:
+    def put_request(self, record: RequestRecord) -> bool:
         m = self.models.workflow_request
+        item = m(**_fields(record))
         try:
             # A request id names one request forever; a retry of the same put is a no-op.
-            self._write("PutItem", "workflow_request",
-                        lambda: item.save(condition=m.workflow_request_id.does_not_exist()))
+            self._cold_write("PutItem", "workflow_request",
+                             lambda: item.save(condition=m.workflow_request_id.does_not_exist()))
         except ConditionFailed:
             return False
         return True
 
-    def get_request(self, request_id: str) -> WorkflowRequestModel | None:
+    def get_request(self, request_id: str) -> RequestRecord | None:
+        m = self.models.workflow_request
         with translated("GetItem workflow_request"):
             try:
-                return self.models.workflow_request.get(request_id, consistent_read=True)
-            except self.models.workflow_request.DoesNotExist:
+                item = m.get(request_id, consistent_read=True)
+            except m.DoesNotExist:
                 return None
+        return RequestRecord(**{k: getattr(item, k) for k in _fields_of(RequestRecord)})
 
-    def put_event(self, item: ActivityEventModel) -> bool:
-        m = self.models.activity_event
+
+    def mark_request(self, request_id: str, changes: Changes) -> None:
+        """Record what processing did with a client's request row."""
+        m = self.models.workflow_request
+        # Only a client's row (never a Full Logic trace, whose run is its record).
+        self._mark(m, m.workflow_request_id, "workflow_request", request_id, changes,
+                   m.manual.does_not_exist() | (m.manual == False))  # noqa: E712
+
+    def expire_request(self, request_id: str, expires_epoch: float) -> None:
+        m = self.models.workflow_request
+        self._mark(m, m.workflow_request_id, "workflow_request", request_id,
+                   {"expires_epoch": expires_epoch})
+
+    def _mark(self, m: Any, key_attr: Any, table: str, key: str, changes: Changes,
+              also: Any = None) -> None:
+        actions = [getattr(m, k).set(v) for k, v in changes.items()]
+        # Only an existing row: a record replayed after the row expired is not revived.
+        condition = key_attr.exists() if also is None else key_attr.exists() & also
         try:
-            # Event ids are unique; a retried put must not create a second event.
-            self._write("PutItem", "activity_event",
-                        lambda: item.save(condition=m.activity_event_id.does_not_exist()))
-        except ConditionFailed:
-            return False
-        return True
-
-    def put_rejection(self, item: RejectionModel) -> None:
-        # Rejections are a log: the id is unique per record, so a replay overwrites
-        # the same row with the same content.
-        self._write("PutItem", "rejection", item.save)
-
-    def list_rejections(self, day: str, limit: int | None = None) -> list[RejectionModel]:
-        with translated("Query rejection"):
-            return list(self.models.rejection.query(day, scan_index_forward=False, limit=limit))
-
-    # -- workflow executions ---------------------------------------------------------
-
-    def create_workflow(self, item: WorkflowExecModel) -> bool:
-        m = self.models.workflow_exec
-        try:
-            # The id is derived from the request id: only the first start creates it.
-            self._write("PutItem", "workflow_exec",
-                        lambda: item.save(condition=m.workflow_exec_id.does_not_exist()))
-        except ConditionFailed:
-            return False
-        return True
-
-    def get_workflow(self, workflow_exec_id: str) -> WorkflowExecModel | None:
-        with translated("GetItem workflow_exec"):
-            try:
-                return self.models.workflow_exec.get(workflow_exec_id, consistent_read=True)
-            except self.models.workflow_exec.DoesNotExist:
-                return None
-
-    def move_workflow(self, workflow_exec_id: str, expected: Sequence[str], new_state: str,
-                      now: float, *, actor: str, extra: Iterable[Action] = (),
-                      ) -> WorkflowExecModel:
-        """Conditionally move a workflow execution from one of ``expected`` to ``new_state``.
-
-        Raises:
-            ConditionFailed: it was not in any expected state (or does not exist).
-        """
-        m = self.models.workflow_exec
-        item = m(workflow_exec_id)
-        actions: list[Action] = [
-            m.state.set(new_state),
-            m.updated_epoch.set(now),
-            m.history.set(m.history.append([history_entry(state=new_state, at=now, by=actor)])),
-            *extra,
-        ]
-        # state IN expected: the contract's single-writer rule for a state change.
-        condition = m.state.is_in(*expected)
-        self._write("UpdateItem", "workflow_exec",
-                    lambda: item.update(actions=actions, condition=condition))
-        return item
-
-    def set_workflow_check(self, workflow_exec_id: str, shard: str, check_epoch: float,
-                           expected: Sequence[str]) -> bool:
-        """Re-arm the reconcile timer of a non-terminal workflow."""
-        m = self.models.workflow_exec
-        item = m(workflow_exec_id)
-        try:
-            # Only while still non-terminal: a finished execution must leave the index.
-            self._write("UpdateItem", "workflow_exec", lambda: item.update(
-                actions=[m.check_shard.set(shard), m.check_epoch.set(check_epoch)],
-                condition=m.state.is_in(*expected)))
-        except ConditionFailed:
-            return False
-        return True
-
-    def clear_workflow_check(self, workflow_exec_id: str) -> None:
-        m = self.models.workflow_exec
-        item = m(workflow_exec_id)
-        try:
-            # Only touch an existing item (an unconditional update would create one).
-            self._write("UpdateItem", "workflow_exec", lambda: item.update(
-                actions=[m.check_shard.remove(), m.check_epoch.remove()],
-                condition=m.workflow_exec_id.exists()))
+            self._cold_write("UpdateItem", table, lambda: m(key).update(
+                actions=actions, condition=condition))
         except ConditionFailed:
             pass
 
-    def due_workflow_checks(self, now: float, limit: int) -> list[str]:
-        idx = self.models.indexes["workflow_exec.reconcile"]
-        out: list[str] = []
-        with translated("Query workflow_exec.reconcile"):
-            for shard in range(specs.RECONCILE_SHARDS):
-                for hit in idx.query(str(shard), idx.Meta.attributes["check_epoch"] <= now,
-                                     limit=limit):
-                    out.append(hit.workflow_exec_id)
-        return out
-
-    def list_workflows_by_name(self, name: str, limit: int | None) -> list[str]:
-        idx = self.models.indexes["workflow_exec.by_name"]
-        with translated("Query workflow_exec.by_name"):
-            return [h.workflow_exec_id for h in idx.query(name, scan_index_forward=False,
-                                                          limit=limit)]
-
-    def list_workflows_by_day(self, day: str, limit: int | None) -> list[str]:
-        idx = self.models.indexes["workflow_exec.by_day"]
-        with translated("Query workflow_exec.by_day"):
-            return [h.workflow_exec_id for h in idx.query(day, scan_index_forward=False,
-                                                          limit=limit)]
-
-    def batch_get_workflows(self, ids: Sequence[str]) -> list[WorkflowExecModel]:
-        if not ids:
-            return []
-        with translated("BatchGetItem workflow_exec"):
-            found = {w.workflow_exec_id: w for w in self.models.workflow_exec.batch_get(ids)}
-        return [found[i] for i in ids if i in found]
-
-    # -- activity executions -----------------------------------------------------------
-
-    def create_activity(self, item: ActivityExecModel) -> bool:
-        m = self.models.activity_exec
+    def put_event(self, record: EventRecord) -> bool:
+        m = self.models.activity_event
+        fields = _fields(record)
+        fields.pop("extra", None)
+        item = m(**fields)
         try:
-            # Ids are deterministic (workflow, activity, attempt): a replayed start or
-            # retry finds the row and must not reset its state.
-            self._write("PutItem", "activity_exec",
-                        lambda: item.save(condition=m.activity_exec_id.does_not_exist()))
+            # Event ids are unique; a retried put must not create a second event.
+            self._cold_write("PutItem", "activity_event",
+                             lambda: item.save(condition=m.activity_event_id.does_not_exist()))
         except ConditionFailed:
             return False
         return True
 
-    def get_activity(self, activity_exec_id: str) -> ActivityExecModel | None:
-        key = parse_activity_exec_id(activity_exec_id)
-        with translated("GetItem activity_exec"):
-            try:
-                return self.models.activity_exec.get(key.workflow_exec_id, activity_exec_id,
-                                                     consistent_read=True)
-            except self.models.activity_exec.DoesNotExist:
-                return None
+    def mark_event(self, event_id: str, changes: Changes) -> None:
+        m = self.models.activity_event
+        self._mark(m, m.activity_event_id, "activity_event", event_id, changes)
 
-    def list_activities(self, workflow_exec_id: str) -> list[ActivityExecModel]:
-        """Every attempt of every activity of one execution: one consistent Query."""
-        with translated("Query activity_exec"):
-            return list(self.models.activity_exec.query(workflow_exec_id, consistent_read=True))
+    def put_rejection(self, record: RejectionRecord) -> None:
+        # Rejections are a log: the id is unique per record, so a replay overwrites the
+        # same row with the same content.
+        item = self.models.rejection(**_fields(record))
+        self._cold_write("PutItem", "rejection", item.save)
 
-    def move_activity(self, activity_exec_id: str, expected: str, new_state: str, now: float,
-                      *, actor: str, extra: Iterable[Action] = (),
-                      condition_extra: Any = None) -> ActivityExecModel:
-        """Conditionally move one activity from ``expected`` to ``new_state``.
+    def list_rejections(self, day: str, limit: int | None = None) -> list[RejectionRecord]:
+        with translated("Query rejection"):
+            return [RejectionRecord(**{k: getattr(i, k) for k in _fields_of(RejectionRecord)})
+                    for i in self.models.rejection.query(day, scan_index_forward=False,
+                                                         limit=limit)]
 
-        Raises:
-            ConditionFailed: it was not in ``expected`` (another actor got there first).
-        """
-        key = parse_activity_exec_id(activity_exec_id)
-        m = self.models.activity_exec
-        item = m(key.workflow_exec_id, activity_exec_id)
-        actions: list[Action] = [
-            m.state.set(new_state),
-            m.updated_epoch.set(now),
-            m.history.set(m.history.append([history_entry(state=new_state, at=now, by=actor)])),
-            *extra,
-        ]
-        # state = :expected is the whole contract: one winner per move.
-        condition = m.state == expected
-        if condition_extra is not None:
-            condition = condition & condition_extra
-        self._write("UpdateItem", "activity_exec",
-                    lambda: item.update(actions=actions, condition=condition))
-        return item
+    # -- executions: intent to index keys ----------------------------------------------
 
-    def update_activity(self, activity_exec_id: str, actions: Sequence[Action],
-                        condition: Any) -> ActivityExecModel:
-        """Update attributes other than the state, under ``condition``.
+    def create_workflow(self, record: WorkflowRecord) -> bool:
+        if record.check_epoch is not None and record.check_shard is None:
+            record = _replace(record, check_shard=shard_of(record.workflow_exec_id,
+                                                           specs.RECONCILE_SHARDS))
+        return super().create_workflow(record)
 
-        Raises:
-            ConditionFailed: the condition was false.
-        """
-        key = parse_activity_exec_id(activity_exec_id)
-        m = self.models.activity_exec
-        item = m(key.workflow_exec_id, activity_exec_id)
-        self._write("UpdateItem", "activity_exec",
-                    lambda: item.update(actions=list(actions), condition=condition))
-        return item
+    def move_workflow(self, workflow_exec_id: str, expected: Collection[WorkflowState],
+                      new_state: WorkflowState, changes: Changes, *, now: float,
+                      actor: str) -> WorkflowRecord:
+        return super().move_workflow(
+            workflow_exec_id, expected, new_state,
+            index_changes(changes, workflow_exec_id=workflow_exec_id), now=now, actor=actor)
 
-    def due_timers(self, now: float, limit: int) -> list[tuple[str, str]]:
-        """(workflow_exec_id, activity_exec_id) whose armed deadline has passed.
+    def set_workflow(self, workflow_exec_id: str, changes: Changes, *,
+                     states: Collection[WorkflowState]) -> bool:
+        return super().set_workflow(
+            workflow_exec_id, index_changes(changes, workflow_exec_id=workflow_exec_id),
+            states=states)
 
-        Reads only the sparse index's entries at or before ``now``: the cost grows with
-        the number of stale activities, not with the number running.
-        """
-        idx = self.models.indexes["activity_exec.timers"]
-        out: list[tuple[str, str]] = []
-        with translated("Query activity_exec.timers"):
-            for shard in range(specs.TIMER_SHARDS):
-                for hit in idx.query(str(shard), idx.Meta.attributes["timer_epoch"] <= now,
-                                     limit=limit):
-                    out.append((hit.workflow_exec_id, hit.activity_exec_id))
-        return out
+    def create_activity(self, record: ActivityRecord) -> bool:
+        extra = index_changes({k: getattr(record, k) for k in ("timer_epoch",)
+                               if getattr(record, k) is not None}, record.activity_exec_id)
+        if extra:
+            record = _replace(record, **extra)
+        return super().create_activity(record)
 
-    def claimable(self, shard: str, key_prefix: str, limit: int) -> list[ActivityExecModel]:
-        """READY external attempts of one shard, as partial items: keys plus the
-        attributes the index projects (specs.ACTIVITY_EXEC ``claimable``). Eventually
-        consistent: a hit may already be taken."""
-        idx = self.models.indexes["activity_exec.claimable"]
-        cond = idx.Meta.attributes["claim_key"].startswith(key_prefix) if key_prefix else None
-        with translated("Query activity_exec.claimable"):
-            return list(idx.query(shard, cond, limit=limit))
+    def create_claimable(self, record: ActivityRecord) -> bool:
+        """Create an attempt that is READY to be claimed (claim keys derived here)."""
+        keys = index_changes({"claimable": (record.workflow_name, record.activity_name)},
+                             record.activity_exec_id)
+        return self.create_activity(_replace(record, **keys))
 
-    # -- fan-in edges -----------------------------------------------------------------
+    def move_activity(self, activity_exec_id: str, expected: ActivityState,
+                      path: Sequence[ActivityState], changes: Changes, *, now: float,
+                      actor: str, due_by: float | None = None) -> ActivityRecord:
+        return super().move_activity(activity_exec_id, expected, path,
+                                     index_changes(changes, activity_exec_id),
+                                     now=now, actor=actor, due_by=due_by)
 
-    @staticmethod
-    def dependency_key(workflow_exec_id: str, downstream: str) -> str:
-        return f"{workflow_exec_id}/{downstream}"
+    def set_activity(self, activity_exec_id: str, changes: Changes, *,
+                     states: Collection[ActivityState]) -> ActivityRecord:
+        return super().set_activity(activity_exec_id, index_changes(changes, activity_exec_id),
+                                    states=states)
 
-    def put_dependencies(self, workflow_exec_id: str, downstream: str,
-                         upstreams: Iterable[str]) -> None:
-        m = self.models.dependency
-        key = self.dependency_key(workflow_exec_id, downstream)
-        # Unconditional batch put: edges are only created while the workflow is still
-        # REQUESTED, before any upstream can complete (docs/architecture.md).
-        def put() -> None:
-            with m.batch_write() as batch:
-                for up in upstreams:
-                    batch.save(m(key, up))
-        self._write("BatchWriteItem", "activity_exec_dependency", put)
+    def try_set_activity(self, activity_exec_id: str, changes: Changes, *,
+                         states: Collection[ActivityState]) -> bool:
+        """``set_activity`` that reports a refused condition as False."""
+        try:
+            self.set_activity(activity_exec_id, changes, states=states)
+        except StateConflict:
+            return False
+        return True
 
-    def delete_dependency(self, workflow_exec_id: str, downstream: str, upstream: str) -> None:
-        m = self.models.dependency
-        item = m(self.dependency_key(workflow_exec_id, downstream), upstream)
-        self._write("DeleteItem", "activity_exec_dependency", item.delete)
+    def list_workflows_by_name(self, name: str, limit: int | None) -> list[str]:
+        return self.query_workflow_index("by_name", "workflow_name", name, limit=limit)
 
-    def pending_dependencies(self, workflow_exec_id: str, downstream: str,
-                             limit: int | None = 1) -> list[str]:
-        """Upstreams of ``downstream`` still not completed (consistent; Limit 1 is O(1))."""
-        m = self.models.dependency
-        with translated("Query activity_exec_dependency"):
-            return [d.upstream for d in m.query(self.dependency_key(workflow_exec_id, downstream),
-                                                consistent_read=True, limit=limit)]
+    def list_workflows_by_day(self, day: str, limit: int | None) -> list[str]:
+        return self.query_workflow_index("by_day", "created_day", day, limit=limit)
+
+
+def _fields_of(cls: type) -> tuple[str, ...]:
+    return tuple(cls.__dataclass_fields__)  # type: ignore[attr-defined]
+
+
+def _fields(record: Any) -> dict[str, Any]:
+    return {k: getattr(record, k) for k in _fields_of(type(record))}
+
+
+def _replace(record: Any, **changes: Any) -> Any:
+    return replace(record, **changes)
+
+
+def _definition(item: Any) -> DefinitionRecord:
+    return DefinitionRecord(item.workflow_name, int(item.version), item.definition,
+                            float(item.created_epoch), item.description)
 
 
 _SESSION_LOCK = threading.Lock()
@@ -452,9 +386,8 @@ def _create_client_now(model: type[Model]) -> None:
 
     PynamoDB keeps a botocore session per thread and creates the client lazily without
     a lock, so the first burst of calls from many threads built a client (and parsed the
-    DynamoDB service model, ~40 ms of CPU) per thread and model: hundreds of times in a
-    busy process. One session loads the model once; the client exists before any
-    thread asks for it; botocore clients are thread-safe.
+    DynamoDB service model, ~40 ms of CPU) per thread and model. One session loads the
+    model once; the client exists before any thread asks for it.
     """
     global _SESSION
     conn = model._get_connection().connection
@@ -467,3 +400,4 @@ def _create_client_now(model: type[Model]) -> None:
 
 def now_epoch() -> float:
     return time.time()
+

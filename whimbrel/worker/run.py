@@ -13,24 +13,23 @@ from whimbrel.contract.errors import (
     ActivityCancelled,
     ActivityStopped,
     ActivityTimedOut,
-    IllegalTransition,
+    InvalidInput,
     StateConflict,
     WhimbrelError,
 )
 from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.payloads import decode_payload
+from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.views import ActivityExec
-from whimbrel.store.errors import ConditionFailed
-from whimbrel.store.models import WorkflowExecModel
 
 log = logging.getLogger("whimbrel.worker")
 A = ActivityState
 
 
 def heartbeat(engine: Engine, activity_exec_id: str,
-              heartbeat_timeout_seconds: float | None = None) -> ActivityState:
+              image: ActivityRecord | None = None) -> ActivityState:
     """Record that the activity is alive and push its deadline forward.
 
     Returns the activity's state (RUNNING).
@@ -41,34 +40,7 @@ def heartbeat(engine: Engine, activity_exec_id: str,
         ActivityTimedOut: the system already gave up on this activity.
         StateConflict: the activity is not running (never started, or finished).
     """
-    store = engine.store
-    m = store.models.activity_exec
-    if heartbeat_timeout_seconds is None:
-        item = engine._activity(activity_exec_id)
-        hb = item.heartbeat_timeout_seconds
-        heartbeat_timeout_seconds = float(hb) if hb else None
-    now = engine.clock()
-    actions = [m.heartbeat_epoch.set(now)]
-    if heartbeat_timeout_seconds:
-        actions.append(m.timer_epoch.set(now + heartbeat_timeout_seconds))
-    try:
-        # Only a live activity heartbeats; TIMED_OUT items keep their state forever.
-        moved = store.update_activity(
-            activity_exec_id, actions,
-            m.state.is_in(A.RUNNING.value, A.CANCELLED_RUNNING.value))
-    except ConditionFailed:
-        actual = store.get_activity(activity_exec_id)
-        state = actual.state if actual else None
-        if state == A.TIMED_OUT.value:
-            raise ActivityTimedOut(activity_exec_id) from None
-        if state == A.CANCELLED.value:
-            raise ActivityCancelled(activity_exec_id, state) from None
-        raise StateConflict(expected=[A.RUNNING.value, A.CANCELLED_RUNNING.value],
-                            actual=state, activity_exec_id=activity_exec_id,
-                            transition="HEARTBEAT") from None
-    if moved.state == A.CANCELLED_RUNNING.value:
-        raise ActivityCancelled(activity_exec_id)
-    return A(moved.state)
+    return engine.heartbeat(activity_exec_id, image)
 
 
 class ActivityRun:
@@ -81,8 +53,10 @@ class ActivityRun:
     """
 
     def __init__(self, engine: Engine, activity: ActivityExec, input: Any,
-                 upstream: dict[str, Any] | None = None) -> None:
+                 upstream: dict[str, Any] | None = None,
+                 image: ActivityRecord | None = None) -> None:
         self._engine = engine
+        self._image = image
         self.activity = activity
         self.activity_exec_id = activity.activity_exec_id
         self.activity_name = activity.activity_name
@@ -122,8 +96,7 @@ class ActivityRun:
         if self._stop is not None:
             raise self._stop
         try:
-            heartbeat(self._engine, self.activity_exec_id,
-                      self.activity.heartbeat_timeout_seconds)
+            heartbeat(self._engine, self.activity_exec_id, self._image)
         except ActivityStopped as exc:
             self._note_stop(exc)
             raise
@@ -135,25 +108,25 @@ class ActivityRun:
 
 
 def activity_input(engine: Engine, activity: ActivityExec,
-                   wf: WorkflowExecModel | None = None) -> tuple[Any, WorkflowState]:
+                   wf: WorkflowRecord | None = None) -> tuple[Any, WorkflowState]:
     """The activity's input (workflow input merged with its static input) and the
     workflow's state, from ``wf`` when the caller already read the workflow item."""
     if wf is None:
-        wf = engine._workflow(activity.workflow_exec_id)
-    _, defn = engine.definition(wf.workflow_name, int(wf.version))
+        wf = engine.workflow(activity.workflow_exec_id)
+    defn = engine.definition_of(wf)
     spec = defn.activity(activity.activity_name)
     wf_input = decode_payload(wf.input, field="input")
     merged: Any = wf_input
     if spec.input is not None:
         merged = {**wf_input, **spec.input} if isinstance(wf_input, dict) else dict(spec.input)
-    return merged, WorkflowState(wf.state)
+    return merged, wf.state
 
 
 def upstream_outputs(engine: Engine, activity: ActivityExec) -> dict[str, Any]:
     """Outputs of the COMPLETED latest attempts of ``activity``'s upstreams, by name."""
     version = activity.workflow_version
     if version is None:
-        version = int(engine._workflow(activity.workflow_exec_id).version)
+        version = engine.workflow(activity.workflow_exec_id).version
     _, defn = engine.definition(activity.workflow_name, version)
     spec = defn.activity(activity.activity_name)
     upstream: dict[str, Any] = {}
@@ -161,7 +134,7 @@ def upstream_outputs(engine: Engine, activity: ActivityExec) -> dict[str, Any]:
         latest = engine.latest_attempts(activity.workflow_exec_id)
         for dep in spec.depends_on:
             item = latest.get(dep)
-            if item is not None and item.state == A.COMPLETED.value:
+            if item is not None and item.state is A.COMPLETED:
                 upstream[dep] = decode_payload(item.output, field="output")
     return upstream
 
@@ -195,17 +168,18 @@ def run_activity(engine: Engine, activity_exec_id: str, *,
         StateConflict: someone else is running this activity.
     """
     key = parse_activity_exec_id(activity_exec_id)
-    # The workflow item (input, state) is read while the RUNNING write is in flight:
-    # the two are independent, so the hand-off costs one sequential round trip less.
+    # The workflow item (input, state) is read while the RUNNING write is in flight (or
+    # was read by whoever moved it to RUNNING): the hand-off costs no extra round trip.
     wf_read = (engine.take_prefetched_workflow(activity_exec_id)
-               or engine.read_in_background(engine._workflow, key.workflow_exec_id))
+               or engine.in_background(engine.workflow, key.workflow_exec_id))
     try:
-        current = _start(engine, activity_exec_id)
+        image = _start(engine, activity_exec_id)
         wf = wf_read.result()
     finally:
         wf_read.cancel()
+    current = ActivityExec.from_record(image)
     input_, wf_state = activity_input(engine, current, wf)
-    run = ActivityRun(engine, current, input_)
+    run = ActivityRun(engine, current, input_, image=image)
     beat: _Heartbeater | None = None
     hb = current.heartbeat_timeout_seconds
     if hb:
@@ -213,34 +187,35 @@ def run_activity(engine: Engine, activity_exec_id: str, *,
         beat.start()
     try:
         if wf_state is not WorkflowState.RUNNING:
-            # The workflow is ending: stop before doing any work.
-            _request_cancel(engine, activity_exec_id)
+            # The workflow is ending (or was never running): stop before doing any work.
+            _finish(engine, image, Transition.CANCEL)
             raise ActivityCancelled(activity_exec_id)
         yield run
     except ActivityStopped as exc:
         run._note_stop(exc)
-        _finish(engine, activity_exec_id, Transition.FAILED, error=str(exc))
+        _finish(engine, image, Transition.FAILED, error=str(exc),
+                error_type=type(exc).__name__)
     except BaseException as exc:
-        _finish(engine, activity_exec_id, Transition.FAILED, error=_describe(exc))
+        _finish(engine, image, Transition.FAILED, error=_describe(exc),
+                error_type=type(exc).__name__)
         raise
     else:
-        _finish(engine, activity_exec_id, Transition.COMPLETED, output=run.output)
+        _finish(engine, image, Transition.COMPLETED, output=run.output)
     finally:
         if beat is not None:
             beat.done.set()
 
 
-def _start(engine: Engine, activity_exec_id: str) -> ActivityExec:
-    """Move the activity to RUNNING (unless this process's claim just did)."""
-    known = engine.remembered_activity(activity_exec_id)
+def _start(engine: Engine, activity_exec_id: str) -> ActivityRecord:
+    """Move the activity to RUNNING (unless this process already did: a claim, or the
+    engine's one-write launch of an in-process activity)."""
+    known = engine.remembered(activity_exec_id)
     if known is not None and known.state is A.RUNNING:
-        return known  # claim() moved it READY -> RUNNING in this process
+        return known
     try:
-        # No read first: the move is conditional, and from the usual states (QUEUED for
-        # a launched activity, READY for a claimed one) it simply succeeds.
-        return engine.transition(activity_exec_id, Transition.RUNNING, actor="worker")
-    except (StateConflict, IllegalTransition):
-        current = engine.get_activity(activity_exec_id)
+        return engine.start_running(activity_exec_id)
+    except StateConflict as lost:
+        current = lost.current or engine.activity(activity_exec_id)
     if current.state is A.RUNNING:
         return current  # claimed by another path of this worker
     if current.state is A.CANCELLED:
@@ -248,28 +223,30 @@ def _start(engine: Engine, activity_exec_id: str) -> ActivityExec:
     if current.state is A.TIMED_OUT:
         raise ActivityTimedOut(activity_exec_id)
     raise StateConflict(expected=[A.READY.value, A.QUEUED.value, A.PREPARING.value],
-                        actual=current.state.value, activity_exec_id=activity_exec_id,
-                        transition=Transition.RUNNING.value)
+                        actual=current.state.value if current.state else None,
+                        activity_exec_id=activity_exec_id,
+                        transition=Transition.RUNNING.value, current=current)
 
 
-def _request_cancel(engine: Engine, activity_exec_id: str) -> None:
+def _finish(engine: Engine, image: ActivityRecord, transition: Transition, *,
+            output: Any = None, error: str | None = None,
+            error_type: str | None = None) -> None:
+    aeid = image.activity_exec_id
     try:
-        engine.transition(activity_exec_id, Transition.CANCEL, actor="worker")
-    except WhimbrelError:
-        pass  # already cancelled or finished
-
-
-def _finish(engine: Engine, activity_exec_id: str, transition: Transition, *,
-            output: Any = None, error: str | None = None) -> None:
-    try:
-        engine.transition(activity_exec_id, transition, output=output, error=error,
-                          actor="worker")
+        try:
+            engine.finish(aeid, transition, output=output, error=error,
+                          error_type=error_type, image=image)
+        except InvalidInput as exc:
+            # The result itself is unusable (too large, not JSON): record why instead of
+            # leaving the activity RUNNING with nothing to end it.
+            engine.finish(aeid, Transition.FAILED, error=f"output rejected: {exc}",
+                          error_type=type(exc).__name__, image=image)
     except (StateConflict, ActivityStopped) as exc:
         # TIMED_OUT (or already finished): the system moved on; the result is ignored.
-        log.warning("result of %s not recorded: %s", activity_exec_id, exc)
+        log.warning("result of %s not recorded: %s", aeid, exc)
     except WhimbrelError as exc:
         if exc.to_dict().get("current") in (A.TIMED_OUT.value, A.CANCELLED.value):
-            log.warning("result of %s not recorded: %s", activity_exec_id, exc)
+            log.warning("result of %s not recorded: %s", aeid, exc)
             return
         raise
 

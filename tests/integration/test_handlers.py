@@ -1,4 +1,4 @@
-"""Handlers fed with Lambda-shaped DynamoDB-stream events (JSON fixtures), on moto."""
+"""Handlers fed with Lambda-shaped DynamoDB-stream events (JSON fixtures), on DynamoDB Local."""
 
 from __future__ import annotations
 
@@ -10,20 +10,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from moto import mock_aws
 
 from whimbrel import ActivityDefinition as Act
 from whimbrel import ActivityState, StoreError, Whimbrel, WorkflowDefinition, WorkflowState
 from whimbrel.contract.ids import activity_exec_id, workflow_exec_id_for
 from whimbrel.local.runtime import LambdaContext
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # lambdas/ sits next to whimbrel/ in the checkout
     sys.path.append(str(ROOT))
 
 from lambdas import activity_event, heartbeat, workflow_request  # noqa: E402
 
-EVENTS = Path(__file__).parent / "events"
+EVENTS = Path(__file__).parent / "lambda_events"
 
 
 def load(name: str, **subst: str) -> dict[str, Any]:
@@ -35,15 +34,16 @@ def load(name: str, **subst: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def wb(monkeypatch: pytest.MonkeyPatch) -> Iterator[Whimbrel]:
+def wb(monkeypatch: pytest.MonkeyPatch, ddb_endpoint: str,
+       table_prefix: str) -> Iterator[Whimbrel]:
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
-    with mock_aws():
-        client = Whimbrel(table_prefix="unit_", actor="lambda")
-        client.create_tables()
-        client.register_workflow(WorkflowDefinition("unit_wf", (
-            Act("first"), Act("second", ("first",)))))
-        yield client
-        client.close()
+    client = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix, actor="lambda")
+    client.create_tables()
+    client.register_workflow(WorkflowDefinition("unit_wf", (
+        Act("first"), Act("second", ("first",)))))
+    yield client
+    client.close()
+    client.store.delete_tables()
 
 
 def ctx(wb: Whimbrel) -> LambdaContext:
@@ -69,10 +69,15 @@ def test_workflow_request_batch(wb: Whimbrel) -> None:
 
     wf = wb.get_workflow(workflow_exec_id_for("req-good-1"))
     assert wf.state is WorkflowState.RUNNING and wf.input == {"n": 1, "tags": ["a"]}
-    rejected = wb.list_rejections(day="2025-01-01")
-    assert [r.source for r in rejected] == ["workflow_request"]
-    assert "workflow_name: Field required" in rejected[0].reason
-    assert rejected[0].record["eventID"] == "c81e728d9d4c2f636f067f89cc14862c"
+    rejected = {r.record["eventID"]: r for r in wb.list_rejections(day="2025-01-01")}
+    assert [r.source for r in rejected.values()] == ["workflow_request"] * 2
+    assert "workflow_name: Field required" in \
+        rejected["c81e728d9d4c2f636f067f89cc14862c"].reason
+    # The last record writes req-good-1 again (a MODIFY): rejected as a re-used id that
+    # names the run it belongs to; the run keeps the input that started it.
+    reused = rejected["a87ff679a2f3e71d9181a67b7542122c"]
+    assert reused.error_type == "ReusedId"
+    assert "written again" in reused.reason and wf.workflow_exec_id in reused.reason
 
     # Lambda retries from the failed record: now it starts, and a replay of the good
     # one is a no-op (same execution, no second rejection).
@@ -81,7 +86,7 @@ def test_workflow_request_batch(wb: Whimbrel) -> None:
     assert wb.get_workflow(workflow_exec_id_for("req-throttled")).input == {"n": 3}
     assert workflow_request.handler({"Records": event["Records"][:2]}, ctx(wb)) == {
         "batchItemFailures": []}
-    assert len(wb.list_rejections(day="2025-01-01")) == 1
+    assert len(wb.list_rejections(day="2025-01-01")) == 2
 
 
 def test_activity_event_batch(wb: Whimbrel) -> None:

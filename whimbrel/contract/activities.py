@@ -1,0 +1,147 @@
+"""``ActivityDefinition``: one node of a workflow's DAG, with its own validation."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from whimbrel.contract.errors import InvalidDefinition
+from whimbrel.contract.launching import LauncherSpec, RetryPolicy
+from whimbrel.contract.limits import NAME_PATTERN
+
+_NAME = re.compile(NAME_PATTERN)
+
+#: Optional durations (None: no limit), written to the canonical form only when set.
+OPTIONAL_SECONDS = ("heartbeat_timeout_seconds", "start_to_close_seconds",
+                    "schedule_to_start_seconds")
+DEFAULT_START_TIMEOUT_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class ActivityDefinition:
+    """One node of the DAG.
+
+    Attributes:
+        name: unique within the workflow; letters, digits, ``_`` and ``-``.
+        depends_on: names of activities that must COMPLETE first.
+        launcher: how the activity starts (see :class:`LauncherSpec`).
+        heartbeat_timeout_seconds: when set, a RUNNING attempt that does not heartbeat
+            within this many seconds is TIMED_OUT by the heartbeat listener.
+        start_to_close_seconds: when set, the most one attempt may run (from RUNNING to
+            its end), heartbeats or not; past it the attempt is TIMED_OUT.
+        schedule_to_start_seconds: when set, an attempt that nobody starts within this
+            many seconds of being scheduled — a READY ``external`` one nobody claims, a
+            QUEUED one whose launch never runs — is TIMED_OUT.
+        start_timeout_seconds: the launch guard: a QUEUED/PREPARING attempt that has not
+            reached RUNNING by then is TIMED_OUT (its launch was lost).
+        retry: what happens after FAILED or TIMED_OUT.
+        input: static input merged over the workflow's input for this activity.
+    """
+
+    name: str
+    depends_on: tuple[str, ...] = ()
+    launcher: LauncherSpec = field(default_factory=LauncherSpec)
+    heartbeat_timeout_seconds: float | None = None
+    start_timeout_seconds: float = DEFAULT_START_TIMEOUT_SECONDS
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    input: Mapping[str, Any] | None = None
+    description: str = ""
+    start_to_close_seconds: float | None = None
+    schedule_to_start_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        # Accept lists and strings from callers; store the canonical frozen forms.
+        deps = self.depends_on
+        if isinstance(deps, str):
+            deps = (deps,)
+        object.__setattr__(self, "depends_on", tuple(deps))
+        object.__setattr__(self, "launcher", LauncherSpec.parse(self.launcher))
+        if isinstance(self.retry, Mapping):
+            object.__setattr__(self, "retry", RetryPolicy(**self.retry))
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name}
+        if self.depends_on:
+            out["depends_on"] = list(self.depends_on)
+        out["launcher"] = self.launcher.to_dict()
+        for key in OPTIONAL_SECONDS:
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        out["start_timeout_seconds"] = self.start_timeout_seconds
+        out["retry"] = self.retry.to_dict()
+        if self.input is not None:
+            out["input"] = dict(self.input)
+        if self.description:
+            out["description"] = self.description
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ActivityDefinition:
+        """Build one activity from plain data (validated with its workflow).
+
+        Raises:
+            InvalidDefinition: unknown fields or malformed ``retry`` / ``depends_on``.
+        """
+        known = {"name", "depends_on", "launcher", "start_timeout_seconds", "retry",
+                 "input", "description", *OPTIONAL_SECONDS}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InvalidDefinition(
+                str(data.get("name", "?")),
+                [f"activity {data.get('name', '?')!r}: unknown field(s) {', '.join(unknown)}"],
+            )
+        retry = data.get("retry") or {}
+        if not isinstance(retry, Mapping):
+            raise InvalidDefinition(str(data.get("name")), ["retry must be a mapping"])
+        deps = data.get("depends_on") or ()
+        if isinstance(deps, str):
+            deps = (deps,)
+        # Checked here, not in problems(): tuple() of a number or a mapping would fail
+        # with a bare TypeError that does not name the field (test_bad_input_corpus).
+        if not isinstance(deps, list | tuple) or not all(isinstance(d, str) for d in deps):
+            raise InvalidDefinition(str(data.get("name")), [
+                f"activity {data.get('name', '?')!r}: depends_on must be a list of "
+                f"activity names, not {deps!r}"[:300]])
+        return cls(
+            name=data.get("name"),  # type: ignore[arg-type]  # validated later, reported whole
+            depends_on=tuple(deps),
+            launcher=LauncherSpec.parse(data.get("launcher")),
+            start_timeout_seconds=data.get("start_timeout_seconds",
+                                           DEFAULT_START_TIMEOUT_SECONDS),
+            retry=RetryPolicy(**retry),
+            input=data.get("input"),
+            description=str(data.get("description") or ""),
+            **{key: data.get(key) for key in OPTIONAL_SECONDS},
+        )
+
+    def problems(self, names: set[str]) -> list[str]:
+        """This activity's problems, given the names of its workflow's activities."""
+        out: list[str] = []
+        where = f"activity {self.name!r}"
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            out.append(f"{where}: name must match {NAME_PATTERN} "
+                       "(letters, digits, '_' and '-', starting with a letter; up to 64)")
+        deps_seen: set[str] = set()
+        for dep in self.depends_on:
+            if dep == self.name:
+                out.append(f"{where}: depends on itself")
+            elif dep not in names:
+                out.append(f"{where}: depends on unknown activity {dep!r}")
+            if dep in deps_seen:
+                out.append(f"{where}: lists dependency {dep!r} twice")
+            deps_seen.add(dep)
+        out.extend(self.launcher.problems(where))
+        out.extend(self.retry.problems(where))
+        for key in OPTIONAL_SECONDS:
+            value = getattr(self, key)
+            if value is not None and (isinstance(value, bool)
+                                      or not isinstance(value, int | float) or not value > 0):
+                out.append(f"{where}: {key} must be a number > 0")
+        st = self.start_timeout_seconds
+        if isinstance(st, bool) or not isinstance(st, int | float) or not st > 0:
+            out.append(f"{where}: start_timeout_seconds must be a number > 0")
+        if self.input is not None and not isinstance(self.input, Mapping):
+            out.append(f"{where}: input must be a mapping")
+        return out

@@ -1,0 +1,17 @@
+"""Verbs of an ``activity_event`` row that are not activity transitions.
+
+A Simple API client reports a contract move by writing its verb (``Transition``) in the
+row's ``transition`` attribute; these are the other things one row can ask for
+(docs/simple-api.md).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Command(StrEnum):
+    """Row verbs beside the contract's transitions."""
+
+    #: The activity is alive: push its heartbeat deadline forward.
+    HEARTBEAT = "HEARTBEAT"

@@ -1,0 +1,171 @@
+"""The engine's picture of stored items, as plain frozen values.
+
+The engine reads and writes executions only as these records, through the store port it
+owns (:class:`whimbrel.engine.ports.StorePort`); how they sit in DynamoDB is the store's
+business. A record may be *partial* (a sparse-index hit carries only what the index
+projects) or *stale* (the last image an actor saw): the engine writes against it, and the
+write's condition on ``state`` decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from whimbrel.contract.states import ActivityState, WorkflowState
+
+
+class _Remove:
+    """Marker for "remove this attribute" in a change set."""
+
+    _instance: _Remove | None = None
+
+    def __new__(cls) -> _Remove:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "REMOVE"
+
+
+#: In a change set (``{attribute: value}``), deletes the attribute.
+REMOVE: Any = _Remove()
+
+#: A change set: attribute names to new values (``REMOVE`` deletes one).
+Changes = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One state change, kept on the item it happened to (no extra write)."""
+
+    state: str
+    at: float
+    by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityRecord:
+    """One attempt of one activity, as stored."""
+
+    workflow_exec_id: str
+    activity_exec_id: str
+    activity_name: str
+    workflow_name: str
+    attempt: int
+    state: ActivityState | None
+    workflow_version: int | None = None
+    created_epoch: float = 0.0
+    updated_epoch: float = 0.0
+    started_epoch: float | None = None
+    ended_epoch: float | None = None
+    heartbeat_epoch: float | None = None
+    heartbeat_timeout_seconds: float | None = None
+    #: Deadline of the whole attempt once RUNNING (``start_to_close_seconds``).
+    close_epoch: float | None = None
+    not_before_epoch: float | None = None
+    #: Sparse ``timers`` index: present while a deadline is armed.
+    timer_shard: str | None = None
+    timer_epoch: float | None = None
+    #: Sparse ``claimable`` index: present while an external attempt waits to be claimed.
+    claim_shard: str | None = None
+    claim_key: str | None = None
+    output: str | None = None
+    error: str | None = None
+    error_type: str | None = None
+    worker: str | None = None
+    expires_epoch: float | None = None
+    history: tuple[Change, ...] = ()
+
+    def with_changes(self, **changes: Any) -> ActivityRecord:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowRecord:
+    """One workflow execution, as stored."""
+
+    workflow_exec_id: str
+    workflow_name: str
+    version: int
+    state: WorkflowState
+    workflow_request_id: str = ""
+    input: str | None = None
+    error: str | None = None
+    source: str | None = None
+    created_epoch: float = 0.0
+    created_day: str = ""
+    updated_epoch: float = 0.0
+    ended_epoch: float | None = None
+    #: Sparse ``reconcile`` index: the next visit of the reconciler (or the deadline).
+    check_shard: str | None = None
+    check_epoch: float | None = None
+    #: The run's own deadline (``WorkflowDefinition.timeout_seconds``), if any.
+    deadline_epoch: float | None = None
+    #: Seconds an ended run is kept (None: forever); fixed when the run starts.
+    retention_seconds: float | None = None
+    expires_epoch: float | None = None
+    history: tuple[Change, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """One ``workflow_request`` row (Simple API start, or a Full Logic trace)."""
+
+    workflow_request_id: str
+    workflow_name: str
+    when_epoch: float
+    version: int | None = None
+    input: str | None = None
+    manual: bool = False
+    source: str | None = None
+    workflow_exec_id: str | None = None
+    expires_epoch: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """One ``activity_event`` row (Simple API report)."""
+
+    activity_event_id: str
+    activity_exec_id: str
+    transition: str
+    when_epoch: float
+    activity_name: str | None = None
+    workflow_exec_id: str | None = None
+    workflow_name: str | None = None
+    output: str | None = None
+    error: str | None = None
+    source: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class DefinitionRecord:
+    workflow_name: str
+    version: int
+    definition: str
+    created_epoch: float
+    description: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RejectionRecord:
+    rejection_day: str
+    rejection_id: str
+    source: str
+    reason: str
+    error_type: str
+    record: str
+    when_epoch: float
+    expires_epoch: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Due:
+    """An armed deadline the sweep found in the sparse ``timers`` index."""
+
+    workflow_exec_id: str
+    activity_exec_id: str

@@ -1,0 +1,382 @@
+"""The engine-side adapter of the Simple Lambda API: one stream record in, one engine call.
+
+The Lambda handlers (``lambdas/``) and the local runtime hand each DynamoDB-stream
+record (Lambda's JSON shape) to :class:`Intake`. It parses the whole item first
+(``items.py``, ``decode.py``) — ids, verb, payload sizes — so a row is validated whole
+before anything is applied, calls :class:`~whimbrel.engine.engine.Engine` (whose guards
+hold for rows as for every caller), and classifies what went wrong:
+
+* a :class:`~whimbrel.contract.errors.WhimbrelError` with ``retryable`` set (throttling,
+  timeouts) is raised again, so the handler reports a batch item failure and Lambda
+  retries the record;
+* anything else Whimbrel raises on purpose (malformed item, unknown workflow, illegal
+  transition, a guard, oversized input) can never succeed: the record is **rejected** —
+  a row in the ``rejection`` table says why — and the batch goes on.
+
+Every processed row is marked with what happened to it (``outcome``, ``result_state``,
+``reason``, ``processed_epoch``) and when it expires, so its sender can read it back.
+A row written again under the same id (a MODIFY record) is rejected as a re-used id;
+the run keeps what started it. A redelivered event whose transition already happened is
+recognised by the actor tag ``event:<activity_event_id>`` in the activity's history.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from aws_lambda_powertools.utilities.parser import parse
+from pydantic import ValidationError
+
+from whimbrel.contract.commands import Command
+from whimbrel.contract.errors import (
+    ActivityCancelled,
+    ActivityTimedOut,
+    IllegalTransition,
+    InvalidInput,
+    StateConflict,
+    WhimbrelError,
+)
+from whimbrel.contract.ids import parse_activity_exec_id, workflow_exec_id_for
+from whimbrel.contract.limits import MAX_OUTPUT_BYTES
+from whimbrel.contract.payloads import encode_payload
+from whimbrel.contract.states import ActivityState, Transition
+from whimbrel.engine import rules
+from whimbrel.engine.engine import Engine
+from whimbrel.engine.intake.decode import (
+    REJECTION_TTL_SECONDS,
+    ddb_part,
+    describe_validation,
+    image_of,
+    native,
+    payload,
+    record_keys,
+    record_rejection,
+)
+from whimbrel.engine.intake.items import BOOKKEEPING, ActivityEventItem, WorkflowRequestItem
+
+__all__ = [
+    "IMPLIED_RUNNING",
+    "REJECTION_TTL_SECONDS",
+    "SOURCE_ACTIVITY_EVENT",
+    "SOURCE_DEAD_LETTER",
+    "SOURCE_WORKFLOW_REQUEST",
+    "Intake",
+    "IntakeResult",
+    "Outcome",
+    "image_of",
+    "record_keys",
+    "record_rejection",
+]
+
+log = logging.getLogger("whimbrel.intake")
+
+#: Suffix of the actor of a RUNNING move implied by a COMPLETED or FAILED report (see
+#: ``Intake._end_ahead_of_running``).
+IMPLIED_RUNNING = ":implied-running"
+
+A = ActivityState
+#: States from which a COMPLETED or FAILED report implies the RUNNING it skipped.
+_BEFORE_RUNNING = frozenset({A.READY, A.QUEUED, A.PREPARING})
+_ENDS = frozenset({Transition.COMPLETED, Transition.FAILED})
+
+#: Where rejected records of each stream are recorded; the local runtime adds DEAD_LETTER.
+SOURCE_WORKFLOW_REQUEST = "workflow_request"
+SOURCE_ACTIVITY_EVENT = "activity_event"
+SOURCE_DEAD_LETTER = "dead_letter"
+
+
+class Outcome(StrEnum):
+    STARTED = "STARTED"
+    APPLIED = "APPLIED"
+    DUPLICATE = "DUPLICATE"
+    IGNORED = "IGNORED"
+    REJECTED = "REJECTED"
+
+
+@dataclass(frozen=True)
+class IntakeResult:
+    """What one record did; the handlers turn it into log lines and metrics."""
+
+    outcome: Outcome
+    workflow_exec_id: str | None = None
+    activity_exec_id: str | None = None
+    transition: str | None = None
+    new_state: str | None = None
+    reason: str | None = None
+    #: True when another actor had moved the activity on (a TransitionConflict).
+    conflict: bool = False
+
+
+class Intake:
+    """Turns stream records of the two Simple Lambda API tables into engine calls."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # -- workflow_request ----------------------------------------------------------------
+
+    def workflow_request(self, record: Mapping[str, Any]) -> IntakeResult:
+        """Start the workflow an inserted request asks for.
+
+        Raises:
+            WhimbrelError: only retryable ones (the record should be retried).
+        """
+        event = record.get("eventName")
+        if event == "MODIFY":
+            return self._reused(SOURCE_WORKFLOW_REQUEST, record)
+        if event != "INSERT":
+            return IntakeResult(Outcome.IGNORED, reason=f"a {event} record")
+        request_id: str | None = None
+        try:
+            item = parse(event=image_of(record), model=WorkflowRequestItem)
+            if item.manual:
+                return IntakeResult(Outcome.IGNORED, reason="manual request (Full Logic trace)")
+            request_id = item.workflow_request_id
+            wx = workflow_exec_id_for(request_id)
+            input_ = payload(item.input, "input")
+            existed = self.engine.store.get_workflow(wx) is not None
+            self.engine.start(item.workflow_name, input_, version=item.version,
+                              request_id=request_id, source=item.source or "simple-api",
+                              write_request=False)
+        except ValidationError as exc:
+            return self._reject(SOURCE_WORKFLOW_REQUEST, record,
+                                describe_validation(exc, record), "ValidationError")
+        except WhimbrelError as exc:
+            if exc.retryable:
+                raise
+            result = self._reject(SOURCE_WORKFLOW_REQUEST, record, str(exc),
+                                  type(exc).__name__)
+            if request_id is not None:
+                self._mark_request(request_id, result)
+            return result
+        return IntakeResult(Outcome.DUPLICATE if existed else Outcome.STARTED,
+                            workflow_exec_id=wx)
+
+    # -- activity_event --------------------------------------------------------------------
+
+    def activity_event(self, record: Mapping[str, Any]) -> IntakeResult:
+        """Apply the transition (or command) an inserted event reports, with follow-ups.
+
+        Raises:
+            WhimbrelError: only retryable ones (the record should be retried).
+        """
+        event = record.get("eventName")
+        if event == "MODIFY":
+            return self._reused(SOURCE_ACTIVITY_EVENT, record)
+        if event != "INSERT":
+            return IntakeResult(Outcome.IGNORED, reason=f"a {event} record")
+        aeid: str | None = None
+        event_id: str | None = None
+        try:
+            item = parse(event=image_of(record), model=ActivityEventItem)
+            event_id, aeid = item.activity_event_id, item.activity_exec_id
+            result = self._apply_event(record, item)
+        except ValidationError as exc:
+            result = self._reject(SOURCE_ACTIVITY_EVENT, record,
+                                  describe_validation(exc, record), "ValidationError")
+        except WhimbrelError as exc:
+            if exc.retryable:
+                raise
+            result = self._reject(SOURCE_ACTIVITY_EVENT, record, str(exc),
+                                  type(exc).__name__, activity_exec_id=aeid)
+        if event_id is not None:
+            self._mark_event(event_id, result)
+        return result
+
+    def _apply_event(self, record: Mapping[str, Any], item: ActivityEventItem) -> IntakeResult:
+        aeid = item.activity_exec_id
+        key = parse_activity_exec_id(aeid)
+        _check_event(item, key.workflow_exec_id, key.activity_name)
+        verb = item.verb
+        if verb is Command.HEARTBEAT:
+            return self._heartbeat(aeid)
+        assert isinstance(verb, Transition)
+        # The whole row is checked before anything is applied: its output too.
+        output = payload(item.output, "output")
+        encode_payload(output, field="output", max_bytes=MAX_OUTPUT_BYTES)
+        error = item.error if item.error is None or isinstance(item.error, str) \
+            else native(item.error, "error")
+        actor = f"event:{item.activity_event_id}"
+        try:
+            moved = self.engine.transition(aeid, verb, output=output, error=error,
+                                           error_type=item.error_type, actor=actor)
+        except (StateConflict, IllegalTransition) as exc:
+            return self._not_applied(record, item, actor, exc, output, error)
+        return IntakeResult(Outcome.APPLIED, workflow_exec_id=moved.workflow_exec_id,
+                            activity_exec_id=aeid, transition=verb.value,
+                            new_state=moved.state.value)
+
+    def _heartbeat(self, aeid: str) -> IntakeResult:
+        wx = parse_activity_exec_id(aeid).workflow_exec_id
+        try:
+            state = self.engine.heartbeat(aeid).value
+        except ActivityCancelled as exc:
+            # Recorded; the sender learns from the row's result_state that it must stop.
+            state = exc.state
+        except ActivityTimedOut as exc:
+            raise InvalidInput(f"{exc} (the heartbeat came too late)",
+                               field="transition") from None
+        return IntakeResult(Outcome.APPLIED, workflow_exec_id=wx, activity_exec_id=aeid,
+                            transition=Command.HEARTBEAT.value, new_state=state)
+
+    def _not_applied(self, record: Mapping[str, Any], item: ActivityEventItem, actor: str,
+                     exc: StateConflict | IllegalTransition, output: Any,
+                     error: Any) -> IntakeResult:
+        aeid = item.activity_exec_id
+        verb = item.verb
+        current = exc.current if isinstance(exc, StateConflict) and exc.current else \
+            self.engine.store.get_activity(aeid)
+        if current is not None and any(h.by == actor for h in current.history):
+            # This very event was applied before (a redelivery); the earlier run may
+            # have died before its follow-ups, so make sure they happened.
+            self.engine.ensure_followups(aeid)
+            return IntakeResult(Outcome.DUPLICATE, workflow_exec_id=current.workflow_exec_id,
+                                activity_exec_id=aeid, transition=verb.value,
+                                new_state=_value(current.state))
+        if current is not None and verb in _ENDS and current.state in _BEFORE_RUNNING:
+            return self._end_ahead_of_running(item, actor, output, error)
+        if verb is Transition.RUNNING and current is not None and any(
+                (h.by or "").endswith(IMPLIED_RUNNING) for h in current.history):
+            # The RUNNING report arrives after a COMPLETED that already implied it.
+            return IntakeResult(Outcome.DUPLICATE, workflow_exec_id=current.workflow_exec_id,
+                                activity_exec_id=aeid, transition=verb.value,
+                                new_state=_value(current.state),
+                                reason="RUNNING was implied by an earlier COMPLETED")
+        if isinstance(exc, StateConflict):
+            # Another actor moved the activity on first (e.g. the heartbeat listener
+            # timed it out). The event can never apply; its follow-ups are the winner's.
+            self.engine.ensure_followups(aeid)
+            result = self._reject(SOURCE_ACTIVITY_EVENT, record, str(exc), "StateConflict",
+                                  activity_exec_id=aeid)
+            return IntakeResult(Outcome.REJECTED, workflow_exec_id=result.workflow_exec_id,
+                                activity_exec_id=aeid, transition=verb.value,
+                                new_state=_value(current.state) if current else None,
+                                reason=result.reason, conflict=True)
+        return self._reject(SOURCE_ACTIVITY_EVENT, record, str(exc), type(exc).__name__,
+                            activity_exec_id=aeid)
+
+    def _end_ahead_of_running(self, item: ActivityEventItem, actor: str, output: Any,
+                              error: Any) -> IntakeResult:
+        """A COMPLETED or FAILED report for an activity whose RUNNING report is not
+        applied yet.
+
+        Two event items of one activity can reach the handler out of order (on AWS they
+        may sit in different stream shards). Reporting its end proves it ran, so the
+        RUNNING move is applied first, by the same reporter (and under the same guards),
+        then the end; the late RUNNING event is then recognised as already implied.
+        """
+        aeid = item.activity_exec_id
+        verb = item.verb
+        assert isinstance(verb, Transition)
+        try:
+            self.engine.transition(aeid, Transition.RUNNING, actor=actor + IMPLIED_RUNNING)
+        except StateConflict:
+            pass  # moved meanwhile (perhaps by that RUNNING event): the end decides
+        moved = self.engine.transition(aeid, verb, output=output, error=error,
+                                       error_type=item.error_type, actor=actor)
+        return IntakeResult(Outcome.APPLIED, workflow_exec_id=moved.workflow_exec_id,
+                            activity_exec_id=aeid, transition=verb.value,
+                            new_state=moved.state.value)
+
+    # -- re-used ids, rejection, marks --------------------------------------------------------
+
+    def _reused(self, source: str, record: Mapping[str, Any]) -> IntakeResult:
+        """A MODIFY record: the row was written again under the same id."""
+        ddb = ddb_part(record)
+        old, new = ddb.get("OldImage"), ddb.get("NewImage")
+        if isinstance(old, Mapping) and isinstance(new, Mapping) and _same(old, new):
+            return IntakeResult(Outcome.IGNORED, reason="Whimbrel's own bookkeeping")
+        keys = record_keys(record)
+        if source == SOURCE_WORKFLOW_REQUEST:
+            rid = keys.get("workflow_request_id", "?")
+            reason = (f"workflow_request_id {rid!r} was written again with other content; "
+                      "an id names one request forever, so the new content was not "
+                      f"applied. The id belongs to run {keys.get('workflow_exec_id', '?')}, "
+                      "started from the earlier content (kept on the run, and in this "
+                      "rejection's record as OldImage). Write a new id to start another run.")
+        else:
+            reason = (f"activity_event_id {keys.get('activity_event_id', '?')!r} was written "
+                      "again with other content; an id names one event forever, so the new "
+                      "content was not applied. It belongs to activity "
+                      f"{keys.get('activity_exec_id', '?')} (the earlier content is in this "
+                      "rejection's record as OldImage). Write a new id for a new event.")
+        result = self._reject(source, record, reason, "ReusedId",
+                              activity_exec_id=keys.get("activity_exec_id"))
+        if source == SOURCE_ACTIVITY_EVENT and "activity_event_id" in keys:
+            self._mark_event(keys["activity_event_id"], result)
+        elif "workflow_request_id" in keys:
+            self._mark_request(keys["workflow_request_id"], result)
+        return result
+
+    def _reject(self, source: str, record: Mapping[str, Any], reason: str, error_type: str,
+                *, activity_exec_id: str | None = None) -> IntakeResult:
+        keys = record_keys(record)
+        log.warning("rejected %s record %s: %s", source, record.get("eventID"), reason)
+        record_rejection(self.engine.store, source=source, record=record, reason=reason,
+                         error_type=error_type, now=self.engine.clock())
+        wx = keys.get("workflow_exec_id")
+        if wx is None and activity_exec_id:
+            try:
+                wx = parse_activity_exec_id(activity_exec_id).workflow_exec_id
+            except InvalidInput:
+                wx = None
+        return IntakeResult(Outcome.REJECTED, workflow_exec_id=wx,
+                            activity_exec_id=activity_exec_id, reason=reason)
+
+    def _marks(self, result: IntakeResult) -> dict[str, Any]:
+        now = self.engine.clock()
+        changes: dict[str, Any] = {"outcome": result.outcome.value, "processed_epoch": now}
+        if result.new_state:
+            changes["result_state"] = result.new_state
+        if result.reason:
+            changes["reason"] = result.reason[:1000]
+        expires = rules.expiry(now, self._retention(result))
+        if expires is not None:
+            changes["expires_epoch"] = expires
+        return changes
+
+    def _retention(self, result: IntakeResult) -> float | None:
+        default = None if self.engine.retention_days is None \
+            else self.engine.retention_days * 86400.0
+        if result.activity_exec_id and result.outcome is not Outcome.REJECTED:
+            known = self.engine.remembered(result.activity_exec_id)
+            if known is not None and known.workflow_version is not None:
+                return self.engine.retention(self.engine.definition_of(known))
+        return default
+
+    def _mark_event(self, event_id: str, result: IntakeResult) -> None:
+        self.engine.store.mark_event(event_id, self._marks(result))
+
+    def _mark_request(self, request_id: str, result: IntakeResult) -> None:
+        self.engine.store.mark_request(request_id, self._marks(result))
+
+
+def _check_event(item: ActivityEventItem, wx: str, name: str) -> None:
+    if item.verb is Transition.TIME_OUT:
+        raise InvalidInput("TIME_OUT is applied only by the heartbeat listener",
+                           field="transition")
+    if item.workflow_exec_id is not None and item.workflow_exec_id != wx:
+        raise InvalidInput(f"workflow_exec_id {item.workflow_exec_id!r} does not match "
+                           f"activity_exec_id {item.activity_exec_id!r}",
+                           field="workflow_exec_id")
+    if item.activity_name is not None and item.activity_name != name:
+        raise InvalidInput(f"activity_name {item.activity_name!r} does not match "
+                           f"activity_exec_id {item.activity_exec_id!r}",
+                           field="activity_name")
+
+
+def _same(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """True when two images differ only in Whimbrel's bookkeeping attributes."""
+    def strip(image: Mapping[str, Any]) -> str:
+        return json.dumps({k: v for k, v in image.items() if k not in BOOKKEEPING},
+                          sort_keys=True, default=str)
+    return strip(old) == strip(new)
+
+
+def _value(state: ActivityState | None) -> str | None:
+    return state.value if state is not None else None

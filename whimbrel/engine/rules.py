@@ -1,0 +1,134 @@
+"""Pure rules of the engine: what a move writes besides the state, and which deadline
+falls when. No I/O; the clock is an argument (STYLE: pure core, effects at the edge).
+
+Deadlines (docs/contract.md, "Deadlines"). One sparse ``timer_epoch`` per attempt holds
+the earliest armed deadline:
+
+* REQUESTED (a retry): its not-before time; due, the sweep launches it.
+* READY (``external``) with ``schedule_to_start_seconds``: nobody claimed it in time.
+* QUEUED / PREPARING: ``schedule_to_start_seconds`` if set, and always the launch guard
+  ``start_timeout_seconds`` (a launch that never reached RUNNING).
+* RUNNING / CANCELLED_RUNNING: the heartbeat deadline (``heartbeat_timeout_seconds``
+  after the last heartbeat) and the close deadline (``start_to_close_seconds`` after
+  RUNNING), whichever comes first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from whimbrel.contract.definitions import ActivityDefinition, WorkflowDefinition
+from whimbrel.contract.records import REMOVE, ActivityRecord
+from whimbrel.contract.states import ActivityState
+from whimbrel.settings import DAY_SECONDS
+
+A = ActivityState
+
+#: The definition does not say: the engine's default retention applies.
+DEFAULT = "default"
+
+
+def retention_seconds(defn: WorkflowDefinition, default_days: float | None) -> float | None:
+    """How long an ended run of ``defn`` is kept; None keeps it forever."""
+    days = defn.retention_days
+    if days == DEFAULT:
+        days = default_days
+    return None if days is None else float(days) * DAY_SECONDS
+
+
+def expiry(now: float, retention: float | None) -> float | None:
+    return None if retention is None else float(int(now + retention))
+
+
+def start_deadline(spec: ActivityDefinition, now: float, *, queued: bool) -> float | None:
+    """When a READY (``queued`` False) or QUEUED/PREPARING attempt that has not started
+    times out."""
+    limits = [spec.schedule_to_start_seconds] if spec.schedule_to_start_seconds else []
+    if queued:
+        limits.append(spec.start_timeout_seconds)
+    return now + min(limits) if limits else None
+
+
+def running_deadline(spec: ActivityDefinition, *, heartbeat_epoch: float,
+                     close_epoch: float | None) -> float | None:
+    """The earliest deadline of a running attempt: heartbeat or close."""
+    deadlines = [d for d in (
+        heartbeat_epoch + spec.heartbeat_timeout_seconds
+        if spec.heartbeat_timeout_seconds else None, close_epoch) if d is not None]
+    return min(deadlines) if deadlines else None
+
+
+def changes_for(spec: ActivityDefinition, source: ActivityState, target: ActivityState, *,
+                now: float, workflow_name: str, retention: float | None,
+                output: str | None = None, error: str | None = None,
+                error_type: str | None = None) -> dict[str, Any]:
+    """Attributes written with a move from ``source`` to ``target`` (the state itself
+    and the history entry are the store's part of every move).
+
+    ``timer_epoch`` and ``claimable`` are intents: the store derives the sparse-index
+    keys from them.
+    """
+    out: dict[str, Any] = {}
+    leaves_claim = not spec.launcher.is_push and source in (A.REQUESTED, A.READY)
+    if target is A.READY:
+        deadline = start_deadline(spec, now, queued=False)
+        out["timer_epoch"] = deadline if deadline is not None else REMOVE
+        if not spec.launcher.is_push:
+            out["claimable"] = (workflow_name, spec.name)
+    elif target in (A.QUEUED, A.PREPARING):
+        if leaves_claim:
+            out["claimable"] = REMOVE
+        if target is A.QUEUED or source is not A.QUEUED:
+            deadline = start_deadline(spec, now, queued=True)
+            out["timer_epoch"] = deadline if deadline is not None else REMOVE
+    elif target is A.RUNNING:
+        if leaves_claim:
+            out["claimable"] = REMOVE
+        out["started_epoch"] = now
+        out["heartbeat_epoch"] = now
+        close = now + spec.start_to_close_seconds if spec.start_to_close_seconds else None
+        if close is not None:
+            out["close_epoch"] = close
+        deadline = running_deadline(spec, heartbeat_epoch=now, close_epoch=close)
+        out["timer_epoch"] = deadline if deadline is not None else REMOVE
+    elif target.is_terminal:
+        if leaves_claim:
+            out["claimable"] = REMOVE
+        out["ended_epoch"] = now
+        out["timer_epoch"] = REMOVE
+        expires = expiry(now, retention)
+        if expires is not None:
+            out["expires_epoch"] = expires
+        if output is not None:
+            out["output"] = output
+        if error is not None:
+            out["error"] = error
+        if error_type is not None:
+            out["error_type"] = error_type
+    return out
+
+
+def fired(item: ActivityRecord, spec: ActivityDefinition, now: float) -> str | None:
+    """Why a running attempt's armed deadline has passed at ``now``, or None when a
+    heartbeat moved it on since (the sweep then re-arms the timer)."""
+    hb = spec.heartbeat_timeout_seconds or item.heartbeat_timeout_seconds
+    last = item.heartbeat_epoch if item.heartbeat_epoch is not None else item.started_epoch
+    if item.close_epoch is not None and item.close_epoch <= now:
+        return (f"ran for {now - float(item.started_epoch or now):.1f} s, past its "
+                f"start_to_close_seconds ({spec.start_to_close_seconds} s)")
+    if hb and last is not None and last + hb <= now:
+        return f"no heartbeat for {now - last:.1f} s (timeout {hb} s)"
+    if not hb and item.close_epoch is None and item.timer_epoch is not None \
+            and item.timer_epoch <= now:
+        return "its deadline passed"  # armed by an older definition of the attempt
+    return None
+
+
+def not_started_reason(item: ActivityRecord, spec: ActivityDefinition) -> str:
+    state = item.state
+    if state is A.READY:
+        return (f"nobody claimed it within schedule_to_start_seconds "
+                f"({spec.schedule_to_start_seconds} s)")
+    limit = min(x for x in (spec.schedule_to_start_seconds, spec.start_timeout_seconds) if x)
+    return f"{state.value if state else '?'} and not RUNNING within {limit:.0f} s " \
+           "of being queued (launch lost)"

@@ -1,0 +1,82 @@
+"""Every setting Whimbrel reads from the environment, spelled once.
+
+The facade (``Whimbrel.from_env``), the Lambda handlers, the CLI and activity processes
+all read their configuration through :func:`Settings.from_env`; launchers pass an
+activity its ids through the ``ENV_ACTIVITY_*`` / ``ENV_WORKFLOW_*`` names.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from whimbrel.contract.errors import InvalidInput
+
+ENV_ENDPOINT_URL = "WHIMBREL_ENDPOINT_URL"
+ENV_TABLE_PREFIX = "WHIMBREL_TABLE_PREFIX"
+ENV_RETENTION_DAYS = "WHIMBREL_RETENTION_DAYS"
+ENV_ACTIVITY_EXEC_ID = "WHIMBREL_ACTIVITY_EXEC_ID"
+ENV_ACTIVITY_NAME = "WHIMBREL_ACTIVITY_NAME"
+ENV_WORKFLOW_EXEC_ID = "WHIMBREL_WORKFLOW_EXEC_ID"
+ENV_WORKFLOW_NAME = "WHIMBREL_WORKFLOW_NAME"
+
+DEFAULT_TABLE_PREFIX = "whimbrel_"
+#: How long the rows of an ended run are kept before DynamoDB's TTL deletes them.
+DEFAULT_RETENTION_DAYS = 30.0
+DAY_SECONDS = 86_400.0
+
+#: Words that mean "keep forever" in ``WHIMBREL_RETENTION_DAYS``.
+_FOREVER = frozenset({"none", "never", "forever", "off"})
+
+
+def parse_retention_days(raw: str | float | None, field: str = ENV_RETENTION_DAYS,
+                         ) -> float | None:
+    """Days as a number >= 0.01, or None for "keep forever" (``none``/``forever``).
+
+    Raises:
+        InvalidInput: neither.
+    """
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        if raw.strip().lower() in _FOREVER:
+            return None
+        try:
+            raw = float(raw)
+        except ValueError:
+            raise InvalidInput(f"{field} must be a number of days or 'none', not {raw!r}",
+                               field=field) from None
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not raw >= 0.01 \
+            or raw != raw or raw == float("inf"):
+        raise InvalidInput(f"{field} must be at least 0.01 days (or None to keep forever), "
+                           f"not {raw!r}", field=field)
+    return float(raw)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Where the tables are and how long ended runs are kept."""
+
+    endpoint_url: str | None = None
+    table_prefix: str = DEFAULT_TABLE_PREFIX
+    region: str | None = None
+    retention_days: float | None = DEFAULT_RETENTION_DAYS
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read ``WHIMBREL_ENDPOINT_URL`` (unset: AWS), ``WHIMBREL_TABLE_PREFIX``,
+        ``WHIMBREL_RETENTION_DAYS`` (a number, or ``none``) and the AWS region variables.
+
+        Raises:
+            InvalidInput: a malformed value.
+        """
+        env = os.environ if env is None else env
+        raw_retention = env.get(ENV_RETENTION_DAYS)
+        return cls(
+            endpoint_url=env.get(ENV_ENDPOINT_URL) or None,
+            table_prefix=env.get(ENV_TABLE_PREFIX) or DEFAULT_TABLE_PREFIX,
+            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
+            retention_days=DEFAULT_RETENTION_DAYS if not raw_retention
+            else parse_retention_days(raw_retention),
+        )

@@ -1,0 +1,325 @@
+"""The hot tables: workflow and activity executions and fan-in edges, on the lean client.
+
+Every write states its condition and why. Conditional writes ask for the item as it is
+when they lose (``ReturnValuesOnConditionCheckFailure``), so a lost race costs no read:
+the loser gets :class:`~whimbrel.contract.errors.StateConflict` with ``current`` set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from typing import Any
+
+from whimbrel.contract.errors import StateConflict
+from whimbrel.contract.ids import parse_activity_exec_id
+from whimbrel.contract.records import ActivityRecord, Change, Changes, Due, WorkflowRecord
+from whimbrel.contract.states import ActivityState, WorkflowState
+from whimbrel.store import specs
+from whimbrel.store.codec import (
+    Expression,
+    Item,
+    activity_record,
+    record_item,
+    to_ddb,
+    workflow_record,
+)
+from whimbrel.store.lean import ConditionLost, DynamoClient
+
+#: (operation, logical table, thunk) -> result; runs the write-hooks around the thunk.
+Write = Callable[[str, str, Callable[[], Any]], Any]
+
+_CAPACITY = {"ReturnConsumedCapacity": "INDEXES"}
+
+
+class RunTables:
+    """Executions and edges of one table prefix. Thread-safe."""
+
+    def __init__(self, client: DynamoClient, prefix: str, write: Write) -> None:
+        self.client = client
+        self._write = write
+        self.workflow_table = specs.WORKFLOW_EXEC.table_name(prefix)
+        self.activity_table = specs.ACTIVITY_EXEC.table_name(prefix)
+        self.edge_table = specs.ACTIVITY_EXEC_DEPENDENCY.table_name(prefix)
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _put_new(self, table: str, logical: str, item: Item, key_attr: str) -> bool:
+        expr = Expression()
+        params = expr.params(TableName=table, Item=item,
+                             ConditionExpression=expr.missing(key_attr), **_CAPACITY)
+        try:
+            self._write("PutItem", logical, lambda: self.client.call("PutItem", params))
+        except ConditionLost:
+            return False
+        return True
+
+    def _get(self, table: str, key: Item) -> Item | None:
+        resp = self.client.call("GetItem", {"TableName": table, "Key": key,
+                                            "ConsistentRead": True, **_CAPACITY})
+        item: Item | None = resp.get("Item")
+        return item
+
+    def _query(self, params: dict[str, Any], limit: int | None = None) -> Iterator[Item]:
+        params = {**params, **_CAPACITY}
+        left = limit
+        while True:
+            if left is not None:
+                params["Limit"] = left
+            resp = self.client.call("Query", params)
+            items: list[Item] = resp.get("Items", [])
+            yield from items
+            if left is not None:
+                left -= len(items)
+                if left <= 0:
+                    return
+            start = resp.get("LastEvaluatedKey")
+            if not start:
+                return
+            params["ExclusiveStartKey"] = start
+
+    @staticmethod
+    def _activity_key(activity_exec_id: str) -> Item:
+        key = parse_activity_exec_id(activity_exec_id)
+        return {"workflow_exec_id": {"S": key.workflow_exec_id},
+                "activity_exec_id": {"S": activity_exec_id}}
+
+    # -- workflow executions ---------------------------------------------------------------
+
+    def create_workflow(self, record: WorkflowRecord) -> bool:
+        # The id is derived from the request id: only the first start creates it.
+        return self._put_new(self.workflow_table, "workflow_exec", record_item(record),
+                             "workflow_exec_id")
+
+    def get_workflow(self, workflow_exec_id: str) -> WorkflowRecord | None:
+        item = self._get(self.workflow_table, {"workflow_exec_id": {"S": workflow_exec_id}})
+        return workflow_record(item) if item else None
+
+    def move_workflow(self, workflow_exec_id: str, expected: Collection[WorkflowState],
+                      new_state: WorkflowState, changes: Changes, *, now: float,
+                      actor: str) -> WorkflowRecord:
+        expr = Expression()
+        update = expr.update({**changes, "state": new_state.value, "updated_epoch": now},
+                             append={"history": [Change(new_state.value, now, actor)]})
+        # state IN expected: the contract's single-writer rule for a state change (and
+        # the item exists: a missing state is not in any list).
+        condition = expr.one_of("state", sorted(s.value for s in expected))
+        params = expr.params(TableName=self.workflow_table,
+                             Key={"workflow_exec_id": {"S": workflow_exec_id}},
+                             UpdateExpression=update, ConditionExpression=condition,
+                             ReturnValues="ALL_NEW",
+                             ReturnValuesOnConditionCheckFailure="ALL_OLD", **_CAPACITY)
+        try:
+            resp = self._write("UpdateItem", "workflow_exec",
+                               lambda: self.client.call("UpdateItem", params))
+        except ConditionLost as lost:
+            current = workflow_record(lost.item) if lost.item else None
+            raise StateConflict(expected=sorted(s.value for s in expected),
+                                actual=current.state.value if current else None,
+                                workflow_exec_id=workflow_exec_id, transition=new_state.value,
+                                current=current) from None
+        return workflow_record(resp["Attributes"])
+
+    def set_workflow(self, workflow_exec_id: str, changes: Changes, *,
+                     states: Collection[WorkflowState]) -> bool:
+        expr = Expression()
+        update = expr.update(changes)
+        # Only in one of ``states`` (e.g. a finished run must leave the reconcile index,
+        # so re-arming it is refused once it ended); never creates the item.
+        condition = expr.one_of("state", sorted(s.value for s in states))
+        params = expr.params(TableName=self.workflow_table,
+                             Key={"workflow_exec_id": {"S": workflow_exec_id}},
+                             UpdateExpression=update, ConditionExpression=condition,
+                             **_CAPACITY)
+        try:
+            self._write("UpdateItem", "workflow_exec",
+                        lambda: self.client.call("UpdateItem", params))
+        except ConditionLost:
+            return False
+        return True
+
+    def due_workflow_checks(self, now: float, limit: int) -> list[str]:
+        out: list[str] = []
+        for shard in range(specs.RECONCILE_SHARDS):
+            for hit in self._query({
+                "TableName": self.workflow_table, "IndexName": "reconcile",
+                "KeyConditionExpression": "check_shard = :s AND check_epoch <= :n",
+                "ExpressionAttributeValues": {":s": {"S": str(shard)}, ":n": to_ddb(now)},
+            }, limit=limit):
+                out.append(hit["workflow_exec_id"]["S"])
+        return out
+
+    def batch_get_workflows(self, ids: Sequence[str]) -> list[WorkflowRecord]:
+        found: dict[str, WorkflowRecord] = {}
+        wanted = list(dict.fromkeys(ids))
+        for start in range(0, len(wanted), 100):
+            keys = [{"workflow_exec_id": {"S": i}} for i in wanted[start:start + 100]]
+            request: dict[str, Any] = {self.workflow_table: {"Keys": keys,
+                                                             "ConsistentRead": True}}
+            while request:
+                resp = self.client.call("BatchGetItem", {"RequestItems": request,
+                                                         **_CAPACITY})
+                for item in resp.get("Responses", {}).get(self.workflow_table, []):
+                    rec = workflow_record(item)
+                    found[rec.workflow_exec_id] = rec
+                request = resp.get("UnprocessedKeys") or {}
+        return [found[i] for i in ids if i in found]
+
+    def query_workflow_index(self, index: str, key_attr: str, key: str, *,
+                             since: float | None = None, until: float | None = None,
+                             limit: int | None = None) -> list[str]:
+        """Execution ids from a (key, created_epoch) index, newest first."""
+        cond = f"{key_attr} = :k"
+        values: dict[str, Any] = {":k": {"S": key}}
+        if since is not None and until is not None:
+            cond += " AND created_epoch BETWEEN :a AND :b"
+            values.update({":a": to_ddb(since), ":b": to_ddb(until)})
+        elif since is not None:
+            cond += " AND created_epoch >= :a"
+            values[":a"] = to_ddb(since)
+        elif until is not None:
+            cond += " AND created_epoch <= :b"
+            values[":b"] = to_ddb(until)
+        return [hit["workflow_exec_id"]["S"] for hit in self._query({
+            "TableName": self.workflow_table, "IndexName": index,
+            "KeyConditionExpression": cond, "ExpressionAttributeValues": values,
+            "ScanIndexForward": False}, limit=limit)]
+
+    # -- activity executions -----------------------------------------------------------------
+
+    def create_activity(self, record: ActivityRecord) -> bool:
+        # Ids are deterministic (workflow, activity, attempt): a replayed start or retry
+        # finds the row and must not reset its state.
+        return self._put_new(self.activity_table, "activity_exec", record_item(record),
+                             "activity_exec_id")
+
+    def get_activity(self, activity_exec_id: str) -> ActivityRecord | None:
+        item = self._get(self.activity_table, self._activity_key(activity_exec_id))
+        return activity_record(item) if item else None
+
+    def list_activities(self, workflow_exec_id: str) -> list[ActivityRecord]:
+        """Every attempt of every activity of one execution: one consistent Query."""
+        return [activity_record(i) for i in self._query({
+            "TableName": self.activity_table, "ConsistentRead": True,
+            "KeyConditionExpression": "workflow_exec_id = :w",
+            "ExpressionAttributeValues": {":w": {"S": workflow_exec_id}}})]
+
+    def move_activity(self, activity_exec_id: str, expected: ActivityState,
+                      path: Sequence[ActivityState], changes: Changes, *, now: float,
+                      actor: str, due_by: float | None = None) -> ActivityRecord:
+        expr = Expression()
+        final = path[-1]
+        update = expr.update({**changes, "state": final.value, "updated_epoch": now},
+                             append={"history": [Change(s.value, now, actor) for s in path]})
+        # state = :expected is the whole contract: one winner per move (and per path of
+        # moves one actor makes in one write; a missing item has no state).
+        condition = expr.equals("state", expected.value)
+        if due_by is not None:
+            # The deadline the sweep saw must still hold: a heartbeat that landed since
+            # pushed timer_epoch forward and wins.
+            condition += " AND " + expr.at_most("timer_epoch", due_by)
+        params = expr.params(TableName=self.activity_table,
+                             Key=self._activity_key(activity_exec_id),
+                             UpdateExpression=update, ConditionExpression=condition,
+                             ReturnValues="ALL_NEW",
+                             ReturnValuesOnConditionCheckFailure="ALL_OLD", **_CAPACITY)
+        try:
+            resp = self._write("UpdateItem", "activity_exec",
+                               lambda: self.client.call("UpdateItem", params))
+        except ConditionLost as lost:
+            current = activity_record(lost.item) if lost.item else None
+            raise StateConflict(expected=expected.value,
+                                actual=current.state.value if current and current.state
+                                else None,
+                                activity_exec_id=activity_exec_id, transition=final.value,
+                                current=current) from None
+        return activity_record(resp["Attributes"])
+
+    def set_activity(self, activity_exec_id: str, changes: Changes, *,
+                     states: Collection[ActivityState]) -> ActivityRecord:
+        expr = Expression()
+        update = expr.update(changes)
+        # Attributes other than the state, only while the state is one of ``states``
+        # (e.g. a heartbeat only while the activity runs; never on a TIMED_OUT one).
+        condition = expr.one_of("state", sorted(s.value for s in states))
+        params = expr.params(TableName=self.activity_table,
+                             Key=self._activity_key(activity_exec_id),
+                             UpdateExpression=update, ConditionExpression=condition,
+                             ReturnValues="ALL_NEW",
+                             ReturnValuesOnConditionCheckFailure="ALL_OLD", **_CAPACITY)
+        try:
+            resp = self._write("UpdateItem", "activity_exec",
+                               lambda: self.client.call("UpdateItem", params))
+        except ConditionLost as lost:
+            current = activity_record(lost.item) if lost.item else None
+            raise StateConflict(expected=sorted(s.value for s in states),
+                                actual=current.state.value if current and current.state
+                                else None,
+                                activity_exec_id=activity_exec_id, current=current) from None
+        return activity_record(resp["Attributes"])
+
+    def due_timers(self, now: float, limit: int) -> list[Due]:
+        """Armed deadlines at or before ``now``: the cost grows with what is due, not with
+        what runs (the index is sparse)."""
+        out: list[Due] = []
+        for shard in range(specs.TIMER_SHARDS):
+            for hit in self._query({
+                "TableName": self.activity_table, "IndexName": "timers",
+                "KeyConditionExpression": "timer_shard = :s AND timer_epoch <= :n",
+                "ExpressionAttributeValues": {":s": {"S": str(shard)}, ":n": to_ddb(now)},
+            }, limit=limit):
+                out.append(Due(hit["workflow_exec_id"]["S"], hit["activity_exec_id"]["S"]))
+        return out
+
+    def claimable(self, shard: str, key_prefix: str, limit: int) -> list[ActivityRecord]:
+        """READY external attempts of one shard, as partial records (what the index
+        projects). Eventually consistent: a hit may already be taken."""
+        cond = "claim_shard = :s"
+        values: dict[str, Any] = {":s": {"S": shard}}
+        if key_prefix:
+            cond += " AND begins_with(claim_key, :p)"
+            values[":p"] = {"S": key_prefix}
+        return [activity_record(i) for i in self._query({
+            "TableName": self.activity_table, "IndexName": "claimable",
+            "KeyConditionExpression": cond, "ExpressionAttributeValues": values},
+            limit=limit)]
+
+    # -- fan-in edges ------------------------------------------------------------------------
+
+    @staticmethod
+    def dependency_key(workflow_exec_id: str, downstream: str) -> str:
+        return f"{workflow_exec_id}/{downstream}"
+
+    def put_dependencies(self, workflow_exec_id: str, downstream: str,
+                         upstreams: Iterable[str]) -> None:
+        key = self.dependency_key(workflow_exec_id, downstream)
+        items = [{"PutRequest": {"Item": {"dependency_key": {"S": key},
+                                          "upstream": {"S": up}}}} for up in upstreams]
+
+        # Unconditional batch put: edges are only created while the workflow is still
+        # REQUESTED, before any upstream can complete (docs/architecture.md).
+        def put() -> None:
+            for start in range(0, len(items), 25):
+                request = {self.edge_table: items[start:start + 25]}
+                while request:
+                    resp = self.client.call("BatchWriteItem", {"RequestItems": request,
+                                                               **_CAPACITY})
+                    request = resp.get("UnprocessedItems") or {}
+        self._write("BatchWriteItem", "activity_exec_dependency", put)
+
+    def delete_dependency(self, workflow_exec_id: str, downstream: str, upstream: str) -> None:
+        params = {"TableName": self.edge_table, **_CAPACITY,
+                  "Key": {"dependency_key": {"S": self.dependency_key(workflow_exec_id,
+                                                                      downstream)},
+                          "upstream": {"S": upstream}}}
+        self._write("DeleteItem", "activity_exec_dependency",
+                    lambda: self.client.call("DeleteItem", params))
+
+    def pending_dependencies(self, workflow_exec_id: str, downstream: str,
+                             limit: int | None = 1) -> list[str]:
+        """Upstreams of ``downstream`` still not completed (consistent; Limit 1 is O(1))."""
+        return [i["upstream"]["S"] for i in self._query({
+            "TableName": self.edge_table, "ConsistentRead": True,
+            "KeyConditionExpression": "dependency_key = :k",
+            "ExpressionAttributeValues": {":k": {"S": self.dependency_key(workflow_exec_id,
+                                                                          downstream)}}},
+            limit=limit)]
