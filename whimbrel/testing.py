@@ -136,10 +136,14 @@ class StepClock:
 
     Pass it as ``Whimbrel(..., clock=StepClock())`` and call :meth:`advance` to make
     heartbeats go stale and retries come due without sleeping.
+
+    It starts at the current (whole) second unless told otherwise: ended rows carry a
+    TTL derived from this clock, and DynamoDB Local, like DynamoDB, deletes items whose
+    TTL lies in the real past — a run started "in 2023" would vanish under the test.
     """
 
-    def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self.now = float(start)
+    def __init__(self, start: float | None = None) -> None:
+        self.now = float(int(time.time()) if start is None else start)
 
     def __call__(self) -> float:
         return self.now

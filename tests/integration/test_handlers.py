@@ -55,11 +55,11 @@ def test_workflow_request_batch(wb: Whimbrel) -> None:
     calls = {"n": 0}
 
     def hook(phase: str, operation: str, table: str) -> None:
-        # The first record writes workflow_exec twice (create, RUNNING); fail the
-        # third record's create with a retryable error.
+        # The first record writes workflow_exec once (created RUNNING); fail the third
+        # record's create with a retryable error.
         if table == "workflow_exec" and phase == "before":
             calls["n"] += 1
-            if calls["n"] == 3:
+            if calls["n"] == 2:
                 raise StoreError("throttled", aws_code="ThrottlingException", retryable=True)
 
     wb.store.write_hooks.append(hook)

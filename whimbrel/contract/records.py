@@ -102,10 +102,8 @@ class WorkflowRecord:
     #: Sparse ``reconcile`` index: the next visit of the reconciler (or the deadline).
     check_shard: str | None = None
     check_epoch: float | None = None
-    #: The run's own deadline (``WorkflowDefinition.timeout_seconds``), if any.
-    deadline_epoch: float | None = None
-    #: Seconds an ended run is kept (None: forever); fixed when the run starts.
-    retention_seconds: float | None = None
+    #: When the Full Logic trace row of the request expires (set when it was written).
+    request_expires_epoch: float | None = None
     expires_epoch: float | None = None
     history: tuple[Change, ...] = ()
 

@@ -28,7 +28,6 @@ from whimbrel.contract.states import (
 )
 from whimbrel.engine import rules
 from whimbrel.engine.base import EngineBase
-from whimbrel.settings import DAY_SECONDS
 
 log = logging.getLogger("whimbrel.engine")
 
@@ -36,9 +35,6 @@ A = ActivityState
 W = WorkflowState
 WT = WorkflowTransition
 
-#: Rows of a run that would expire more than this before ``end + retention`` are
-#: pushed out when it ends (only a run longer than this pays for it).
-RETENTION_SLACK_SECONDS = DAY_SECONDS
 
 
 class WorkflowEnding(EngineBase):
@@ -69,7 +65,9 @@ class WorkflowEnding(EngineBase):
                    expires: float | None, activities: Sequence[ActivityRecord] | None) -> None:
         """Idempotent end tasks that must land before the terminal write."""
         wx = wf.workflow_exec_id
-        if expires is not None and wf.workflow_request_id:
+        traced = wf.request_expires_epoch
+        if expires is not None and wf.workflow_request_id and \
+                (traced is None or traced < expires):
             self.store.expire_request(wf.workflow_request_id, expires)
         if state is not W.COMPLETED:
             # Edges of a run that did not complete would never be consumed: delete them.
@@ -80,11 +78,13 @@ class WorkflowEnding(EngineBase):
                 for up in self.store.pending_dependencies(wx, down, limit=None):
                     self.store.delete_dependency(wx, down, up)
         if expires is not None and activities:
+            # Rows of activities that ended more than a day before the run (rules.py,
+            # RETENTION_SLACK_SECONDS): only a run longer than a day pays for these.
             for act in activities:
-                if act.expires_epoch is not None and \
-                        act.expires_epoch < expires - RETENTION_SLACK_SECONDS:
-                    self.store.set_activity(act.activity_exec_id, {"expires_epoch": expires},
-                                            states=ACTIVITY_TERMINAL)
+                if act.expires_epoch is not None and act.expires_epoch < expires:
+                    self.store.try_set_activity(act.activity_exec_id,
+                                                {"expires_epoch": expires},
+                                                states=ACTIVITY_TERMINAL)
 
     def fail_workflow(self, wx: str, error: str) -> None:
         try:

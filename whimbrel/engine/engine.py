@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import random
+from concurrent.futures import Future
 from typing import Any
 
 from whimbrel.contract import checks
@@ -47,6 +48,7 @@ from whimbrel.contract.states import (
 from whimbrel.engine import rules
 from whimbrel.engine.base import day_of
 from whimbrel.engine.flow import Flow
+from whimbrel.engine.ports import runs_in_process
 from whimbrel.engine.views import ActivityExec
 
 log = logging.getLogger("whimbrel.engine")
@@ -84,6 +86,11 @@ class Engine(Flow):
     ) -> str:
         """Start (or resume starting) the execution for ``request_id``. Idempotent.
 
+        The starter writes the workflow item RUNNING (REQUESTED → RUNNING in one write:
+        nobody else can act on a run that does not exist yet), creates the activity rows,
+        reads the workflow item back — nothing is launched unless it is still RUNNING —
+        and launches the roots.
+
         Raises:
             DefinitionNotFound: unknown workflow name or version.
             InvalidInput: input too large or not JSON; request id used for another workflow.
@@ -95,24 +102,30 @@ class Engine(Flow):
         wx = workflow_exec_id_for(request_id)  # refuses an empty or malformed id
         version, defn = self.definition(name, version)
         now = self.clock()
+        expires = None
         if write_request:
+            # The trace expires a day after the end of any run shorter than a day, so
+            # the end needs no write to it (ending.py, before_end).
+            expires = rules.expiry(now + rules.RETENTION_SLACK_SECONDS, self.retention(defn))
             self.store.put_request(RequestRecord(
                 request_id, name, now, version=version, input=payload, manual=True,
-                source=source, workflow_exec_id=wx))
+                source=source, workflow_exec_id=wx, expires_epoch=expires))
         record = WorkflowRecord(
-            workflow_exec_id=wx, workflow_name=name, version=version, state=W.REQUESTED,
+            workflow_exec_id=wx, workflow_name=name, version=version, state=W.RUNNING,
             workflow_request_id=request_id, input=payload, source=source, created_epoch=now,
             created_day=day_of(now), updated_epoch=now,
-            check_epoch=self.next_check(now, now, defn),
-            history=(Change(W.REQUESTED.value, now, self.actor),))
+            check_epoch=self.next_check(now, now, defn), request_expires_epoch=expires,
+            history=(Change(W.REQUESTED.value, now, self.actor),
+                     Change(W.RUNNING.value, now, self.actor)))
         if not self.store.create_workflow(record):
             existing = self.workflow(wx)
             if existing.workflow_name != name:
                 raise InvalidInput(
                     f"request id {request_id!r} already started workflow "
                     f"{existing.workflow_name!r}, not {name!r}", field="workflow_request_id")
-            record = existing
-        self.resume_start(record, defn)
+            self.resume_start(existing, defn)  # repairs a start that died half-way
+            return wx
+        self.launch_roots(record, defn, self.materialize(record, defn))
         return wx
 
     def next_check(self, created: float, now: float, defn: WorkflowDefinition,
@@ -124,82 +137,111 @@ class Engine(Flow):
             return min(visit, created + float(defn.timeout_seconds))
         return visit
 
-    def resume_start(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> None:
-        """Create what a start needs (idempotently), move to RUNNING, launch the roots.
+    def resume_start(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                     rows: list[ActivityRecord] | None = None) -> bool:
+        """Finish a start that died half-way (a redelivered request, the reconciler).
+        Idempotent; True if something was missing.
 
-        The winner of the REQUESTED → RUNNING write launches the roots, which were
-        created QUEUED (push) or READY (pull): one winner, and a root cannot have been
-        launched before that write.
+        A root's row is created only once every other row and edge exists (phase two of
+        ``materialize``), so a run with all its roots needs nothing; one with no root
+        redoes phase one (no root ever ran, so no edge was consumed yet).
         """
         wx = wf.workflow_exec_id
-        if wf.state is W.REQUESTED:
+        if wf.state is W.REQUESTED:  # an item from before the one-write start
             self.materialize(wf, defn)
             try:
                 wf = self.store.move_workflow(wx, [W.REQUESTED], W.RUNNING, {},
                                               now=self.clock(), actor=self.actor)
-            except StateConflict as lost:
-                # Another starter won (it launches), or it was cancelled meanwhile.
-                current = lost.current or self.workflow(wx)
-                if current.state is not W.RUNNING:
-                    self.settle(wx)
-                return
-            self.each(lambda root: self.launch_root(wf, defn, root), defn.roots)
-        elif wf.state is not W.RUNNING:
+            except StateConflict:
+                pass
+        if wf.state is not W.RUNNING:
             self.settle(wx)
+            return False
+        have = {a.activity_name for a in (self.store.list_activities(wx)
+                                          if rows is None else rows)}
+        missing_roots = [r for r in defn.roots if r not in have]
+        if not missing_roots:
+            return False
+        created = self.materialize(wf, defn, phase_one=len(missing_roots) == len(defn.roots))
+        self.launch_roots(wf, defn, created)
+        return True
 
-    def launch_root(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str) -> None:
-        spec = defn.activity(name)
-        if not spec.launcher.is_push:
-            return  # created READY, waiting to be claimed
-        if self.plan(wf, defn, name, A.QUEUED):
-            self.advance(wf, defn, name, 1, A.QUEUED)  # in-process: on to RUNNING, launched
-            return
-        self.launch(wf, defn, ActivityRecord(
-            wf.workflow_exec_id, activity_exec_id(wf.workflow_exec_id, name, 1), name,
-            wf.workflow_name, 1, A.QUEUED, workflow_version=wf.version))
+    def materialize(self, wf: WorkflowRecord, defn: WorkflowDefinition, *,
+                    phase_one: bool = True) -> set[str]:
+        """Create a run's activity rows and fan-in edges (idempotently); returns the
+        roots whose rows this call created.
 
-    def materialize(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> None:
-        """Every activity row and fan-in edge of a run, created idempotently. Roots are
-        created in their first state: QUEUED (push) or READY (pull) — the starter is the
-        only actor that can move them there (docs/contract.md)."""
+        Phase one: the rows of activities with upstreams (REQUESTED) and the edges.
+        Phase two, once all of phase one is written: the roots, in their first state —
+        QUEUED for a push launcher (its creator launches it), READY for a pull one (it
+        becomes claimable), REQUESTED for an in-process launcher (its one-write move to
+        RUNNING comes after the workflow read, and a crash before that leaves it for
+        the reconciler, not for a time-out).
+        """
         wx = wf.workflow_exec_id
         now = self.clock()
-        retention = self.retention(defn)
+        if phase_one:
+            jobs: list[Future[Any]] = [
+                self._pool.submit(self.store.create_activity,
+                                  self.new_attempt(wf, defn, a.name, 1, now))
+                for a in defn.activities if a.depends_on]
+            # Fan-in edges exist only for activities with two or more upstreams (and for
+            # the workflow's end when it has two or more sinks); one-upstream hand-offs
+            # need none. Unconditional puts: no root exists yet, so none was consumed.
+            for act in defn.activities:
+                if len(act.depends_on) > 1:
+                    jobs.append(self._pool.submit(
+                        self.store.put_dependencies, wx, act.name, act.depends_on))
+            if len(defn.sinks) > 1:
+                jobs.append(self._pool.submit(self.store.put_dependencies, wx, END_NODE,
+                                              defn.sinks))
+            for job in jobs:
+                job.result()
+        created = self.each(lambda root: root if self.create_root(wf, defn, root, now)
+                            else None, defn.roots)
+        return {r for r in created if r is not None}
 
-        def create(name: str) -> None:
+    def create_root(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
+                    now: float) -> bool:
+        spec = defn.activity(name)
+        record = self.new_attempt(wf, defn, name, 1, now)
+        launcher = self.launchers.get(spec.launcher.kind)
+        if spec.launcher.is_push and launcher is not None and runs_in_process(launcher):
+            return self.store.create_activity(record)
+        verb = Transition.QUEUED if spec.launcher.is_push else Transition.READY
+        path = activity_path(A.REQUESTED, verb)
+        changes = rules.changes_for(spec, A.REQUESTED, path[-1], now=now,
+                                    workflow_name=wf.workflow_name,
+                                    retention=self.retention(defn))
+        timer = changes.get("timer_epoch")
+        record = record.with_changes(
+            state=path[-1], timer_epoch=timer if isinstance(timer, float) else None,
+            history=record.history + tuple(Change(s.value, now, self.actor) for s in path))
+        if "claimable" in changes:
+            return self.store.create_claimable(record)
+        return self.store.create_activity(record)
+
+    def launch_roots(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                     created: set[str]) -> None:
+        """Launch the roots, if the workflow is (still) RUNNING: a QUEUED root by the actor
+        that created it, an in-process one by the winner of its move to RUNNING."""
+        current = self.workflow(wf.workflow_exec_id)
+        if current.state is not W.RUNNING:
+            self.settle(wf.workflow_exec_id)  # cancelled while starting
+            return
+
+        def go(name: str) -> None:
             spec = defn.activity(name)
-            record = self.new_attempt(wf, defn, name, 1, now)
-            if spec.depends_on:
-                self.store.create_activity(record)
-                return
-            first = A.QUEUED if spec.launcher.is_push else A.READY
-            path = activity_path(A.REQUESTED, *((Transition.QUEUED,) if spec.launcher.is_push
-                                                else (Transition.READY,)))
-            changes = rules.changes_for(spec, A.REQUESTED, first, now=now,
-                                        workflow_name=wf.workflow_name, retention=retention)
-            claimable = changes.pop("claimable", None)
-            timer = changes.pop("timer_epoch", None)
-            record = record.with_changes(
-                state=first, timer_epoch=timer if isinstance(timer, float) else None,
-                history=record.history + tuple(Change(s.value, now, self.actor)
-                                               for s in path))
-            if claimable:
-                self.store.create_claimable(record)
-            else:
-                self.store.create_activity(record)
+            if not spec.launcher.is_push:
+                return  # READY, waiting to be claimed
+            if self.plan(current, defn, name, A.REQUESTED)[-1:] == (A.RUNNING,):
+                self.advance(current, defn, name, 1)
+            elif name in created:
+                self.launch(current, defn, ActivityRecord(
+                    wf.workflow_exec_id, activity_exec_id(wf.workflow_exec_id, name, 1),
+                    name, wf.workflow_name, 1, A.QUEUED, workflow_version=wf.version))
 
-        jobs = [self._pool.submit(create, n) for n in defn.names]
-        # Fan-in edges exist only for activities with two or more upstreams (and for the
-        # workflow's end when it has two or more sinks); one-upstream hand-offs need none.
-        for act in defn.activities:
-            if len(act.depends_on) > 1:
-                jobs.append(self._pool.submit(
-                    self.store.put_dependencies, wx, act.name, act.depends_on))
-        if len(defn.sinks) > 1:
-            jobs.append(self._pool.submit(self.store.put_dependencies, wx, END_NODE,
-                                          defn.sinks))
-        for job in jobs:
-            job.result()
+        self.each(go, defn.roots)
 
     # -- moves callers ask for ---------------------------------------------------------------
 

@@ -150,8 +150,13 @@ class Flow(WorkflowEnding):
              source: ActivityState) -> tuple[ActivityState, ...]:
         """How far this actor may move an attempt of ``name`` from ``source`` now."""
         spec = defn.activity(name)
-        steps: list[ActivityState] = [A.READY] if source is A.REQUESTED else []
-        if spec.launcher.is_push and wf.state is W.RUNNING:
+        launching = spec.launcher.is_push and wf.state is W.RUNNING
+        # REQUESTED -> QUEUED directly for a dependency-free attempt launched now (the
+        # contract's own shortcut); READY first for everything else.
+        steps: list[ActivityState] = (
+            [A.READY] if source is A.REQUESTED and not (launching and not spec.depends_on)
+            else [])
+        if launching:
             steps.append(A.QUEUED)
             launcher = self.launchers.get(spec.launcher.kind)
             if launcher is not None and runs_in_process(launcher):

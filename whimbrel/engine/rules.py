@@ -27,6 +27,11 @@ A = ActivityState
 #: The definition does not say: the engine's default retention applies.
 DEFAULT = "default"
 
+#: Rows that end before their run are given this much more than the retention, so that
+#: for any run shorter than it they still outlive ``end + retention`` and the end needs
+#: no write to them (docs/operations.md, "Retention").
+RETENTION_SLACK_SECONDS = DAY_SECONDS
+
 
 def retention_seconds(defn: WorkflowDefinition, default_days: float | None) -> float | None:
     """How long an ended run of ``defn`` is kept; None keeps it forever."""
@@ -96,7 +101,7 @@ def changes_for(spec: ActivityDefinition, source: ActivityState, target: Activit
             out["claimable"] = REMOVE
         out["ended_epoch"] = now
         out["timer_epoch"] = REMOVE
-        expires = expiry(now, retention)
+        expires = expiry(now + RETENTION_SLACK_SECONDS, retention)
         if expires is not None:
             out["expires_epoch"] = expires
         if output is not None:

@@ -185,6 +185,8 @@ def _reconcile_running(engine: Engine, wf: WorkflowRecord, defn: WorkflowDefinit
                        now: float) -> bool:
     wx = wf.workflow_exec_id
     acts = engine.store.list_activities(wx)
+    if engine.resume_start(wf, defn, rows=acts):
+        return True  # the start died half-way; the next visit checks the rest
     latest = latest_of(acts)
     repaired = False
     for name in defn.topological_order():

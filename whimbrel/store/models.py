@@ -84,6 +84,7 @@ class WorkflowExecModel(Model):
     ended_epoch = NumberAttribute(null=True)
     check_shard = UnicodeAttribute(null=True)
     check_epoch = NumberAttribute(null=True)
+    request_expires_epoch = NumberAttribute(null=True)
     history = ListAttribute(of=HistoryEntry, default=list)
     expires_epoch = NumberAttribute(null=True)
 
