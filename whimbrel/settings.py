@@ -32,7 +32,7 @@ _FOREVER = frozenset({"none", "never", "forever", "off"})
 
 def parse_retention_days(raw: str | float | None, field: str = ENV_RETENTION_DAYS,
                          ) -> float | None:
-    """Days as a number >= 0.01, or None for "keep forever" (``none``/``forever``).
+    """Days as a number >= 1, or None for "keep forever" (``none``/``forever``).
 
     Raises:
         InvalidInput: neither.
@@ -47,9 +47,9 @@ def parse_retention_days(raw: str | float | None, field: str = ENV_RETENTION_DAY
         except ValueError:
             raise InvalidInput(f"{field} must be a number of days or 'none', not {raw!r}",
                                field=field) from None
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or not raw >= 0.01 \
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not raw >= 1 \
             or raw != raw or raw == float("inf"):
-        raise InvalidInput(f"{field} must be at least 0.01 days (or None to keep forever), "
+        raise InvalidInput(f"{field} must be at least 1 day (or None to keep forever), "
                            f"not {raw!r}", field=field)
     return float(raw)
 

@@ -19,7 +19,12 @@ from whimbrel.engine.sweep import SweepReport, sweep
 from whimbrel.engine.views import ActivityExec, WorkflowExec
 from whimbrel.launch.command import CommandLauncher
 from whimbrel.launch.python import PythonLauncher
-from whimbrel.settings import DEFAULT_RETENTION_DAYS, DEFAULT_TABLE_PREFIX, Settings
+from whimbrel.settings import (
+    DEFAULT_RETENTION_DAYS,
+    DEFAULT_TABLE_PREFIX,
+    Settings,
+    parse_retention_days,
+)
 from whimbrel.store.meter import CapacityMeter
 from whimbrel.store.store import Store
 from whimbrel.worker.command import run_command
@@ -56,6 +61,8 @@ class Whimbrel:
         retention_days: float | None = DEFAULT_RETENTION_DAYS,
     ) -> None:
         region = region or Settings.from_env().region
+        if retention_days is not None:
+            retention_days = parse_retention_days(retention_days, "retention_days")
         self.clock: Clock = clock or time.time
         self.store = Store(table_prefix=table_prefix, endpoint_url=endpoint_url, region=region)
         self.executor = ThreadPoolExecutor(max_workers=max_workers,

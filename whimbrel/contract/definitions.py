@@ -162,8 +162,8 @@ class WorkflowDefinition:
             out.append("timeout_seconds must be a number > 0")
         r = self.retention_days
         if r not in (None, "default") and (isinstance(r, bool) or not isinstance(r, int | float)
-                                           or not 0.01 <= r < float("inf")):
-            out.append("retention_days must be a number >= 0.01, null (keep forever) or "
+                                           or not 1 <= r < float("inf")):
+            out.append("retention_days must be a number >= 1, null (keep forever) or "
                        "absent (the default)")
         cycle = self._find_cycle()
         if cycle:

@@ -51,6 +51,26 @@ def _wire(value: Any) -> Any:
     return value
 
 
+def _attribute(av: Any) -> Any:
+    """One attribute value as the service sent it. botocore's DynamoDB Streams parser
+    turns an empty map ``{"M": {}}`` into ``{}`` (it drops the empty member of the
+    attribute-value union); every attribute value has exactly one type key, so an empty
+    one can only have been an empty map."""
+    if av == {}:
+        return {"M": {}}
+    if isinstance(av, Mapping) and isinstance(av.get("M"), Mapping):
+        return {"M": {k: _attribute(v) for k, v in av["M"].items()}}
+    if isinstance(av, Mapping) and isinstance(av.get("L"), list):
+        return {"L": [_attribute(v) for v in av["L"]]}
+    return av
+
+
+def _image(image: Any) -> Any:
+    if not isinstance(image, Mapping):
+        return image
+    return {name: _attribute(av) for name, av in image.items()}
+
+
 def lambda_record(raw: Mapping[str, Any], *, stream_arn: str, region: str) -> dict[str, Any]:
     """One GetRecords record in the shape Lambda passes to a handler."""
     src = raw.get("dynamodb") or {}
@@ -64,7 +84,7 @@ def lambda_record(raw: Mapping[str, Any], *, stream_arn: str, region: str) -> di
     ddb: dict[str, Any] = {"ApproximateCreationDateTime": created_epoch}
     for key in ("Keys", "NewImage", "OldImage"):
         if key in src:
-            ddb[key] = _wire(src[key])
+            ddb[key] = _wire(_image(src[key]))
     ddb["SequenceNumber"] = str(src.get("SequenceNumber"))
     ddb["SizeBytes"] = int(src.get("SizeBytes") or 0)
     ddb["StreamViewType"] = src.get("StreamViewType", "NEW_IMAGE")
