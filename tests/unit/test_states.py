@@ -1,4 +1,4 @@
-"""The contract table, walked pair by pair against DESIGN.md §1."""
+"""The contract table, walked pair by pair against docs/contract.md ("Activity transitions")."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from whimbrel.contract.states import (
     WorkflowTransition as WT,
 )
 
-# DESIGN.md §1, typed out independently of the implementation's table.
+# docs/contract.md's table, typed out independently of the implementation's table.
 EXPECTED = {
     A.REQUESTED: {T.CANCEL: A.CANCELLED, T.READY: A.READY, T.QUEUED: A.QUEUED},
     A.READY: {T.CANCEL: A.CANCELLED, T.QUEUED: A.QUEUED, T.PREPARING: A.PREPARING,
