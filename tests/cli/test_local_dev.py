@@ -174,7 +174,11 @@ def test_dev_data_dir_survives_a_restart(bare_env: dict[str, str], tmp_path: Pat
                          "--timeout", "60")
         assert first["state"] == "COMPLETED"
     assert (data / "shared-local-instance.db").is_file()
+    # Restarted in a shell that exported what dev printed: --data-dir still wins.
+    env["WHIMBREL_ENDPOINT_URL"] = endpoint
     with dev_server(env, tmp_path / "dev2.log", *args):
+        assert f"ignoring WHIMBREL_ENDPOINT_URL={endpoint}" in " ".join(
+            (tmp_path / "dev2.log").read_text().split())
         again = cli.json("status", "--request-id", "kept-1")
         assert again["workflow_exec_id"] == first["workflow_exec_id"]
         assert again["state"] == "COMPLETED"
@@ -198,6 +202,16 @@ def test_dev_refuses_a_taken_port_by_name() -> None:
     both = runner.invoke(app, ["dev", "--port", "9", "--endpoint-url", "http://127.0.0.1:9"],
                          env=env)
     assert both.exit_code == 2 and "--port and --data-dir configure" in both.stderr
+
+
+def test_dev_with_an_exported_endpoint_nobody_serves_says_what_to_do() -> None:
+    endpoint = f"http://127.0.0.1:{_free_port()}"
+    result = CliRunner().invoke(app, ["dev"], env={"WHIMBREL_ENDPOINT_URL": endpoint,
+                                                   "COLUMNS": "200"})
+    assert result.exit_code == 6, result.output
+    assert " ".join(result.stderr.split()) == (
+        f"error: nothing answers at {endpoint} (WHIMBREL_ENDPOINT_URL): unset it to let dev "
+        f"start DynamoDB Local itself (on port {DEV_PORT}, or --port N)")
 
 
 def test_dev_default_port_is_stable_and_documented() -> None:

@@ -29,8 +29,9 @@ from rich.console import Console
 from rich.text import Text
 
 # Typer ships its own copy of Click; its parser raises these (not click's) classes.
-from typer._click.core import Command, Context
+from typer._click.core import Command, Context, ParameterSource
 from typer._click.exceptions import UsageError
+from typer._click.globals import get_current_context
 from typer.core import TyperCommand, TyperGroup
 
 from whimbrel.client.whimbrel import Whimbrel
@@ -155,8 +156,10 @@ class Cli:
     """What a command gets: settings, the console and a lazily built client."""
 
     def __init__(self, *, endpoint_url: str | None, table_prefix: str | None,
-                 json_output: bool, debug: bool) -> None:
+                 json_output: bool, debug: bool, endpoint_from_env: bool = False) -> None:
         self.endpoint_url = endpoint_url or None
+        #: The endpoint came from WHIMBREL_ENDPOINT_URL, not from --endpoint-url.
+        self.endpoint_from_env = endpoint_from_env
         self.table_prefix = table_prefix or None
         self.json = json_output
         self.debug = debug
@@ -349,7 +352,9 @@ def command(group: typer.Typer, name: str, *, example: str,
         @functools.wraps(fn)
         def wrapper(**kwargs: Any) -> None:
             opts = {k: kwargs.pop(k) for k in _COMMON}
-            cli = Cli(**opts)
+            ctx = get_current_context(silent=True)
+            cli = Cli(**opts, endpoint_from_env=ctx is not None and ctx.get_parameter_source(
+                "endpoint_url") is ParameterSource.ENVIRONMENT)
             try:
                 with reported(cli):
                     fn(cli, **kwargs)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import importlib
+import socket
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import typer
 
 from whimbrel.cli.app import Cli, CliError, ExitCode, app, command
-from whimbrel.local.credentials import supply_local_credentials
+from whimbrel.local.credentials import is_local_endpoint, supply_local_credentials
 from whimbrel.local.dynamodb_local import DynamoDBLocalError, PortInUse
 from whimbrel.local.runtime import DEV_PORT, run_dev
 
@@ -45,15 +47,12 @@ def dev(
     change; needs Java 17+, and npm the first time). No AWS account is needed: without
     configured credentials, dummy ones are used for the local endpoint.
     """
-    if cli.endpoint_url and (port is not None or data_dir is not None):
-        raise CliError("--port and --data-dir configure the DynamoDB Local that dev "
-                       "starts; with --endpoint-url it uses that server instead",
-                       ExitCode.USAGE)
     cli.check_settings()
+    endpoint = _dev_endpoint(cli, own_server=port is not None or data_dir is not None)
     port = DEV_PORT if port is None else port
-    supply_local_credentials(cli.endpoint_url or f"http://127.0.0.1:{port}")
+    supply_local_credentials(endpoint or f"http://127.0.0.1:{port}")
     try:
-        run_dev(cli.endpoint_url, cli.table_prefix or "whimbrel_", heartbeat_rate,
+        run_dev(endpoint, cli.table_prefix or "whimbrel_", heartbeat_rate,
                 port=port, data_dir=data_dir)
     except PortInUse as exc:
         raise CliError(f"{exc}; choose another with `whimbrel dev --port N`, or use the "
@@ -61,6 +60,49 @@ def dev(
                        ExitCode.UNAVAILABLE) from None
     except DynamoDBLocalError as exc:
         raise CliError(str(exc), ExitCode.UNAVAILABLE) from None
+
+
+def _dev_endpoint(cli: Cli, *, own_server: bool) -> str | None:
+    """The DynamoDB ``dev`` should use, None to start its own.
+
+    The ``export`` lines dev prints end up in shells that later restart dev, so an
+    endpoint from WHIMBREL_ENDPOINT_URL gives way to an explicit --port/--data-dir, and
+    a local one where nothing listens gets a hint instead of a connection error.
+
+    Raises:
+        CliError: --endpoint-url together with --port/--data-dir (USAGE); a local
+            endpoint from the environment that nothing answers on (STORE).
+    """
+    url = cli.endpoint_url
+    if url is None:
+        return None
+    if own_server:
+        if not cli.endpoint_from_env:
+            raise CliError("--port and --data-dir configure the DynamoDB Local that dev "
+                           "starts; with --endpoint-url it uses that server instead",
+                           ExitCode.USAGE)
+        cli.note(f"ignoring WHIMBREL_ENDPOINT_URL={url}: --port/--data-dir start dev's "
+                 "own DynamoDB Local")
+        return None
+    if cli.endpoint_from_env and is_local_endpoint(url) and not _answers(url):
+        raise CliError(f"nothing answers at {url} (WHIMBREL_ENDPOINT_URL): unset it to let "
+                       f"dev start DynamoDB Local itself (on port {DEV_PORT}, or --port N)",
+                       ExitCode.STORE)
+    return url
+
+
+def _answers(url: str) -> bool:
+    """Whether something accepts a TCP connection at ``url``'s host and port."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:  # a port out of range: let the connection attempt report it
+        return True
+    try:
+        with socket.create_connection((parts.hostname or "localhost", port), timeout=2):
+            return True
+    except OSError:
+        return False
 
 
 @command(app, "demo", example="whimbrel demo --seconds 0.5")
