@@ -58,16 +58,13 @@ def _first_column(text: str, names: list[str]) -> list[str]:
     return out
 
 
-def test_status_views_follow_the_dag(run: Run, finished: str) -> None:
+def test_status_and_definition_views_follow_the_dag(run: Run, finished: str) -> None:
     data = run.json("status", finished)
     assert [(a["activity_name"], a["attempt"]) for a in data["activities"]] == ATTEMPTS
     assert _first_column(run("status", finished).stdout, DAG) == DAG
     assert _first_column(run("status", finished, "--all-attempts").stdout, DAG) == [
         name for name, _ in ATTEMPTS]
     assert _first_column(run("status", finished, "--view", "tree").stdout, DAG) == DAG
-
-
-def test_definitions_show_follows_the_dag(run: Run, finished: str) -> None:
     assert _first_column(run("definitions", "show", "ordered").stdout, DAG) == DAG
     # The JSON is the definition as registered: registering it again changes nothing.
     shown = run.json("definitions", "show", "ordered")
