@@ -14,7 +14,7 @@ from whimbrel.testing import dynamodb_local, fresh_table_prefix
 
 # Dummy credentials so boto3 never looks for real ones; DynamoDB Local (started with
 # -sharedDb) and moto accept anything. moto needs the account-id endpoint mode off
-# or its stream calls miss (DESIGN.md §7).
+# or its stream calls miss its endpoint.
 for _name, _value in {
     "AWS_ACCESS_KEY_ID": "whimbrel",
     "AWS_SECRET_ACCESS_KEY": "whimbrel",

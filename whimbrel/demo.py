@@ -5,12 +5,14 @@ write it); the stream-triggered handlers start the workflow and drive the DAG; t
 ``python`` activities run in this process and heartbeat; progress is shown live; the
 run ends with a table of states, durations and the DynamoDB units consumed.
 
+    whimbrel demo [--endpoint-url URL] [--seconds 1.5]
     python -m whimbrel.demo [--endpoint-url URL] [--seconds 1.5]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 import uuid
@@ -21,15 +23,17 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from whimbrel.cli.shapes import ordered_attempts
 from whimbrel.client.whimbrel import Whimbrel
 from whimbrel.contract.definitions import ActivityDefinition, LauncherSpec, WorkflowDefinition
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.engine.views import WorkflowExec
+from whimbrel.local.credentials import supply_local_credentials
 from whimbrel.local.runtime import LocalRuntime
 from whimbrel.worker.run import ActivityRun
 
-#: How long each demo activity works (seconds); set by ``--seconds``.
+#: How long each demo activity works (seconds) unless the run's input says otherwise.
 WORK_SECONDS = float(os.environ.get("WHIMBREL_DEMO_SECONDS", "1.0"))
 
 _STYLE = {
@@ -41,10 +45,15 @@ _STYLE = {
 
 
 def work(run: ActivityRun) -> Any:
-    """A demo activity: works for a while, then reports what it saw. The background
-    heartbeat (every third of the timeout) keeps it alive; ``check`` stops it early
-    if it was cancelled or timed out."""
-    deadline = time.monotonic() + WORK_SECONDS
+    """A demo activity: works for ``input["seconds"]``, then reports what it saw. The
+    background heartbeat (every third of the timeout) keeps it alive; ``check`` stops it
+    early if it was cancelled or timed out.
+
+    The duration travels in the input, not in a module global: ``python -m whimbrel.demo``
+    runs ``main`` in ``__main__``, while the launcher imports ``whimbrel.demo`` afresh.
+    """
+    seconds = float(run.input.get("seconds", WORK_SECONDS))
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         run.check()
         run.stop_event.wait(0.1)
@@ -63,7 +72,8 @@ def diamond() -> WorkflowDefinition:
     ), description="Whimbrel demo: a diamond DAG")
 
 
-def _table(wf: WorkflowExec | None, title: str) -> Table:
+def _table(wf: WorkflowExec | None, title: str,
+           defn: WorkflowDefinition | None = None) -> Table:
     table = Table(title=title)
     for col in ("activity", "attempt", "state", "duration (s)", "last heartbeat"):
         table.add_column(col)
@@ -71,7 +81,7 @@ def _table(wf: WorkflowExec | None, title: str) -> Table:
         table.add_row("(waiting for the request's stream record)", "", "", "", "")
         return table
     now = time.time()
-    for act in wf.activities:
+    for act in ordered_attempts(wf, defn):  # the DAG's order, not the ids' alphabet
         dur = act.duration_seconds
         hb = f"{now - act.heartbeat_epoch:.1f} s ago" if (
             act.heartbeat_epoch and act.state.is_active) else ""
@@ -82,23 +92,30 @@ def _table(wf: WorkflowExec | None, title: str) -> Table:
 
 
 def run(endpoint_url: str | None = None, console: Console | None = None,
-        timeout: float = 120.0) -> WorkflowExec:
-    """Run the demo once; returns the finished execution."""
+        timeout: float = 120.0, seconds: float | None = None) -> WorkflowExec:
+    """Run the demo once; returns the finished execution.
+
+    Raises:
+        DynamoDBLocalError: DynamoDB Local could not be fetched or started.
+        TimeoutError: the workflow did not finish within ``timeout`` seconds.
+    """
     console = console or Console()
+    defn = diamond()
+    work_seconds = WORK_SECONDS if seconds is None else seconds
     prefix = f"demo_{uuid.uuid4().hex[:6]}_"
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     with console.status("starting the local runtime (DynamoDB Local, streams, schedule)"), \
             LocalRuntime(endpoint_url, prefix, heartbeat_rate_seconds=1.0,
                          lambda_log_level="ERROR") as rt:
         wb = rt.client
-        wb.register_workflow(diamond())
+        wb.register_workflow(defn)
         wb.meter.reset()
         request_id = str(uuid.uuid4())
         raw = boto3.client("dynamodb", endpoint_url=rt.endpoint_url, region_name=rt.region)
         raw.put_item(TableName=f"{prefix}workflow_request", Item={
             "workflow_request_id": {"S": request_id},
             "workflow_name": {"S": "demo_diamond"},
-            "input": {"S": '{"day": "2025-01-01"}'},
+            "input": {"S": json.dumps({"day": "2025-01-01", "seconds": work_seconds})},
             "when_epoch": {"N": str(time.time())},
         })
         console.print(f"[bold]PutItem[/] {prefix}workflow_request "
@@ -109,23 +126,26 @@ def run(endpoint_url: str | None = None, console: Console | None = None,
                           region=rt.region)
         started = time.monotonic()
         wf: WorkflowExec | None = None
-        with Live(_table(None, "demo_diamond"), console=console, refresh_per_second=8) as live:
+        # transient: the last frame is cleared, and the summary prints the table once.
+        with Live(_table(None, "demo_diamond"), console=console, refresh_per_second=8,
+                  transient=True) as live:
             while time.monotonic() - started < timeout:
                 if viewer.store.get_workflow(wx) is not None:
                     wf = viewer.get_workflow(wx)
                 title = f"demo_diamond {wf.state.value if wf else 'REQUESTED'}"
-                live.update(_table(wf, title))
+                live.update(_table(wf, title, defn))
                 if wf is not None and wf.state.is_terminal:
                     break
                 time.sleep(0.1)
         if wf is None or not wf.state.is_terminal:
             raise TimeoutError(f"demo workflow {wx} did not finish in {timeout} s")
         viewer.close()
-        _summary(console, wf, rt, time.monotonic() - started)
+        _summary(console, wf, defn, rt, time.monotonic() - started)
         return wf
 
 
-def _summary(console: Console, wf: WorkflowExec, rt: LocalRuntime, elapsed: float) -> None:
+def _summary(console: Console, wf: WorkflowExec, defn: WorkflowDefinition, rt: LocalRuntime,
+             elapsed: float) -> None:
     meter = rt.client.meter
     table = Table(title=f"workflow {wf.workflow_exec_id}: {wf.state.value} in {elapsed:.1f} s")
     for col in ("table", "read units", "write units"):
@@ -136,7 +156,7 @@ def _summary(console: Console, wf: WorkflowExec, rt: LocalRuntime, elapsed: floa
                       f"{meter.write_units[name]:.1f}")
     table.add_row("[bold]total[/]", f"[bold]{meter.total_read_units:.1f}[/]",
                   f"[bold]{meter.total_write_units:.1f}[/]")
-    console.print(_table(wf, "activities"))
+    console.print(_table(wf, "activities", defn))
     console.print(table)
     stats = {name: pump.stats for name, pump in rt.pumps.items()}
     console.print("stream deliveries: " + ", ".join(
@@ -147,8 +167,15 @@ def _summary(console: Console, wf: WorkflowExec, rt: LocalRuntime, elapsed: floa
                   f"{wf.output.get('load')}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    global WORK_SECONDS
+def main(argv: list[str] | None = None, console: Console | None = None) -> int:
+    """Run the demo with command-line arguments ``argv`` (default: ``sys.argv[1:]``).
+
+    Returns:
+        0 when the workflow COMPLETED, else 1.
+
+    Raises:
+        DynamoDBLocalError: DynamoDB Local could not be fetched or started.
+    """
     parser = argparse.ArgumentParser(prog="python -m whimbrel.demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--endpoint-url", default=os.environ.get("WHIMBREL_ENDPOINT_URL"),
@@ -156,11 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=WORK_SECONDS,
                         help="how long each activity works")
     args = parser.parse_args(argv)
-    WORK_SECONDS = args.seconds
-    for name, value in (("AWS_ACCESS_KEY_ID", "whimbrel"), ("AWS_SECRET_ACCESS_KEY", "whimbrel"),
-                        ("AWS_DEFAULT_REGION", "us-east-1")):
-        os.environ.setdefault(name, value)
-    wf = run(args.endpoint_url)
+    # No endpoint: the demo starts its own DynamoDB Local, on this machine.
+    supply_local_credentials(args.endpoint_url or "http://127.0.0.1")
+    wf = run(args.endpoint_url, console, seconds=args.seconds)
     return 0 if wf.state is WorkflowState.COMPLETED else 1
 
 

@@ -17,7 +17,7 @@ REGIONS = ("eu", "us", "apac")
 
 
 def extract(run: ActivityRun) -> dict[str, Any]:
-    day = run.input.get("day", "2024-06-01")
+    day = (run.input or {}).get("day", "2024-06-01")  # submitted without input: a default day
     rng = random.Random(day)
     orders = [{"id": i, "region": rng.choice(REGIONS), "amount": round(rng.uniform(5, 500), 2)}
               for i in range(300)]
@@ -46,7 +46,7 @@ def aggregate(run: ActivityRun) -> dict[str, Any]:
 def report(run: ActivityRun) -> dict[str, Any]:
     agg = run.upstream["aggregate"]
     lines = [f"{region:>5}: {usd:>12,.2f} USD" for region, usd in agg["by_region"].items()]
-    text = "\n".join([f"sales {run.input.get('day')}", *lines,
+    text = "\n".join([f"sales {(run.input or {}).get('day', '')}", *lines,
                       f"total: {agg['total_usd']:,.2f} USD ({agg['orders']} orders)"])
     print(text)
     return {"report": text}

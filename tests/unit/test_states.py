@@ -1,4 +1,4 @@
-"""The contract table, walked pair by pair against DESIGN.md §1."""
+"""The contract table, walked pair by pair against docs/contract.md ("Activity transitions")."""
 
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from whimbrel.contract.states import (
     WorkflowTransition as WT,
 )
 
-# DESIGN.md §1, typed out independently of the implementation's table, plus Whimbrel's
-# one extension (docs/contract.md, "Deadlines"): TIME_OUT of an attempt nobody started
-# within its schedule-to-start time.
+# docs/contract.md's table, typed out independently of the implementation's table: the
+# original contract plus Whimbrel's one extension ("Deadlines"): TIME_OUT of an attempt
+# nobody started within its schedule-to-start time.
 EXPECTED = {
     A.REQUESTED: {T.CANCEL: A.CANCELLED, T.READY: A.READY, T.QUEUED: A.QUEUED},
     A.READY: {T.CANCEL: A.CANCELLED, T.QUEUED: A.QUEUED, T.PREPARING: A.PREPARING,

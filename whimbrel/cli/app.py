@@ -29,8 +29,9 @@ from rich.console import Console
 from rich.text import Text
 
 # Typer ships its own copy of Click; its parser raises these (not click's) classes.
-from typer._click.core import Command, Context
+from typer._click.core import Command, Context, ParameterSource
 from typer._click.exceptions import UsageError
+from typer._click.globals import get_current_context
 from typer.core import TyperCommand, TyperGroup
 
 from whimbrel.client.whimbrel import Whimbrel
@@ -44,6 +45,7 @@ from whimbrel.contract.errors import (
     WhimbrelError,
 )
 from whimbrel.engine.manual import RetryNotAllowed
+from whimbrel.local.credentials import supply_local_credentials
 from whimbrel.settings import ENV_ENDPOINT_URL, ENV_TABLE_PREFIX
 
 
@@ -154,8 +156,10 @@ class Cli:
     """What a command gets: settings, the console and a lazily built client."""
 
     def __init__(self, *, endpoint_url: str | None, table_prefix: str | None,
-                 json_output: bool, debug: bool) -> None:
+                 json_output: bool, debug: bool, endpoint_from_env: bool = False) -> None:
         self.endpoint_url = endpoint_url or None
+        #: The endpoint came from WHIMBREL_ENDPOINT_URL, not from --endpoint-url.
+        self.endpoint_from_env = endpoint_from_env
         self.table_prefix = table_prefix or None
         self.json = json_output
         self.debug = debug
@@ -170,12 +174,15 @@ class Cli:
     @property
     def wb(self) -> Whimbrel:
         if self._wb is None:
-            self._check_settings()
+            self.check_settings()
             overrides: dict[str, Any] = {}
             if self.endpoint_url:
                 overrides["endpoint_url"] = self.endpoint_url
             if self.table_prefix:
                 overrides["table_prefix"] = self.table_prefix
+            # A newcomer's laptop has no AWS credentials, and DynamoDB Local needs none
+            # that are real (never supplied for any other endpoint).
+            supply_local_credentials(self.endpoint_url or os.environ.get(ENV_ENDPOINT_URL))
             wb = Whimbrel.from_env(actor="cli", **overrides)
             self.tracker = TrackingExecutor(wb.executor)
             for launcher in wb.engine.launchers.values():
@@ -184,7 +191,7 @@ class Cli:
             self._wb = wb
         return self._wb
 
-    def _check_settings(self) -> None:
+    def check_settings(self) -> None:
         """Refuse settings boto3 would fail on with an obscure error (exit code 2)."""
         url = self.endpoint_url or os.environ.get(ENV_ENDPOINT_URL)
         if url and not _URL.match(url):
@@ -345,7 +352,9 @@ def command(group: typer.Typer, name: str, *, example: str,
         @functools.wraps(fn)
         def wrapper(**kwargs: Any) -> None:
             opts = {k: kwargs.pop(k) for k in _COMMON}
-            cli = Cli(**opts)
+            ctx = get_current_context(silent=True)
+            cli = Cli(**opts, endpoint_from_env=ctx is not None and ctx.get_parameter_source(
+                "endpoint_url") is ParameterSource.ENVIRONMENT)
             try:
                 with reported(cli):
                     fn(cli, **kwargs)

@@ -11,8 +11,8 @@ from rich.table import Table
 from rich.text import Text
 
 from whimbrel.cli.app import Cli, CliError, ExitCode, app, command
-from whimbrel.cli.live import exit_for, follow
-from whimbrel.cli.shapes import activity_dict, first_line, iso
+from whimbrel.cli.live import definition_of, exit_for, follow
+from whimbrel.cli.shapes import activity_dict, first_line, iso, ordered_latest
 from whimbrel.contract.states import WorkflowState
 from whimbrel.engine.manual import retry_activity
 
@@ -40,9 +40,10 @@ def cancel(
                        "nothing to cancel", ExitCode.CONFLICT)
     cli.wb.cancel_workflow(workflow_exec_id)
     wf = cli.wb.get_workflow(workflow_exec_id)
+    defn = definition_of(cli, wf.workflow_name, wf.version)
     if wait:
-        wf = follow(cli, workflow_exec_id, None, interval=0.5, timeout=timeout)
-    running = [a.activity_name for a in wf.latest_activities.values() if a.state.is_active]
+        wf = follow(cli, workflow_exec_id, defn, interval=0.5, timeout=timeout)
+    running = [a.activity_name for a in ordered_latest(wf, defn) if a.state.is_active]
     data = {"workflow_exec_id": wf.workflow_exec_id, "state": wf.state.value,
             "still_running": running}
 

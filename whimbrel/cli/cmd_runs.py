@@ -15,10 +15,9 @@ import typer
 
 from whimbrel.cli.app import VERSION_RANGE, Cli, CliError, ExitCode, app, command
 from whimbrel.cli.graph import GraphvizMissing, to_dot, to_mermaid, to_svg
-from whimbrel.cli.live import exit_for, follow
+from whimbrel.cli.live import definition_of, exit_for, follow
 from whimbrel.cli.render import status_view, timeline_table, workflows_table
 from whimbrel.cli.shapes import timeline, workflow_dict
-from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.states import WorkflowState
 
@@ -61,13 +60,6 @@ def parse_input(raw: str | None) -> Any:
         raise CliError("--input is nested too deeply", ExitCode.INVALID) from None
 
 
-def _definition_of(cli: Cli, name: str, version: int) -> WorkflowDefinition | None:
-    try:
-        return cli.wb.get_definition(name, version)
-    except Exception:  # a display aid only: the run itself was read fine
-        return None
-
-
 @command(app, "submit", example="whimbrel submit etl --input @day.json --wait")
 def submit(
     cli: Cli,
@@ -98,11 +90,8 @@ def submit(
         raise CliError("--request-id must not be empty: it names the one run it stands for",
                        ExitCode.INVALID)
     if simple:
-        request = getattr(cli.wb, "request_workflow", None)
-        if request is None:
-            raise CliError("--simple needs Whimbrel.request_workflow, which this version "
-                           "does not have", ExitCode.UNAVAILABLE)
-        request_id = str(request(name, payload, version=version, source="cli"))
+        request_id = cli.wb.request_workflow(name, payload, version=version, source="cli",
+                                             request_id=request_id)
         wx = workflow_exec_id_for(request_id)
     else:
         wx = cli.wb.start_workflow(name, payload, version=version, request_id=request_id,
@@ -119,7 +108,7 @@ def submit(
     if simple:
         _wait_exists(cli, wx, timeout)
     wf = cli.wb.get_workflow(wx)
-    defn = _definition_of(cli, wf.workflow_name, wf.version)
+    defn = definition_of(cli, wf.workflow_name, wf.version)
     wf = follow(cli, wx, defn, interval=interval, timeout=timeout)
     now = cli.wb.clock()
     if cli.json:
@@ -139,10 +128,15 @@ def _wait_exists(cli: Cli, wx: str, timeout: float | None) -> None:
         time.sleep(0.2)
 
 
-@command(app, "status", example="whimbrel status 3f1c…e2 --watch --view tree")
+@command(app, "status", example="whimbrel status --request-id nightly-2026-11-21 --json")
 def status(
     cli: Cli,
-    workflow_exec_id: Annotated[str, typer.Argument(help="The run's workflow_exec_id.")],
+    workflow_exec_id: Annotated[str | None, typer.Argument(
+        help="The run's workflow_exec_id (or give --request-id).", show_default=False)
+                                ] = None,
+    request_id: Annotated[str | None, typer.Option(
+        "--request-id", help="Show the run this workflow_request_id started instead.")
+                          ] = None,
     watch: Annotated[bool, typer.Option(
         "--watch", "-w", help="Refresh until the run ends; then exit like submit --wait.")
                      ] = False,
@@ -153,9 +147,15 @@ def status(
     interval: IntervalOpt = 1.0,
     timeout: TimeoutOpt = None,
 ) -> None:
-    """Show a run: every activity's state, attempts, duration, last heartbeat and error."""
+    """Show a run: every activity's state, attempts, duration, last heartbeat and error.
+
+    The run is named by its workflow_exec_id, or by the workflow_request_id that started
+    it (--request-id): the id given to `submit --request-id`, or written in a
+    workflow_request item through the Simple Lambda API.
+    """
+    workflow_exec_id = _run_id(cli, workflow_exec_id, request_id)
     wf = cli.wb.get_workflow(workflow_exec_id)
-    defn = _definition_of(cli, wf.workflow_name, wf.version)
+    defn = definition_of(cli, wf.workflow_name, wf.version)
     if watch:
         wf = follow(cli, workflow_exec_id, defn, interval=interval, timeout=timeout,
                     view=view.value)
@@ -166,6 +166,29 @@ def status(
         cli.out.print(status_view(wf, defn, now, view=view.value, all_attempts=all_attempts))
     if watch:
         raise typer.Exit(int(exit_for(wf.state)))
+
+
+def _run_id(cli: Cli, workflow_exec_id: str | None, request_id: str | None) -> str:
+    """The execution id given, or the one derived from ``request_id``.
+
+    Raises:
+        CliError: both or neither given (USAGE); the request's run does not exist
+            (NOT_FOUND, saying whether the request itself was written).
+    """
+    if (workflow_exec_id is None) == (request_id is None):
+        raise CliError("give either a WORKFLOW_EXEC_ID or --request-id ID", ExitCode.USAGE)
+    if request_id is None:
+        assert workflow_exec_id is not None
+        return workflow_exec_id
+    wx = workflow_exec_id_for(request_id)
+    if cli.wb.store.get_workflow(wx) is None:
+        if cli.wb.store.get_request(request_id) is None:
+            raise CliError(f"no workflow request {request_id!r} (and no run {wx})",
+                           ExitCode.NOT_FOUND)
+        raise CliError(f"request {request_id!r} was written but has not started run {wx} "
+                       "yet: is the workflow_request Lambda (or `whimbrel dev`) running? "
+                       "`whimbrel rejections` lists requests it refused", ExitCode.NOT_FOUND)
+    return wx
 
 
 @command(app, "list", example="whimbrel list --workflow etl --state FAILED --limit 5")

@@ -108,7 +108,8 @@ def definitions_show(
         table = Table(box=None, pad_edge=False, header_style="bold")
         for col in ("activity", "after", "launcher", "attempts", "heartbeat timeout"):
             table.add_column(col)
-        for act in defn.activities:
+        # The DAG's order, as every view of a run shows it (the file's order may differ).
+        for act in map(defn.activity, defn.topological_order()):
             cfg = ", ".join(f"{k}={v}" for k, v in act.launcher.config.items())
             table.add_row(act.name, ", ".join(act.depends_on),
                           Text(act.launcher.kind + (f" ({cfg})" if cfg else "")),

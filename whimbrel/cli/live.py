@@ -14,6 +14,15 @@ from whimbrel.contract.states import WorkflowState
 from whimbrel.engine.views import WorkflowExec
 
 
+def definition_of(cli: Cli, name: str, version: int) -> WorkflowDefinition | None:
+    """The definition a run started with, to show its activities in the DAG's order;
+    None when it cannot be read (the views then fall back on creation order)."""
+    try:
+        return cli.wb.get_definition(name, version)
+    except Exception:  # a display aid only: the run itself was read fine
+        return None
+
+
 def poll(cli: Cli, wx: str, *, interval: float,
          timeout: float | None) -> Iterator[WorkflowExec]:
     """Yield the run every ``interval`` seconds until it is terminal.

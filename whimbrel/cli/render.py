@@ -111,7 +111,8 @@ def activities_tree(wf: WorkflowExec, defn: WorkflowDefinition | None, now: floa
     as "after a, b")."""
     tree = Tree(header(wf, now), guide_style="dim")
     latest = wf.latest_activities
-    order = defn.topological_order() if defn else tuple(latest)
+    order = (defn.topological_order() if defn
+             else tuple(a.activity_name for a in ordered_latest(wf, defn)))
     nodes: dict[str, Tree] = {}
     for name in order:
         act = latest.get(name)

@@ -5,6 +5,7 @@ The JSON shapes are part of the CLI's interface (docs/cli.md); tests pin them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -108,11 +109,22 @@ def workflow_dict(wf: WorkflowExec, *, now: float, defn: WorkflowDefinition | No
 
 
 def ordered_attempts(wf: WorkflowExec, defn: WorkflowDefinition | None) -> list[ActivityExec]:
-    """Every attempt, in the definition's topological order, then by attempt."""
+    """Every attempt, in the definition's topological order, the attempts of one
+    activity together.
+
+    Without the definition (it could not be read) activities come in the order they
+    first started, which is the DAG's order as it ran (every attempt 1 is created at
+    the same instant, so creation times cannot tell); those that never started come
+    last, by name. Never the alphabetical order of the ids alone.
+    """
     order = {n: i for i, n in enumerate(defn.topological_order())} if defn else {}
+    began: dict[str, float] = {}
+    for a in wf.activities:
+        at = a.started_epoch if a.started_epoch is not None else math.inf
+        began[a.activity_name] = min(at, began.get(a.activity_name, math.inf))
     return sorted(wf.activities,
-                  key=lambda a: (order.get(a.activity_name, len(order)), a.created_epoch,
-                                 a.activity_name, a.attempt))
+                  key=lambda a: (order.get(a.activity_name, len(order)),
+                                 began[a.activity_name], a.activity_name, a.attempt))
 
 
 def ordered_latest(wf: WorkflowExec, defn: WorkflowDefinition | None) -> list[ActivityExec]:

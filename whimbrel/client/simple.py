@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from whimbrel.contract import checks
 from whimbrel.contract.errors import InvalidInput
-from whimbrel.contract.ids import new_request_id, parse_activity_exec_id
+from whimbrel.contract.ids import new_request_id, parse_activity_exec_id, workflow_exec_id_for
 from whimbrel.contract.limits import MAX_INPUT_BYTES, MAX_OUTPUT_BYTES
 from whimbrel.contract.payloads import clip_error, encode_payload
 from whimbrel.contract.records import EventRecord, RequestRecord
@@ -26,19 +27,39 @@ __all__ = ["Rejection", "list_rejections", "request_workflow", "send_activity_ev
 
 
 def request_workflow(store: StorePort, clock: Clock, name: str, input: Any = None, *,
-                     version: int | None = None, source: str | None = None) -> str:
+                     version: int | None = None, source: str | None = None,
+                     request_id: str | None = None,
+                     require_definition: Callable[[str, int | None], object] | None = None
+                     ) -> str:
     """Write one ``workflow_request`` item; returns its ``workflow_request_id``.
 
+    ``request_id`` is the idempotency key, as for ``start_workflow``: writing it again
+    writes nothing and names the same single run. ``require_definition(name, version)``
+    is called once the arguments are valid and before the write; it raises when the
+    definition does not exist, so a request that could only be rejected is never written.
+
     Raises:
-        InvalidInput: empty name, bad version, or input not JSON / too large.
+        InvalidInput: empty name, bad version, bad request id, input not JSON / too
+            large, or ``request_id`` already asked for another workflow.
+        DefinitionNotFound: from ``require_definition``.
     """
     checks.workflow_name(name)
     checks.version(version)
     checks.optional_text(source, "source")
     payload = encode_payload(input, field="input", max_bytes=MAX_INPUT_BYTES)
-    request_id = new_request_id()
-    store.put_request(RequestRecord(request_id, name, clock(), version=version, input=payload,
-                                    manual=False, source=source))
+    if request_id is None:
+        request_id = new_request_id()
+    else:
+        workflow_exec_id_for(request_id)  # the check start_workflow's id goes through
+    if require_definition is not None:
+        require_definition(name, version)
+    if not store.put_request(RequestRecord(request_id, name, clock(), version=version,
+                                           input=payload, manual=False, source=source)):
+        existing = store.get_request(request_id)
+        if existing is not None and existing.workflow_name != name:
+            raise InvalidInput(f"request id {request_id!r} already asked for workflow "
+                               f"{existing.workflow_name!r}, not {name!r}",
+                               field="workflow_request_id")
     return request_id
 
 

@@ -144,16 +144,21 @@ class Whimbrel:
     # -- Simple Lambda API (one item; the stream-triggered Lambdas run the logic) ------
 
     def request_workflow(self, name: str, input: Any = None, *, version: int | None = None,
-                         source: str | None = None) -> str:
+                         source: str | None = None, request_id: str | None = None) -> str:
         """Write one ``workflow_request`` item; returns its ``workflow_request_id``.
 
         The execution id is ``whimbrel.contract.ids.workflow_exec_id_for(request_id)``.
+        The same ``request_id`` always stands for the same single run (default: a new
+        UUID). The definition must be registered: the Lambda would only reject the item.
 
         Raises:
-            InvalidInput: empty name, bad version, or input not JSON / too large.
+            DefinitionNotFound: no registered workflow ``name`` (at ``version``).
+            InvalidInput: empty name, bad version or request id, input not JSON / too
+                large, or ``request_id`` already used for another workflow.
         """
         return simple.request_workflow(self.store, self.clock, name, input, version=version,
-                                       source=source)
+                                       source=source, request_id=request_id,
+                                       require_definition=self.engine.definition)
 
     def send_activity_event(self, activity_exec_id: str, transition: Transition | str, *,
                             output: Any = None, error: Any = None) -> str:

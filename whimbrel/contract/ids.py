@@ -1,4 +1,5 @@
-"""Deterministic identifiers (DESIGN.md §5): a retry must find the same row.
+"""Deterministic identifiers (docs/architecture.md, "Exactly-once under at-least-once"):
+a retry must find the same row.
 
 * ``workflow_exec_id`` is derived from the request id, so a request delivered twice
   starts one execution.

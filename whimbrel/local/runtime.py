@@ -40,7 +40,7 @@ from whimbrel.local.dynamodb_local import DynamoDBLocal, find_dynamodb_local, in
 from whimbrel.local.streams import StreamPump
 from whimbrel.store import specs
 
-__all__ = ["LambdaContext", "LocalRuntime", "run_dev"]
+__all__ = ["DEV_PORT", "LambdaContext", "LocalRuntime", "run_dev"]
 
 log = logging.getLogger("whimbrel.local")
 
@@ -297,9 +297,23 @@ class LocalRuntime:
         self.stop()
 
 
-def run_dev(endpoint_url: str | None, table_prefix: str,
-            heartbeat_rate_seconds: float) -> None:
-    """Run the local runtime until Ctrl-C or SIGTERM (``whimbrel dev``)."""
+#: Where ``whimbrel dev`` serves DynamoDB Local unless told otherwise: DynamoDB Local's
+#: own default, so the ``export`` lines printed yesterday still work today.
+DEV_PORT = 8000
+
+
+def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds: float, *,
+            port: int = DEV_PORT, data_dir: Path | None = None) -> None:
+    """Run the local runtime until Ctrl-C or SIGTERM (``whimbrel dev``).
+
+    Without ``endpoint_url`` it serves DynamoDB Local on ``port``; with ``data_dir`` the
+    tables live in that folder (DynamoDB Local's ``-dbPath``) and outlive the process,
+    otherwise they are in memory and gone at stop.
+
+    Raises:
+        PortInUse: ``port`` is taken.
+        DynamoDBLocalError: DynamoDB Local could not be fetched or started.
+    """
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     stop = threading.Event()
 
@@ -307,12 +321,20 @@ def run_dev(endpoint_url: str | None, table_prefix: str,
         stop.set()
 
     previous = signal.signal(signal.SIGTERM, on_signal)
+    ddb: DynamoDBLocal | None = None
     try:
+        if endpoint_url is None:
+            ddb = DynamoDBLocal(port, in_memory=data_dir is None, db_path=data_dir,
+                                directory=install_dynamodb_local(find_dynamodb_local()))
+            endpoint_url = ddb.start().endpoint_url
         with LocalRuntime(endpoint_url, table_prefix, heartbeat_rate_seconds,
                           lambda_log_level="WARNING") as rt:
             print(f"whimbrel dev: DynamoDB at {rt.endpoint_url}, tables {table_prefix}*")
             print(f"  export WHIMBREL_ENDPOINT_URL={rt.endpoint_url}")
             print(f"  export WHIMBREL_TABLE_PREFIX={table_prefix}")
+            if ddb is not None:
+                print(f"  data: {data_dir} (kept across restarts)" if data_dir else
+                      "  data: in memory, gone when this stops (keep it with --data-dir DIR)")
             print(f"  streams: {', '.join(rt.pumps)}; heartbeat every "
                   f"{heartbeat_rate_seconds:g} s. Ctrl-C stops.", flush=True)
             try:
@@ -322,4 +344,6 @@ def run_dev(endpoint_url: str | None, table_prefix: str,
                 pass
             print("whimbrel dev: stopping", flush=True)
     finally:
+        if ddb is not None:
+            ddb.stop()
         signal.signal(signal.SIGTERM, previous)

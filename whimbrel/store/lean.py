@@ -100,7 +100,7 @@ class DynamoClient:
                     self._credentials = self._session.get_credentials()
                 creds = self._credentials
         if creds is None:
-            raise StoreError("no AWS credentials found (set AWS_ACCESS_KEY_ID/"
+            raise StoreError("Unable to locate credentials (set AWS_ACCESS_KEY_ID/"
                              "AWS_SECRET_ACCESS_KEY, a profile or a role; a local endpoint "
                              "accepts any value)", aws_code=None, retryable=False)
         return creds.get_frozen_credentials()
