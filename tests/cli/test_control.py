@@ -123,6 +123,27 @@ def test_sweep_times_out_a_silent_activity(run: Run, wb: Whimbrel) -> None:
     assert "timed out: 0" in run("sweep").stdout
 
 
+def test_sweep_says_checked_not_reconciled_for_a_healthy_run(run: Run, wb: Whimbrel) -> None:
+    wb.register_workflow(ONCE)
+    wx = wb.start_workflow("once")
+    # Make its first reconcile visit due now; nothing about the run needs repairing.
+    wb.store.set_workflow(wx, {"check_epoch": time.time() - 1}, states=[WorkflowState.RUNNING])
+    report = run.json("sweep")
+    assert report["reconciled"] == [] and report["checked"] == [wx]
+    # A run whose start died half-way (its root row missing) is repaired, and says so.
+    wx2 = wb.start_workflow("once", request_id="half")
+    raw = wb.store.get_activity(f"{wx2}:step:1")
+    assert raw is not None
+    wb.store.client.call("DeleteItem", {
+        "TableName": f"{wb.table_prefix}activity_exec",
+        "Key": {"workflow_exec_id": {"S": wx2}, "activity_exec_id": {"S": f"{wx2}:step:1"}}})
+    wb.store.set_workflow(wx2, {"check_epoch": time.time() - 1},
+                          states=[WorkflowState.RUNNING])
+    repaired = run.json("sweep")
+    assert repaired["reconciled"] == [wx2]
+    assert wb.get_workflow(wx2).activity("step").state is A.READY
+
+
 def test_rejections(run: Run, wb: Whimbrel) -> None:
     assert run.json("rejections") == []
     assert "no rejections" in run("rejections").stdout

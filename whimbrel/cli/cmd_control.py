@@ -80,21 +80,26 @@ def retry(
 def sweep(cli: Cli) -> None:
     """One pass of the heartbeat listener and reconciler, by hand.
 
-    Times out activities whose heartbeat is overdue, launches retries whose back-off
-    has passed, and repairs runs a crash left half done. The scheduled Lambda does the
-    same on a schedule; running it by hand is always safe. Exit code 8 when some items
-    failed (listed in "errors").
+    Times out activities past a deadline (heartbeat, start-to-close, schedule-to-start),
+    launches retries whose back-off has passed, ends runs past their own timeout, and
+    visits runs due for a check: "reconciled" lists those it had to repair, "checked"
+    those it found in order. The scheduled Lambda does the same on a schedule; running it
+    by hand is always safe. Exit code 8 when some items failed (listed in "errors").
     """
     report = cli.wb.sweep()
     data = report.to_dict()
 
     def human() -> None:
-        for key in ("timed_out", "retries_launched", "cancelled", "reconciled"):
+        for key in ("timed_out", "retries_launched", "cancelled", "workflows_timed_out",
+                    "reconciled"):
             items = data[key]
             assert isinstance(items, list)
             cli.out.print(f"{key.replace('_', ' ')}: {len(items)}")
             for item in items:
                 cli.out.print(f"  {item}", style="dim")
+        checked = data["checked"]
+        assert isinstance(checked, list)
+        cli.out.print(f"checked, nothing to repair: {len(checked)}", style="dim")
         for err in report.errors:
             cli.err.print(Text(f"error: {err}", style="red"))
 
