@@ -140,13 +140,9 @@ def test_table_matches_its_spec(synthesized: Synthesized, spec: TableSpec) -> No
     else:
         assert "StreamSpecification" not in props
     assert props["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
-    if spec.ttl_attribute:
-        assert props["TimeToLiveSpecification"] == {
-            "AttributeName": spec.ttl_attribute,
-            "Enabled": True,
-        }
-    else:
-        assert "TimeToLiveSpecification" not in props
+    # TTL is on for every table (issue 11: tables that don't grow forever).
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_epoch",
+                                                 "Enabled": True}
     assert props["SSESpecification"]["SSEEnabled"] is True
 
 

@@ -30,6 +30,7 @@ from whimbrel.contract.errors import (
     InvalidDefinition,
     InvalidInput,
     StateConflict,
+    UpstreamNotCompleted,
     WhimbrelError,
     WorkflowNotFound,
 )
@@ -113,6 +114,18 @@ CORPUS: list[Case] = [
     ("heartbeat as text", lambda wb, c: D(definition(
         activities=[{**OK_ACT, "heartbeat_timeout_seconds": "ten"}])), InvalidDefinition,
      "heartbeat_timeout_seconds"),
+    ("start_to_close as text", lambda wb, c: D(definition(
+        activities=[{**OK_ACT, "start_to_close_seconds": "an hour"}])), InvalidDefinition,
+     "start_to_close_seconds must be a number > 0"),
+    ("schedule_to_start zero", lambda wb, c: D(definition(
+        activities=[{**OK_ACT, "schedule_to_start_seconds": 0}])), InvalidDefinition,
+     "schedule_to_start_seconds must be a number > 0"),
+    ("workflow timeout negative", lambda wb, c: D(definition(timeout_seconds=-5)),
+     InvalidDefinition, "timeout_seconds must be a number > 0"),
+    ("retention under a day", lambda wb, c: D(definition(retention_days=0.5)),
+     InvalidDefinition, "retention_days must be a number >= 1"),
+    ("retention as a word", lambda wb, c: D(definition(retention_days="forever")),
+     InvalidDefinition, "retention_days"),
     ("huge fan-out (2001 activities)", lambda wb, c: D(definition(
         activities=[{"name": f"A{i}"} for i in range(2001)])), InvalidDefinition,
      "more than the limit"),
@@ -164,6 +177,15 @@ CORPUS: list[Case] = [
      IllegalTransition, "READY"),
     ("time-out a READY activity", lambda wb, c: wb.transition_activity(c["ready"], "TIME_OUT"),
      IllegalTransition, "TIME_OUT"),
+    ("time-out a RUNNING activity", lambda wb, c: wb.transition_activity(
+        c["running"], "TIME_OUT"), IllegalTransition, "only by the heartbeat listener"),
+    ("READY before the upstream completed", lambda wb, c: wb.transition_activity(
+        c["requested"], "READY"), UpstreamNotCompleted, "C (RUNNING)"),
+    ("QUEUED before the upstream completed", lambda wb, c: wb.transition_activity(
+        c["requested"], "QUEUED"), UpstreamNotCompleted, "have not COMPLETED"),
+    ("retention of no days", lambda wb, c: Whimbrel(
+        endpoint_url=wb.endpoint_url, table_prefix=wb.table_prefix, retention_days=0),
+     InvalidInput, "retention_days must be at least 1 day"),
     ("output not JSON", lambda wb, c: wb.transition_activity(
         c["running"], "COMPLETED", output=object()), InvalidInput, "output"),
     ("output oversized", lambda wb, c: wb.transition_activity(
@@ -194,7 +216,8 @@ def test_bad_input_corpus(rwb: Whimbrel) -> None:
                                    ActivityDefinition("B", ("A",), launcher=EXT),
                                    ActivityDefinition("C", launcher=EXT),
                                    ActivityDefinition("D", launcher=EXT,
-                                                      retry=RetryPolicy(max_attempts=2))))
+                                                      retry=RetryPolicy(max_attempts=2)),
+                                   ActivityDefinition("E", ("C",), launcher=EXT)))
     wb.register_workflow(ok)
     wb.register_workflow(WorkflowDefinition("other", (ActivityDefinition("A", launcher=EXT),)))
     wx = wb.start_workflow("ok", {"keep": "me"}, request_id="bystander")
@@ -202,13 +225,14 @@ def test_bad_input_corpus(rwb: Whimbrel) -> None:
     wb.transition_activity(activity_exec_id(wx, "A", 1), "COMPLETED", output={"a": 1})
     wb.transition_activity(activity_exec_id(wx, "C", 1), "RUNNING")
     ctx = {"wx": wx, "request": "bystander", "done": activity_exec_id(wx, "A", 1),
-           "ready": activity_exec_id(wx, "B", 1), "running": activity_exec_id(wx, "C", 1)}
+           "ready": activity_exec_id(wx, "B", 1), "running": activity_exec_id(wx, "C", 1),
+           "requested": activity_exec_id(wx, "E", 1)}
     assert len(CORPUS) >= 30
     wrong = corpus_findings(CORPUS, (wb, ctx), lambda: _snapshot(wb, [wx]))
     assert wrong == [], "\n".join(wrong)
     print(f"\nbad inputs tried: {len(CORPUS)}")
     # The engine keeps going: the bystander finishes normally.
-    for name in ("B", "C", "D"):
+    for name in ("B", "C", "D", "E"):
         aeid = activity_exec_id(wx, name, 1)
         if wb.get_activity(aeid).state.value != "RUNNING":
             wb.transition_activity(aeid, "RUNNING")

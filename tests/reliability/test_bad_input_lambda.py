@@ -211,6 +211,17 @@ def test_bad_activity_events(lwb: Whimbrel) -> None:
         Case("unknown verb", ev(verb="EXPLODE"), "(got 'EXPLODE')"),
         Case("verb with a space", ev(verb=" RUNNING"), "(got ' RUNNING')"),
         Case("TIME_OUT from an event", ev(verb="TIME_OUT"), "only by the heartbeat listener"),
+        Case("READY before the upstream completed", ev(requested, "READY"),
+             "upstream(s) C (RUNNING) have not COMPLETED"),
+        Case("QUEUED before the upstream completed", ev(requested, "QUEUED"),
+             "have not COMPLETED"),
+        Case("HEARTBEAT of an activity that is not running", ev(ready, "HEARTBEAT"),
+             "needs CANCELLED_RUNNING/RUNNING but it is READY"),
+        Case("COMPLETED ahead of RUNNING with an oversized output", ev(
+            ready, output=S(json.dumps("x" * MAX_OUTPUT_BYTES))),
+             f"more than the limit of {MAX_OUTPUT_BYTES}"),
+        Case("error_type as map", ev(verb="FAILED", error_type={"M": {}}),
+             "error_type: Input should be a valid string"),
         Case("COMPLETED on a REQUESTED activity", ev(requested),
              "illegal transition COMPLETED from state REQUESTED"),
         # (COMPLETED on a READY activity is not bad input: a COMPLETED event may

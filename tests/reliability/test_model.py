@@ -36,6 +36,7 @@ from whimbrel import (
 from whimbrel.contract.errors import (
     ActivityCancelled,
     IllegalTransition,
+    NotAllowedNow,
     StateConflict,
 )
 from whimbrel.contract.ids import activity_exec_id, workflow_exec_id_for
@@ -48,6 +49,9 @@ from whimbrel.contract.states import (
 from whimbrel.testing import StepClock, assert_contract_holds
 
 A, W, T = ActivityState, WorkflowState, Transition
+#: ActivityDefinition's default launch guard: a QUEUED/PREPARING attempt that does not
+#: reach RUNNING within it is TIMED_OUT by the sweep.
+START_TIMEOUT = 300.0
 EXAMPLES = int(os.environ.get("WHIMBREL_MODEL_EXAMPLES", "12"))
 STEPS = int(os.environ.get("WHIMBREL_MODEL_STEPS", "20"))
 COUNTS = {"examples": 0, "steps": 0}
@@ -93,13 +97,26 @@ class Model:
         raise KeyError(aeid)
 
     # -- moves --------------------------------------------------------------------
+    def allows(self, wf: MWorkflow, a: MAct, t: Transition) -> bool:
+        """Whether an outside caller's move is accepted: the table and the guards."""
+        target = ACTIVITY_TRANSITIONS.get((a.state, t))
+        if t is T.TIME_OUT or target is None:
+            return False
+        ups = wf.defn.activity(a.name).depends_on
+        if a.state is A.REQUESTED and target in (A.READY, A.QUEUED) and any(
+                wf.latest(u).state is not A.COMPLETED for u in ups):
+            return False
+        return not (target in (A.QUEUED, A.PREPARING, A.RUNNING) and wf.state is not W.RUNNING)
+
     def move(self, wf: MWorkflow, a: MAct, t: Transition, now: float) -> None:
         new = ACTIVITY_TRANSITIONS[(a.state, t)]
         hb = wf.defn.activity(a.name).heartbeat_timeout_seconds
         if new is A.RUNNING:
             a.deadline = now + hb if hb else None
-        elif new.is_terminal:
+        elif new.is_terminal or new is A.READY:
             a.deadline = None
+        elif new is A.QUEUED or (new is A.PREPARING and a.state is not A.QUEUED):
+            a.deadline = now + START_TIMEOUT
         a.state = new
         if new.is_terminal:
             self.after(wf, a, now)
@@ -171,7 +188,7 @@ class Model:
         for a in order:
             if a.deadline is None or a.deadline > now:
                 continue
-            if a.state in (A.RUNNING, A.CANCELLED_RUNNING):
+            if a.state in (A.RUNNING, A.CANCELLED_RUNNING, A.READY, A.QUEUED, A.PREPARING):
                 a.state, a.deadline = A.TIMED_OUT, None
                 self.after(wf, a, now)
             elif a.state is A.REQUESTED:
@@ -297,6 +314,22 @@ class WorkflowMachine(RuleBasedStateMachine):
         else:
             raise AssertionError(f"{verb.value} from {a.state.value} was accepted")
 
+    @precondition(lambda self: self.model.wfs)
+    @rule(pick=st.integers(0, 999), verb=st.sampled_from(list(Transition)))
+    def outside_move(self, pick: int, verb: Transition) -> None:
+        """Any move, on any attempt, at any moment, by a caller outside the engine (the
+        Full Logic API a user calls by hand, as a Simple API row would)."""
+        cands = self._attempts()
+        wf, a = cands[pick % len(cands)]
+        allowed = self.model.allows(wf, a, verb)
+        try:
+            self.wb.transition_activity(self._aeid(wf, a), verb, output={"o": 1}, error="e")
+        except (IllegalTransition, StateConflict, NotAllowedNow) as exc:
+            assert not allowed, f"{verb.value} on {a.state.value} refused: {exc}"
+            return
+        assert allowed, f"{verb.value} on {a.state.value} ({wf.state.value}) was accepted"
+        self.model.move(wf, a, verb, self.clock())
+
     @rule(seconds=st.sampled_from([5.0, 31.0, 60.0, 130.0, 400.0]))
     def advance_and_sweep(self, seconds: float) -> None:
         now = self.clock.advance(seconds)
@@ -323,6 +356,18 @@ class WorkflowMachine(RuleBasedStateMachine):
     def _actual(self, wx: str) -> tuple[str, dict[str, str]]:
         wf = self.wb.get_workflow(wx)
         return wf.state.value, {a.activity_exec_id: a.state.value for a in wf.activities}
+
+    @invariant()
+    def ended_runs_are_clean(self) -> None:
+        """Whatever outside callers did: a COMPLETED run has every latest attempt
+        COMPLETED, and no ended run has an activity RUNNING (checked on the tables, not
+        on the model)."""
+        for wx in self.model.wfs:
+            wf = self.wb.get_workflow(wx)
+            if wf.state is W.COMPLETED:
+                assert {a.state for a in wf.latest_activities.values()} == {A.COMPLETED}, wf
+            if wf.state.is_terminal:
+                assert all(a.state is not A.RUNNING for a in wf.activities), wf
 
     @invariant()
     def tables_match_the_model(self) -> None:
