@@ -44,7 +44,12 @@ from whimbrel.contract.errors import (
 from whimbrel.contract.ids import parse_activity_exec_id, workflow_exec_id_for
 from whimbrel.contract.limits import MAX_OUTPUT_BYTES
 from whimbrel.contract.payloads import encode_payload
-from whimbrel.contract.states import ActivityState, Transition
+from whimbrel.contract.states import (
+    ACTIVITY_TRANSITIONS,
+    ActivityState,
+    Transition,
+    activity_sources,
+)
 from whimbrel.engine import rules
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.intake.decode import (
@@ -80,9 +85,12 @@ log = logging.getLogger("whimbrel.intake")
 IMPLIED_RUNNING = ":implied-running"
 
 A = ActivityState
-#: States from which a COMPLETED or FAILED report implies the RUNNING it skipped.
-_BEFORE_RUNNING = frozenset({A.READY, A.QUEUED, A.PREPARING})
-_ENDS = frozenset({Transition.COMPLETED, Transition.FAILED})
+#: States from which a COMPLETED or FAILED report implies the RUNNING it skipped: those
+#: RUNNING is reached from (READY, QUEUED, PREPARING).
+_BEFORE_RUNNING = activity_sources(Transition.RUNNING)
+#: The verbs that end a running attempt (COMPLETED, FAILED).
+_ENDS = frozenset(t for (s, t), n in ACTIVITY_TRANSITIONS.items()
+                  if s is A.RUNNING and n.is_terminal and t is not Transition.TIME_OUT)
 
 #: Where rejected records of each stream are recorded; the local runtime adds DEAD_LETTER.
 SOURCE_WORKFLOW_REQUEST = "workflow_request"
