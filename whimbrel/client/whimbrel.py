@@ -10,12 +10,14 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from typing import Any
 
-from whimbrel.client import simple
+from whimbrel.client import query, simple
+from whimbrel.client.query import WorkflowPage
 from whimbrel.contract import checks
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import IllegalTransition, StateConflict
 from whimbrel.contract.states import Transition, WorkflowState
 from whimbrel.engine.engine import Engine
+from whimbrel.engine.manual import retry_activity
 from whimbrel.engine.ports import ENV_ENDPOINT_URL, ENV_TABLE_PREFIX, Clock, Launcher, LaunchRequest
 from whimbrel.engine.sweep import SweepReport, sweep
 from whimbrel.engine.views import ActivityExec, WorkflowExec
@@ -223,6 +225,62 @@ class Whimbrel:
             self.engine.prefetched_workflow(aeid, wf_read)
             return claimed
         return None
+
+    def list_workflows(self, *, name: str | None = None, state: query.StateArg = None,
+                       since: query.TimeArg = None, until: query.TimeArg = None,
+                       limit: int = 50, cursor: str | None = None) -> WorkflowPage:
+        """One page of runs, newest first (ties by execution id), without activities.
+
+        Reads indexes with Query only (never Scan): a page costs about ``limit`` index
+        entries per partition queried plus one BatchGetItem of the page, however many
+        runs are stored (docs/architecture.md, "Listing runs").
+
+        Args:
+            name: only runs of this workflow.
+            state: one ``WorkflowState`` (or its name) or a collection of them.
+            since: only runs created at or after this time (epoch seconds or an aware
+                datetime). Without it, a listing with neither ``name`` nor ``state``
+                looks back ``DEFAULT_LOOKBACK_DAYS`` (30) UTC days from ``until``/now.
+            until: only runs created before this time.
+            limit: page size, 1 to 1000.
+            cursor: the ``cursor`` of the previous page, with the same filters.
+
+        Returns:
+            The page; its ``cursor`` is None on the last page.
+
+        Raises:
+            InvalidInput: a bad filter, limit or cursor; ``field`` names it.
+        """
+        return query.list_workflows(self.store, self.clock, name=name, state=state,
+                                    since=since, until=until, limit=limit, cursor=cursor)
+
+    def count_workflows(self, *, name: str | None = None, state: query.StateArg = None,
+                        since: query.TimeArg = None, until: query.TimeArg = None,
+                        cap: int = 1000) -> int:
+        """How many runs match the filters of :meth:`list_workflows`, counting at most
+        ``cap`` (1 to 1000): a result equal to ``cap`` means "``cap`` or more". Reads
+        index keys only.
+
+        Raises:
+            InvalidInput: a bad filter or cap.
+        """
+        return query.count_workflows(self.store, self.clock, name=name, state=state,
+                                     since=since, until=until, cap=cap)
+
+    def retry_activity(self, activity_exec_id: str) -> ActivityExec:
+        """Run a FAILED or TIMED_OUT attempt again, as attempt n + 1, while its workflow
+        is RUNNING (a retry waiting for its back-off is launched now instead).
+
+        Returns:
+            The new attempt as it is after its launch.
+
+        Raises:
+            InvalidInput: not an activity execution id.
+            ActivityNotFound: no such attempt.
+            RetryNotAllowed: the attempt is not FAILED/TIMED_OUT, a newer attempt
+                started, or the workflow is no longer RUNNING (the message says why).
+        """
+        return retry_activity(self.engine, activity_exec_id, actor=self.engine.actor)
 
     def cancel_workflow(self, workflow_exec_id: str) -> None:
         """Cancel a workflow: nothing new starts, running activities are asked to stop.

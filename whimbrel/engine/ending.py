@@ -22,7 +22,7 @@ W = WorkflowState
 class WorkflowEnding(EngineBase):
     """The moves that end a workflow."""
 
-    def _finish_workflow(self, wx: str, expected: list[str], state: WorkflowState,
+    def _finish_workflow(self, wx: str, name: str, expected: list[str], state: WorkflowState,
                          error: str | None = None) -> bool:
         m = self.store.models.workflow_exec
         now = self.clock()
@@ -31,18 +31,19 @@ class WorkflowEnding(EngineBase):
         if error:
             extra.append(m.error.set(error))
         try:
-            self.store.move_workflow(wx, expected, state.value, now, actor=self.actor,
-                                     extra=extra)
+            self.store.move_workflow(wx, expected, state.value, now, workflow_name=name,
+                                     actor=self.actor, extra=extra)
         except ConditionFailed:
             return False
         log.info("workflow %s %s", wx, state.value)
         return True
 
-    def fail_workflow(self, wx: str, error: str) -> None:
+    def fail_workflow(self, wx: str, name: str, error: str) -> None:
         m = self.store.models.workflow_exec
         try:
             self.store.move_workflow(wx, [W.RUNNING.value, W.REQUESTED.value],
-                                     W.FAILED_WAITING.value, self.clock(), actor=self.actor,
+                                     W.FAILED_WAITING.value, self.clock(), workflow_name=name,
+                                     actor=self.actor,
                                      extra=[m.error.set(clip_error(error) or "")])
         except ConditionFailed:
             pass  # already failing, cancelling or finished
@@ -59,7 +60,8 @@ class WorkflowEnding(EngineBase):
             try:
                 self.store.move_workflow(
                     wx, [W.REQUESTED.value, W.RUNNING.value, W.FAILED_WAITING.value],
-                    W.CANCEL_REQUESTED.value, self.clock(), actor=self.actor)
+                    W.CANCEL_REQUESTED.value, self.clock(), workflow_name=wf.workflow_name,
+                    actor=self.actor)
             except ConditionFailed:
                 pass  # finished or cancelled meanwhile; settle sorts it out
         self.settle(wx)
@@ -81,7 +83,7 @@ class WorkflowEnding(EngineBase):
             return
         if not active:
             final = W.CANCELLED if cancelling else W.FAILED
-            self._finish_workflow(wx, [state.value], final)
+            self._finish_workflow(wx, wf.workflow_name, [state.value], final)
 
     def _stop_activity(self, act: ActivityExecModel, *, ask_running: bool) -> bool:
         """Cancel a not-started attempt; returns True while the attempt may still run."""

@@ -135,7 +135,7 @@ class Engine(WorkflowEnding):
             self._materialize(wf, defn)
             try:
                 self.store.move_workflow(wx, [W.REQUESTED.value], W.RUNNING.value, self.clock(),
-                                         actor=self.actor)
+                                         workflow_name=wf.workflow_name, actor=self.actor)
             except ConditionFailed:
                 pass  # another starter moved it, or it was cancelled meanwhile
             wf = self._workflow(wx)
@@ -311,7 +311,7 @@ class Engine(WorkflowEnding):
         if state in (A.FAILED, A.TIMED_OUT):
             self._on_failure(wf, defn, item)
         else:  # CANCELLED while the workflow runs: nothing downstream can ever run
-            self.fail_workflow(wf.workflow_exec_id,
+            self.fail_workflow(wf.workflow_exec_id, wf.workflow_name,
                                f"activity {item.activity_name} was cancelled")
 
     def _after_completed(self, item: ActivityExecModel, version: int) -> None:
@@ -374,7 +374,8 @@ class Engine(WorkflowEnding):
             self.store.delete_dependency(wf.workflow_exec_id, END_NODE, name)
             if self.store.pending_dependencies(wf.workflow_exec_id, END_NODE):
                 return
-        self._finish_workflow(wf.workflow_exec_id, [W.RUNNING.value], W.COMPLETED)
+        self._finish_workflow(wf.workflow_exec_id, wf.workflow_name, [W.RUNNING.value],
+                              W.COMPLETED)
 
     def _activity_stub(self, wf: WorkflowExecModel, defn: WorkflowDefinition, name: str,
                        attempt: int) -> ActivityExecModel:
@@ -478,7 +479,7 @@ class Engine(WorkflowEnding):
         why = f"activity {item.activity_name} {item.state} after {attempt} attempt(s)"
         if item.error:
             why += f": {item.error}"
-        self.fail_workflow(wf.workflow_exec_id, why)
+        self.fail_workflow(wf.workflow_exec_id, wf.workflow_name, why)
 
 
 def pending_states() -> Iterable[str]:

@@ -77,6 +77,11 @@ class WorkflowExecModel(Model):
     created_day = UnicodeAttribute()
     updated_epoch = NumberAttribute()
     ended_epoch = NumberAttribute(null=True)
+    #: Keys of the by_name_state and by_state indexes; written by the store with every
+    #: state change (absent on items written before the indexes existed, until their
+    #: next state change).
+    name_state = UnicodeAttribute(null=True)
+    state_shard = UnicodeAttribute(null=True)
     check_shard = UnicodeAttribute(null=True)
     check_epoch = NumberAttribute(null=True)
     history = ListAttribute(of=HistoryEntry, default=list)

@@ -21,6 +21,9 @@ TTL_ATTRIBUTE = "expires_epoch"
 TIMER_SHARDS = 4
 RECONCILE_SHARDS = 4
 CLAIM_SHARDS = 4
+#: Partitions per state of ``workflow_exec.by_state``: a busy state (thousands RUNNING)
+#: spreads over these, and a listing queries each.
+STATE_SHARDS = 4
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,20 @@ WORKFLOW_EXEC = TableSpec(
             purpose="list recent executions of any workflow without a Scan",
         ),
         IndexSpec(
+            "by_name_state",
+            Key("name_state"),
+            Key("created_epoch", "N"),
+            purpose="list executions of one workflow in one state, newest first "
+            "(name_state = '<workflow_name>#<state>', rewritten with every state change)",
+        ),
+        IndexSpec(
+            "by_state",
+            Key("state_shard"),
+            Key("created_epoch", "N"),
+            purpose="list executions in one state, newest first (state_shard = "
+            "'<state>#<n>', n a stable shard of the execution id in 0..STATE_SHARDS-1)",
+        ),
+        IndexSpec(
             "reconcile",
             Key("check_shard"),
             Key("check_epoch", "N"),
@@ -172,6 +189,16 @@ TABLES: tuple[TableSpec, ...] = (
     ACTIVITY_EVENT,
     REJECTION,
 )
+
+
+def name_state_key(workflow_name: str, state: str) -> str:
+    """The ``by_name_state`` hash key of an execution of ``workflow_name`` in ``state``."""
+    return f"{workflow_name}#{state}"
+
+
+def state_shard_key(state: str, shard: int | str) -> str:
+    """The ``by_state`` hash key of shard ``shard`` (0..STATE_SHARDS-1) of ``state``."""
+    return f"{state}#{shard}"
 
 
 def table_spec(logical_name: str) -> TableSpec:

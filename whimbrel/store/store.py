@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import boto3
@@ -18,7 +19,7 @@ from botocore.config import Config
 from pynamodb.expressions.update import Action
 from pynamodb.models import Model
 
-from whimbrel.contract.ids import parse_activity_exec_id
+from whimbrel.contract.ids import parse_activity_exec_id, shard_of
 from whimbrel.store import specs
 from whimbrel.store.errors import ConditionFailed, translated
 from whimbrel.store.meter import CapacityMeter
@@ -34,7 +35,7 @@ from whimbrel.store.models import (
     history_entry,
 )
 
-__all__ = ["ConditionFailed", "Store", "WriteHook"]
+__all__ = ["ConditionFailed", "Store", "WorkflowKeyPage", "WriteHook"]
 
 
 class WriteHook(Protocol):
@@ -47,6 +48,15 @@ class WriteHook(Protocol):
 
 
 END_NODE = "__end__"
+
+
+@dataclass(frozen=True)
+class WorkflowKeyPage:
+    """Entries of one listing-index Query: ``(created_epoch, workflow_exec_id)`` newest
+    first, and the key to continue from (None when the partition has no more)."""
+
+    keys: list[tuple[float, str]]
+    last_key: dict[str, Any] | None
 
 
 class Store:
@@ -230,6 +240,9 @@ class Store:
 
     def create_workflow(self, item: WorkflowExecModel) -> bool:
         m = self.models.workflow_exec
+        # The listing indexes' keys go in the same write as the state (never a second).
+        item.name_state, item.state_shard = self._state_keys(
+            item.workflow_exec_id, item.workflow_name, item.state)
         try:
             # The id is derived from the request id: only the first start creates it.
             self._write("PutItem", "workflow_exec",
@@ -245,18 +258,31 @@ class Store:
             except self.models.workflow_exec.DoesNotExist:
                 return None
 
+    @staticmethod
+    def _state_keys(workflow_exec_id: str, workflow_name: str, state: str) -> tuple[str, str]:
+        """(name_state, state_shard): the by_name_state and by_state keys of a state."""
+        shard = shard_of(workflow_exec_id, specs.STATE_SHARDS)
+        return (specs.name_state_key(workflow_name, state),
+                specs.state_shard_key(state, shard))
+
     def move_workflow(self, workflow_exec_id: str, expected: Sequence[str], new_state: str,
-                      now: float, *, actor: str, extra: Iterable[Action] = (),
-                      ) -> WorkflowExecModel:
+                      now: float, *, workflow_name: str, actor: str,
+                      extra: Iterable[Action] = ()) -> WorkflowExecModel:
         """Conditionally move a workflow execution from one of ``expected`` to ``new_state``.
+
+        ``workflow_name`` (the execution's own, read by the caller) keys the listing
+        indexes, which this same write moves along with the state.
 
         Raises:
             ConditionFailed: it was not in any expected state (or does not exist).
         """
         m = self.models.workflow_exec
         item = m(workflow_exec_id)
+        name_state, state_shard = self._state_keys(workflow_exec_id, workflow_name, new_state)
         actions: list[Action] = [
             m.state.set(new_state),
+            m.name_state.set(name_state),
+            m.state_shard.set(state_shard),
             m.updated_epoch.set(now),
             m.history.set(m.history.append([history_entry(state=new_state, at=now, by=actor)])),
             *extra,
@@ -302,24 +328,38 @@ class Store:
                     out.append(hit.workflow_exec_id)
         return out
 
-    def list_workflows_by_name(self, name: str, limit: int | None) -> list[str]:
-        idx = self.models.indexes["workflow_exec.by_name"]
-        with translated("Query workflow_exec.by_name"):
-            return [h.workflow_exec_id for h in idx.query(name, scan_index_forward=False,
-                                                          limit=limit)]
-
-    def list_workflows_by_day(self, day: str, limit: int | None) -> list[str]:
-        idx = self.models.indexes["workflow_exec.by_day"]
-        with translated("Query workflow_exec.by_day"):
-            return [h.workflow_exec_id for h in idx.query(day, scan_index_forward=False,
-                                                          limit=limit)]
-
     def batch_get_workflows(self, ids: Sequence[str]) -> list[WorkflowExecModel]:
         if not ids:
             return []
         with translated("BatchGetItem workflow_exec"):
             found = {w.workflow_exec_id: w for w in self.models.workflow_exec.batch_get(ids)}
         return [found[i] for i in ids if i in found]
+
+    def query_workflow_keys(self, index: str, hash_key: str, *, low: float | None,
+                            high: float | None, limit: int,
+                            start_key: dict[str, Any] | None = None) -> WorkflowKeyPage:
+        """One Query of a listing index (``by_name``, ``by_day``, ``by_name_state``,
+        ``by_state``) of ``workflow_exec``: newest first, ``low <= created_epoch <=
+        high`` (either bound may be None), at most ``limit`` entries.
+
+        Reads only index keys (every listing index is KEYS_ONLY): the cost is ``limit``
+        small entries, whatever the partition holds. Pass ``start_key`` (the previous
+        page's ``last_key``) to go on where it stopped.
+        """
+        idx = self.models.indexes[f"workflow_exec.{index}"]
+        epoch = idx.Meta.attributes["created_epoch"]
+        condition: Any = None
+        if low is not None and high is not None:
+            condition = epoch.between(low, high)
+        elif low is not None:
+            condition = epoch >= low
+        elif high is not None:
+            condition = epoch <= high
+        with translated(f"Query workflow_exec.{index}"):
+            hits = idx.query(hash_key, condition, scan_index_forward=False, limit=limit,
+                             page_size=limit, last_evaluated_key=start_key)
+            keys = [(float(h.created_epoch), h.workflow_exec_id) for h in hits]
+            return WorkflowKeyPage(keys, hits.last_evaluated_key)
 
     # -- activity executions -----------------------------------------------------------
 
