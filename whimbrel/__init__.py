@@ -1,6 +1,6 @@
 """Whimbrel: a serverless, decentralized workflow engine on DynamoDB."""
 
-from whimbrel.client.query import WorkflowPage
+from whimbrel.client.query import DefinitionVersion, WorkflowPage
 from whimbrel.client.whimbrel import Whimbrel
 from whimbrel.contract.definitions import (
     ActivityDefinition,
@@ -36,6 +36,7 @@ __all__ = [
     "ActivityState",
     "ActivityTimedOut",
     "DefinitionNotFound",
+    "DefinitionVersion",
     "IllegalTransition",
     "InvalidDefinition",
     "InvalidInput",

@@ -51,6 +51,7 @@ def test_public_names_are_pinned() -> None:
     assert sorted(whimbrel.__all__) == sorted([
         "ActivityCancelled", "ActivityDefinition", "ActivityExec", "ActivityNotFound",
         "ActivityRun", "ActivityState", "ActivityTimedOut", "DefinitionNotFound",
+        "DefinitionVersion",
         "IllegalTransition", "InvalidDefinition", "InvalidInput", "LauncherSpec",
         "RetryNotAllowed", "RetryPolicy", "StateConflict", "StoreError", "SweepReport",
         "Transition",

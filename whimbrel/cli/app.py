@@ -166,6 +166,8 @@ class Cli:
         self.err = Console(stderr=True, highlight=False, emoji=False)
         self._wb: Whimbrel | None = None
         self.tracker: TrackingExecutor | None = None
+        #: Who the client's writes name in histories (``by``); set before using ``wb``.
+        self.actor = "cli"
 
     @property
     def wb(self) -> Whimbrel:
@@ -176,7 +178,7 @@ class Cli:
                 overrides["endpoint_url"] = self.endpoint_url
             if self.table_prefix:
                 overrides["table_prefix"] = self.table_prefix
-            wb = Whimbrel.from_env(actor="cli", **overrides)
+            wb = Whimbrel.from_env(actor=self.actor, **overrides)
             self.tracker = TrackingExecutor(wb.executor)
             for launcher in wb.engine.launchers.values():
                 if getattr(launcher, "executor", None) is wb.executor:

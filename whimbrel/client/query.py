@@ -1,5 +1,5 @@
-"""Listing runs: ``Whimbrel.list_workflows`` and ``count_workflows`` (docs/architecture.md,
-"Listing runs").
+"""Listings: runs (``Whimbrel.list_workflows``, ``count_workflows``; docs/architecture.md,
+"Listing runs") and registered definitions (``list_definitions``).
 
 Every listing reads KEYS_ONLY indexes of ``workflow_exec`` with Query (never Scan), then
 fetches one page of items with BatchGetItem, so a page costs reads in proportion to its
@@ -46,8 +46,8 @@ from whimbrel.engine.views import WorkflowExec
 from whimbrel.store import specs
 from whimbrel.store.store import Store
 
-__all__ = ["DEFAULT_LOOKBACK_DAYS", "MAX_PAGE", "WorkflowPage", "count_workflows",
-           "list_workflows", "parse_time"]
+__all__ = ["DEFAULT_LOOKBACK_DAYS", "MAX_PAGE", "DefinitionVersion", "WorkflowPage",
+           "count_workflows", "list_definitions", "list_workflows", "parse_time"]
 
 #: Without ``since``, a listing with neither name nor state walks back this many UTC
 #: days (one Query each, from ``until`` or today), then stops.
@@ -71,6 +71,32 @@ class WorkflowPage:
 
     items: tuple[WorkflowExec, ...]
     cursor: str | None
+
+
+@dataclass(frozen=True)
+class DefinitionVersion:
+    """One registered version of a workflow definition (without its activities)."""
+
+    workflow_name: str
+    version: int
+    registered_epoch: float
+    description: str
+
+
+def list_definitions(store: Store, name: str | None = None) -> list[DefinitionVersion]:
+    """Registered versions, by name then newest version first: one Query for ``name``,
+    else a read of the whole (small) definition table, as `whimbrel definitions list`
+    does; never on a run's path.
+
+    Raises:
+        InvalidInput: ``name`` is not a workflow name.
+    """
+    if name is not None:
+        checks.workflow_name(name, "name")
+    items = store.definition_versions(name) if name else store.list_definitions()
+    out = [DefinitionVersion(i.workflow_name, int(i.version), float(i.created_epoch),
+                             i.description or "") for i in items]
+    return sorted(out, key=lambda d: (d.workflow_name, -d.version))
 
 
 @dataclass(frozen=True)

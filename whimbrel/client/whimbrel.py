@@ -11,7 +11,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from whimbrel.client import query, simple
-from whimbrel.client.query import WorkflowPage
+from whimbrel.client.query import DefinitionVersion, WorkflowPage
 from whimbrel.contract import checks
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import IllegalTransition, StateConflict
@@ -106,6 +106,16 @@ class Whimbrel:
 
     def get_definition(self, name: str, version: int | None = None) -> WorkflowDefinition:
         return self.engine.definition(name, version)[1]
+
+    def list_definitions(self, name: str | None = None) -> list[DefinitionVersion]:
+        """Registered definition versions (of ``name``, or of every workflow), by name
+        and newest version first. Without ``name`` it reads the whole definition table:
+        an operator listing, never on a run's path.
+
+        Raises:
+            InvalidInput: ``name`` is not a workflow name.
+        """
+        return query.list_definitions(self.store, name)
 
     # -- Full Logic API -----------------------------------------------------------------
 
