@@ -4,8 +4,8 @@
 
 Starts a throw-away DynamoDB Local, fills it with a few workflows in every state (the
 clock is injected, so runs spread over the last hours without waiting), serves the
-console and saves ``console_runs.png``, ``console_run.png``, ``console_definition.png``
-and ``console_confirm.png``.
+console and saves ``console_runs.png``, ``console_run.png``, ``console_fanout.png``,
+``console_definition.png`` and ``console_confirm.png``.
 """
 
 from __future__ import annotations
@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             driver.get(con.sign_in_url())
             shots = [
                 shoot(driver, con.url("/runs"), args.out / "console_runs.png"),
-                shoot(driver, con.url(f"/runs/{wx}"), args.out / "console_run.png"),
+                shoot(driver, con.url(f"/runs/{wx}"), args.out / "console_run.png",
+                      height=1500),
                 shoot(driver, con.url(f"/runs/{fanout}"), args.out / "console_fanout.png",
                       height=1240),
                 shoot(driver, con.url("/definitions/nightly-etl"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import Annotated
 
 import typer
@@ -61,4 +62,8 @@ def ui(
             cli.note(f"bound to {host}: every page needs the token; serve it behind TLS")
 
     cli.emit(info, human)
-    server.run()
+    sys.stdout.flush()  # the server runs until Ctrl-C: show the URL now, even in a pipe
+    try:
+        server.run()
+    except KeyboardInterrupt:  # uvicorn shut down cleanly, then passed Ctrl-C on
+        cli.note("console stopped")

@@ -29,7 +29,7 @@ class ConsoleServer:
     @property
     def port(self) -> int:
         """The bound port (after start)."""
-        for server in self.server.servers:
+        for server in getattr(self.server, "servers", ()):  # set once started
             for sock in server.sockets:
                 return int(sock.getsockname()[1])
         return int(self.server.config.port)
