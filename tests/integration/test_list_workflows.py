@@ -27,9 +27,10 @@ from whimbrel import (
     Whimbrel,
     WorkflowDefinition,
     WorkflowExec,
+    WorkflowPage,
     WorkflowState,
 )
-from whimbrel.client.query import DEFAULT_LOOKBACK_DAYS
+from whimbrel.client.query import DEFAULT_LOOKBACK_DAYS, MAX_DAYS_PER_CALL
 from whimbrel.testing import fresh_table_prefix
 
 W = WorkflowState
@@ -197,6 +198,50 @@ def test_default_lookback_without_filters(world: tuple[Whimbrel, list[Run]]) -> 
     # A name or a state needs no day walk: no lookback limit.
     assert len(walk(wb, 500, name="alpha", until=late)) == len(
         [r for r in runs if r.name == "alpha"])
+
+
+def test_a_long_sparse_window_pages_at_a_bounded_cost(
+        world: tuple[Whimbrel, list[Run]]) -> None:
+    wb, runs = world
+    since = T0 - 200 * DAY  # 190 empty days below the runs, one more above
+    pages: list[WorkflowPage] = []
+    cursor = None
+    while True:
+        wb.meter.reset()
+        page = wb.list_workflows(since=since, limit=200, cursor=cursor)
+        assert wb.meter.calls["Query"] <= MAX_DAYS_PER_CALL + 1
+        pages.append(page)
+        cursor = page.cursor
+        if cursor is None:
+            break
+    listed = [w.workflow_exec_id for p in pages for w in p.items]
+    assert listed == newest_first(runs)
+    # The empty days cost a few short pages, each stopping at its budget of days.
+    assert len(pages) >= 200 // MAX_DAYS_PER_CALL
+    assert any(not p.items and p.cursor for p in pages)
+    # Counting the same way would read day after day in one call: refused.
+    with pytest.raises(InvalidInput, match="spans at most") as err:
+        wb.count_workflows(since=since)
+    assert err.value.field == "since"
+    assert wb.count_workflows(since=since, state=W.FAILED) == sum(
+        r.state is W.FAILED for r in runs)
+
+
+def test_a_forged_cursor_cannot_widen_the_walk(world: tuple[Whimbrel, list[Run]]) -> None:
+    wb, _ = world
+    page = wb.list_workflows(limit=5)
+    assert page.cursor is not None
+    body = json.loads(base64.urlsafe_b64decode(page.cursor + "=" * (-len(page.cursor) % 4)))
+    for forged in ({**body, "f": 0.0}, {**body, "f": None}, {**body, "e": body["e"] + 40 * DAY}):
+        with pytest.raises(InvalidInput, match="not a cursor") as err:
+            wb.list_workflows(limit=5, cursor=_cursor(forged))
+        assert err.value.field == "cursor"
+    beta = wb.list_workflows(name="beta", since=T0, limit=5)
+    assert beta.cursor is not None
+    body = json.loads(base64.urlsafe_b64decode(beta.cursor + "=" * (-len(beta.cursor) % 4)))
+    with pytest.raises(InvalidInput, match="not a cursor"):
+        wb.list_workflows(name="beta", since=T0, limit=5,
+                          cursor=_cursor({**body, "e": T0 - DAY}))
 
 
 def test_cost_is_proportional_to_the_page(world: tuple[Whimbrel, list[Run]]) -> None:
