@@ -141,6 +141,10 @@ def test_list_uses_indexes_not_scan(run: Run, wb: Whimbrel,
     assert listed("--since", str(created), "--until", str(wb.get_workflow(failed)
                                                            .created_epoch)) == [ids[2], ids[1]]
     assert listed("--since", "1h", "--workflow", "external") == list(reversed(ids))
+    # An age names the same window on every page: it counts from the first page's time.
+    aged = run.json("list", "--since", "1h", "--limit", "2")
+    assert listed("--since", "1h", "--limit", "2", "--cursor", aged["cursor"]) == [
+        ids[1], ids[0]]
     assert listed("--until", "2000-01-01") == []
     assert listed("--days", "1", "--state", "CANCELLED") == [cancelled]
     assert run.json("list", "--workflow", "nope") == {"items": [], "cursor": None}

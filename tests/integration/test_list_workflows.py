@@ -183,6 +183,25 @@ def test_times_as_datetimes_and_state_names(world: tuple[Whimbrel, list[Run]]) -
     assert [w.workflow_exec_id for w in got] == newest_first(want)
 
 
+def test_ages_keep_their_window_across_pages(world: tuple[Whimbrel, list[Run]]) -> None:
+    wb, runs = world
+    clock = wb.clock
+    assert isinstance(clock, ThreadClock)
+    want = [r for r in runs if r.created >= NOW - 9 * DAY and r.state is W.RUNNING]
+    first = wb.list_workflows(since="9d", state="RUNNING", limit=25)
+    try:
+        clock.now = NOW + 5 * DAY  # "9d" from this now would cut most runs off
+        rest = walk_from(wb, first.cursor, since="9d", state="RUNNING", limit=25)
+    finally:
+        clock.now = NOW
+    got = [w.workflow_exec_id for w in (*first.items, *rest)]
+    assert got == newest_first(want)
+    iso = datetime.fromtimestamp(WINDOW[1], UTC).isoformat()
+    assert [w.workflow_exec_id for w in walk(wb, 100, state="FAILED", until=iso,
+                                             since=WINDOW[0])] == newest_first(
+        [r for r in runs if WINDOW[0] <= r.created < WINDOW[1] and r.state is W.FAILED])
+
+
 def test_default_lookback_without_filters(world: tuple[Whimbrel, list[Run]]) -> None:
     wb, runs = world
     # 25 days later, the 30-day walk back from `until` still reaches the oldest runs;
@@ -366,8 +385,8 @@ def _cursor(body: dict[str, Any]) -> str:
     ({"cursor": 17}, "cursor", "not a cursor"),
     ({"cursor": _cursor({"v": 1, "e": "soon", "x": "a", "f": None, "q": ""})}, "cursor",
      "not a cursor"),
-    ({"cursor": _cursor({"v": 1, "e": T0, "x": "a", "f": None, "q": "0" * 16})}, "cursor",
-     "other filters"),
+    ({"cursor": _cursor({"v": 1, "e": T0, "x": "a", "f": None, "t": T0, "q": "0" * 16})},
+     "cursor", "other filters"),
     ({"cursor": base64.urlsafe_b64encode(b"[1, 2]").decode()}, "cursor", "not a cursor"),
 ])
 def test_bad_arguments(world: tuple[Whimbrel, list[Run]], kwargs: dict[str, Any],

@@ -4,7 +4,9 @@ Also ``whimbrel ui`` itself, as a process."""
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -147,6 +149,23 @@ def test_bad_requests_get_pages_that_say_why(con: Console) -> None:
     bad_activity = http(con.url("/actions/retry?target=not-an-id"))
     assert bad_activity.status == 400 and "activity_exec_id" in bad_activity.body
     assert http(con.url("/healthz")).body == "ok"
+
+
+def test_paging_keeps_the_window_of_an_age(con: Console) -> None:
+    ids = [con.wb.start_workflow("one") for _ in range(7)]
+    with console(con.wb, page_size=5) as small:
+        first = http(small.url("/runs?workflow=one&since=24h"))
+        assert first.status == 200
+        shown = re.findall(r'data-run="([^"]+)"', first.body)
+        assert shown[:5] == ids[::-1][:5] and len(shown) == 5
+        older = re.search(r'href="(/runs\?[^"]*cursor=[^"]+)" rel="next"', first.body)
+        assert older is not None
+        # "24h" on the second page counts from the first page's time, not from now.
+        second = http(small.url(html.unescape(older.group(1))))
+        assert second.status == 200, re.findall(r"problem\">([^<]*)", second.body)
+        rest = re.findall(r'data-run="([^"]+)"', second.body)
+        assert rest[:2] == ids[::-1][5:7]
+        assert "Paused while paging" in second.body
 
 
 def test_reads_need_the_token_when_not_on_loopback_only(con: Console) -> None:

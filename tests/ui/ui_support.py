@@ -80,10 +80,10 @@ class Console:
 
 @contextmanager
 def console(wb: Whimbrel, *, refresh_seconds: float = 0.5, open_reads: bool = True,
-            host: str = "127.0.0.1") -> Iterator[Console]:
+            host: str = "127.0.0.1", page_size: int = 50) -> Iterator[Console]:
     """The console for ``wb`` on a free loopback port, on a thread."""
     app = create_app(wb, token=TOKEN, open_reads=open_reads,
-                     refresh_seconds=refresh_seconds)
+                     refresh_seconds=refresh_seconds, page_size=page_size)
     server = ConsoleServer(app, host=host, port=0).start()
     try:
         yield Console(wb, server)

@@ -18,7 +18,7 @@ from whimbrel.cli.graph import GraphvizMissing, to_dot, to_mermaid, to_svg
 from whimbrel.cli.live import exit_for, follow
 from whimbrel.cli.render import status_view, timeline_table, workflows_table
 from whimbrel.cli.shapes import timeline, workflow_dict
-from whimbrel.client.query import parse_time
+from whimbrel.client.query import cursor_anchor, parse_time
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.states import WorkflowState
@@ -195,18 +195,20 @@ def list_runs(
     Without --since, --days, --workflow or --state it looks back 30 UTC days. When more
     runs match, the next page's cursor is printed (on stderr; in "cursor" with --json).
     """
-    now = cli.wb.clock()
     if days is not None and since is not None:
         raise CliError("give --since or --days, not both", ExitCode.USAGE)
-    low = parse_time(since, now, "--since") if since is not None else None
+    # Ages ("2h") go as they are: list_workflows counts them from the first page's time.
+    low: str | float | None = _time_option(since, "--since")
     if days is not None:
+        # Today as of the first page, so that paging across midnight keeps the window.
+        now = cursor_anchor(cursor) or cli.wb.clock()
         today = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0,
                                                          microsecond=0)
         low = (today - timedelta(days=days - 1)).timestamp()
-    high = parse_time(until, now, "--until") if until is not None else None
-    page = cli.wb.list_workflows(name=workflow, state=state or None, since=low, until=high,
-                                 limit=limit, cursor=cursor)
-    rows = [_row(wf, now) for wf in page.items]
+    page = cli.wb.list_workflows(name=workflow, state=state or None, since=low,
+                                 until=_time_option(until, "--until"), limit=limit,
+                                 cursor=cursor)
+    rows = [_row(wf, cli.wb.clock()) for wf in page.items]
 
     def human() -> None:
         if not rows:
@@ -217,6 +219,13 @@ def list_runs(
             cli.note(f"more runs: add --cursor {page.cursor}")
 
     cli.emit({"items": rows, "cursor": page.cursor}, human)
+
+
+def _time_option(text: str | None, option: str) -> str | None:
+    """Check an option's time now, so that its error names the option."""
+    if text is not None:
+        parse_time(text, 0.0, option)
+    return text
 
 
 def _row(wf: WorkflowExec, now: float) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from whimbrel.client.query_input import (
     Cursor,
     Filters,
     Key,
+    cursor_anchor,
     day_start,
     decode_cursor,
     encode_cursor,
@@ -55,7 +56,8 @@ from whimbrel.store import specs
 from whimbrel.store.store import Store
 
 __all__ = ["DEFAULT_LOOKBACK_DAYS", "MAX_PAGE", "DefinitionVersion", "WorkflowPage",
-           "count_workflows", "list_definitions", "list_workflows", "parse_time"]
+           "count_workflows", "cursor_anchor", "list_definitions", "list_workflows",
+           "parse_time"]
 
 #: At most this many days of the by_day walk per call: a page over a long, sparse window
 #: returns what it found with a cursor at the first day not read, so no call costs more
@@ -65,7 +67,7 @@ MAX_DAYS_PER_CALL = DEFAULT_LOOKBACK_DAYS + 2
 _AFTER_ALL_IDS = "~"
 
 StateArg = WorkflowState | str | Iterable[WorkflowState | str] | None
-TimeArg = float | int | datetime | None
+TimeArg = float | int | datetime | str | None
 
 
 @dataclass(frozen=True)
@@ -286,7 +288,9 @@ def list_workflows(store: Store, clock: Clock, *, name: str | None = None,
     Raises:
         InvalidInput: a bad name, state, time, limit or cursor (``field`` names it).
     """
-    f = parse_filters(name, state, since, until)
+    # Ages ("2h") count from when the first page was read, so every page has one window.
+    anchor = cursor_anchor(cursor) or clock()
+    f = parse_filters(name, state, since, until, now=anchor)
     size = page_size(limit, "limit")
     after = decode_cursor(cursor, f)
     page, position = _keys(store, clock, f, after, size)
@@ -300,7 +304,7 @@ def list_workflows(store: Store, clock: Clock, *, name: str | None = None,
             continue
         items.append(WorkflowExec.from_model(item))
     floor = after.floor if after else _day_floor(clock, f)
-    next_cursor = encode_cursor(position, floor, f) if position else None
+    next_cursor = encode_cursor(position, floor, anchor, f) if position else None
     return WorkflowPage(tuple(items), next_cursor)
 
 
@@ -313,7 +317,7 @@ def count_workflows(store: Store, clock: Clock, *, name: str | None = None,
     Raises:
         InvalidInput: a bad name, state, time or cap.
     """
-    f = parse_filters(name, state, since, until)
+    f = parse_filters(name, state, since, until, now=clock())
     cap = page_size(cap, "cap")
     floor = _day_floor(clock, f)
     if not (f.name or f.states) and floor is not None and (

@@ -37,9 +37,12 @@ class Filters:
     states: tuple[WorkflowState, ...]
     since: float | None
     until: float | None
+    #: The times as given: an age ("2h") is the same filter on every page, whatever
+    #: number it resolves to.
+    given: tuple[Any, Any] = (None, None)
 
     def fingerprint(self) -> str:
-        text = json.dumps([self.name, [s.value for s in self.states], self.since, self.until])
+        text = json.dumps([self.name, [s.value for s in self.states], *self.given])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -52,10 +55,14 @@ class Cursor:
     #: The oldest created_epoch the walk reads (fixed by page one, so paging across
     #: midnight keeps the same window).
     floor: float | None
+    #: When page one was listed: what relative times ("2h") on later pages are
+    #: resolved against (see cursor_anchor).
+    anchor: float
 
 
-def parse_filters(name: Any, state: Any, since: Any, until: Any) -> Filters:
-    """Check the filters of a listing.
+def parse_filters(name: Any, state: Any, since: Any, until: Any, *, now: float) -> Filters:
+    """Check the filters of a listing; text times (see :func:`parse_time`) are resolved
+    against ``now``.
 
     Raises:
         InvalidInput: a bad name, state or time, or since after until.
@@ -63,10 +70,11 @@ def parse_filters(name: Any, state: Any, since: Any, until: Any) -> Filters:
     if name is not None:
         checks.workflow_name(name, "name")
     states = _states(state)
-    low, high = _epoch(since, "since"), _epoch(until, "until")
+    low, high = _epoch(since, "since", now), _epoch(until, "until", now)
     if low is not None and high is not None and low > high:
         raise InvalidInput(f"since ({low}) is after until ({high})", field="since")
-    return Filters(name, states, low, high)
+    given = tuple(v if isinstance(v, str) else t for v, t in ((since, low), (until, high)))
+    return Filters(name, states, low, high, (given[0], given[1]))
 
 
 def _states(value: Any) -> tuple[WorkflowState, ...]:
@@ -93,7 +101,9 @@ def _states(value: Any) -> tuple[WorkflowState, ...]:
     return tuple(out)
 
 
-def _epoch(value: Any, field: str) -> float | None:
+def _epoch(value: Any, field: str, now: float) -> float | None:
+    if isinstance(value, str):
+        return parse_time(value, now, field)
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise InvalidInput(f"{field} must be a timezone-aware datetime (e.g. "
@@ -148,8 +158,9 @@ def parse_time(text: str, now: float, field: str) -> float:
 
 # -- cursor --------------------------------------------------------------------------------
 
-def encode_cursor(key: Key, floor: float | None, filters: Filters) -> str:
-    body = {"v": 1, "e": key[0], "x": key[1], "f": floor, "q": filters.fingerprint()}
+def encode_cursor(key: Key, floor: float | None, anchor: float, filters: Filters) -> str:
+    body = {"v": 1, "e": key[0], "x": key[1], "f": floor, "t": anchor,
+            "q": filters.fingerprint()}
     raw = json.dumps(body, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
@@ -171,7 +182,9 @@ def decode_cursor(cursor: Any, filters: Filters) -> Cursor | None:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         body = json.loads(raw)
         epoch, exec_id, floor = float(body["e"]), body["x"], body["f"]
+        anchor = float(body["t"])
         ok = (body["v"] == 1 and isinstance(exec_id, str) and exec_id
+              and math.isfinite(anchor)
               and math.isfinite(epoch) and (floor is None or isinstance(floor, int | float)))
     except (binascii.Error, ValueError, TypeError, KeyError, AttributeError):
         raise bad from None
@@ -194,7 +207,21 @@ def decode_cursor(cursor: Any, filters: Filters) -> Cursor | None:
         ok = floor is None
     if not ok or (filters.until is not None and epoch > filters.until):
         raise bad
-    return Cursor(epoch, exec_id, floor)
+    return Cursor(epoch, exec_id, floor, anchor)
+
+
+def cursor_anchor(cursor: str | None) -> float | None:
+    """When the first page of the listing ``cursor`` continues was read, or None (no
+    cursor, or not one). Resolve relative times ("since 2h") against it on later pages,
+    so that they name the same window as on the first page."""
+    if not isinstance(cursor, str) or not cursor or len(cursor) > 2048:
+        return None
+    try:
+        body = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        anchor = float(body["t"])
+    except (binascii.Error, ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return anchor if math.isfinite(anchor) else None
 
 
 

@@ -248,10 +248,13 @@ class Whimbrel:
         Args:
             name: only runs of this workflow.
             state: one ``WorkflowState`` (or its name) or a collection of them.
-            since: only runs created at or after this time (epoch seconds or an aware
-                datetime). Without it, a listing with neither ``name`` nor ``state``
-                looks back ``DEFAULT_LOOKBACK_DAYS`` (30) UTC days from ``until``/now.
-            until: only runs created before this time.
+            since: only runs created at or after this time: epoch seconds, an aware
+                datetime, or text — an ISO date/time (UTC unless it names a zone) or an
+                age such as ``"2h"``/``"7d"``, counted from when the first page was read
+                (so every page of one listing has the same window). Without it, a
+                listing with neither ``name`` nor ``state`` looks back
+                ``DEFAULT_LOOKBACK_DAYS`` (30) UTC days from ``until``/now.
+            until: only runs created before this time (same forms).
             limit: page size, 1 to 1000.
             cursor: the ``cursor`` of the previous page, with the same filters.
 

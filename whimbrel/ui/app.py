@@ -22,7 +22,6 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from whimbrel.client.query import parse_time
 from whimbrel.client.whimbrel import Whimbrel
 from whimbrel.contract.errors import (
     DefinitionNotFound,
@@ -54,10 +53,12 @@ class Console:
         refresh_seconds: how often live parts of a page reload.
     """
 
-    def __init__(self, wb: Whimbrel, guard: Guard, *, refresh_seconds: float = 2.0) -> None:
+    def __init__(self, wb: Whimbrel, guard: Guard, *, refresh_seconds: float = 2.0,
+                 page_size: int = PAGE_SIZE) -> None:
         self.wb = wb
         self.guard = guard
         self.refresh_seconds = refresh_seconds
+        self.page_size = page_size
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -118,11 +119,11 @@ class Console:
 
     def _runs_context(self, request: Request) -> dict[str, Any]:
         f = self._run_filters(request)
-        now = self.wb.clock()
-        since = parse_time(f["since"], now, "since") if f["since"] else None
-        until = parse_time(f["until"], now, "until") if f["until"] else None
+        # Ages ("24h") go as typed: list_workflows counts them from the first page's
+        # time, and the counts from now.
+        since, until = f["since"] or None, f["until"] or None
         page = self.wb.list_workflows(name=f["workflow"], state=f["states"] or None,
-                                      since=since, until=until, limit=PAGE_SIZE,
+                                      since=since, until=until, limit=self.page_size,
                                       cursor=f["cursor"])
         counts = {s: self.wb.count_workflows(name=f["workflow"], state=s, since=since,
                                              until=until, cap=COUNT_CAP)
@@ -279,7 +280,7 @@ class _NoSuchAction(Exception):
 
 def create_app(wb: Whimbrel, *, token: str, open_reads: bool = True,
                allowed_hosts: Iterable[str] | None = ("localhost", "127.0.0.1", "::1"),
-               refresh_seconds: float = 2.0) -> Starlette:
+               refresh_seconds: float = 2.0, page_size: int = PAGE_SIZE) -> Starlette:
     """The console as an ASGI application (serve it with uvicorn, see :func:`serve`).
 
     Args:
@@ -288,8 +289,9 @@ def create_app(wb: Whimbrel, *, token: str, open_reads: bool = True,
         open_reads: pages are readable without the token (loopback only).
         allowed_hosts: host names the Host header may name; None allows any.
         refresh_seconds: how often live parts reload.
+        page_size: runs per page of the runs list.
     """
     guard = Guard(token, open_reads=open_reads, allowed_hosts=allowed_hosts)
-    console = Console(wb, guard, refresh_seconds=refresh_seconds)
+    console = Console(wb, guard, refresh_seconds=refresh_seconds, page_size=page_size)
     return Starlette(routes=console.routes(),
                      middleware=[Middleware(GuardMiddleware, guard=guard)])
