@@ -87,6 +87,19 @@ def _waits_for_approval(wf: WorkflowExec, act: ActivityExec | None) -> bool:
     return waiting_for(act) == "approval" and not wf.state.is_terminal
 
 
+def _verdict(method: str, label: str, explain: str, *, done: str,
+             danger: bool = False) -> Action:
+    """Approve or reject an activity waiting for approval: ``wb.<method>(aeid, by=…,
+    comment=…)``."""
+    def call(wb: Any, aeid: str, form: Mapping[str, str]) -> object:
+        return getattr(wb, method)(aeid, by=_required(form, "by"),
+                                   comment=form.get("comment", ""))
+    return Action(method, label, "activity", method, explain, _waits_for_approval, call,
+                  fields=(Field("by", "Your name", required=True),
+                          Field("comment", "Comment", "textarea")),
+                  danger=danger, done=done)
+
+
 ACTIONS: tuple[Action, ...] = (
     Action("cancel", "Cancel run", "run", "cancel_workflow",
            "Nothing new starts; activities that have not started become CANCELLED and "
@@ -105,21 +118,10 @@ ACTIONS: tuple[Action, ...] = (
            "activities get a new attempt, completed ones keep their output.",
            lambda wf, _: wf.state is W.FAILED,
            lambda wb, wx, form: wb.redrive_workflow(wx), done="Redrive started."),
-    Action("approve", "Approve", "activity", "approve",
-           "Records your approval; the activity completes and its dependents start.",
-           _waits_for_approval,
-           lambda wb, aeid, form: wb.approve(aeid, by=_required(form, "by"),
-                                             comment=form.get("comment", "")),
-           fields=(Field("by", "Your name", required=True),
-                   Field("comment", "Comment", "textarea")), done="Approved."),
-    Action("reject", "Reject", "activity", "reject",
-           "Records your rejection; the activity fails (its retry policy does not apply).",
-           _waits_for_approval,
-           lambda wb, aeid, form: wb.reject(aeid, by=_required(form, "by"),
-                                            comment=form.get("comment", "")),
-           fields=(Field("by", "Your name", required=True),
-                   Field("comment", "Comment", "textarea")), danger=True,
-           done="Rejected."),
+    _verdict("approve", "Approve", "Records your approval; the activity completes and its "
+             "dependents start.", done="Approved."),
+    _verdict("reject", "Reject", "Records your rejection; the activity fails (its retry "
+             "policy does not apply).", done="Rejected.", danger=True),
     Action("signal", "Send signal", "run", "signal",
            "Delivers a named signal (with an optional JSON payload) to the run; an "
            "activity waiting for it continues. A signal id makes resending harmless.",
