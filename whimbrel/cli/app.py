@@ -170,6 +170,8 @@ class Cli:
         self.err = Console(stderr=True, highlight=False, emoji=False)
         self._wb: Whimbrel | None = None
         self.tracker: TrackingExecutor | None = None
+        #: Who the client's writes name in histories (``by``); set before using ``wb``.
+        self.actor = "cli"
 
     @property
     def wb(self) -> Whimbrel:
@@ -183,7 +185,7 @@ class Cli:
             # A newcomer's laptop has no AWS credentials, and DynamoDB Local needs none
             # that are real (never supplied for any other endpoint).
             supply_local_credentials(self.endpoint_url or os.environ.get(ENV_ENDPOINT_URL))
-            wb = Whimbrel.from_env(actor="cli", **overrides)
+            wb = Whimbrel.from_env(actor=self.actor, **overrides)
             self.tracker = TrackingExecutor(wb.executor)
             for launcher in wb.engine.launchers.values():
                 if getattr(launcher, "executor", None) is wb.executor:

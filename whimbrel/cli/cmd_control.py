@@ -14,7 +14,6 @@ from whimbrel.cli.app import Cli, CliError, ExitCode, app, command
 from whimbrel.cli.live import definition_of, exit_for, follow
 from whimbrel.cli.shapes import activity_dict, first_line, iso, ordered_latest
 from whimbrel.contract.states import WorkflowState
-from whimbrel.engine.manual import retry_activity
 
 W = WorkflowState
 
@@ -70,7 +69,7 @@ def retry(
     launched now instead. Once the workflow is FAILED_WAITING or has ended, its
     failure is decided: the command refuses (exit code 5) and you start a new run.
     """
-    act = retry_activity(cli.wb.engine, activity_exec_id, actor="cli")
+    act = cli.wb.retry_activity(activity_exec_id)
     now = cli.wb.clock()
     cli.emit(activity_dict(act, latest=True, now=now),
              lambda: cli.out.print(f"{act.activity_exec_id} {act.state.value}"))

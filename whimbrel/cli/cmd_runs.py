@@ -18,8 +18,10 @@ from whimbrel.cli.graph import GraphvizMissing, to_dot, to_mermaid, to_svg
 from whimbrel.cli.live import definition_of, exit_for, follow
 from whimbrel.cli.render import status_view, timeline_table, workflows_table
 from whimbrel.cli.shapes import timeline, workflow_dict
+from whimbrel.client.query import cursor_anchor, parse_time
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.states import WorkflowState
+from whimbrel.engine.views import WorkflowExec
 
 IntervalOpt = Annotated[float, typer.Option(help="Seconds between two reads.", min=0.05)]
 TimeoutOpt = Annotated[float | None, typer.Option(
@@ -191,69 +193,66 @@ def _run_id(cli: Cli, workflow_exec_id: str | None, request_id: str | None) -> s
     return wx
 
 
-@command(app, "list", example="whimbrel list --workflow etl --state FAILED --limit 5")
+@command(app, "list", example="whimbrel list --workflow etl --state FAILED --since 7d")
 def list_runs(
     cli: Cli,
     workflow: Annotated[str | None, typer.Option(
-        "--workflow", "-W", help="Only runs of this workflow (newest first).")] = None,
+        "--workflow", "-W", help="Only runs of this workflow.")] = None,
     state: Annotated[list[WorkflowState] | None, typer.Option(
         "--state", "-s", help="Only runs in this state (repeatable).",
         case_sensitive=False)] = None,
-    limit: Annotated[int, typer.Option(min=1, max=1000, help="At most this many runs.")] = 20,
-    days: Annotated[int, typer.Option(
-        min=1, max=400, help="Without --workflow: look this many UTC days back.")] = 7,
+    since: Annotated[str | None, typer.Option(
+        help="Only runs created at or after: epoch seconds, ISO date/time (UTC unless "
+             "it has a zone) or an age such as 2h or 7d.")] = None,
+    until: Annotated[str | None, typer.Option(
+        help="Only runs created before this time (same forms as --since).")] = None,
+    days: Annotated[int | None, typer.Option(
+        min=1, max=400, help="Shortcut for --since: today and the D - 1 UTC days "
+                             "before.")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="Runs per page.")] = 20,
+    cursor: Annotated[str | None, typer.Option(
+        help="Continue after a previous page (its cursor), with the same filters.")] = None,
 ) -> None:
-    """List recent runs, newest first, through the by_name / by_day indexes (no Scan).
+    """List runs, newest first, one page at a time, through indexes (never a Scan).
 
-    With --state the filter applies to the newest max(10 x limit, 200) runs per
-    workflow or per day.
+    Without --since, --days, --workflow or --state it looks back 30 UTC days. When more
+    runs match, the next page's cursor is printed (on stderr; in "cursor" with --json).
     """
-    wanted = {s.value for s in state or ()}
-    fetch = limit if not wanted else max(limit * 10, 200)
-    store = cli.wb.store
-    now = cli.wb.clock()
-    rows: list[dict[str, Any]] = []
-
-    def take(ids: list[str]) -> None:
-        for item in store.batch_get_workflows(ids):
-            if wanted and item.state not in wanted:
-                continue
-            if len(rows) < limit:
-                rows.append(_row(item, now))
-
-    if workflow:
-        take(store.list_workflows_by_name(workflow, fetch))
-    else:
-        today = datetime.fromtimestamp(now, UTC).date()
-        for back in range(days):
-            if len(rows) >= limit:
-                break
-            day = (today - timedelta(days=back)).isoformat()
-            take(store.list_workflows_by_day(day, fetch))
-    rows.sort(key=lambda r: r["created_epoch"], reverse=True)
+    if days is not None and since is not None:
+        raise CliError("give --since or --days, not both", ExitCode.USAGE)
+    # Ages ("2h") go as they are: list_workflows counts them from the first page's time.
+    low: str | float | None = _time_option(since, "--since")
+    if days is not None:
+        # Today as of the first page, so that paging across midnight keeps the window.
+        now = cursor_anchor(cursor) or cli.wb.clock()
+        today = datetime.fromtimestamp(now, UTC).replace(hour=0, minute=0, second=0,
+                                                         microsecond=0)
+        low = (today - timedelta(days=days - 1)).timestamp()
+    page = cli.wb.list_workflows(name=workflow, state=state or None, since=low,
+                                 until=_time_option(until, "--until"), limit=limit,
+                                 cursor=cursor)
+    rows = [_row(wf, cli.wb.clock()) for wf in page.items]
 
     def human() -> None:
         if not rows:
             cli.out.print("no runs found")
         else:
             cli.out.print(workflows_table(rows))
+        if page.cursor:
+            cli.note(f"more runs: add --cursor {page.cursor}")
 
-    cli.emit(rows, human)
+    cli.emit({"items": rows, "cursor": page.cursor}, human)
 
 
-def _row(item: Any, now: float) -> dict[str, Any]:
-    ended = float(item.ended_epoch) if item.ended_epoch is not None else None
-    created = float(item.created_epoch)
-    return {
-        "workflow_exec_id": item.workflow_exec_id,
-        "workflow_name": item.workflow_name,
-        "version": int(item.version),
-        "state": item.state,
-        "created_epoch": created,
-        "ended_epoch": ended,
-        "duration_seconds": max(0.0, (ended if ended is not None else now) - created),
-        "error": item.error,
-    }
+def _time_option(text: str | None, option: str) -> str | None:
+    """Check an option's time now, so that its error names the option."""
+    if text is not None:
+        parse_time(text, 0.0, option)
+    return text
+
+
+def _row(wf: WorkflowExec, now: float) -> dict[str, Any]:
+    return workflow_dict(wf, now=now, with_activities=False)
 
 
 @command(app, "events", example="whimbrel events 3f1c…e2 --activity load")

@@ -8,7 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from typing import Any
 
-from whimbrel.client import simple
+from whimbrel.client import query, simple
+from whimbrel.client.query import DefinitionVersion, WorkflowPage
 from whimbrel.contract import checks
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.states import Transition
@@ -125,6 +126,16 @@ class Whimbrel:
     def get_definition(self, name: str, version: int | None = None) -> WorkflowDefinition:
         return self.engine.definition(name, version)[1]
 
+    def list_definitions(self, name: str | None = None) -> list[DefinitionVersion]:
+        """Registered definition versions (of ``name``, or of every workflow), by name
+        and newest version first. Without ``name`` it reads the whole definition table:
+        an operator listing, never on a run's path.
+
+        Raises:
+            InvalidInput: ``name`` is not a workflow name.
+        """
+        return query.list_definitions(self.store, name)
+
     # -- Full Logic API -----------------------------------------------------------------
 
     def start_workflow(self, name: str, input: Any = None, *, version: int | None = None,
@@ -224,13 +235,62 @@ class Whimbrel:
         claimed = self.engine.claim(workflow_name, activity_name)
         return ActivityExec.from_record(claimed) if claimed is not None else None
 
-    def retry_activity(self, activity_exec_id: str) -> ActivityExec:
-        """Run a FAILED or TIMED_OUT attempt again now, as the next attempt.
+    def list_workflows(self, *, name: str | None = None, state: query.StateArg = None,
+                       since: query.TimeArg = None, until: query.TimeArg = None,
+                       limit: int = 50, cursor: str | None = None) -> WorkflowPage:
+        """One page of runs, newest first (ties by execution id), without activities.
+
+        Reads indexes with Query only (never Scan): a page costs about ``limit`` index
+        entries per partition queried plus one BatchGetItem of the page, however many
+        runs are stored (docs/architecture.md, "Listing runs").
+
+        Args:
+            name: only runs of this workflow.
+            state: one ``WorkflowState`` (or its name) or a collection of them.
+            since: only runs created at or after this time: epoch seconds, an aware
+                datetime, or text — an ISO date/time (UTC unless it names a zone) or an
+                age such as ``"2h"``/``"7d"``, counted from when the first page was read
+                (so every page of one listing has the same window). Without it, a
+                listing with neither ``name`` nor ``state`` looks back
+                ``DEFAULT_LOOKBACK_DAYS`` (30) UTC days from ``until``/now.
+            until: only runs created before this time (same forms).
+            limit: page size, 1 to 1000.
+            cursor: the ``cursor`` of the previous page, with the same filters.
+
+        Returns:
+            The page; its ``cursor`` is None on the last page.
 
         Raises:
+            InvalidInput: a bad filter, limit or cursor; ``field`` names it.
+        """
+        return query.list_workflows(self.store, self.clock, name=name, state=state,
+                                    since=since, until=until, limit=limit, cursor=cursor)
+
+    def count_workflows(self, *, name: str | None = None, state: query.StateArg = None,
+                        since: query.TimeArg = None, until: query.TimeArg = None,
+                        cap: int = 1000) -> int:
+        """How many runs match the filters of :meth:`list_workflows`, counting at most
+        ``cap`` (1 to 1000): a result equal to ``cap`` means "``cap`` or more". Reads
+        index keys only.
+
+        Raises:
+            InvalidInput: a bad filter or cap.
+        """
+        return query.count_workflows(self.store, self.clock, name=name, state=state,
+                                     since=since, until=until, cap=cap)
+
+    def retry_activity(self, activity_exec_id: str) -> ActivityExec:
+        """Run a FAILED or TIMED_OUT attempt again, as attempt n + 1, while its workflow
+        is RUNNING (a retry waiting for its back-off is launched now instead).
+
+        Returns:
+            The new attempt as it is after its launch.
+
+        Raises:
+            InvalidInput: not an activity execution id.
             ActivityNotFound: no such attempt.
-            RetryNotAllowed: not FAILED/TIMED_OUT, a newer attempt started, or the
-                workflow is no longer RUNNING.
+            RetryNotAllowed: the attempt is not FAILED/TIMED_OUT, a newer attempt
+                started, or the workflow is no longer RUNNING (the message says why).
         """
         return retry_activity(self.engine, activity_exec_id, actor=self.engine.actor)
 

@@ -55,7 +55,7 @@ class WorkflowEnding(EngineBase):
             changes["expires_epoch"] = expires
         try:
             self.store.move_workflow(wf.workflow_exec_id, expected, state, changes, now=now,
-                                     actor=self.actor)
+                                     actor=self.actor, workflow_name=wf.workflow_name)
         except StateConflict:
             return False
         log.info("workflow %s %s", wf.workflow_exec_id, state.value)
@@ -86,15 +86,16 @@ class WorkflowEnding(EngineBase):
                                                 {"expires_epoch": expires},
                                                 states=ACTIVITY_TERMINAL)
 
-    def fail_workflow(self, wx: str, error: str) -> None:
+    def fail_workflow(self, wf: WorkflowRecord, error: str) -> None:
         try:
             # Only a live, not yet failing or cancelled run starts to fail.
-            self.store.move_workflow(wx, workflow_sources(WT.FAIL), W.FAILED_WAITING,
-                                     {"error": clip_error(error) or ""}, now=self.clock(),
-                                     actor=self.actor)
+            self.store.move_workflow(wf.workflow_exec_id, workflow_sources(WT.FAIL),
+                                     W.FAILED_WAITING, {"error": clip_error(error) or ""},
+                                     now=self.clock(), actor=self.actor,
+                                     workflow_name=wf.workflow_name)
         except StateConflict:
             pass  # already failing, cancelling or finished
-        self.settle(wx)
+        self.settle(wf.workflow_exec_id)
 
     def cancel(self, wx: str) -> None:
         """Request cancellation and stop what can be stopped. Idempotent.
@@ -106,7 +107,8 @@ class WorkflowEnding(EngineBase):
         if wf.state in workflow_sources(WT.CANCEL):
             try:
                 self.store.move_workflow(wx, workflow_sources(WT.CANCEL), W.CANCEL_REQUESTED,
-                                         {}, now=self.clock(), actor=self.actor)
+                                         {}, now=self.clock(), actor=self.actor,
+                                         workflow_name=wf.workflow_name)
             except StateConflict:
                 pass  # finished or cancelled meanwhile; settle sorts it out
         self.settle(wx)

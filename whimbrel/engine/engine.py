@@ -151,7 +151,8 @@ class Engine(Flow):
             self.materialize(wf, defn)
             try:
                 wf = self.store.move_workflow(wx, [W.REQUESTED], W.RUNNING, {},
-                                              now=self.clock(), actor=self.actor)
+                                              now=self.clock(), actor=self.actor,
+                                              workflow_name=wf.workflow_name)
             except StateConflict:
                 pass
         if wf.state is not W.RUNNING:

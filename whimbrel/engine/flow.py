@@ -62,8 +62,7 @@ class Flow(WorkflowEnding):
         elif state in (A.FAILED, A.TIMED_OUT):
             self.on_failure(wf, defn, item)
         else:  # CANCELLED while the workflow runs: nothing downstream can ever run
-            self.fail_workflow(wf.workflow_exec_id,
-                               f"activity {item.activity_name} was cancelled")
+            self.fail_workflow(wf, f"activity {item.activity_name} was cancelled")
 
     def after_completed(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                         name: str) -> None:
@@ -127,7 +126,7 @@ class Flow(WorkflowEnding):
         why = f"activity {item.activity_name} {item.state} after {attempt} attempt(s)"
         if item.error:
             why += f": {item.error}"
-        self.fail_workflow(wf.workflow_exec_id, why)
+        self.fail_workflow(wf, why)
 
     def new_attempt(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
                     attempt: int, now: float, *, not_before: float | None = None,

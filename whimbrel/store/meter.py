@@ -25,13 +25,19 @@ class CapacityMeter:
     read_units: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     write_units: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     calls: Counter[str] = field(default_factory=Counter)
+    #: Items (or index entries) each read operation returned or examined, by operation:
+    #: a cost measure that does not depend on item size.
+    items_read: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def record(self, operation: str, response: dict[str, Any] | None) -> None:
         consumed = (response or {}).get("ConsumedCapacity")
         entries = consumed if isinstance(consumed, list) else [consumed] if consumed else []
+        items = _items_read(operation, response or {})
         with self._lock:
             self.calls[operation] += 1
+            if items:
+                self.items_read[operation] += items
             for entry in entries:
                 table = str(entry.get("TableName", "?"))
                 reads = float(entry.get("ReadCapacityUnits") or 0.0)
@@ -62,6 +68,7 @@ class CapacityMeter:
             self.read_units.clear()
             self.write_units.clear()
             self.calls.clear()
+            self.items_read.clear()
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
@@ -69,7 +76,18 @@ class CapacityMeter:
                 "read_units": dict(self.read_units),
                 "write_units": dict(self.write_units),
                 "calls": dict(self.calls),
+                "items_read": dict(self.items_read),
             }
 
 
 _READ_OPERATIONS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems"})
+
+
+def _items_read(operation: str, response: dict[str, Any]) -> int:
+    if operation in ("Query", "Scan"):
+        return int(response.get("ScannedCount", response.get("Count", 0)))
+    if operation == "BatchGetItem":
+        return sum(len(items) for items in (response.get("Responses") or {}).values())
+    if operation == "GetItem":
+        return 1 if response.get("Item") else 0
+    return 0

@@ -47,6 +47,8 @@ def history_entry(state: str, at: float, by: str | None) -> HistoryEntry:
 class WorkflowDefinitionModel(Model):
     workflow_name = UnicodeAttribute(hash_key=True)
     version = NumberAttribute(range_key=True)
+    #: Key of the catalog index (always specs.CATALOG).
+    catalog = UnicodeAttribute(null=True)
     definition = UnicodeAttribute()  # canonical JSON of the WorkflowDefinition
     created_epoch = NumberAttribute()
     description = UnicodeAttribute(null=True)
@@ -82,6 +84,10 @@ class WorkflowExecModel(Model):
     created_day = UnicodeAttribute()
     updated_epoch = NumberAttribute()
     ended_epoch = NumberAttribute(null=True)
+    #: Key of the by_name_state index ("<workflow_name>#<state>"), written by the store
+    #: with every state change (absent on items written before the index existed, until
+    #: their next state change).
+    name_state = UnicodeAttribute(null=True)
     check_shard = UnicodeAttribute(null=True)
     check_epoch = NumberAttribute(null=True)
     request_expires_epoch = NumberAttribute(null=True)

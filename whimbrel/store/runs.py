@@ -8,6 +8,7 @@ the loser gets :class:`~whimbrel.contract.errors.StateConflict` with ``current``
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from whimbrel.contract.errors import StateConflict
@@ -24,6 +25,21 @@ from whimbrel.store.codec import (
     workflow_record,
 )
 from whimbrel.store.lean import ConditionLost, DynamoClient
+
+
+@dataclass(frozen=True)
+class WorkflowKeyPage:
+    """Entries of one listing-index Query: ``(created_epoch, workflow_exec_id)`` newest
+    first, and the key to continue from (None when the partition has no more)."""
+
+    keys: list[tuple[float, str]]
+    last_key: dict[str, Any] | None
+
+
+def name_state_key(workflow_name: str, state: str) -> str:
+    """The ``by_name_state`` hash key of a run of ``workflow_name`` in ``state``."""
+    return specs.name_state_key(workflow_name, state)
+
 
 #: (operation, logical table, thunk) -> result; runs the write-hooks around the thunk.
 Write = Callable[[str, str, Callable[[], Any]], Any]
@@ -86,9 +102,10 @@ class RunTables:
     # -- workflow executions ---------------------------------------------------------------
 
     def create_workflow(self, record: WorkflowRecord) -> bool:
+        item = record_item(record)
+        item["name_state"] = {"S": name_state_key(record.workflow_name, record.state.value)}
         # The id is derived from the request id: only the first start creates it.
-        return self._put_new(self.workflow_table, "workflow_exec", record_item(record),
-                             "workflow_exec_id")
+        return self._put_new(self.workflow_table, "workflow_exec", item, "workflow_exec_id")
 
     def get_workflow(self, workflow_exec_id: str) -> WorkflowRecord | None:
         item = self._get(self.workflow_table, {"workflow_exec_id": {"S": workflow_exec_id}})
@@ -96,9 +113,11 @@ class RunTables:
 
     def move_workflow(self, workflow_exec_id: str, expected: Collection[WorkflowState],
                       new_state: WorkflowState, changes: Changes, *, now: float,
-                      actor: str) -> WorkflowRecord:
+                      actor: str, workflow_name: str) -> WorkflowRecord:
         expr = Expression()
-        update = expr.update({**changes, "state": new_state.value, "updated_epoch": now},
+        # The listing index's key moves in the same write as the state (never a second).
+        update = expr.update({**changes, "state": new_state.value, "updated_epoch": now,
+                              "name_state": name_state_key(workflow_name, new_state.value)},
                              append={"history": [Change(new_state.value, now, actor)]})
         # state IN expected: the contract's single-writer rule for a state change (and
         # the item exists: a missing state is not in any list).
@@ -164,25 +183,35 @@ class RunTables:
                 request = resp.get("UnprocessedKeys") or {}
         return [found[i] for i in ids if i in found]
 
-    def query_workflow_index(self, index: str, key_attr: str, key: str, *,
-                             since: float | None = None, until: float | None = None,
-                             limit: int | None = None) -> list[str]:
-        """Execution ids from a (key, created_epoch) index, newest first."""
+    def query_workflow_keys(self, index: str, hash_key: str, *, low: float | None,
+                            high: float | None, limit: int,
+                            start_key: dict[str, Any] | None = None) -> WorkflowKeyPage:
+        """One Query of a listing index of ``workflow_exec`` (``by_name_state``,
+        ``by_day``): newest first, ``low <= created_epoch <= high`` (either bound may be
+        None), at most ``limit`` entries. Reads only index keys (the listing indexes are
+        KEYS_ONLY). Pass ``start_key`` (the previous page's ``last_key``) to go on."""
+        key_attr = specs.WORKFLOW_EXEC.index(index).hash_key.name
         cond = f"{key_attr} = :k"
-        values: dict[str, Any] = {":k": {"S": key}}
-        if since is not None and until is not None:
+        values: dict[str, Any] = {":k": {"S": hash_key}}
+        if low is not None and high is not None:
             cond += " AND created_epoch BETWEEN :a AND :b"
-            values.update({":a": to_ddb(since), ":b": to_ddb(until)})
-        elif since is not None:
+            values.update({":a": to_ddb(low), ":b": to_ddb(high)})
+        elif low is not None:
             cond += " AND created_epoch >= :a"
-            values[":a"] = to_ddb(since)
-        elif until is not None:
+            values[":a"] = to_ddb(low)
+        elif high is not None:
             cond += " AND created_epoch <= :b"
-            values[":b"] = to_ddb(until)
-        return [hit["workflow_exec_id"]["S"] for hit in self._query({
-            "TableName": self.workflow_table, "IndexName": index,
+            values[":b"] = to_ddb(high)
+        params: dict[str, Any] = {
+            "TableName": self.workflow_table, "IndexName": index, "Limit": limit,
             "KeyConditionExpression": cond, "ExpressionAttributeValues": values,
-            "ScanIndexForward": False}, limit=limit)]
+            "ScanIndexForward": False, **_CAPACITY}
+        if start_key:
+            params["ExclusiveStartKey"] = start_key
+        resp = self.client.call("Query", params)
+        keys = [(float(h["created_epoch"]["N"]), h["workflow_exec_id"]["S"])
+                for h in resp.get("Items", [])]
+        return WorkflowKeyPage(keys, resp.get("LastEvaluatedKey"))
 
     # -- activity executions -----------------------------------------------------------------
 

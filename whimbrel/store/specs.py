@@ -24,6 +24,9 @@ TTL_ATTRIBUTE = "expires_epoch"
 TIMER_SHARDS = 4
 RECONCILE_SHARDS = 4
 CLAIM_SHARDS = 4
+#: The one value of a definition's ``catalog`` attribute: every definition item is in
+#: the ``all_names`` index, so the registered names are one Query away (never a Scan).
+CATALOG = "definitions"
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,15 @@ WORKFLOW_DEFINITION = TableSpec(
     "workflow_definition",
     Key("workflow_name"),
     Key("version", "N"),
+    indexes=(
+        IndexSpec(
+            "all_names",
+            Key("catalog"),
+            Key("workflow_name"),
+            purpose="every registered (name, version), by name: one Query lists the "
+            "workflow names (state-only listings of runs walk them)",
+        ),
+    ),
     purpose="Registered definitions; a version is immutable once written (TTL is on for "
     "every table, but Whimbrel never sets expires_epoch on a definition).",
 )
@@ -98,16 +110,17 @@ WORKFLOW_EXEC = TableSpec(
     Key("workflow_exec_id"),
     indexes=(
         IndexSpec(
-            "by_name",
-            Key("workflow_name"),
-            Key("created_epoch", "N"),
-            purpose="list executions of one workflow, newest first",
-        ),
-        IndexSpec(
             "by_day",
             Key("created_day"),
             Key("created_epoch", "N"),
             purpose="list recent executions of any workflow without a Scan",
+        ),
+        IndexSpec(
+            "by_name_state",
+            Key("name_state"),
+            Key("created_epoch", "N"),
+            purpose="list executions of one workflow in one state, newest first "
+            "(name_state = '<workflow_name>#<state>', written with every state change)",
         ),
         IndexSpec(
             "reconcile",
@@ -177,6 +190,11 @@ TABLES: tuple[TableSpec, ...] = (
     ACTIVITY_EVENT,
     REJECTION,
 )
+
+
+def name_state_key(workflow_name: str, state: str) -> str:
+    """The ``by_name_state`` hash key of an execution of ``workflow_name`` in ``state``."""
+    return f"{workflow_name}#{state}"
 
 
 def table_spec(logical_name: str) -> TableSpec:

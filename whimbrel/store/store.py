@@ -43,9 +43,9 @@ from whimbrel.store.errors import ConditionFailed, translated
 from whimbrel.store.lean import DynamoClient
 from whimbrel.store.meter import CapacityMeter
 from whimbrel.store.models import BoundModels, bind_models
-from whimbrel.store.runs import RunTables
+from whimbrel.store.runs import RunTables, WorkflowKeyPage
 
-__all__ = ["END_NODE", "Store", "WriteHook", "index_changes"]
+__all__ = ["END_NODE", "Store", "WorkflowKeyPage", "WriteHook", "index_changes"]
 
 
 class WriteHook(Protocol):
@@ -202,7 +202,8 @@ class Store(RunTables):
         """Write a new version; False if that version exists already."""
         m = self.models.workflow_definition
         item = m(record.workflow_name, record.version, definition=record.definition,
-                 created_epoch=record.created_epoch, description=record.description or None)
+                 created_epoch=record.created_epoch, description=record.description or None,
+                 catalog=specs.CATALOG)
         try:
             # Versions are immutable: never overwrite one (a concurrent register of the
             # same version loses here and retries with the next number).
@@ -308,10 +309,11 @@ class Store(RunTables):
 
     def move_workflow(self, workflow_exec_id: str, expected: Collection[WorkflowState],
                       new_state: WorkflowState, changes: Changes, *, now: float,
-                      actor: str) -> WorkflowRecord:
+                      actor: str, workflow_name: str) -> WorkflowRecord:
         return super().move_workflow(
             workflow_exec_id, expected, new_state,
-            index_changes(changes, workflow_exec_id=workflow_exec_id), now=now, actor=actor)
+            index_changes(changes, workflow_exec_id=workflow_exec_id), now=now, actor=actor,
+            workflow_name=workflow_name)
 
     def set_workflow(self, workflow_exec_id: str, changes: Changes, *,
                      states: Collection[WorkflowState]) -> bool:
@@ -353,11 +355,11 @@ class Store(RunTables):
             return False
         return True
 
-    def list_workflows_by_name(self, name: str, limit: int | None) -> list[str]:
-        return self.query_workflow_index("by_name", "workflow_name", name, limit=limit)
-
-    def list_workflows_by_day(self, day: str, limit: int | None) -> list[str]:
-        return self.query_workflow_index("by_day", "created_day", day, limit=limit)
+    def workflow_names(self) -> list[str]:
+        """Every registered workflow name (one Query of the catalog index)."""
+        idx = self.models.indexes["workflow_definition.all_names"]
+        with translated("Query workflow_definition.all_names"):
+            return sorted({hit.workflow_name for hit in idx.query(specs.CATALOG)})
 
 
 def _fields_of(cls: type) -> tuple[str, ...]:

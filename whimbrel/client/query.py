@@ -1,0 +1,341 @@
+"""Listings: runs (``Whimbrel.list_workflows``, ``count_workflows``; docs/architecture.md,
+"Listing runs") and registered definitions (``list_definitions``).
+
+Every listing reads KEYS_ONLY indexes of ``workflow_exec`` with Query (never Scan), then
+fetches one page of items with BatchGetItem, so a page costs reads in proportion to its
+size, not to the number of runs stored:
+
+============================  ===============================================
+filter                        partitions queried (each newest first)
+============================  ===============================================
+name and state(s)             ``by_name_state``: one per state
+name                          ``by_name_state``: one per state of the contract
+state(s)                      ``by_name_state``: one per (registered name, state)
+nothing                       ``by_day``: one UTC day after the other, newest first
+============================  ===============================================
+
+The registered names come from one Query of ``workflow_definition.all_names``.
+
+Each partition is a stream of ``(created_epoch, workflow_exec_id)`` read ``limit + 1``
+entries at a time; the streams are merged newest first, ties broken by the execution
+id. The cursor is stateless: it names the last entry returned, and the next page asks
+each partition for entries at or below its ``created_epoch`` and skips those already
+returned. Runs created after the first page never show up on later pages; a run that
+changes state while someone pages keeps its place (its ``created_epoch`` does not
+change), so it is returned at most once.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from whimbrel.client.query_input import (
+    DEFAULT_LOOKBACK_DAYS,
+    MAX_PAGE,
+    Cursor,
+    Filters,
+    Key,
+    cursor_anchor,
+    day_start,
+    decode_cursor,
+    encode_cursor,
+    page_size,
+    parse_filters,
+    parse_time,
+)
+from whimbrel.contract import checks
+from whimbrel.contract.errors import InvalidInput
+from whimbrel.contract.states import WorkflowState
+from whimbrel.engine.ports import Clock
+from whimbrel.engine.views import WorkflowExec
+from whimbrel.store import specs
+from whimbrel.store.store import Store
+
+__all__ = ["DEFAULT_LOOKBACK_DAYS", "MAX_PAGE", "DefinitionVersion", "WorkflowPage",
+           "count_workflows", "cursor_anchor", "list_definitions", "list_workflows",
+           "parse_time"]
+
+#: At most this many days of the by_day walk per call: a page over a long, sparse window
+#: returns what it found with a cursor at the first day not read, so no call costs more
+#: than this many Queries (each at least 0.5 read units, even empty).
+MAX_DAYS_PER_CALL = DEFAULT_LOOKBACK_DAYS + 2
+#: An id after every execution id (they are UUIDs): a cursor at a day boundary.
+_AFTER_ALL_IDS = "~"
+
+StateArg = WorkflowState | str | Iterable[WorkflowState | str] | None
+TimeArg = float | int | datetime | str | None
+
+
+@dataclass(frozen=True)
+class WorkflowPage:
+    """One page of runs, newest first, without their activities.
+
+    ``cursor`` fetches the next page (pass it back with the same filters); it is None on
+    the last page. A page may hold fewer than ``limit`` runs and still have a cursor
+    when runs left the requested state(s) after the index was read, or when a walk
+    over many empty days stopped to keep the call's cost bounded.
+    """
+
+    items: tuple[WorkflowExec, ...]
+    cursor: str | None
+
+
+@dataclass(frozen=True)
+class DefinitionVersion:
+    """One registered version of a workflow definition (without its activities)."""
+
+    workflow_name: str
+    version: int
+    registered_epoch: float
+    description: str
+
+
+def list_definitions(store: Store, name: str | None = None) -> list[DefinitionVersion]:
+    """Registered versions, by name then newest version first: one Query for ``name``,
+    else a read of the whole (small) definition table, as `whimbrel definitions list`
+    does; never on a run's path.
+
+    Raises:
+        InvalidInput: ``name`` is not a workflow name.
+    """
+    if name is not None:
+        checks.workflow_name(name, "name")
+    items = store.definition_versions(name) if name else store.list_definitions()
+    out = [DefinitionVersion(i.workflow_name, int(i.version), float(i.created_epoch),
+                             i.description or "") for i in items]
+    return sorted(out, key=lambda d: (d.workflow_name, -d.version))
+
+
+# -- partitions ---------------------------------------------------------------------------
+
+def _order(key: Key) -> tuple[float, str]:
+    """Newest first, then by execution id."""
+    return (-key[0], key[1])
+
+
+class _Stream:
+    """Entries of one index partition (or, for ``by_day``, of consecutive days), newest
+    first, read ``batch`` at a time as the merge needs them."""
+
+    def __init__(self, store: Store, index: str, hash_keys: Iterable[str], *,
+                 low: float | None, high: float | None, batch: int,
+                 keep: Any, max_partitions: int | None = None) -> None:
+        self.store, self.index, self.low, self.high = store, index, low, high
+        self.batch, self.keep = batch, keep
+        self.partitions = deque(hash_keys)
+        self.max_partitions = max_partitions
+        self.started = 0
+        #: The partition budget ran out with partitions left (see resume_key).
+        self.stalled = False
+        self.start_key: dict[str, Any] | None = None
+        self.buffer: list[Key] = []
+        #: Every entry newer than this is in the buffer (the partition is read newest
+        #: first); entries *at* it may still follow in the next read.
+        self.complete_above = math.inf
+
+    def _can_read(self) -> bool:
+        if not self.partitions:
+            return False
+        if (self.start_key is None and self.max_partitions is not None
+                and self.started >= self.max_partitions):
+            self.stalled = True
+            return False
+        return True
+
+    def _read(self) -> None:
+        if self.start_key is None:
+            self.started += 1
+        page = self.store.query_workflow_keys(self.index, self.partitions[0], low=self.low,
+                                              high=self.high, limit=self.batch,
+                                              start_key=self.start_key)
+        self.buffer.extend(k for k in page.keys if self.keep(k))
+        self.buffer.sort(key=_order)
+        if page.last_key is None:
+            # This partition is done; a following one (an older day) holds only older
+            # entries, so everything buffered is complete.
+            self.partitions.popleft()
+            self.start_key = None
+            self.complete_above = -math.inf
+        else:
+            self.start_key = page.last_key
+            self.complete_above = page.keys[-1][0] if page.keys else self.complete_above
+
+    def head(self) -> Key | None:
+        """The next entry, once every entry with its created_epoch has been read (so
+        equal times come out in execution-id order, which the cursor relies on)."""
+        while (not self.buffer or self.buffer[0][0] <= self.complete_above) and (
+                self._can_read()):
+            self._read()
+        return self.buffer[0] if self.buffer else None
+
+    def pop(self) -> None:
+        self.buffer.pop(0)
+
+    def has_more(self) -> bool:
+        """Whether any entry follows (reads on only when nothing is buffered)."""
+        while not self.buffer and self._can_read():
+            self._read()
+        return bool(self.buffer)
+
+    def resume_key(self) -> Key:
+        """Where a stalled day walk goes on: after everything of the days it read (a
+        day's entries all lie at or after its start; the next unread day is older)."""
+        unread = datetime.strptime(self.partitions[0], "%Y-%m-%d").replace(tzinfo=UTC)
+        return ((unread + timedelta(days=1)).timestamp(), _AFTER_ALL_IDS)
+
+
+def _last_day(f: Filters, after: Cursor | None, clock: Clock) -> datetime:
+    """The newest UTC day the by_day walk reads: the cursor's, else the day of the last
+    instant before ``until`` (exclusive), else today."""
+    if after is not None:
+        return day_start(after.epoch)
+    if f.until is not None:
+        return day_start(math.nextafter(f.until, -math.inf))
+    return day_start(clock())
+
+
+def _streams(store: Store, f: Filters, *, high: float | None, top: datetime,
+             floor: float | None, batch: int, keep: Any) -> list[_Stream]:
+    def stream(index: str, keys: Iterable[str], low: float | None = f.since) -> _Stream:
+        return _Stream(store, index, keys, low=low, high=high, batch=batch, keep=keep)
+
+    if f.name or f.states:
+        names = [f.name] if f.name else store.workflow_names()
+        states = f.states or tuple(WorkflowState)
+        return [stream("by_name_state", [specs.name_state_key(n, s)])
+                for n in names for s in states]
+    assert floor is not None  # _day_floor always bounds the by_day walk
+    bottom = day_start(floor)
+    days = []
+    day = top
+    while day >= bottom:
+        days.append(day.strftime("%Y-%m-%d"))
+        day -= timedelta(days=1)
+    return [_Stream(store, "by_day", days, low=floor, high=high, batch=batch, keep=keep,
+                    max_partitions=MAX_DAYS_PER_CALL)]
+
+
+def _day_floor(clock: Clock, f: Filters) -> float | None:
+    """The oldest created_epoch a listing reads: ``since``, or for the by_day walk
+    (no name, no state) the start of the DEFAULT_LOOKBACK_DAYS-th day back."""
+    if f.since is not None or f.name or f.states:
+        return f.since
+    top = _last_day(f, None, clock)
+    return (top - timedelta(days=DEFAULT_LOOKBACK_DAYS - 1)).timestamp()
+
+
+def _keys(store: Store, clock: Clock, f: Filters, after: Cursor | None,
+          want: int) -> tuple[list[Key], Key | None]:
+    """Up to ``want`` entries after ``after``, merged newest first, without duplicates
+    (an index read during a state change may list a run under both states), and the
+    position the next page starts after (None when nothing follows). Each Query asks
+    for ``want + 1`` entries, so that one read per partition usually shows both."""
+    high = after.epoch if after else f.until
+    floor = after.floor if after else _day_floor(clock, f)
+
+    def keep(key: Key) -> bool:
+        if f.until is not None and key[0] >= f.until:
+            return False  # until is exclusive; BETWEEN is not
+        # At the cursor's time, ids up to the cursor's were returned on an earlier page.
+        return after is None or key[0] != after.epoch or key[1] > after.exec_id
+
+    if floor is not None and high is not None and floor > high:
+        return [], None
+    streams = _streams(store, f, high=high, top=_last_day(f, after, clock), floor=floor,
+                       batch=want + 1, keep=keep)
+    heap: list[tuple[tuple[float, str], int]] = []
+    for i, s in enumerate(streams):
+        head = s.head()
+        if head is not None:
+            heap.append((_order(head), i))
+    heapq.heapify(heap)
+    out: list[Key] = []
+    while heap:
+        _, i = heapq.heappop(heap)
+        key = streams[i].buffer[0]  # its head, complete since it was pushed
+        streams[i].pop()
+        if not out or out[-1] != key:
+            out.append(key)
+        if len(out) == want:
+            break  # no head() now: it could read on just to order an entry not wanted
+        nxt = streams[i].head()
+        if nxt is not None:
+            heapq.heappush(heap, (_order(nxt), i))
+    # A duplicate of the last entry is not "more"; drop it before asking.
+    for s in streams:
+        while out and s.buffer and s.buffer[0] == out[-1]:
+            s.pop()
+    more = [s.has_more() for s in streams]
+    stalled = next((s for s in streams if s.stalled), None)
+    if stalled is not None and len(out) < want:
+        return out, stalled.resume_key()  # a short page: go on at the first unread day
+    return out, (out[-1] if out and (any(more) or stalled) else None)
+
+
+# -- entry points -------------------------------------------------------------------------
+
+def list_workflows(store: Store, clock: Clock, *, name: str | None = None,
+                   state: StateArg = None, since: TimeArg = None, until: TimeArg = None,
+                   limit: int = 50, cursor: str | None = None) -> WorkflowPage:
+    """One page of runs, newest first (see :meth:`whimbrel.Whimbrel.list_workflows`).
+
+    Raises:
+        InvalidInput: a bad name, state, time, limit or cursor (``field`` names it).
+    """
+    # Ages ("2h") count from when the first page was read, so every page has one window.
+    anchor = cursor_anchor(cursor) or clock()
+    f = parse_filters(name, state, since, until, now=anchor)
+    size = page_size(limit, "limit")
+    after = decode_cursor(cursor, f)
+    page, position = _keys(store, clock, f, after, size)
+    found = {w.workflow_exec_id: w for w in store.batch_get_workflows([k[1] for k in page])}
+    items = []
+    for _, wx in page:
+        item = found.get(wx)
+        # The index is eventually consistent: drop a run that left the filter meanwhile
+        # (or expired); its place is still behind the cursor.
+        if item is None or (f.states and item.state not in f.states):
+            continue
+        items.append(WorkflowExec.from_record(item))
+    floor = after.floor if after else _day_floor(clock, f)
+    next_cursor = encode_cursor(position, floor, anchor, f) if position else None
+    return WorkflowPage(tuple(items), next_cursor)
+
+
+def count_workflows(store: Store, clock: Clock, *, name: str | None = None,
+                    state: StateArg = None, since: TimeArg = None, until: TimeArg = None,
+                    cap: int = MAX_PAGE) -> int:
+    """How many runs match, reading index keys only and at most ``cap`` of them: a
+    result equal to ``cap`` means "``cap`` or more".
+
+    Raises:
+        InvalidInput: a bad name, state, time or cap.
+    """
+    f = parse_filters(name, state, since, until, now=clock())
+    cap = page_size(cap, "cap")
+    floor = _day_floor(clock, f)
+    if not (f.name or f.states) and floor is not None and (
+            _last_day(f, None, clock).timestamp() - day_start(floor).timestamp()
+            >= MAX_DAYS_PER_CALL * 86400):
+        raise InvalidInput(f"without a name or a state, count_workflows reads one day at a "
+                           f"time and spans at most {MAX_DAYS_PER_CALL} days: give a name "
+                           "or a state, or a shorter since/until", field="since")
+    streams = _streams(store, f, high=f.until, top=_last_day(f, None, clock), floor=floor,
+                       batch=cap, keep=lambda key: f.until is None or key[0] < f.until)
+    # No order is needed, only the total: read the partitions one after the other, each
+    # Query asking only for what is still missing, so at most ``cap`` entries in all.
+    total = 0
+    for stream in streams:
+        while total < cap:
+            stream.batch = cap - total
+            if not stream.has_more():
+                break
+            total += len(stream.buffer)
+            stream.buffer.clear()
+    return min(total, cap)

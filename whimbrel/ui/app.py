@@ -1,0 +1,297 @@
+"""The console's web application: Starlette routes over the public ``Whimbrel`` facade,
+pages rendered by Jinja2 on the server, refreshed live by htmx (docs/console.md).
+
+Every page reads through the facade's listing and view methods; every action is one
+facade call (:mod:`whimbrel.ui.actions`), guarded by the token (:mod:`whimbrel.ui.security`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from whimbrel.client.whimbrel import Whimbrel
+from whimbrel.contract.errors import (
+    DefinitionNotFound,
+    InvalidInput,
+    NotFound,
+    StoreError,
+    WhimbrelError,
+)
+from whimbrel.contract.ids import parse_activity_exec_id
+from whimbrel.contract.states import WorkflowState
+from whimbrel.engine.views import ActivityExec, WorkflowExec
+from whimbrel.ui import actions, present
+from whimbrel.ui.dag import render_svg
+from whimbrel.ui.security import CSRF_FIELD, Guard, GuardMiddleware
+
+HERE = Path(__file__).parent
+SINCE_CHOICES = (("", "Any time"), ("1h", "Last hour"), ("24h", "Last 24 hours"),
+                 ("7d", "Last 7 days"), ("30d", "Last 30 days"))
+COUNT_CAP = 1000
+PAGE_SIZE = 50
+
+
+class Console:
+    """The pages and actions of one console over one ``Whimbrel`` client.
+
+    Args:
+        wb: the client every read and action goes through.
+        guard: the token checks.
+        refresh_seconds: how often live parts of a page reload.
+    """
+
+    def __init__(self, wb: Whimbrel, guard: Guard, *, refresh_seconds: float = 2.0,
+                 page_size: int = PAGE_SIZE) -> None:
+        self.wb = wb
+        self.guard = guard
+        self.refresh_seconds = refresh_seconds
+        self.page_size = page_size
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
+            undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+        self.env.filters.update(present.filters(wb.clock))
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def page(self, request: Request, template: str, status: int = 200,
+             **context: Any) -> HTMLResponse:
+        ctx = {"request": request, "signed_in": self.guard.signed_in(request),
+               "csrf": self.guard.csrf if self.guard.signed_in(request) else "",
+               "endpoint": self.wb.endpoint_url or "AWS", "prefix": self.wb.table_prefix,
+               "refresh_ms": int(self.refresh_seconds * 1000), "now": self.wb.clock(),
+               "W": WorkflowState, **context}
+        return HTMLResponse(self.env.get_template(template).render(ctx), status_code=status)
+
+    def error(self, request: Request, status: int, title: str, message: str) -> HTMLResponse:
+        return self.page(request, "error.html", status, title=title, message=message)
+
+    def guarded(self, fn: Callable[[Request], Response]) -> Callable[[Request], Response]:
+        """Turn the facade's errors into pages a person can act on."""
+        def endpoint(request: Request) -> Response:
+            try:
+                return fn(request)
+            except NotFound as exc:
+                return self.error(request, 404, "Not found", str(exc))
+            except InvalidInput as exc:
+                return self.error(request, 400, "Invalid request", str(exc))
+            except StoreError as exc:
+                return self.error(request, 503, "DynamoDB error", str(exc))
+        return endpoint
+
+    def routes(self) -> list[Route | Mount]:
+        g = self.guarded
+        return [
+            Route("/", lambda r: RedirectResponse("/runs", status_code=307)),
+            Route("/healthz", lambda r: PlainTextResponse("ok")),
+            Route("/runs", g(self.runs)),
+            Route("/runs/live", g(self.runs_live)),
+            Route("/runs/{wx}", g(self.run)),
+            Route("/runs/{wx}/live", g(self.run_live)),
+            Route("/definitions", g(self.definitions)),
+            Route("/definitions/{name}", g(self.definition)),
+            Route("/rejections", g(self.rejections)),
+            Route("/actions/{action}", g(self.confirm), methods=["GET"]),
+            Route("/actions/{action}", self.act, methods=["POST"]),
+            Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        ]
+
+    # -- runs ------------------------------------------------------------------------
+
+    def _run_filters(self, request: Request) -> dict[str, Any]:
+        q = request.query_params
+        states = [s.upper() for s in q.getlist("state") if s]
+        return {"workflow": q.get("workflow") or None, "states": states,
+                "since": q.get("since", ""), "until": q.get("until", ""),
+                "cursor": q.get("cursor") or None}
+
+    def _runs_context(self, request: Request) -> dict[str, Any]:
+        f = self._run_filters(request)
+        # Ages ("24h") go as typed: list_workflows counts them from the first page's
+        # time, and the counts from now.
+        since, until = f["since"] or None, f["until"] or None
+        page = self.wb.list_workflows(name=f["workflow"], state=f["states"] or None,
+                                      since=since, until=until, limit=self.page_size,
+                                      cursor=f["cursor"])
+        counts = {s: self.wb.count_workflows(name=f["workflow"], state=s, since=since,
+                                             until=until, cap=COUNT_CAP)
+                  for s in present.STATE_ORDER}
+        base = [(k, v) for k, v in (("workflow", f["workflow"] or ""), ("since", f["since"]),
+                                    ("until", f["until"])) if v]
+        states = [("state", s) for s in f["states"]]
+
+        def link(*extra: tuple[str, str]) -> str:
+            return "/runs?" + urlencode([*base, *extra])
+
+        total = sum(counts.values())
+        capped = any(c >= COUNT_CAP for c in counts.values())
+        return {"f": f, "page": page, "counts": counts, "cap": COUNT_CAP,
+                "total_label": f"{total}+" if capped else str(total),
+                "state_order": present.STATE_ORDER,
+                "query": urlencode([*base, *states,
+                                    *([("cursor", f["cursor"])] if f["cursor"] else [])]),
+                "state_link": lambda s: link(("state", s.value)),
+                "all_link": link(),
+                "next_link": link(*states, ("cursor", page.cursor)) if page.cursor else None,
+                "live": f["cursor"] is None}
+
+    def runs(self, request: Request) -> Response:
+        names = sorted({d.workflow_name for d in self.wb.list_definitions()})
+        return self.page(request, "runs.html", names=names, since_choices=SINCE_CHOICES,
+                         **self._runs_context(request))
+
+    def runs_live(self, request: Request) -> Response:
+        return self.page(request, "_runs_live.html", **self._runs_context(request))
+
+    def _run_context(self, wx: str) -> dict[str, Any]:
+        wf = self.wb.get_workflow(wx)
+        try:
+            defn = self.wb.get_definition(wf.workflow_name, wf.version)
+        except DefinitionNotFound:
+            defn = None  # deleted by hand: show the run without its picture
+        now = self.wb.clock()
+        svg = render_svg(defn, present.node_info(wf, defn, now),
+                         title=f"{wf.workflow_name} {wf.state.value}") if defn else ""
+        return {"wf": wf, "defn": defn, "svg": svg,
+                "attempts": present.attempts(self.wb, wf, defn, now),
+                "timeline": present.timeline(wf), "related": present.related(wf),
+                "run_actions": actions.available(self.wb, wf, None, "run"),
+                "duration": (wf.ended_epoch or now) - wf.created_epoch}
+
+    def run(self, request: Request) -> Response:
+        ctx = self._run_context(request.path_params["wx"])
+        done = actions.BY_NAME.get(request.query_params.get("done", ""))
+        return self.page(request, "run.html", flash=done.done if done else "", **ctx)
+
+    def run_live(self, request: Request) -> Response:
+        return self.page(request, "_run_live.html", **self._run_context(
+            request.path_params["wx"]))
+
+    # -- definitions and rejections ---------------------------------------------------
+
+    def definitions(self, request: Request) -> Response:
+        latest: dict[str, tuple[Any, int]] = {}
+        for d in self.wb.list_definitions():  # newest version first per name
+            first, count = latest.get(d.workflow_name, (d, 0))
+            latest[d.workflow_name] = (first, count + 1)
+        return self.page(request, "definitions.html", rows=list(latest.values()))
+
+    def definition(self, request: Request) -> Response:
+        name = request.path_params["name"]
+        versions = self.wb.list_definitions(name)
+        if not versions:
+            raise DefinitionNotFound(name)
+        raw = request.query_params.get("version")
+        if raw is not None and not raw.isdigit():
+            raise InvalidInput(f"version {raw!r} is not a number", field="version")
+        version = int(raw) if raw else versions[0].version
+        chosen = next((v for v in versions if v.version == version), None)
+        if chosen is None:
+            raise DefinitionNotFound(name, version)
+        defn = self.wb.get_definition(name, version)
+        svg = render_svg(defn, present.node_info(None, defn, 0.0), title=f"{name} v{version}")
+        return self.page(request, "definition.html", defn=defn, version=chosen,
+                         versions=versions, svg=svg)
+
+    def rejections(self, request: Request) -> Response:
+        day = request.query_params.get("day") or datetime.fromtimestamp(
+            self.wb.clock(), UTC).strftime("%Y-%m-%d")
+        rows = self.wb.list_rejections(day, limit=200)
+        return self.page(request, "rejections.html", day=day, rows=rows)
+
+    # -- actions ---------------------------------------------------------------------
+
+    def _target(self, action: actions.Action, target: str
+                ) -> tuple[WorkflowExec, ActivityExec | None]:
+        if action.target == "run":
+            return self.wb.get_workflow(target), None
+        wf = self.wb.get_workflow(parse_activity_exec_id(target).workflow_exec_id)
+        act = next((a for a in wf.activities if a.activity_exec_id == target), None)
+        if act is None:
+            self.wb.get_activity(target)  # raises ActivityNotFound
+        return wf, act
+
+    def _action(self, request: Request) -> actions.Action:
+        action = actions.BY_NAME.get(request.path_params["action"])
+        if action is None or not action.offered(self.wb):
+            raise _NoSuchAction(request.path_params["action"])
+        return action
+
+    def confirm(self, request: Request) -> Response:
+        try:
+            action = self._action(request)
+        except _NoSuchAction as exc:
+            return self.error(request, 404, "Not found", str(exc))
+        target = request.query_params.get("target", "")
+        wf, act = self._target(action, target)
+        return self.page(request, "confirm.html", action=action, target=target, wf=wf,
+                         act=act, form={"name": actions.signal_hint(wf)}, problem="",
+                         possible=action.applies(wf, act), csrf_field=CSRF_FIELD)
+
+    async def act(self, request: Request) -> Response:
+        form = dict(parse_qsl((await request.body()).decode("utf-8", "replace"),
+                              keep_blank_values=True))
+        why = self.guard.refusal(request, form.get(CSRF_FIELD))
+        if why is not None:
+            return self.error(request, 403, "Action refused", why)
+        return await run_in_threadpool(self.guarded(lambda r: self._perform(r, form)),
+                                       request)
+
+    def _perform(self, request: Request, form: dict[str, str]) -> Response:
+        try:
+            action = self._action(request)
+        except _NoSuchAction as exc:
+            return self.error(request, 404, "Not found", str(exc))
+        target = form.get("target", "")
+        wf, act = self._target(action, target)
+        problem = ""
+        if not action.applies(wf, act):
+            problem = (f"Not possible any more: the run is {wf.state.value}"
+                       + (f" and the attempt {act.state.value}" if act else "") + ".")
+        else:
+            try:
+                action.call(self.wb, target, form)
+            except (InvalidInput, WhimbrelError) as exc:
+                problem = str(exc)
+        if problem:
+            return self.page(request, "confirm.html", 409, action=action, target=target,
+                             wf=wf, act=act, form=form, problem=problem,
+                             possible=action.applies(wf, act), csrf_field=CSRF_FIELD)
+        return RedirectResponse(f"/runs/{wf.workflow_exec_id}?done={action.name}",
+                                status_code=303)
+
+
+class _NoSuchAction(Exception):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no action {name!r} in this console")
+
+
+def create_app(wb: Whimbrel, *, token: str, open_reads: bool = True,
+               allowed_hosts: Iterable[str] | None = ("localhost", "127.0.0.1", "::1"),
+               refresh_seconds: float = 2.0, page_size: int = PAGE_SIZE) -> Starlette:
+    """The console as an ASGI application (serve it with uvicorn, see :func:`serve`).
+
+    Args:
+        wb: the client every page and action uses.
+        token: the secret actions need (and reads too unless ``open_reads``).
+        open_reads: pages are readable without the token (loopback only).
+        allowed_hosts: host names the Host header may name; None allows any.
+        refresh_seconds: how often live parts reload.
+        page_size: runs per page of the runs list.
+    """
+    guard = Guard(token, open_reads=open_reads, allowed_hosts=allowed_hosts)
+    console = Console(wb, guard, refresh_seconds=refresh_seconds, page_size=page_size)
+    return Starlette(routes=console.routes(),
+                     middleware=[Middleware(GuardMiddleware, guard=guard)])

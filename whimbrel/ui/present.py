@@ -1,0 +1,191 @@
+"""What the console's pages show, shaped from the facade's views: pure, no I/O.
+
+Templates get these rows and the filters registered in :func:`filters`; they never
+compute anything themselves.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.states import ActivityState, WorkflowState
+from whimbrel.engine.views import ActivityExec, WorkflowExec
+from whimbrel.ui import actions
+from whimbrel.ui.dag import NodeInfo
+
+MAX_JSON_CHARS = 20_000
+
+
+def when(epoch: float | None) -> str:
+    if epoch is None:
+        return ""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def span(seconds: float | None) -> str:
+    """``850 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 03 min``, ``3 d 04 h``."""
+    if seconds is None:
+        return ""
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    m, s = divmod(int(seconds), 60)
+    if m < 60:
+        return f"{m} min {s:02d} s"
+    h, m = divmod(m, 60)
+    if h < 48:
+        return f"{h} h {m:02d} min"
+    d, h = divmod(h, 24)
+    return f"{d} d {h:02d} h"
+
+
+def ago(epoch: float | None, now: float) -> str:
+    if epoch is None:
+        return ""
+    gap = now - epoch
+    return "just now" if gap < 1 else f"{span(gap)} ago"
+
+
+def pretty(value: Any) -> str:
+    """Indented JSON, cut at MAX_JSON_CHARS characters."""
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    if len(text) > MAX_JSON_CHARS:
+        text = text[:MAX_JSON_CHARS] + f"\n… ({len(text) - MAX_JSON_CHARS} more characters)"
+    return text
+
+
+def first_line(text: str | None, width: int = 140) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def filters(now: Callable[[], float]) -> dict[str, Callable[..., str]]:
+    """Jinja filters: ``{{ t | when }}``, ``{{ s | span }}``, ``{{ t | ago }}``, …"""
+    return {"when": when, "span": span, "ago": lambda t: ago(t, now()), "pretty": pretty,
+            "first_line": first_line, "short": lambda s: s[:8]}
+
+
+# -- a run -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AttemptRow:
+    act: ActivityExec
+    latest: bool
+    max_attempts: int | None
+    duration: float | None
+    heartbeat_late: bool
+    #: "in 4 min 51 s" / "due" for an attempt waiting for its retry back-off.
+    retry_in: str
+    waiting_for: str | None
+    progress: str | None
+    actions: list[actions.Action]
+
+    @property
+    def anchor(self) -> str:
+        return f"act-{self.act.activity_name}" if self.latest else ""
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    at: float
+    offset: float
+    subject: str
+    state: str
+    by: str | None
+    error: str | None
+
+
+def attempts(wb: object, wf: WorkflowExec, defn: WorkflowDefinition | None,
+             now: float) -> list[AttemptRow]:
+    """Every attempt: activities in the definition's order, newest attempt first."""
+    order = {n: i for i, n in enumerate(defn.topological_order())} if defn else {}
+    latest = wf.latest_activities
+    rows = []
+    for act in sorted(wf.activities, key=lambda a: (order.get(a.activity_name, len(order)),
+                                                    a.activity_name, -a.attempt)):
+        spec = defn.activity(act.activity_name) if defn and act.activity_name in order else None
+        end = act.ended_epoch if act.ended_epoch is not None else now
+        late = bool(act.state is ActivityState.RUNNING and act.heartbeat_timeout_seconds
+                    and act.heartbeat_epoch is not None
+                    and now - act.heartbeat_epoch > act.heartbeat_timeout_seconds / 2)
+        rows.append(AttemptRow(
+            act=act, latest=latest[act.activity_name] is act,
+            max_attempts=spec.retry.max_attempts if spec else None,
+            duration=None if act.started_epoch is None else max(0.0, end - act.started_epoch),
+            heartbeat_late=late, retry_in=_retry_in(act, now),
+            waiting_for=actions.waiting_for(act),
+            progress=_progress(act), actions=actions.available(wb, wf, act, "activity")))
+    return rows
+
+
+def _retry_in(act: ActivityExec, now: float) -> str:
+    if act.state is not ActivityState.REQUESTED or act.not_before_epoch is None:
+        return ""
+    wait = act.not_before_epoch - now
+    return f"in {span(wait)}" if wait > 0 else "due"
+
+
+def _progress(act: ActivityExec) -> str | None:
+    """A map activity's progress (``"120/500"``), once activity views carry it."""
+    value = getattr(act, "progress", None)
+    return None if value is None else str(value)
+
+
+def node_info(wf: WorkflowExec | None, defn: WorkflowDefinition,
+              now: float) -> dict[str, NodeInfo]:
+    """What each DAG node says: state, attempt, duration (or launcher, for a definition)."""
+    if wf is None:
+        return {a.name: NodeInfo(None, a.launcher.kind) for a in defn.activities}
+    out: dict[str, NodeInfo] = {}
+    for name, act in wf.latest_activities.items():
+        bits = [act.state.value.replace("_", " ").lower()]
+        if act.attempt > 1:
+            bits.append(f"try {act.attempt}")
+        wait, progress = actions.waiting_for(act), _progress(act)
+        if wait:
+            bits.append(wait)
+        elif progress:
+            bits.append(progress)
+        elif act.started_epoch is not None:
+            end = act.ended_epoch if act.ended_epoch is not None else now
+            bits.append(span(max(0.0, end - act.started_epoch)))
+        out[name] = NodeInfo(act.state.value, " · ".join(bits), f"#act-{name}")
+    return out
+
+
+def timeline(wf: WorkflowExec) -> list[TimelineRow]:
+    """Every recorded state change of the run and its attempts, oldest first."""
+    rows = [TimelineRow(h.at, h.at - wf.created_epoch, "run", h.state, h.by, None)
+            for h in wf.history]
+    for act in wf.activities:
+        for i, h in enumerate(act.history):
+            last = i == len(act.history) - 1
+            rows.append(TimelineRow(h.at, h.at - wf.created_epoch,
+                                    f"{act.activity_name} #{act.attempt}", h.state, h.by,
+                                    act.error if last and act.state.is_terminal else None))
+    rows.sort(key=lambda r: r.at)
+    return rows
+
+
+def related(wf: WorkflowExec) -> dict[str, Any]:
+    """Parent and child runs, for the hook child workflows will fill (attributes the
+    views do not have yet read as none)."""
+    return {"parent": getattr(wf, "parent_workflow_exec_id", None),
+            "children": tuple(getattr(wf, "child_workflow_exec_ids", ()) or ())}
+
+
+# -- the runs list -----------------------------------------------------------------------
+
+STATE_ORDER = (WorkflowState.RUNNING, WorkflowState.FAILED_WAITING,
+               WorkflowState.CANCEL_REQUESTED, WorkflowState.REQUESTED,
+               WorkflowState.FAILED, WorkflowState.COMPLETED, WorkflowState.CANCELLED)
+
+
+def count_label(count: int, cap: int) -> str:
+    return f"{cap}+" if count >= cap else str(count)
