@@ -2,8 +2,8 @@
 
 Configuration comes from the environment through ``Whimbrel.from_env`` (``whimbrel.settings``:
 ``WHIMBREL_TABLE_PREFIX``, ``WHIMBREL_ENDPOINT_URL`` — unset: real DynamoDB —,
-``WHIMBREL_RETENTION_DAYS``). The local runtime passes its own engine on the invocation context
-(attribute ``whimbrel_engine``) so several runtimes can share one process.
+``WHIMBREL_RETENTION_DAYS``). The local runtime passes its own client on the invocation context
+(attribute ``whimbrel_client``) so several runtimes can share one process.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from whimbrel.client.whimbrel import Whimbrel
-from whimbrel.engine.engine import Engine
 from whimbrel.engine.intake import Intake, IntakeResult, Outcome, record_keys
 from whimbrel.launch.aws import aws_launchers
 
@@ -34,16 +33,16 @@ _lock = threading.Lock()
 _client: Whimbrel | None = None
 
 
-def engine_for(context: Any) -> Engine:
-    """The engine to use: the one the caller put on ``context``, else this container's."""
-    engine = getattr(context, "whimbrel_engine", None)
-    if isinstance(engine, Engine):
-        return engine
+def client_for(context: Any) -> Whimbrel:
+    """The client to use: the one the caller put on ``context``, else this container's."""
+    given = getattr(context, "whimbrel_client", None)
+    if isinstance(given, Whimbrel):
+        return given
     global _client
     with _lock:
         if _client is None:
             _client = Whimbrel.from_env(launchers=aws_launchers(), actor="lambda")
-        return _client.engine
+        return _client
 
 
 def count(result: IntakeResult) -> None:
@@ -74,7 +73,7 @@ def process_stream(event: dict[str, Any], context: Any,
                    apply: Callable[[Intake, dict[str, Any]], IntakeResult]) -> dict[str, Any]:
     """Run ``apply`` on each record of a DynamoDB-stream batch; failed records (only
     retryable errors reach here) become ``batchItemFailures``."""
-    intake = Intake(engine_for(context))
+    intake = client_for(context).intake
     metrics.add_metric(name="RecordsReceived", unit=MetricUnit.Count,
                        value=len(event.get("Records") or []))
 

@@ -6,14 +6,13 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from lambdas._shared import engine_for, logger, metrics
-from whimbrel.engine.sweep import sweep
+from lambdas._shared import client_for, logger, metrics
 
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    report = sweep(engine_for(context))
+    report = client_for(context).sweep()
     # Emitted every run (0 included) so the alarm's series has no gaps.
     metrics.add_metric(name="ActivitiesTimedOut", unit=MetricUnit.Count,
                        value=len(report.timed_out))

@@ -23,12 +23,12 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from whimbrel import WorkflowExec
 from whimbrel.cli.shapes import ordered_attempts
 from whimbrel.client.whimbrel import Whimbrel
 from whimbrel.contract.definitions import ActivityDefinition, LauncherSpec, WorkflowDefinition
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.states import ActivityState, WorkflowState
-from whimbrel.engine.views import WorkflowExec
 from whimbrel.local.credentials import supply_local_credentials
 from whimbrel.local.runtime import LocalRuntime
 from whimbrel.worker.run import ActivityRun
@@ -130,7 +130,7 @@ def run(endpoint_url: str | None = None, console: Console | None = None,
         with Live(_table(None, "demo_diamond"), console=console, refresh_per_second=8,
                   transient=True) as live:
             while time.monotonic() - started < timeout:
-                if viewer.store.get_workflow(wx) is not None:
+                if viewer.find_workflow(wx) is not None:
                     wf = viewer.get_workflow(wx)
                 title = f"demo_diamond {wf.state.value if wf else 'REQUESTED'}"
                 live.update(_table(wf, title, defn))

@@ -26,6 +26,23 @@ DEFAULT_TABLE_PREFIX = "whimbrel_"
 DEFAULT_RETENTION_DAYS = 30.0
 DAY_SECONDS = 86_400.0
 
+def activity_environment(*, activity_exec_id: str, activity_name: str,
+                         workflow_exec_id: str, workflow_name: str, table_prefix: str,
+                         endpoint_url: str | None = None) -> dict[str, str]:
+    """The variables an activity process receives (docs/contract.md, "The activity's
+    environment")."""
+    env = {
+        ENV_ACTIVITY_EXEC_ID: activity_exec_id,
+        ENV_ACTIVITY_NAME: activity_name,
+        ENV_WORKFLOW_EXEC_ID: workflow_exec_id,
+        ENV_WORKFLOW_NAME: workflow_name,
+        ENV_TABLE_PREFIX: table_prefix,
+    }
+    if endpoint_url:
+        env[ENV_ENDPOINT_URL] = endpoint_url
+    return env
+
+
 #: Words that mean "keep forever" in ``WHIMBREL_RETENTION_DAYS``.
 _FOREVER = frozenset({"none", "never", "forever", "off"})
 

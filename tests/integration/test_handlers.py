@@ -47,7 +47,7 @@ def wb(monkeypatch: pytest.MonkeyPatch, ddb_endpoint: str,
 
 
 def ctx(wb: Whimbrel) -> LambdaContext:
-    return LambdaContext("unit", wb.engine)
+    return LambdaContext("unit", wb)
 
 
 def test_workflow_request_batch(wb: Whimbrel) -> None:

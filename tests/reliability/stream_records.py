@@ -167,7 +167,7 @@ def run_corpus(wb: Whimbrel, handler: Handler, stream: Stream, source: str,
     whether that good record took effect. Items mentioning those ids or ``skip`` are left
     out of the before/after comparison.
     """
-    ctx = LambdaContext("bad-input", wb.engine)
+    ctx = LambdaContext("bad-input", wb)
     wrong: list[str] = []
     bad_records: list[dict[str, Any]] = []
     touched: list[str] = list(skip)
@@ -215,7 +215,7 @@ def replay(wb: Whimbrel, handler: Handler, source: str, bad: list[dict[str, Any]
         batch += [record, rec]
         goods.append(ident)
     before = snapshot(wb, [*goods, *skip])
-    response = handler({"Records": batch}, LambdaContext("replay", wb.engine))
+    response = handler({"Records": batch}, LambdaContext("replay", wb))
     assert response == {"batchItemFailures": []}
     assert all(applied(i) for i in goods)
     rows_after = rejections_by_seq(wb, source)

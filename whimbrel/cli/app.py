@@ -16,7 +16,7 @@ import re
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from enum import IntEnum
 from typing import Annotated, Any, NoReturn, TypeVar
@@ -39,12 +39,12 @@ from whimbrel.contract.errors import (
     IllegalTransition,
     InvalidDefinition,
     InvalidInput,
+    NotAllowedNow,
     NotFound,
     StateConflict,
     StoreError,
     WhimbrelError,
 )
-from whimbrel.engine.manual import RetryNotAllowed
 from whimbrel.local.credentials import supply_local_credentials
 from whimbrel.settings import ENV_ENDPOINT_URL, ENV_TABLE_PREFIX
 
@@ -82,7 +82,7 @@ def exit_code_for(exc: BaseException) -> ExitCode:
         return ExitCode.NOT_FOUND
     if isinstance(exc, InvalidDefinition | InvalidInput):
         return ExitCode.INVALID
-    if isinstance(exc, StateConflict | IllegalTransition | RetryNotAllowed):
+    if isinstance(exc, StateConflict | IllegalTransition | NotAllowedNow):
         return ExitCode.CONFLICT
     if isinstance(exc, StoreError | BotoCoreError | PynamoDBException):
         return ExitCode.STORE
@@ -185,12 +185,9 @@ class Cli:
             # A newcomer's laptop has no AWS credentials, and DynamoDB Local needs none
             # that are real (never supplied for any other endpoint).
             supply_local_credentials(self.endpoint_url or os.environ.get(ENV_ENDPOINT_URL))
-            wb = Whimbrel.from_env(actor=self.actor, **overrides)
-            self.tracker = TrackingExecutor(wb.executor)
-            for launcher in wb.engine.launchers.values():
-                if getattr(launcher, "executor", None) is wb.executor:
-                    launcher.executor = self.tracker  # type: ignore[attr-defined]
-            self._wb = wb
+            self.tracker = TrackingExecutor(ThreadPoolExecutor(
+                max_workers=16, thread_name_prefix="whimbrel-activity"))
+            self._wb = Whimbrel.from_env(actor=self.actor, executor=self.tracker, **overrides)
         return self._wb
 
     def check_settings(self) -> None:

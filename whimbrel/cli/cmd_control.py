@@ -131,7 +131,7 @@ def rejections(
         if len(rows) >= limit:
             break
         d = (first - timedelta(days=back)).isoformat()
-        items = cli.wb.store.list_rejections(d, limit=limit - len(rows))
+        items = cli.wb.list_rejections(d, limit=limit - len(rows))
         rows.extend(_rejection(item) for item in items)
 
     def human() -> None:
@@ -156,7 +156,7 @@ def _rejection(item: Any) -> dict[str, Any]:
     except (TypeError, ValueError):
         pass  # keep the raw text
     return {
-        "rejection_day": item.rejection_day,
+        "rejection_day": item.day,
         "rejection_id": item.rejection_id,
         "when_epoch": float(item.when_epoch),
         "source": item.source,

@@ -10,9 +10,7 @@ import typer
 
 from whimbrel.cli.app import Cli, CliError, ExitCode, app, command
 from whimbrel.contract.states import ActivityState
-from whimbrel.engine.ports import LaunchRequest
-from whimbrel.settings import ENV_ACTIVITY_EXEC_ID
-from whimbrel.worker.command import run_command
+from whimbrel.settings import ENV_ACTIVITY_EXEC_ID, activity_environment
 
 #: Exit code when the activity was cancelled or timed out and the child was stopped
 #: (128 + SIGTERM, what a shell reports for a terminated child).
@@ -58,9 +56,10 @@ def exec_(
                      lambda: cli.note(f"nothing READY to claim for {claim}"))
             return
         aeid = act.activity_exec_id
-        env = LaunchRequest(aeid, act.activity_name, act.workflow_exec_id, act.workflow_name,
-                            act.attempt, endpoint_url=wb.endpoint_url,
-                            table_prefix=wb.table_prefix).environment()
+        env = activity_environment(
+            activity_exec_id=aeid, activity_name=act.activity_name,
+            workflow_exec_id=act.workflow_exec_id, workflow_name=act.workflow_name,
+            table_prefix=wb.table_prefix, endpoint_url=wb.endpoint_url)
     elif activity_exec_id:
         aeid = activity_exec_id
         env = {ENV_ACTIVITY_EXEC_ID: aeid}
@@ -68,8 +67,8 @@ def exec_(
         raise CliError(f"no activity: set {ENV_ACTIVITY_EXEC_ID}, or pass "
                        "--activity-exec-id or --claim", ExitCode.USAGE)
     try:
-        code = run_command(wb.engine, aeid, argv, env={**os.environ, **env},
-                           kill_grace_seconds=kill_grace)
+        code = wb.run_command(aeid, argv, env={**os.environ, **env},
+                              kill_grace_seconds=kill_grace)
     except FileNotFoundError as exc:
         raise CliError(f"cannot run {argv[0]!r}: {exc.strerror}", ExitCode.EXEC_ERROR) from exc
     except Exception as exc:  # reported as one line; 125 tells it apart from CMD's codes

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import click
 import typer
 
+from whimbrel import WorkflowExec
 from whimbrel.cli.app import VERSION_RANGE, Cli, CliError, ExitCode, app, command
 from whimbrel.cli.graph import GraphvizMissing, to_dot, to_mermaid, to_svg
 from whimbrel.cli.live import definition_of, exit_for, follow
@@ -21,7 +22,6 @@ from whimbrel.cli.shapes import timeline, workflow_dict
 from whimbrel.client.query import cursor_anchor, parse_time
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.states import WorkflowState
-from whimbrel.engine.views import WorkflowExec
 
 IntervalOpt = Annotated[float, typer.Option(help="Seconds between two reads.", min=0.05)]
 TimeoutOpt = Annotated[float | None, typer.Option(
@@ -98,7 +98,7 @@ def submit(
     else:
         wx = cli.wb.start_workflow(name, payload, version=version, request_id=request_id,
                                    source="cli")
-        item = cli.wb.store.get_workflow(wx)
+        item = cli.wb.find_workflow(wx)
         request_id = item.workflow_request_id if item is not None else request_id
     if not wait:
         cli.emit({"workflow_exec_id": wx, "workflow_request_id": request_id,
@@ -122,7 +122,7 @@ def submit(
 
 def _wait_exists(cli: Cli, wx: str, timeout: float | None) -> None:
     deadline = time.monotonic() + (timeout if timeout is not None else 60.0)
-    while cli.wb.store.get_workflow(wx) is None:
+    while cli.wb.find_workflow(wx) is None:
         if time.monotonic() >= deadline:
             raise CliError(f"request written, but no run {wx} appeared: is the "
                            "workflow_request Lambda (or `whimbrel dev`) running?",
@@ -183,8 +183,8 @@ def _run_id(cli: Cli, workflow_exec_id: str | None, request_id: str | None) -> s
         assert workflow_exec_id is not None
         return workflow_exec_id
     wx = workflow_exec_id_for(request_id)
-    if cli.wb.store.get_workflow(wx) is None:
-        if cli.wb.store.get_request(request_id) is None:
+    if cli.wb.find_workflow(wx) is None:
+        if cli.wb.get_request(request_id) is None:
             raise CliError(f"no workflow request {request_id!r} (and no run {wx})",
                            ExitCode.NOT_FOUND)
         raise CliError(f"request {request_id!r} was written but has not started run {wx} "
@@ -291,7 +291,7 @@ def graph(
 ) -> None:
     """Draw a run as a graph with its activities coloured by state."""
     if definition:
-        _, defn = cli.wb.engine.definition(target, version)
+        defn = cli.wb.get_definition(target, version)
         wf = None
         wx = None
     else:

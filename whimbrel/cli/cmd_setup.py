@@ -12,6 +12,7 @@ from rich.text import Text
 from whimbrel.cli.app import VERSION_RANGE, Cli, JsonErrorsGroup, app, command
 from whimbrel.cli.shapes import definition_summary, iso
 from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.errors import DefinitionNotFound
 
 tables = typer.Typer(help="Create the DynamoDB tables.\n\nExample:\n\n"
                           "    whimbrel tables create", no_args_is_help=True,
@@ -60,12 +61,12 @@ def definitions_list(cli: Cli) -> None:
     on the path of a run.
     """
     latest: dict[str, tuple[int, float, str | None, int]] = {}
-    for item in cli.wb.store.list_definitions():
+    for item in cli.wb.list_definitions():
         name, version = item.workflow_name, int(item.version)
         cur = latest.get(name)
         count = (cur[3] if cur else 0) + 1
         if cur is None or version > cur[0]:
-            latest[name] = (version, float(item.created_epoch), item.description, count)
+            latest[name] = (version, float(item.registered_epoch), item.description, count)
         else:
             latest[name] = (*cur[:3], count)
     rows: list[dict[str, Any]] = [{"workflow_name": n, "latest_version": v, "versions": c,
@@ -95,8 +96,11 @@ def definitions_show(
         help="Version (default: latest).", **VERSION_RANGE)] = None,
 ) -> None:
     """Show one definition: its activities, dependencies, launchers and retry policies."""
-    ver, defn = cli.wb.engine.definition(name, version)
-    versions = [int(v.version) for v in cli.wb.store.definition_versions(name)]
+    versions = [v.version for v in cli.wb.list_definitions(name)]
+    if not versions:
+        raise DefinitionNotFound(name, version)
+    ver = version if version is not None else max(versions)
+    defn = cli.wb.get_definition(name, ver)
     data = {"workflow_name": name, "version": ver, "versions": sorted(versions),
             "definition": defn.to_dict()}
 

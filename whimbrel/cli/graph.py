@@ -9,10 +9,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 
+from whimbrel import ActivityExec, WorkflowExec
 from whimbrel.cli.render import STATE_COLOURS
 from whimbrel.cli.shapes import activity_duration, human_duration
 from whimbrel.contract.definitions import WorkflowDefinition, iter_edges
-from whimbrel.engine.views import ActivityExec, WorkflowExec
 
 FORMATS = ("mermaid", "dot", "svg")
 _UNSTARTED = "#ffffff"

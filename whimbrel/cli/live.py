@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 from rich.live import Live
 
+from whimbrel import WorkflowExec
 from whimbrel.cli.app import Cli, CliError, ExitCode
 from whimbrel.cli.render import status_view
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.states import WorkflowState
-from whimbrel.engine.views import WorkflowExec
 
 
 def definition_of(cli: Cli, name: str, version: int) -> WorkflowDefinition | None:

@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from whimbrel import ActivityExec, WorkflowExec
 from whimbrel.cli.shapes import (
     TimelineEntry,
     activity_duration,
@@ -23,7 +24,6 @@ from whimbrel.cli.shapes import (
 )
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.states import ActivityState, WorkflowState
-from whimbrel.engine.views import ActivityExec, WorkflowExec
 
 A = ActivityState
 W = WorkflowState

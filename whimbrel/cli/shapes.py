@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from whimbrel import ActivityExec, WorkflowExec
 from whimbrel.contract.definitions import WorkflowDefinition
-from whimbrel.engine.views import ActivityExec, WorkflowExec
 
 
 def iso(epoch: float | None) -> str | None:

@@ -121,6 +121,10 @@ class RequestRecord:
     source: str | None = None
     workflow_exec_id: str | None = None
     expires_epoch: float | None = None
+    #: What processing did with a client's row (set by Whimbrel after the fact).
+    outcome: str | None = None
+    reason: str | None = None
+    processed_epoch: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,14 +26,7 @@ from whimbrel.contract.records import (
     WorkflowRecord,
 )
 from whimbrel.contract.states import ActivityState, WorkflowState
-from whimbrel.settings import (
-    ENV_ACTIVITY_EXEC_ID,
-    ENV_ACTIVITY_NAME,
-    ENV_ENDPOINT_URL,
-    ENV_TABLE_PREFIX,
-    ENV_WORKFLOW_EXEC_ID,
-    ENV_WORKFLOW_NAME,
-)
+from whimbrel.settings import activity_environment
 
 Clock = Callable[[], float]
 
@@ -113,16 +106,10 @@ class LaunchRequest:
 
     def environment(self) -> dict[str, str]:
         """The variables an activity process receives (docs/contract.md)."""
-        env = {
-            ENV_ACTIVITY_EXEC_ID: self.activity_exec_id,
-            ENV_ACTIVITY_NAME: self.activity_name,
-            ENV_WORKFLOW_EXEC_ID: self.workflow_exec_id,
-            ENV_WORKFLOW_NAME: self.workflow_name,
-            ENV_TABLE_PREFIX: self.table_prefix,
-        }
-        if self.endpoint_url:
-            env[ENV_ENDPOINT_URL] = self.endpoint_url
-        return env
+        return activity_environment(
+            activity_exec_id=self.activity_exec_id, activity_name=self.activity_name,
+            workflow_exec_id=self.workflow_exec_id, workflow_name=self.workflow_name,
+            table_prefix=self.table_prefix, endpoint_url=self.endpoint_url)
 
 
 class Launcher(Protocol):

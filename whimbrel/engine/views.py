@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.payloads import decode_payload
-from whimbrel.contract.records import ActivityRecord, Change, WorkflowRecord
+from whimbrel.contract.records import ActivityRecord, Change, RequestRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, WorkflowState
 
 
@@ -138,6 +139,41 @@ class WorkflowExec:
             source=m.source,
             expires_epoch=m.expires_epoch,
         )
+
+
+@dataclass(frozen=True)
+class WorkflowRequest:
+    """One ``workflow_request`` row: what asked for a run, and — for a row a client wrote
+    through the Simple API — what processing did with it."""
+
+    workflow_request_id: str
+    workflow_name: str
+    #: The run it starts (derived from the request id, whether or not it exists yet).
+    workflow_exec_id: str
+    version: int | None
+    input: Any
+    #: True for the trace a Full Logic start writes (the Lambda leaves it alone).
+    manual: bool
+    source: str | None
+    when_epoch: float
+    #: ``REJECTED`` (see ``reason``) for a client row that could not start its run; None
+    #: otherwise (a row that started its run has the run as its record).
+    outcome: str | None = None
+    reason: str | None = None
+    processed_epoch: float | None = None
+    expires_epoch: float | None = None
+
+    @classmethod
+    def from_record(cls, r: RequestRecord) -> WorkflowRequest:
+        return cls(
+            workflow_request_id=r.workflow_request_id, workflow_name=r.workflow_name,
+            workflow_exec_id=r.workflow_exec_id or workflow_exec_id_for(r.workflow_request_id),
+            version=int(r.version) if r.version is not None else None,
+            input=decode_payload(r.input, field="input"), manual=bool(r.manual),
+            source=r.source, when_epoch=float(r.when_epoch), outcome=r.outcome,
+            reason=r.reason,
+            processed_epoch=float(r.processed_epoch) if r.processed_epoch is not None else None,
+            expires_epoch=float(r.expires_epoch) if r.expires_epoch is not None else None)
 
 
 def _changes(history: tuple[Change, ...]) -> tuple[StateChange, ...]:

@@ -53,10 +53,10 @@ DeliveryFactory = Callable[[specs.StreamConsumerSpec], DeliveryPolicy | None]
 @dataclass
 class LambdaContext:
     """The parts of Lambda's context object the handlers (and Powertools) read, plus the
-    engine the handlers must use (``whimbrel_engine``)."""
+    client the handlers must use (``whimbrel_client``)."""
 
     function_name: str
-    whimbrel_engine: Engine
+    whimbrel_client: Whimbrel
     memory_limit_in_mb: int = 512
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     invoked_function_arn: str = ""
@@ -149,6 +149,7 @@ class LocalRuntime:
         self.pumps: dict[str, StreamPump] = {}
         self.heartbeat_runs = 0
         self._client: Whimbrel | None = None
+        self._lambda_client: Whimbrel | None = None
         self._engine: Engine | None = None
 
     # -- properties ----------------------------------------------------------------------
@@ -165,6 +166,14 @@ class LocalRuntime:
         if self._client is None:
             raise WhimbrelError("LocalRuntime is not started")
         return self._client
+
+    @property
+    def lambda_client(self) -> Whimbrel:
+        """The client the stand-in Lambdas use (actor ``lambda``, sharing ``client``'s
+        store and activity threads)."""
+        if self._lambda_client is None:
+            raise WhimbrelError("LocalRuntime is not started")
+        return self._lambda_client
 
     @property
     def engine(self) -> Engine:
@@ -191,8 +200,8 @@ class LocalRuntime:
                                     table_prefix=self.table_prefix, region=self.region,
                                     clock=self._clock, launchers=self._launchers)
             self._client.create_tables()
-            self._engine = Engine(self._client.store, clock=self._client.clock,
-                                  launchers=self._client.engine.launchers, actor="lambda")
+            self._lambda_client = self._client.as_actor("lambda")
+            self._engine = self._lambda_client.engine
             self._start_threads()
             if self.lambda_log_level:
                 # The handlers' Powertools logger (imported by now) is the stdlib logger
@@ -229,7 +238,7 @@ class LocalRuntime:
     def _invoker(self, handler: Handler, name: str) -> Callable[[dict[str, Any]], Any]:
         def invoke(event: dict[str, Any]) -> Any:
             with self._invoke_lock:
-                return handler(event, LambdaContext(f"whimbrel-{name}", self.engine))
+                return handler(event, LambdaContext(f"whimbrel-{name}", self.lambda_client))
         return invoke
 
     def _dead_letter(self, records: list[dict[str, Any]], reason: str) -> None:
@@ -254,7 +263,7 @@ class LocalRuntime:
                  "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         try:
             with self._invoke_lock:
-                return handler(event, LambdaContext("whimbrel-heartbeat", self.engine))
+                return handler(event, LambdaContext("whimbrel-heartbeat", self.lambda_client))
         except Exception as exc:  # a failed run is retried by the next tick
             log.warning("heartbeat handler failed: %s", exc)
             return None
@@ -281,8 +290,8 @@ class LocalRuntime:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         self._threads.clear()
-        if self._engine is not None:
-            self._engine.close()
+        if self._lambda_client is not None:
+            self._lambda_client.engine.close()
         if self._client is not None:
             self._client.close()
         if self._ddb is not None:

@@ -228,7 +228,8 @@ class Store(RunTables):
 
     def put_request(self, record: RequestRecord) -> bool:
         m = self.models.workflow_request
-        item = m(**_fields(record))
+        item = m(**{k: v for k, v in _fields(record).items()
+                    if k not in ("outcome", "reason", "processed_epoch")})
         try:
             # A request id names one request forever; a retry of the same put is a no-op.
             self._cold_write("PutItem", "workflow_request",
@@ -244,7 +245,8 @@ class Store(RunTables):
                 item = m.get(request_id, consistent_read=True)
             except m.DoesNotExist:
                 return None
-        return RequestRecord(**{k: getattr(item, k) for k in _fields_of(RequestRecord)})
+        fields: dict[str, Any] = {k: getattr(item, k, None) for k in _fields_of(RequestRecord)}
+        return RequestRecord(**fields)
 
 
     def mark_request(self, request_id: str, changes: Changes) -> None:

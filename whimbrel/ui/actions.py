@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from whimbrel import ActivityExec, WorkflowExec
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.states import ActivityState, WorkflowState
-from whimbrel.engine.views import ActivityExec, WorkflowExec
 
 A = ActivityState
 W = WorkflowState

@@ -22,6 +22,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from whimbrel import ActivityExec, WorkflowExec
 from whimbrel.client.whimbrel import Whimbrel
 from whimbrel.contract.errors import (
     DefinitionNotFound,
@@ -32,7 +33,6 @@ from whimbrel.contract.errors import (
 )
 from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.states import WorkflowState
-from whimbrel.engine.views import ActivityExec, WorkflowExec
 from whimbrel.ui import actions, present
 from whimbrel.ui.dag import render_svg
 from whimbrel.ui.security import CSRF_FIELD, Guard, GuardMiddleware

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from whimbrel import ActivityExec, WorkflowExec
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.states import ActivityState, WorkflowState
-from whimbrel.engine.views import ActivityExec, WorkflowExec
 from whimbrel.ui import actions
 from whimbrel.ui.dag import NodeInfo
 

@@ -1,0 +1,202 @@
+"""The runs side of the public facade: start, read, list, wait for and cancel runs, and
+run the heartbeat listener by hand (mixed into :class:`whimbrel.Whimbrel`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from whimbrel.client import query, simple
+from whimbrel.client.query import WorkflowPage
+from whimbrel.contract import checks
+from whimbrel.contract.errors import WorkflowNotFound
+from whimbrel.engine.engine import Engine
+from whimbrel.engine.ports import Clock
+from whimbrel.engine.sweep import SweepReport, sweep
+from whimbrel.engine.views import WorkflowExec, WorkflowRequest
+from whimbrel.store.store import Store
+
+#: ``watch()`` lists the activities at most this often (it polls the workflow item).
+WATCH_ACTIVITIES_SECONDS = 1.0
+
+
+class Runs:
+    """Runs: start, read, list, wait, cancel."""
+
+    engine: Engine
+    store: Store
+    clock: Clock
+
+    def start_workflow(self, name: str, input: Any = None, *, version: int | None = None,
+                       request_id: str | None = None, source: str | None = None) -> str:
+        """Start a workflow in-process; returns its ``workflow_exec_id``.
+
+        The same ``request_id`` always yields the same single execution. A request row
+        with ``manual = true`` is written for tracing.
+
+        Raises:
+            DefinitionNotFound: unknown name or version.
+            InvalidInput: input not JSON or too large.
+        """
+        return self.engine.start(name, input, version=version, request_id=request_id,
+                                 source=source)
+
+    def request_workflow(self, name: str, input: Any = None, *, version: int | None = None,
+                         source: str | None = None, request_id: str | None = None) -> str:
+        """Write one ``workflow_request`` item; returns its ``workflow_request_id``.
+
+        The execution id is ``whimbrel.contract.ids.workflow_exec_id_for(request_id)``.
+        The same ``request_id`` always stands for the same single run (default: a new
+        UUID). The definition must be registered: the Lambda would only reject the item.
+
+        Raises:
+            DefinitionNotFound: no registered workflow ``name`` (at ``version``).
+            InvalidInput: empty name, bad version or request id, input not JSON / too
+                large, or ``request_id`` already used for another workflow.
+        """
+        return simple.request_workflow(self.store, self.clock, name, input, version=version,
+                                       source=source, request_id=request_id,
+                                       require_definition=self.engine.definition)
+
+    def get_workflow(self, workflow_exec_id: str) -> WorkflowExec:
+        """The execution with every attempt of its activities.
+
+        Raises:
+            WorkflowNotFound: no such execution.
+        """
+        return self.engine.get_workflow(workflow_exec_id)
+
+    def list_workflows(self, *, name: str | None = None, state: query.StateArg = None,
+                       since: query.TimeArg = None, until: query.TimeArg = None,
+                       limit: int = 50, cursor: str | None = None) -> WorkflowPage:
+        """One page of runs, newest first (ties by execution id), without activities.
+
+        Reads indexes with Query only (never Scan): a page costs about ``limit`` index
+        entries per partition queried plus one BatchGetItem of the page, however many
+        runs are stored (docs/architecture.md, "Listing runs").
+
+        Args:
+            name: only runs of this workflow.
+            state: one ``WorkflowState`` (or its name) or a collection of them.
+            since: only runs created at or after this time: epoch seconds, an aware
+                datetime, or text — an ISO date/time (UTC unless it names a zone) or an
+                age such as ``"2h"``/``"7d"``, counted from when the first page was read
+                (so every page of one listing has the same window). Without it, a
+                listing with neither ``name`` nor ``state`` looks back
+                ``DEFAULT_LOOKBACK_DAYS`` (30) UTC days from ``until``/now.
+            until: only runs created before this time (same forms).
+            limit: page size, 1 to 1000.
+            cursor: the ``cursor`` of the previous page, with the same filters.
+
+        Returns:
+            The page; its ``cursor`` is None on the last page.
+
+        Raises:
+            InvalidInput: a bad filter, limit or cursor; ``field`` names it.
+        """
+        return query.list_workflows(self.store, self.clock, name=name, state=state,
+                                    since=since, until=until, limit=limit, cursor=cursor)
+
+    def count_workflows(self, *, name: str | None = None, state: query.StateArg = None,
+                        since: query.TimeArg = None, until: query.TimeArg = None,
+                        cap: int = 1000) -> int:
+        """How many runs match the filters of :meth:`list_workflows`, counting at most
+        ``cap`` (1 to 1000): a result equal to ``cap`` means "``cap`` or more". Reads
+        index keys only.
+
+        Raises:
+            InvalidInput: a bad filter or cap.
+        """
+        return query.count_workflows(self.store, self.clock, name=name, state=state,
+                                     since=since, until=until, cap=cap)
+
+    def cancel_workflow(self, workflow_exec_id: str) -> None:
+        """Cancel a workflow: nothing new starts, running activities are asked to stop.
+
+        Raises:
+            WorkflowNotFound: no such execution.
+        """
+        self.engine.cancel(workflow_exec_id)
+
+    def wait(self, workflow_exec_id: str, timeout: float = 60.0,
+             poll_seconds: float = 0.05) -> WorkflowExec:
+        """Poll the workflow item until the run is terminal (or ``timeout`` passes), then
+        return it with its activities. Each poll reads the one workflow item.
+
+        Raises:
+            TimeoutError: still not finished at the deadline.
+            WorkflowNotFound: no such execution.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            wf = self.engine.workflow(workflow_exec_id)
+            if wf.state.is_terminal:
+                return self.engine.get_workflow(workflow_exec_id)
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"workflow {workflow_exec_id} still {wf.state.value} "
+                                   f"after {timeout} s")
+            time.sleep(poll_seconds)
+
+    def watch(self, workflow_exec_id: str, poll_seconds: float = 0.1,
+              timeout: float = 300.0) -> Iterator[WorkflowExec]:
+        """Yield the execution each time something in it changes, until it ends.
+
+        Each poll reads the workflow item; the activities are listed when it changed and
+        otherwise at most every second (a change of an activity alone shows up within
+        a second).
+        """
+        deadline = time.monotonic() + timeout
+        last: tuple[Any, ...] | None = None
+        listed = 0.0
+        item_seen: tuple[Any, ...] | None = None
+        while time.monotonic() < deadline:
+            item = self.engine.workflow(workflow_exec_id)
+            item_sig = (item.state, item.updated_epoch)
+            now = time.monotonic()
+            if item_sig != item_seen or item.state.is_terminal \
+                    or now - listed >= WATCH_ACTIVITIES_SECONDS:
+                item_seen, listed = item_sig, now
+                wf = self.engine.get_workflow(workflow_exec_id)
+                sig = (wf.state, tuple((a.activity_exec_id, a.state) for a in wf.activities))
+                if sig != last:
+                    last = sig
+                    yield wf
+                if wf.state.is_terminal:
+                    return
+            time.sleep(poll_seconds)
+
+    def sweep(self, now: float | None = None) -> SweepReport:
+        """One pass of the heartbeat listener and reconciler.
+
+        Raises:
+            InvalidInput: ``now`` is not a number.
+        """
+        return sweep(self.engine, checks.epoch(now))
+
+    def list_rejections(self, day: str | None = None, *,
+                        limit: int | None = 100) -> list[simple.Rejection]:
+        """Stream records rejected on ``day`` (UTC ``YYYY-MM-DD``, default today)."""
+        return simple.list_rejections(self.store, day, limit=limit, clock=self.clock)
+
+    def find_workflow(self, workflow_exec_id: str) -> WorkflowExec | None:
+        """The execution without its activities (one read), or None if it does not exist.
+
+        Raises:
+            InvalidInput: a malformed id.
+        """
+        try:
+            return self.engine.get_workflow(workflow_exec_id, with_activities=False)
+        except WorkflowNotFound:
+            return None
+
+    def get_request(self, request_id: str) -> WorkflowRequest | None:
+        """The ``workflow_request`` row of ``request_id`` — what asked for a run, and (for a
+        Simple API row) what processing did with it — or None.
+
+        Raises:
+            InvalidInput: a malformed id.
+        """
+        checks.text(request_id, "workflow_request_id")
+        record = self.store.get_request(request_id)
+        return WorkflowRequest.from_record(record) if record is not None else None
