@@ -21,8 +21,11 @@ from whimbrel.contract.errors import (
     WhimbrelError,
     WorkflowNotFound,
 )
+from whimbrel.contract.outcomes import MapProgress
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
+from whimbrel.engine.data import EngineDriven
 from whimbrel.engine.manual import RetryNotAllowed
+from whimbrel.engine.redrive import RedriveNotAllowed
 from whimbrel.engine.sweep import SweepReport
 from whimbrel.engine.views import ActivityExec, WorkflowExec
 from whimbrel.worker.run import ActivityRun
@@ -37,10 +40,13 @@ __all__ = [
     "ActivityTimedOut",
     "DefinitionNotFound",
     "DefinitionVersion",
+    "EngineDriven",
     "IllegalTransition",
     "InvalidDefinition",
     "InvalidInput",
     "LauncherSpec",
+    "MapProgress",
+    "RedriveNotAllowed",
     "RetryNotAllowed",
     "RetryPolicy",
     "StateConflict",

@@ -51,9 +51,10 @@ def test_public_names_are_pinned() -> None:
     assert sorted(whimbrel.__all__) == sorted([
         "ActivityCancelled", "ActivityDefinition", "ActivityExec", "ActivityNotFound",
         "ActivityRun", "ActivityState", "ActivityTimedOut", "DefinitionNotFound",
-        "DefinitionVersion",
+        "DefinitionVersion", "EngineDriven",
         "IllegalTransition", "InvalidDefinition", "InvalidInput", "LauncherSpec",
-        "RetryNotAllowed", "RetryPolicy", "StateConflict", "StoreError", "SweepReport",
+        "MapProgress", "RedriveNotAllowed", "RetryNotAllowed", "RetryPolicy",
+        "StateConflict", "StoreError", "SweepReport",
         "Transition",
         "Whimbrel", "WhimbrelError", "WorkflowDefinition", "WorkflowExec",
         "WorkflowNotFound", "WorkflowPage", "WorkflowState",
@@ -62,5 +63,5 @@ def test_public_names_are_pinned() -> None:
         assert getattr(whimbrel, name) is not None
     for err in ("IllegalTransition", "StateConflict", "ActivityCancelled", "ActivityTimedOut",
                 "InvalidInput", "InvalidDefinition", "StoreError", "WorkflowNotFound",
-                "RetryNotAllowed"):
+                "RetryNotAllowed", "RedriveNotAllowed", "EngineDriven"):
         assert issubclass(getattr(whimbrel, err), whimbrel.WhimbrelError)

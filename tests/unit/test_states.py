@@ -76,6 +76,11 @@ def test_workflow_machine() -> None:
     for live in (W.REQUESTED, W.RUNNING, W.FAILED_WAITING, W.CANCEL_REQUESTED):
         assert next_workflow_state(live, WT.TIME_OUT) is W.TIMED_OUT
     assert {W.COMPLETED, W.FAILED, W.CANCELLED, W.TIMED_OUT} == WORKFLOW_TERMINAL
+    # Terminal, except for an operator's REDRIVE of a run that did not complete.
+    for state in (W.FAILED, W.CANCELLED, W.TIMED_OUT):
+        assert next_workflow_state(state, WT.REDRIVE) is W.RUNNING
     for state, move in itertools.product(WORKFLOW_TERMINAL, WT):
+        if move is WT.REDRIVE and state is not W.COMPLETED:
+            continue
         with pytest.raises(IllegalTransition):
             next_workflow_state(state, move)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from whimbrel.contract import dataflow
 from whimbrel.contract.errors import InvalidDefinition
 from whimbrel.contract.launching import LauncherSpec, RetryPolicy
 from whimbrel.contract.limits import NAME_PATTERN
@@ -17,6 +18,8 @@ _NAME = re.compile(NAME_PATTERN)
 OPTIONAL_SECONDS = ("heartbeat_timeout_seconds", "start_to_close_seconds",
                     "schedule_to_start_seconds")
 DEFAULT_START_TIMEOUT_SECONDS = 300.0
+#: The data-driven fields (whimbrel/contract/dataflow.py), written only when set.
+_DATA_FIELDS = ("map_over", "max_concurrency", "tolerated_failures", "on_failure")
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,14 @@ class ActivityDefinition:
             reached RUNNING by then is TIMED_OUT (its launch was lost).
         retry: what happens after FAILED or TIMED_OUT.
         input: static input merged over the workflow's input for this activity.
+        map_over: makes this activity a map: at run time it becomes one item per element
+            of the list named here — ``"<upstream>"`` (that upstream's output),
+            ``"<upstream>.<key>"`` or ``"$input.<key>"`` (docs/definitions.md).
+        max_concurrency: a map runs at most this many items at once (None: all).
+        tolerated_failures: a map completes with at most this many failed items.
+        on_failure: when this activity fails for good, run the activity named here with
+            the error as input, and let dependents run with its output in this one's
+            place; ``"continue"``: dependents run, seeing no output.
     """
 
     name: str
@@ -50,6 +61,10 @@ class ActivityDefinition:
     description: str = ""
     start_to_close_seconds: float | None = None
     schedule_to_start_seconds: float | None = None
+    map_over: str | None = None
+    max_concurrency: int | None = None
+    tolerated_failures: int = 0
+    on_failure: str | None = None
 
     def __post_init__(self) -> None:
         # Accept lists and strings from callers; store the canonical frozen forms.
@@ -75,6 +90,10 @@ class ActivityDefinition:
             out["input"] = dict(self.input)
         if self.description:
             out["description"] = self.description
+        # Written only when set, so definitions without them keep their canonical JSON.
+        for key in _DATA_FIELDS:
+            if getattr(self, key) not in (None, 0):
+                out[key] = getattr(self, key)
         return out
 
     @classmethod
@@ -85,7 +104,7 @@ class ActivityDefinition:
             InvalidDefinition: unknown fields or malformed ``retry`` / ``depends_on``.
         """
         known = {"name", "depends_on", "launcher", "start_timeout_seconds", "retry",
-                 "input", "description", *OPTIONAL_SECONDS}
+                 "input", "description", *OPTIONAL_SECONDS, *_DATA_FIELDS}
         unknown = sorted(set(data) - known)
         if unknown:
             raise InvalidDefinition(
@@ -114,6 +133,10 @@ class ActivityDefinition:
             input=data.get("input"),
             description=str(data.get("description") or ""),
             **{key: data.get(key) for key in OPTIONAL_SECONDS},
+            map_over=data.get("map_over"),
+            max_concurrency=data.get("max_concurrency"),
+            tolerated_failures=data.get("tolerated_failures", 0),
+            on_failure=data.get("on_failure"),
         )
 
     def problems(self, names: set[str]) -> list[str]:
@@ -144,4 +167,5 @@ class ActivityDefinition:
             out.append(f"{where}: start_timeout_seconds must be a number > 0")
         if self.input is not None and not isinstance(self.input, Mapping):
             out.append(f"{where}: input must be a mapping")
+        out.extend(dataflow.activity_problems(self, where))
         return out

@@ -15,3 +15,5 @@ class Command(StrEnum):
 
     #: The activity is alive: push its heartbeat deadline forward.
     HEARTBEAT = "HEARTBEAT"
+    #: Run an ended workflow (``workflow_exec_id``) again from where it broke.
+    REDRIVE = "REDRIVE"

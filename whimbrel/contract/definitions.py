@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import yaml
 
+from whimbrel.contract import dataflow
 from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.errors import InvalidDefinition
 from whimbrel.contract.launching import LAUNCHER_KINDS, LauncherSpec, RetryPolicy
@@ -71,7 +72,8 @@ class WorkflowDefinition:
     # -- lookups -------------------------------------------------------------------
 
     def activity(self, name: str) -> ActivityDefinition:
-        return self._by_name[name]
+        """The activity ``name``; a map's item (``<map>#<index>``) runs as its map."""
+        return self._by_name[dataflow.split_item(name)[0]]
 
     @cached_property
     def _by_name(self) -> dict[str, ActivityDefinition]:
@@ -99,12 +101,18 @@ class WorkflowDefinition:
 
     @cached_property
     def roots(self) -> tuple[str, ...]:
-        return tuple(a.name for a in self.activities if not a.depends_on)
+        """Activities that start with the run (a failure handler starts when called)."""
+        handlers = dataflow.handlers(self)
+        return tuple(a.name for a in self.activities
+                     if not a.depends_on and a.name not in handlers)
 
     @cached_property
     def sinks(self) -> tuple[str, ...]:
+        """Activities nothing depends on (failure handlers stand in for another)."""
         used = {d for a in self.activities for d in a.depends_on}
-        return tuple(a.name for a in self.activities if a.name not in used)
+        handlers = dataflow.handlers(self)
+        return tuple(a.name for a in self.activities
+                     if a.name not in used and a.name not in handlers)
 
     def upstream_closure(self, name: str) -> frozenset[str]:
         seen: set[str] = set()
@@ -168,6 +176,7 @@ class WorkflowDefinition:
         cycle = self._find_cycle()
         if cycle:
             out.append("cycle: " + " -> ".join(cycle))
+        out.extend(dataflow.definition_problems(self))
         if not out:
             size = len(self.to_json().encode())
             if size > MAX_DEFINITION_BYTES:

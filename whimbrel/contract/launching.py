@@ -8,7 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from whimbrel.contract.limits import WORKFLOW_NAME_PATTERN
+
 _PY_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+_WORKFLOW_NAME = re.compile(WORKFLOW_NAME_PATTERN)
 
 #: Launcher kinds and the config keys each one requires.
 LAUNCHER_KINDS: Mapping[str, tuple[str, ...]] = {
@@ -18,6 +21,8 @@ LAUNCHER_KINDS: Mapping[str, tuple[str, ...]] = {
     "lambda": ("function",),
     "sqs": ("queue_url",),
     "ecs": ("cluster", "task_definition"),
+    # A child workflow, started by the engine itself (whimbrel/engine/children.py).
+    "workflow": ("workflow",),
 }
 
 
@@ -52,9 +57,20 @@ class LauncherSpec:
         return cls("command", {"argv": list(argv), **config})
 
     @classmethod
+    def workflow(cls, name: str, *, version: int | None = None) -> LauncherSpec:
+        """Start the registered workflow ``name`` (at ``version``; the latest when the
+        activity starts if None) with the activity's input, as a child run; the activity
+        ends with the child's output when the child COMPLETES, FAILED when it fails or is
+        cancelled."""
+        config: dict[str, Any] = {"workflow": name}
+        if version is not None:
+            config["version"] = version
+        return cls("workflow", config)
+
+    @classmethod
     def parse(cls, raw: Any) -> LauncherSpec:
-        """Accept ``"python:mod:func"``, ``"external"``, a mapping ``{type: ..., ...}``
-        or a LauncherSpec."""
+        """Accept ``"python:mod:func"``, ``"lambda:fn"``, ``"workflow:name"``,
+        ``"external"``, a mapping ``{type: ..., ...}`` or a LauncherSpec."""
         if isinstance(raw, LauncherSpec):
             return raw
         if raw is None:
@@ -65,6 +81,8 @@ class LauncherSpec:
                 return cls.python(rest)
             if kind == "lambda" and rest:
                 return cls("lambda", {"function": rest})
+            if kind == "workflow" and rest:
+                return cls.workflow(rest)
             return cls(raw)
         if isinstance(raw, Mapping):
             data = dict(raw)
@@ -92,6 +110,23 @@ class LauncherSpec:
             isinstance(argv, list) and all(isinstance(a, str) for a in argv)
         ):
             out.append(f"{where}: command launcher argv must be a list of strings")
+        if self.kind == "workflow":
+            out.extend(self._child_problems(where))
+        return out
+
+    def _child_problems(self, where: str) -> list[str]:
+        out: list[str] = []
+        name, version = self.config.get("workflow"), self.config.get("version")
+        if name and (not isinstance(name, str) or not _WORKFLOW_NAME.match(name)):
+            out.append(f"{where}: workflow launcher names {name!r}, not a workflow name "
+                       f"({WORKFLOW_NAME_PATTERN})")
+        if version is not None and (isinstance(version, bool) or not isinstance(version, int)
+                                    or not 1 <= version <= 2**31 - 1):
+            out.append(f"{where}: workflow launcher version must be an integer >= 1")
+        unknown = sorted(set(self.config) - {"workflow", "version"})
+        if unknown:
+            out.append(f"{where}: workflow launcher has unknown setting(s) "
+                       f"{', '.join(map(str, unknown))}")
         return out
 
 
@@ -102,6 +137,8 @@ class RetryPolicy:
     ``max_attempts`` counts the first run: 1 means no retry. The delay before attempt
     ``n + 1`` is ``initial_interval_seconds * backoff_rate ** (n - 1)``, capped at
     ``max_interval_seconds``, then reduced by up to ``jitter`` (a fraction in [0, 1]).
+    An error whose type name (``error_type``: the exception's class name for ``python``
+    activities) is in ``non_retryable`` fails the activity for good at once.
     """
 
     max_attempts: int = 1
@@ -109,6 +146,19 @@ class RetryPolicy:
     backoff_rate: float = 2.0
     max_interval_seconds: float = 300.0
     jitter: float = 0.0
+    non_retryable: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # Accept a list (YAML, JSON) or one name; keep the canonical tuple.
+        names = self.non_retryable
+        if isinstance(names, str):
+            names = (names,)
+        if isinstance(names, list | tuple):
+            object.__setattr__(self, "non_retryable", tuple(names))
+
+    def retries(self, error_type: str | None) -> bool:
+        """Whether an attempt that failed with ``error_type`` may be retried at all."""
+        return error_type is None or error_type not in self.non_retryable
 
     def delay_after(self, attempt: int, unit_random: float = 0.0) -> float:
         """Seconds to wait after ``attempt`` failed; ``unit_random`` in [0, 1) picks the
@@ -131,6 +181,11 @@ class RetryPolicy:
             out.append(f"{where}: retry.backoff_rate must be a number >= 1")
         if not isinstance(self.jitter, int | float) or not 0 <= self.jitter <= 1:
             out.append(f"{where}: retry.jitter must be between 0 and 1")
+        names = self.non_retryable
+        if not isinstance(names, tuple) or not all(
+                isinstance(n, str) and 0 < len(n) <= 256 for n in names):
+            out.append(f"{where}: retry.non_retryable must be a list of error type names "
+                       "(non-empty strings of at most 256 characters)")
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -140,4 +195,7 @@ class RetryPolicy:
             "backoff_rate": self.backoff_rate,
             "max_interval_seconds": self.max_interval_seconds,
             "jitter": self.jitter,
+            # Only when set: a definition without it keeps its canonical JSON (and so
+            # its registered version).
+            **({"non_retryable": list(self.non_retryable)} if self.non_retryable else {}),
         }

@@ -78,6 +78,16 @@ class ActivityRecord:
     worker: str | None = None
     expires_epoch: float | None = None
     history: tuple[Change, ...] = ()
+    #: The attempt's own input (JSON): a map item's element, a failure handler's error.
+    input: str | None = None
+    #: A map's number of items, set when it expands.
+    map_size: int | None = None
+    #: A failure handler's attempt: the failed attempt it was called for.
+    called_by: str | None = None
+    #: The workflow's redrive count when the attempt was created (absent: 0).
+    redrive_count: int | None = None
+    #: Attempts before this generation's first (a redrive starts a fresh retry budget).
+    retry_base: int | None = None
 
     def with_changes(self, **changes: Any) -> ActivityRecord:
         return replace(self, **changes)
@@ -106,6 +116,24 @@ class WorkflowRecord:
     request_expires_epoch: float | None = None
     expires_epoch: float | None = None
     history: tuple[Change, ...] = ()
+    #: A child run: the parent's activity attempt that started it.
+    parent_activity_exec_id: str | None = None
+    #: How often the run was redriven, when it last was, and the redrive whose new
+    #: attempts and edges are all written (engine/redrive.py).
+    redrive_count: int | None = None
+    redriven_epoch: float | None = None
+    redrive_ready: int | None = None
+
+    @property
+    def redrives(self) -> int:
+        """How often the run was redriven (0 when never)."""
+        return self.redrive_count or 0
+
+    @property
+    def running_since(self) -> float:
+        """When the run (last) went RUNNING: its start, or its latest redrive. Its
+        ``timeout_seconds`` counts from here."""
+        return self.redriven_epoch if self.redriven_epoch is not None else self.created_epoch
 
 
 @dataclass(frozen=True, slots=True)

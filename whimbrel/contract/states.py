@@ -86,6 +86,8 @@ class WorkflowTransition(StrEnum):
     CANCEL = "CANCEL"
     STOPPED = "STOPPED"
     TIME_OUT = "TIME_OUT"
+    #: An ended run (FAILED, CANCELLED, TIMED_OUT) runs again from where it broke.
+    REDRIVE = "REDRIVE"
 
 
 A, T, W, WT = ActivityState, Transition, WorkflowState, WorkflowTransition
@@ -148,6 +150,11 @@ WORKFLOW_TRANSITIONS: Mapping[tuple[WorkflowState, WorkflowTransition], Workflow
             (W.RUNNING, WT.TIME_OUT): W.TIMED_OUT,
             (W.FAILED_WAITING, WT.TIME_OUT): W.TIMED_OUT,
             (W.CANCEL_REQUESTED, WT.TIME_OUT): W.TIMED_OUT,
+            # An operator's redrive (docs/contract.md): what did not complete gets a new
+            # attempt; what completed is kept.
+            (W.FAILED, WT.REDRIVE): W.RUNNING,
+            (W.CANCELLED, WT.REDRIVE): W.RUNNING,
+            (W.TIMED_OUT, WT.REDRIVE): W.RUNNING,
         }
     )
 )

@@ -27,6 +27,7 @@ from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.records import ActivityRecord, Changes, DefinitionRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.engine import rules
+from whimbrel.engine.dataviews import run_view
 from whimbrel.engine.ports import Clock, Launcher, StorePort
 from whimbrel.engine.views import ActivityExec, WorkflowExec
 from whimbrel.settings import DEFAULT_RETENTION_DAYS
@@ -251,11 +252,13 @@ class EngineBase:
 
     def get_workflow(self, wx: str, *, with_activities: bool = True) -> WorkflowExec:
         wf = self.workflow(wx)
-        acts: tuple[ActivityExec, ...] = ()
-        if with_activities:
-            acts = tuple(ActivityExec.from_record(a)
-                         for a in self.store.list_activities(wx))
-        return WorkflowExec.from_record(wf, acts)
+        if not with_activities:
+            return WorkflowExec.from_record(wf)
+        try:
+            defn: WorkflowDefinition | None = self.definition_of(wf)
+        except DefinitionNotFound:
+            defn = None  # still show the run (without map progress or child links)
+        return run_view(defn, wf, self.store.list_activities(wx))
 
     def get_activity(self, aeid: str) -> ActivityExec:
         return ActivityExec.from_record(self.activity(aeid))

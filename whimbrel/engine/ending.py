@@ -48,7 +48,8 @@ class WorkflowEnding(EngineBase):
         now = self.clock()
         expires = rules.expiry(now, self.retention(defn))
         self.before_end(wf, defn, state, expires, activities)
-        changes: dict[str, object] = {"ended_epoch": now, "check_epoch": REMOVE}
+        changes: dict[str, object] = {"ended_epoch": now,
+                                      "check_epoch": self.check_at_end(wf, now)}
         if error:
             changes["error"] = error
         if expires is not None:
@@ -85,6 +86,17 @@ class WorkflowEnding(EngineBase):
                     self.store.try_set_activity(act.activity_exec_id,
                                                 {"expires_epoch": expires},
                                                 states=ACTIVITY_TERMINAL)
+
+    def check_at_end(self, wf: WorkflowRecord, now: float) -> object:
+        """The ``check_epoch`` a run's terminal write leaves: none (a child run keeps one
+        until its parent has heard of its end: engine/children.py)."""
+        return REMOVE
+
+    def after_end(self, wf: WorkflowRecord) -> None:
+        """Follow-ups of an ended run that still carries a check time; then no more
+        visits."""
+        self.store.set_workflow(wf.workflow_exec_id, {"check_epoch": REMOVE},
+                                states=[wf.state])
 
     def fail_workflow(self, wf: WorkflowRecord, error: str) -> None:
         try:
@@ -136,7 +148,7 @@ class WorkflowEnding(EngineBase):
         active = [a for a in acts if self.stop_activity(a, defn, ask_running=ask)]
         if state not in WORKFLOW_LIVE:
             if wf.check_epoch is not None:
-                self.store.set_workflow(wx, {"check_epoch": REMOVE}, states=[state])
+                self.after_end(wf)
             return
         if not active:
             final = W.CANCELLED if state is W.CANCEL_REQUESTED else W.FAILED

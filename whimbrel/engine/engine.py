@@ -33,6 +33,7 @@ from whimbrel.contract.ids import (
     workflow_exec_id_for,
 )
 from whimbrel.contract.limits import MAX_INPUT_BYTES, MAX_OUTPUT_BYTES
+from whimbrel.contract.outcomes import resolution
 from whimbrel.contract.payloads import encode_payload
 from whimbrel.contract.records import ActivityRecord, Change, RequestRecord, WorkflowRecord
 from whimbrel.contract.states import (
@@ -47,7 +48,7 @@ from whimbrel.contract.states import (
 )
 from whimbrel.engine import rules
 from whimbrel.engine.base import day_of
-from whimbrel.engine.flow import Flow
+from whimbrel.engine.data import DataFlow, refuse_outside_move
 from whimbrel.engine.ports import runs_in_process
 from whimbrel.engine.views import ActivityExec
 
@@ -60,7 +61,7 @@ W = WorkflowState
 CLAIM_CANDIDATES = 25
 
 
-class Engine(Flow):
+class Engine(DataFlow):
     """Whimbrel's full logic over one store. Thread-safe; share one per process.
 
     Args:
@@ -83,6 +84,7 @@ class Engine(Flow):
         request_id: str | None = None,
         source: str | None = None,
         write_request: bool = True,
+        parent: str | None = None,
     ) -> str:
         """Start (or resume starting) the execution for ``request_id``. Idempotent.
 
@@ -90,6 +92,8 @@ class Engine(Flow):
         nobody else can act on a run that does not exist yet), creates the activity rows,
         reads the workflow item back — nothing is launched unless it is still RUNNING —
         and launches the roots.
+
+        ``parent`` is the activity attempt that starts this run as its child.
 
         Raises:
             DefinitionNotFound: unknown workflow name or version.
@@ -115,6 +119,7 @@ class Engine(Flow):
             workflow_request_id=request_id, input=payload, source=source, created_epoch=now,
             created_day=day_of(now), updated_epoch=now,
             check_epoch=self.next_check(now, now, defn), request_expires_epoch=expires,
+            parent_activity_exec_id=parent,
             history=(Change(W.REQUESTED.value, now, self.actor),
                      Change(W.RUNNING.value, now, self.actor)))
         if not self.store.create_workflow(record):
@@ -207,7 +212,8 @@ class Engine(Flow):
         spec = defn.activity(name)
         record = self.new_attempt(wf, defn, name, 1, now)
         launcher = self.launchers.get(spec.launcher.kind)
-        if spec.launcher.is_push and launcher is not None and runs_in_process(launcher):
+        if (spec.launcher.is_push and launcher is not None and runs_in_process(launcher)) \
+                or spec.map_over is not None:  # a map expands when advanced (maps.py)
             return self.store.create_activity(record)
         verb = Transition.QUEUED if spec.launcher.is_push else Transition.READY
         path = activity_path(A.REQUESTED, verb)
@@ -233,6 +239,9 @@ class Engine(Flow):
 
         def go(name: str) -> None:
             spec = defn.activity(name)
+            if spec.map_over is not None:
+                self.advance(current, defn, name, 1)  # expands the map (maps.py)
+                return
             if not spec.launcher.is_push:
                 return  # READY, waiting to be claimed
             if self.plan(current, defn, name, A.REQUESTED)[-1:] == (A.RUNNING,):
@@ -283,6 +292,7 @@ class Engine(Flow):
             # Judge an illegal move on a fresh read, never on a remembered image.
             item = self.activity(activity_exec_id_)
             self.refuse_illegal(item, verb)
+        refuse_outside_move(self.definition_of(item), item, verb)
         self.check_guards(item, verb)
         moved = self.apply(item, verb, output=text, error=error, error_type=error_type,
                            actor=actor)
@@ -322,8 +332,9 @@ class Engine(Flow):
         spec = defn.activity(item.activity_name)
         if state is A.REQUESTED and target in (A.READY, A.QUEUED) and spec.depends_on:
             latest = self.latest_attempts(item.workflow_exec_id)
+            # COMPLETED, or a failure its on_failure took over (contract/outcomes.py).
             open_ = [f"{d} ({_state_of(latest.get(d))})" for d in spec.depends_on
-                     if d not in latest or latest[d].state is not A.COMPLETED]
+                     if resolution(defn, latest, d) is None]
             if open_:
                 raise UpstreamNotCompleted(activity_exec_id=item.activity_exec_id,
                                            transition=verb.value, open_upstreams=open_)

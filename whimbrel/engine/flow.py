@@ -13,9 +13,11 @@ import logging
 from collections.abc import Sequence
 from concurrent.futures import Future
 
+from whimbrel.contract.dataflow import is_item
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import StateConflict, WhimbrelError
 from whimbrel.contract.ids import END_NODE, activity_exec_id, unit_random
+from whimbrel.contract.outcomes import carry, open_activities, retries_left
 from whimbrel.contract.payloads import clip_error
 from whimbrel.contract.records import ActivityRecord, Change, WorkflowRecord
 from whimbrel.contract.states import (
@@ -81,9 +83,15 @@ class Flow(WorkflowEnding):
             return dep
 
         ready = [d for d in self.each(release, defn.dependents(name)) if d is not None]
-        self.each(lambda dep: self.advance(wf, defn, dep, 1), ready)
+        self.each(lambda dep: self.advance(wf, defn, dep, self.waiting_attempt(wf, dep)),
+                  ready)
         if name in defn.sinks:
             self.maybe_complete(wf, defn, name)
+
+    def waiting_attempt(self, wf: WorkflowRecord, name: str) -> int:
+        """The attempt of ``name`` that waits for its upstreams: the first (a redrive's
+        are later ones: engine/redrive.py)."""
+        return 1
 
     def maybe_complete(self, wf: WorkflowRecord, defn: WorkflowDefinition, sink: str) -> None:
         wx = wf.workflow_exec_id
@@ -98,8 +106,9 @@ class Flow(WorkflowEnding):
         the tables, never assumed from the sinks."""
         acts = self.store.list_activities(wf.workflow_exec_id)
         latest = latest_of(acts)
-        open_ = [n for n in defn.names
-                 if latest.get(n) is None or latest[n].state is not A.COMPLETED]
+        # Every activity resolved (COMPLETED, or a failure its on_failure took over) and
+        # nothing left running, map items and handlers included (contract/outcomes.py).
+        open_ = open_activities(defn, latest)
         if open_:
             log.warning("workflow %s: sinks done but %s not COMPLETED; not completing",
                         wf.workflow_exec_id, ", ".join(open_))
@@ -111,14 +120,14 @@ class Flow(WorkflowEnding):
         """Retry the failed attempt per its policy, or fail the workflow."""
         spec = defn.activity(item.activity_name)
         attempt = item.attempt
-        if attempt < spec.retry.max_attempts:
+        if retries_left(item, spec):
             # The failure time is on the item, so every replay computes the same retry.
             failed_at = float(item.ended_epoch or item.updated_epoch)
             delay = spec.retry.delay_after(attempt, unit_random(item.activity_exec_id))
             not_before = failed_at + delay
             now = self.clock()
             nxt = self.new_attempt(wf, defn, item.activity_name, attempt + 1, now,
-                                   not_before=not_before)
+                                   not_before=not_before, previous=item)
             self.store.create_activity(nxt)
             if not_before <= now:
                 self.advance(wf, defn, item.activity_name, attempt + 1)
@@ -126,22 +135,30 @@ class Flow(WorkflowEnding):
         why = f"activity {item.activity_name} {item.state} after {attempt} attempt(s)"
         if item.error:
             why += f": {item.error}"
+        self.failed_for_good(wf, defn, item, why)
+
+    def failed_for_good(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                        item: ActivityRecord, why: str) -> None:
+        """An attempt failed with no retry left: the workflow fails (engine/handlers.py
+        lets ``on_failure`` take over first)."""
         self.fail_workflow(wf, why)
 
     def new_attempt(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
                     attempt: int, now: float, *, not_before: float | None = None,
-                    actor: str | None = None) -> ActivityRecord:
+                    actor: str | None = None,
+                    previous: ActivityRecord | None = None) -> ActivityRecord:
         """A REQUESTED attempt; with ``not_before`` its timer is armed so the sweep launches
-        it when due (and finds it if we die before launching it)."""
+        it when due (and finds it if we die before launching it). A retry carries what
+        ``previous`` was given (its own input, its handler call)."""
         spec = defn.activity(name)
-        return ActivityRecord(
+        return carry(ActivityRecord(
             workflow_exec_id=wf.workflow_exec_id,
             activity_exec_id=activity_exec_id(wf.workflow_exec_id, name, attempt),
             activity_name=name, workflow_name=wf.workflow_name, attempt=attempt,
             state=A.REQUESTED, workflow_version=wf.version, created_epoch=now,
             updated_epoch=now, heartbeat_timeout_seconds=spec.heartbeat_timeout_seconds,
             not_before_epoch=not_before, timer_epoch=not_before,
-            history=(Change(A.REQUESTED.value, now, actor or self.actor),))
+            history=(Change(A.REQUESTED.value, now, actor or self.actor),)), wf, previous)
 
     # -- moving an attempt on --------------------------------------------------------------
 
@@ -230,7 +247,10 @@ class Flow(WorkflowEnding):
         spec = defn.activity(item.activity_name)
         ends = any(n.is_terminal for (s, t), n in ACTIVITY_TRANSITIONS.items()
                    if t is transition)
-        wf_read = self.in_background(self.workflow, item.workflow_exec_id) if ends else None
+        # A map item's follow-up reads the workflow after creating the next item, not
+        # before (engine/maps.py): no read here.
+        wf_read = self.in_background(self.workflow, item.workflow_exec_id) \
+            if ends and not is_item(item.activity_name) else None
         current: ActivityRecord = item
         try:
             while True:

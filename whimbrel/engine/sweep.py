@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import StateConflict, WhimbrelError
+from whimbrel.contract.outcomes import open_activities, resolution
 from whimbrel.contract.records import REMOVE, ActivityRecord, Due, WorkflowRecord
 from whimbrel.contract.states import (
     ACTIVITY_ACTIVE,
@@ -158,8 +159,9 @@ def reconcile(engine: Engine, wx: str, now: float | None = None) -> str:
         return "checked"
     defn = engine.definition_of(wf)
     outcome = "checked"
+    # A redriven run's deadline counts from its redrive.
     if wf.state in WORKFLOW_LIVE and defn.timeout_seconds is not None \
-            and now >= wf.created_epoch + float(defn.timeout_seconds):
+            and now >= wf.running_since + float(defn.timeout_seconds):
         return "timed_out" if engine.time_out_workflow(wf, defn) else "checked"
     if wf.state is W.REQUESTED:
         engine.resume_start(wf, defn)
@@ -168,14 +170,17 @@ def reconcile(engine: Engine, wx: str, now: float | None = None) -> str:
         if _reconcile_running(engine, wf, defn, now):
             outcome = "repaired"
     else:
+        if wf.state in WORKFLOW_LIVE and engine.repair_data(
+                wf, defn, engine.store.list_activities(wx)):
+            outcome = "repaired"  # e.g. a child whose end its failing parent missed
         engine.settle(wx)
     fresh = engine.store.get_workflow(wx)
     if fresh is not None and fresh.state in WORKFLOW_LIVE:
-        age = max(0.0, now - fresh.created_epoch)
+        age = max(0.0, now - fresh.running_since)
         interval = min(max(engine.reconcile_grace_seconds, age / 2),
                        MAX_RECONCILE_INTERVAL_SECONDS)
         engine.store.set_workflow(wx, {"check_epoch": engine.next_check(
-            fresh.created_epoch, now, defn, interval)}, states=WORKFLOW_LIVE)
+            fresh.running_since, now, defn, interval)}, states=WORKFLOW_LIVE)
     elif fresh is not None and fresh.check_epoch is not None:
         engine.store.set_workflow(wx, {"check_epoch": REMOVE}, states=[fresh.state])
     return outcome
@@ -187,8 +192,10 @@ def _reconcile_running(engine: Engine, wf: WorkflowRecord, defn: WorkflowDefinit
     acts = engine.store.list_activities(wx)
     if engine.resume_start(wf, defn, rows=acts):
         return True  # the start died half-way; the next visit checks the rest
+    if engine.finish_redrive(wf, defn):
+        return True  # a redrive died half-way (engine/redrive.py); likewise
     latest = latest_of(acts)
-    repaired = False
+    repaired = engine.repair_data(wf, defn, acts)  # maps' lanes, child runs
     for name in defn.topological_order():
         act = latest.get(name)
         if act is None or act.state is None:
@@ -198,8 +205,8 @@ def _reconcile_running(engine: Engine, wf: WorkflowRecord, defn: WorkflowDefinit
         if state is A.REQUESTED:
             if act.not_before_epoch is not None and act.not_before_epoch > now:
                 continue  # a retry waiting for its time; its timer will fire
-            ups = [latest.get(d) for d in spec.depends_on]
-            if all(u is not None and u.state is A.COMPLETED for u in ups):
+            # Every upstream resolved: COMPLETED, or a failure on_failure took over.
+            if all(resolution(defn, latest, d) is not None for d in spec.depends_on):
                 for d in spec.depends_on if len(spec.depends_on) > 1 else ():
                     engine.store.delete_dependency(wx, name, d)
                 engine.advance(wf, defn, name, act.attempt)
@@ -207,14 +214,14 @@ def _reconcile_running(engine: Engine, wf: WorkflowRecord, defn: WorkflowDefinit
         elif state is A.READY and spec.launcher.is_push:
             engine.advance(wf, defn, name, act.attempt, A.READY)
             repaired = True
-        elif state in (A.FAILED, A.TIMED_OUT, A.CANCELLED):
+        elif state in (A.FAILED, A.TIMED_OUT, A.CANCELLED) \
+                and resolution(defn, latest, name) is None:
             engine.after(act)  # a retry (or the failure) whose follow-up was lost
             repaired = True
     fresh = engine.store.get_workflow(wx)
     if fresh is None or fresh.state is not W.RUNNING:
         return repaired
-    latest = engine.latest_attempts(wx)
-    if all(latest.get(n) is not None and latest[n].state is A.COMPLETED for n in defn.names):
+    if not open_activities(defn, engine.latest_attempts(wx)):
         return engine.complete_if_done(fresh, defn) or repaired
     _guard_retention(engine, acts, defn, now)
     return repaired

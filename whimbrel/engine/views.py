@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from whimbrel.contract.ids import workflow_exec_id_for
+from whimbrel.contract.dataflow import split_item
+from whimbrel.contract.ids import parse_activity_exec_id, workflow_exec_id_for
+from whimbrel.contract.outcomes import MapProgress
 from whimbrel.contract.payloads import decode_payload
 from whimbrel.contract.records import ActivityRecord, Change, RequestRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, WorkflowState
@@ -46,6 +48,16 @@ class ActivityExec:
     error_type: str | None = None
     #: When DynamoDB's TTL may delete the row (None: kept).
     expires_epoch: float | None = None
+    #: A map item's index in its map's list (its ``activity_name`` is ``<map>#<index>``).
+    item_index: int | None = None
+    #: A map's number of items, once it expanded.
+    map_size: int | None = None
+    #: A map's items: done / running / failed of all (``str()``: "120/500 done, …").
+    progress: MapProgress | None = None
+    #: The child run this attempt started (``LauncherSpec.workflow``).
+    child_workflow_exec_id: str | None = None
+    #: A failure handler's attempt: the failed attempt it runs for.
+    called_by: str | None = None
 
     @property
     def duration_seconds(self) -> float | None:
@@ -77,6 +89,9 @@ class ActivityExec:
             close_epoch=m.close_epoch,
             error_type=m.error_type,
             expires_epoch=m.expires_epoch,
+            item_index=split_item(m.activity_name)[1],
+            map_size=m.map_size,
+            called_by=m.called_by,
         )
 
 
@@ -98,6 +113,31 @@ class WorkflowExec:
     activities: tuple[ActivityExec, ...] = ()
     source: str | None = None
     expires_epoch: float | None = None
+    #: Every attempt of the items of its maps (``activities`` holds the maps' own rows).
+    items: tuple[ActivityExec, ...] = ()
+    #: A child run: the parent's attempt that started it.
+    parent_activity_exec_id: str | None = None
+    #: The child runs its attempts started, oldest first.
+    child_workflow_exec_ids: tuple[str, ...] = ()
+    #: How often the run was redriven.
+    redrive_count: int = 0
+
+    @property
+    def parent_workflow_exec_id(self) -> str | None:
+        """A child run's parent run."""
+        if self.parent_activity_exec_id is None:
+            return None
+        return parse_activity_exec_id(self.parent_activity_exec_id).workflow_exec_id
+
+    def map_items(self, name: str) -> dict[int, ActivityExec]:
+        """The latest attempt of each item of map ``name``, by index."""
+        out: dict[int, ActivityExec] = {}
+        for act in self.items:
+            base, index = split_item(act.activity_name)
+            if base == name and index is not None and (
+                    index not in out or act.attempt > out[index].attempt):
+                out[index] = act
+        return out
 
     @property
     def latest_activities(self) -> dict[str, ActivityExec]:
@@ -135,9 +175,14 @@ class WorkflowExec:
             updated_epoch=m.updated_epoch,
             ended_epoch=m.ended_epoch,
             history=_changes(m.history),
-            activities=tuple(sorted(activities, key=lambda a: (a.created_epoch, a.attempt))),
+            activities=tuple(sorted((a for a in activities if a.item_index is None),
+                                    key=lambda a: (a.created_epoch, a.attempt))),
             source=m.source,
             expires_epoch=m.expires_epoch,
+            items=tuple(sorted((a for a in activities if a.item_index is not None),
+                               key=lambda a: (a.item_index or 0, a.attempt))),
+            parent_activity_exec_id=m.parent_activity_exec_id,
+            redrive_count=m.redrives,
         )
 
 

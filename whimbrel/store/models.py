@@ -93,6 +93,13 @@ class WorkflowExecModel(Model):
     request_expires_epoch = NumberAttribute(null=True)
     history = ListAttribute(of=HistoryEntry, default=list)
     expires_epoch = NumberAttribute(null=True)
+    #: A child run: the parent's activity attempt that started it.
+    parent_activity_exec_id = UnicodeAttribute(null=True)
+    #: Redrives (engine/redrive.py): how many, the last one's time, and the last one
+    #: whose new attempts and edges are all written.
+    redrive_count = NumberAttribute(null=True)
+    redriven_epoch = NumberAttribute(null=True)
+    redrive_ready = NumberAttribute(null=True)
 
 
 class ActivityExecModel(Model):
@@ -124,6 +131,16 @@ class ActivityExecModel(Model):
     worker = UnicodeAttribute(null=True)
     history = ListAttribute(of=HistoryEntry, default=list)
     expires_epoch = NumberAttribute(null=True)
+    #: The attempt's own input (JSON): a map item's element, a failure handler's error.
+    input = UnicodeAttribute(null=True)
+    #: A map's number of items, written when it expands.
+    map_size = NumberAttribute(null=True)
+    #: A failure handler's attempt: the failed attempt it runs for.
+    called_by = UnicodeAttribute(null=True)
+    #: The workflow's redrive count when the attempt was created, and the attempts
+    #: before that redrive's first (a redrive starts a fresh retry budget).
+    redrive_count = NumberAttribute(null=True)
+    retry_base = NumberAttribute(null=True)
 
 
 class DependencyModel(Model):

@@ -7,7 +7,7 @@ the loser gets :class:`~whimbrel.contract.errors.StateConflict` with ``current``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,7 +113,8 @@ class RunTables:
 
     def move_workflow(self, workflow_exec_id: str, expected: Collection[WorkflowState],
                       new_state: WorkflowState, changes: Changes, *, now: float,
-                      actor: str, workflow_name: str) -> WorkflowRecord:
+                      actor: str, workflow_name: str,
+                      if_unchanged: Mapping[str, int] | None = None) -> WorkflowRecord:
         expr = Expression()
         # The listing index's key moves in the same write as the state (never a second).
         update = expr.update({**changes, "state": new_state.value, "updated_epoch": now,
@@ -122,6 +123,12 @@ class RunTables:
         # state IN expected: the contract's single-writer rule for a state change (and
         # the item exists: a missing state is not in any list).
         condition = expr.one_of("state", sorted(s.value for s in expected))
+        for attr, seen in (if_unchanged or {}).items():
+            # A counter the mover read (e.g. redrive_count) is still what it saw: of two
+            # movers that read the same item, one wins even if the state came back.
+            same = expr.equals(attr, seen)
+            condition += f" AND ({expr.missing(attr)} OR {same})" if seen == 0 \
+                else f" AND {same}"
         params = expr.params(TableName=self.workflow_table,
                              Key={"workflow_exec_id": {"S": workflow_exec_id}},
                              UpdateExpression=update, ConditionExpression=condition,
@@ -225,12 +232,19 @@ class RunTables:
         item = self._get(self.activity_table, self._activity_key(activity_exec_id))
         return activity_record(item) if item else None
 
-    def list_activities(self, workflow_exec_id: str) -> list[ActivityRecord]:
-        """Every attempt of every activity of one execution: one consistent Query."""
-        return [activity_record(i) for i in self._query({
+    def list_activities(self, workflow_exec_id: str,
+                        prefix: str | None = None) -> list[ActivityRecord]:
+        """Every attempt of every activity of one execution: one consistent Query. With
+        ``prefix``, only those whose activity name starts so (``"load:"``: the attempts
+        of ``load``; ``"m#"``: the items of map ``m``)."""
+        params: dict[str, Any] = {
             "TableName": self.activity_table, "ConsistentRead": True,
             "KeyConditionExpression": "workflow_exec_id = :w",
-            "ExpressionAttributeValues": {":w": {"S": workflow_exec_id}}})]
+            "ExpressionAttributeValues": {":w": {"S": workflow_exec_id}}}
+        if prefix:
+            params["KeyConditionExpression"] += " AND begins_with(activity_exec_id, :p)"
+            params["ExpressionAttributeValues"][":p"] = {"S": f"{workflow_exec_id}:{prefix}"}
+        return [activity_record(i) for i in self._query(params)]
 
     def move_activity(self, activity_exec_id: str, expected: ActivityState,
                       path: Sequence[ActivityState], changes: Changes, *, now: float,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -311,11 +311,12 @@ class Store(RunTables):
 
     def move_workflow(self, workflow_exec_id: str, expected: Collection[WorkflowState],
                       new_state: WorkflowState, changes: Changes, *, now: float,
-                      actor: str, workflow_name: str) -> WorkflowRecord:
+                      actor: str, workflow_name: str,
+                      if_unchanged: Mapping[str, int] | None = None) -> WorkflowRecord:
         return super().move_workflow(
             workflow_exec_id, expected, new_state,
             index_changes(changes, workflow_exec_id=workflow_exec_id), now=now, actor=actor,
-            workflow_name=workflow_name)
+            workflow_name=workflow_name, if_unchanged=if_unchanged)
 
     def set_workflow(self, workflow_exec_id: str, changes: Changes, *,
                      states: Collection[WorkflowState]) -> bool:

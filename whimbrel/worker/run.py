@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from whimbrel.contract.dataflow import handlers, split_item
 from whimbrel.contract.errors import (
     ActivityCancelled,
     ActivityStopped,
@@ -18,10 +19,10 @@ from whimbrel.contract.errors import (
     WhimbrelError,
 )
 from whimbrel.contract.ids import parse_activity_exec_id
-from whimbrel.contract.payloads import decode_payload
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
 from whimbrel.engine.engine import Engine
+from whimbrel.engine.inputs import attempt_input, upstream_values
 from whimbrel.engine.views import ActivityExec
 
 log = logging.getLogger("whimbrel.worker")
@@ -47,9 +48,11 @@ class ActivityRun:
     """Handed to the code of a running activity.
 
     Attributes:
-        input: the workflow's input merged with the activity's static input.
+        input: the workflow's input merged with the activity's static input (a map
+            item's: its element; a failure handler's: the error it handles).
         upstream: outputs of the activities this one depends on, by name.
         output: set this to the activity's result; recorded on COMPLETED.
+        item_index: a map item's index in its list (None for any other activity).
     """
 
     def __init__(self, engine: Engine, activity: ActivityExec, input: Any,
@@ -65,6 +68,8 @@ class ActivityRun:
         self.attempt = activity.attempt
         self.input = input
         self._upstream = upstream
+        self._upstream_errors: dict[str, str] | None = None
+        self.item_index = split_item(activity.activity_name)[1]
         self.output: Any = None
         self._stop: ActivityStopped | None = None
         self.stop_event = threading.Event()
@@ -74,8 +79,16 @@ class ActivityRun:
         """Outputs of the activities this one depends on, by name (read on first use:
         an activity that never looks at them costs no Query)."""
         if self._upstream is None:
-            self._upstream = upstream_outputs(self._engine, self.activity)
+            self._upstream, self._upstream_errors = upstream_view(self._engine, self.activity)
         return self._upstream
+
+    @property
+    def upstream_errors(self) -> dict[str, str]:
+        """Errors of the upstreams this activity runs past (``on_failure: continue``;
+        their ``upstream`` entry is None), by name."""
+        if self._upstream_errors is None:
+            self._upstream, self._upstream_errors = upstream_view(self._engine, self.activity)
+        return self._upstream_errors
 
     @property
     def stop_requested(self) -> ActivityStopped | None:
@@ -114,29 +127,30 @@ def activity_input(engine: Engine, activity: ActivityExec,
     if wf is None:
         wf = engine.workflow(activity.workflow_exec_id)
     defn = engine.definition_of(wf)
-    spec = defn.activity(activity.activity_name)
-    wf_input = decode_payload(wf.input, field="input")
-    merged: Any = wf_input
-    if spec.input is not None:
-        merged = {**wf_input, **spec.input} if isinstance(wf_input, dict) else dict(spec.input)
-    return merged, wf.state
+    name = activity.activity_name
+    own = engine.remembered(activity.activity_exec_id)
+    if own is None and (split_item(name)[1] is not None or name in handlers(defn)):
+        own = engine.activity(activity.activity_exec_id)  # its input is on its row
+    return attempt_input(defn, wf.input, own.input if own else None, name), wf.state
 
 
 def upstream_outputs(engine: Engine, activity: ActivityExec) -> dict[str, Any]:
-    """Outputs of the COMPLETED latest attempts of ``activity``'s upstreams, by name."""
+    """What ``activity`` sees of its upstreams, by name: the outputs of those that
+    COMPLETED (a handler's in place of a failure it handled; None past a failure with
+    ``on_failure: continue``)."""
+    return upstream_view(engine, activity)[0]
+
+
+def upstream_view(engine: Engine,
+                  activity: ActivityExec) -> tuple[dict[str, Any], dict[str, str]]:
+    """:func:`upstream_outputs` and the errors of the upstreams it runs past."""
     version = activity.workflow_version
     if version is None:
         version = engine.workflow(activity.workflow_exec_id).version
     _, defn = engine.definition(activity.workflow_name, version)
-    spec = defn.activity(activity.activity_name)
-    upstream: dict[str, Any] = {}
-    if spec.depends_on:
-        latest = engine.latest_attempts(activity.workflow_exec_id)
-        for dep in spec.depends_on:
-            item = latest.get(dep)
-            if item is not None and item.state is A.COMPLETED:
-                upstream[dep] = decode_payload(item.output, field="output")
-    return upstream
+    if not defn.activity(activity.activity_name).depends_on:
+        return {}, {}
+    return upstream_values(engine, activity.workflow_exec_id, defn, activity.activity_name)
 
 
 class _Heartbeater(threading.Thread):

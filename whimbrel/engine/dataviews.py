@@ -1,0 +1,47 @@
+"""The public view of a run, with what data-driven workflows add to it (pure): each
+map's progress over its items, and the child runs its attempts started."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from whimbrel.contract.dataflow import child_request_id, split_item
+from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.ids import workflow_exec_id_for
+from whimbrel.contract.outcomes import map_items, map_progress
+from whimbrel.contract.records import ActivityRecord, WorkflowRecord
+from whimbrel.contract.states import ActivityState
+from whimbrel.engine.views import ActivityExec, WorkflowExec
+
+
+def run_view(defn: WorkflowDefinition | None, wf: WorkflowRecord,
+             records: Sequence[ActivityRecord]) -> WorkflowExec:
+    """The run with every attempt; maps carry their progress and attempts that started
+    a child run name it (when the definition is at hand)."""
+    view = WorkflowExec.from_record(wf, tuple(ActivityExec.from_record(r) for r in records))
+    if defn is None:
+        return view
+    children: list[tuple[float, str]] = []
+
+    def shaped(act: ActivityExec) -> ActivityExec:
+        base = split_item(act.activity_name)[0]
+        if base not in defn.names:
+            return act
+        spec = defn.activity(base)
+        if spec.launcher.kind == "workflow" and _started(act):
+            child = workflow_exec_id_for(child_request_id(act.activity_exec_id))
+            children.append((act.started_epoch or act.created_epoch, child))
+            act = replace(act, child_workflow_exec_id=child)
+        if spec.map_over is not None and act.item_index is None and act.map_size is not None:
+            progress = map_progress(map_items(records, base), act.map_size, spec)
+            act = replace(act, progress=progress)
+        return act
+
+    return replace(view, activities=tuple(shaped(a) for a in view.activities),
+                   items=tuple(shaped(a) for a in view.items),
+                   child_workflow_exec_ids=tuple(c for _, c in sorted(children)))
+
+
+def _started(act: ActivityExec) -> bool:
+    return any(h.state == ActivityState.RUNNING.value for h in act.history)

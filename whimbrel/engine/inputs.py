@@ -1,0 +1,111 @@
+"""What an attempt runs with: its input, and what it sees of its upstreams.
+
+* An attempt that carries its own input (a map item's element, a failure handler's
+  error) runs with it; any other with the workflow's input merged with the activity's
+  static input.
+* An upstream counts by its resolution (contract/outcomes.py): its output, a handler's
+  output in its place, or nothing (with the error) past ``on_failure: continue``. A map
+  upstream's output is the list of its items' outputs, read from the items when it was
+  too large to keep on the map's own row.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from whimbrel.contract.dataflow import CONTINUE, items_prefix, split_item
+from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.errors import InvalidInput
+from whimbrel.contract.limits import MAX_INPUT_BYTES
+from whimbrel.contract.outcomes import map_items, map_output, resolution, upstream_view
+from whimbrel.contract.payloads import decode_payload
+from whimbrel.contract.records import ActivityRecord
+from whimbrel.contract.states import ActivityState
+from whimbrel.engine.base import EngineBase, latest_of
+
+A = ActivityState
+
+
+def own_input(value: Any, field: str = "input") -> str:
+    """JSON text of an attempt's own input (``null`` included: an element may be null).
+
+    Raises:
+        InvalidInput: not JSON-serialisable, or larger than MAX_INPUT_BYTES.
+    """
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"{field} is not JSON-serialisable: {exc}", field=field) from exc
+    if len(text.encode()) > MAX_INPUT_BYTES:
+        raise InvalidInput(f"{field} is {len(text.encode())} bytes of JSON, more than the "
+                           f"limit of {MAX_INPUT_BYTES}", field=field)
+    return text
+
+
+def attempt_input(defn: WorkflowDefinition, workflow_input: str | None,
+                  own: str | None, name: str) -> Any:
+    """The input an attempt of ``name`` runs with.
+
+    Its own input when it has one (merged under the activity's static input when both
+    are mappings); otherwise the workflow's input merged with the static input.
+    """
+    spec = defn.activity(name)
+    base = decode_payload(own if own is not None else workflow_input, field="input")
+    if spec.input is None:
+        return base
+    if isinstance(base, dict):
+        return {**base, **spec.input}
+    return base if own is not None else dict(spec.input)
+
+
+def assembled(engine: EngineBase, wx: str, node: ActivityRecord) -> Any:
+    """A COMPLETED map's output: the list on its row, or read from its items."""
+    if node.output is not None or not node.map_size:
+        return decode_payload(node.output, field="output") if node.output else []
+    items = map_items(engine.store.list_activities(wx, items_prefix(node.activity_name)),
+                      node.activity_name)
+    return map_output(items, int(node.map_size))
+
+
+def upstream_values(engine: EngineBase, wx: str, defn: WorkflowDefinition, name: str,
+                    acts: Iterable[ActivityRecord] | None = None,
+                    ) -> tuple[dict[str, Any], dict[str, str]]:
+    """What an attempt of ``name`` sees of its upstreams: outputs by name, and the
+    errors of those it runs past (``on_failure: continue``)."""
+    records = list(engine.store.list_activities(wx) if acts is None else acts)
+    latest = latest_of(records)
+    outputs, errors = upstream_view(defn, latest, split_item(name)[0])
+    for dep in outputs:
+        node = latest.get(dep)
+        if node is not None and node.state is A.COMPLETED and node.map_size \
+                and node.output is None:
+            items = map_items(records, dep)
+            outputs[dep] = map_output(items, int(node.map_size))
+    return outputs, errors
+
+
+def upstream_value(engine: EngineBase, wx: str, defn: WorkflowDefinition, up: str) -> Any:
+    """The value ``up`` hands its dependents (what a map maps over), read with a Query
+    of ``up``'s attempts (and its handlers'), not of the whole run.
+
+    Raises:
+        ValueError: ``up`` is not resolved (the map cannot expand yet).
+    """
+    latest: dict[str, ActivityRecord] = {}
+    cur: str | None = up
+    while cur is not None and cur not in latest:
+        found = latest_of(engine.store.list_activities(wx, f"{cur}:")).get(cur)
+        if found is None:
+            break
+        latest[cur] = found
+        handler = defn.activity(cur).on_failure
+        cur = None if handler == CONTINUE else handler
+    res = resolution(defn, latest, up)
+    if res is None:
+        raise ValueError(f"upstream {up} has not completed")
+    node = latest[up]
+    if res.handled_by is None and node.state is A.COMPLETED and node.map_size:
+        return assembled(engine, wx, node)
+    return decode_payload(res.output, field="output") if res.output else None

@@ -1,0 +1,452 @@
+"""Maps: an activity that becomes one item per element of a list at run time.
+
+How it runs (docs/architecture.md, "Maps"):
+
+* **Expansion.** When the map's upstreams resolve, whoever advances it reads the list
+  and moves the map's own row ``REQUESTED → READY → RUNNING`` in one write (with
+  ``map_size``; the engine is the actor that runs a map). An empty list ends it
+  COMPLETED with ``[]`` in the same write; a bad list ends it FAILED.
+* **Lanes.** With ``max_concurrency = C`` the items form ``L = min(C, N)`` lanes: lane
+  ``k`` holds items ``k, k + C, k + 2C, …``, one at a time. The winner of the expansion
+  puts one fan-in edge per lane (``<map>#`` / ``k``), then creates the first item of
+  each lane. When an item ends for good (completed, or failed with no retry left), its
+  follow-up creates the next item of its lane — so at most ``C`` items exist unfinished,
+  and items are created lazily, with no counter anywhere.
+* **Completion.** The lane's last item deletes the lane's edge and looks for any edge
+  left (the fan-in trick: of two lanes ending together at least one sees none). The one
+  that sees none reads the items once, and ends the map COMPLETED with the items'
+  outputs in element order (kept on the row when they fit in MAX_OUTPUT_BYTES, read
+  from the items otherwise), or FAILED when more than ``tolerated_failures`` failed.
+* **Items** are activity executions ``<wx>:<map>#<index>:<attempt>`` that run as their
+  map (launcher, deadlines, retry policy); their input is their element. Each item is
+  created REQUESTED and moved on like any dependent, then ends: O(1) writes per item,
+  and no item is written more than a handful of times.
+* **Failing early.** With ``tolerated_failures = 0`` the first item that fails for good
+  fails the map; otherwise each such failure counts the failed items (one Query) and
+  fails the map once there are too many. A failed map asks its unfinished items to stop.
+
+A new item is created before it is moved on, and the workflow item (and, for a map that
+has an ``on_failure``, the map's own row) is read between the two: a cancel, a failure
+or a map's end that lands first is seen, and the item is cancelled instead of launched —
+the canceller moves first and lists second, the creator writes first and reads second.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from concurrent.futures import Future
+from typing import Any
+
+from whimbrel.contract.dataflow import (
+    item_name,
+    items_prefix,
+    lane_edges,
+    parse_map_over,
+    select,
+    split_item,
+)
+from whimbrel.contract.definitions import ActivityDefinition, WorkflowDefinition
+from whimbrel.contract.errors import StateConflict
+from whimbrel.contract.ids import activity_exec_id
+from whimbrel.contract.limits import MAX_OUTPUT_BYTES
+from whimbrel.contract.outcomes import (
+    generation,
+    item_failed,
+    map_items,
+    map_output,
+    open_activities,
+    retries_left,
+)
+from whimbrel.contract.payloads import decode_payload, encode_payload
+from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
+from whimbrel.contract.states import ActivityState, Transition, WorkflowState, activity_path
+from whimbrel.engine import rules
+from whimbrel.engine.base import latest_of
+from whimbrel.engine.flow import Flow
+from whimbrel.engine.inputs import own_input, upstream_value
+
+log = logging.getLogger("whimbrel.engine")
+
+A = ActivityState
+W = WorkflowState
+
+#: Lists of elements this engine keeps, by (run, map, redrive): a chain step reads the
+#: list once per process, not once per item.
+KNOWN_LISTS = 64
+
+#: The error type of a map whose list could not be read.
+BAD_LIST = "InvalidMapInput"
+
+
+def lanes(spec: ActivityDefinition, size: int) -> int:
+    return min(spec.max_concurrency or size, size)
+
+
+def is_map_node(spec: ActivityDefinition, name: str) -> bool:
+    """True for a map's own row (not one of its items)."""
+    return spec.map_over is not None and split_item(name)[1] is None
+
+
+class Maps(Flow):
+    """Expanding maps, chaining their items, ending them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lists: OrderedDict[tuple[str, str, int], list[Any]] = OrderedDict()
+        self._runs: OrderedDict[str, WorkflowRecord] = OrderedDict()
+
+    # -- hooks into the flow ------------------------------------------------------------------
+
+    def advance(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str, attempt: int,
+                source: ActivityState = A.REQUESTED, *, first: bool = False) -> None:
+        if is_map_node(defn.activity(name), name):
+            self.expand_map(wf, defn, name, attempt, source)
+        else:
+            super().advance(wf, defn, name, attempt, source, first=first)
+
+    def after(self, item: ActivityRecord,
+              wf_read: Future[WorkflowRecord] | None = None) -> None:
+        if split_item(item.activity_name)[1] is None:
+            super().after(item, wf_read)
+            return
+        state = item.state
+        if wf_read is not None:
+            wf_read.cancel()
+        if state is None or not state.is_terminal:
+            return
+        # The run as this process last read it, if of the item's generation: what the
+        # chain needs of it (names, version, input) does not change within one, and the
+        # next item's creation reads it afresh before anything is launched.
+        wf = self.run_of(item.workflow_exec_id, generation(item))
+        if wf.state is not W.RUNNING or retries_left(
+                item, self.definition_of(wf).activity(item.activity_name)):
+            wf = self.fresh_run(item.workflow_exec_id)
+        if wf.state is not W.RUNNING:
+            self.settle(wf.workflow_exec_id)
+            return
+        self.after_item(wf, self.definition_of(wf), item)
+
+    def run_of(self, wx: str, gen: int) -> WorkflowRecord:
+        with self._lock:
+            known = self._runs.get(wx)
+        if known is not None and known.redrives == gen:
+            return known
+        return self.fresh_run(wx)
+
+    def fresh_run(self, wx: str) -> WorkflowRecord:
+        """Read the workflow item, and keep it for the chain steps of its maps."""
+        wf = self.workflow(wx)
+        with self._lock:
+            self._runs[wx] = wf
+            self._runs.move_to_end(wx)
+            while len(self._runs) > KNOWN_LISTS:
+                self._runs.popitem(last=False)
+        return wf
+
+    def on_failure(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                   item: ActivityRecord) -> None:
+        if is_map_node(defn.activity(item.activity_name), item.activity_name):
+            # A map never retries as a whole: its items retried already.
+            why = f"map {item.activity_name} {item.state}"
+            self.failed_for_good(wf, defn, item, f"{why}: {item.error}" if item.error else why)
+            return
+        super().on_failure(wf, defn, item)
+
+    def stop_activity(self, act: ActivityRecord, defn: WorkflowDefinition, *,
+                      ask_running: bool) -> bool:
+        if act.state is not A.RUNNING or not is_map_node(defn.activity(act.activity_name),
+                                                          act.activity_name):
+            return super().stop_activity(act, defn, ask_running=ask_running)
+        # The engine runs a map; asked to stop, it stops at once (its items are stopped
+        # as activities of their own): RUNNING -> CANCELLED_RUNNING -> CANCELLED.
+        self.end_map_node(act, activity_path(A.RUNNING, Transition.CANCEL, Transition.FAILED),
+                      defn, error="stopped with its workflow")
+        return False
+
+    # -- expansion ------------------------------------------------------------------------------
+
+    def map_elements(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str) -> list[Any]:
+        """The map's list (read once per process and redrive).
+
+        Raises:
+            ValueError: the source is missing, not a list, or too long.
+        """
+        key = (wf.workflow_exec_id, name, wf.redrives)
+        with self._lock:
+            cached = self._lists.get(key)
+        if cached is not None:
+            return cached
+        source = parse_map_over(str(defn.activity(name).map_over))
+        if source.upstream is None:
+            value = decode_payload(wf.input, field="input")
+        else:
+            value = upstream_value(self, wf.workflow_exec_id, defn, source.upstream)
+        found = select(value, source)
+        with self._lock:
+            self._lists[key] = found
+            while len(self._lists) > KNOWN_LISTS:
+                self._lists.popitem(last=False)
+        return found
+
+    def expand_map(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str, attempt: int,
+               source: ActivityState) -> None:
+        """Start a map whose upstreams resolved (its attempt is REQUESTED or READY)."""
+        if wf.state is not W.RUNNING or source not in (A.REQUESTED, A.READY):
+            return
+        spec = defn.activity(name)
+        aeid = activity_exec_id(wf.workflow_exec_id, name, attempt)
+        path = activity_path(source, *((Transition.READY,) if source is A.REQUESTED else ()),
+                             Transition.RUNNING)
+        node = ActivityRecord(wf.workflow_exec_id, aeid, name, wf.workflow_name, attempt,
+                              source, workflow_version=wf.version)
+        try:
+            items = self.map_elements(wf, defn, name)
+        except ValueError as exc:
+            end = activity_path(path[-1], Transition.FAILED)
+            self.end_map_node(node, (*path, *end), defn, error=str(exc), error_type=BAD_LIST,
+                          expected=source)
+            return
+        if not items:
+            end = activity_path(path[-1], Transition.COMPLETED)
+            self.end_map_node(node, (*path, *end), defn, output="[]", expected=source)
+            return
+        now = self.clock()
+        try:
+            # Whoever advances a map runs it: no other actor moves it between READY and
+            # RUNNING, and one write picks one runner (docs/contract.md).
+            self.move(aeid, source, path, {"started_epoch": now, "map_size": len(items),
+                                           "timer_epoch": REMOVE})
+        except StateConflict:
+            return  # expanded by someone else
+        self.start_lanes(wf, defn, name, len(items), range(lanes(spec, len(items))))
+
+    def start_lanes(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
+                    size: int, which: range | list[int]) -> None:
+        """Put the edges of lanes ``which``, then start each at its first open item.
+
+        Edges go first: no item of these lanes exists yet (or, after a redrive, none of
+        this generation), so none can end and consume an edge before all are written.
+        """
+        spec = defn.activity(name)
+        width = lanes(spec, size)
+        done: set[int] = set()
+        if wf.redrives:  # a redrive keeps what completed: skip those items
+            done = {i for i, a in map_items(self.store.list_activities(
+                wf.workflow_exec_id, items_prefix(name)), name).items()
+                if a.state is A.COMPLETED}
+        starts = {k: next((j for j in range(k, size, width) if j not in done), None)
+                  for k in which}
+        busy = [k for k, j in starts.items() if j is not None]
+        if busy:
+            self.store.put_dependencies(wf.workflow_exec_id, lane_edges(name),
+                                        [str(k) for k in busy])
+        self.each(lambda k: self.chain_lane(wf, defn, name, starts[k], k), busy)
+        if len(busy) < len(starts) and not self.store.pending_dependencies(
+                wf.workflow_exec_id, lane_edges(name)):
+            self.finish_map(wf, defn, name)
+
+    # -- items ----------------------------------------------------------------------------------
+
+    def after_item(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                   item: ActivityRecord) -> None:
+        """Follow-ups of an item's end: its retry, or the next item of its lane."""
+        name, index = split_item(item.activity_name)
+        assert index is not None
+        spec = defn.activity(name)
+        if retries_left(item, spec):
+            super().on_failure(wf, defn, item)  # a new attempt of this item
+            return
+        if spec.on_failure is not None and not self.map_running(wf, name):
+            # A straggler of a map that failed while its workflow goes on: the last one
+            # to stop may be all the run waited for.
+            if not open_activities(defn, latest_of(self.store.list_activities(
+                    wf.workflow_exec_id))):
+                self.complete_if_done(wf, defn)
+            return
+        if item_failed(item, spec) and self.too_many_failures(wf, spec, name):
+            self.fail_map(wf, defn, name, f"item {index} {item.state}: {item.error or ''}")
+            return
+        items = self.map_elements(wf, defn, name)
+        width = lanes(spec, len(items))
+        self.chain_lane(wf, defn, name, index + width, index % width)
+
+    def chain_lane(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
+              index: int | None, lane: int) -> None:
+        """Start the first open item of ``lane`` from ``index`` on, or end the lane."""
+        items = self.map_elements(wf, defn, name)
+        width = lanes(defn.activity(name), len(items))
+        j = index
+        while j is not None and j < len(items):
+            if self.start_item(wf, defn, name, j, items[j]):
+                return
+            j += width
+        wx = wf.workflow_exec_id
+        self.store.delete_dependency(wx, lane_edges(name), str(lane))
+        if not self.store.pending_dependencies(wx, lane_edges(name)):
+            self.finish_map(wf, defn, name)
+
+    def start_item(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
+                   index: int, element: Any) -> bool:
+        """Create item ``index`` (its next attempt after a redrive) and move it on.
+        False when it COMPLETED already (before a redrive): the lane goes on."""
+        wx, iname = wf.workflow_exec_id, item_name(name, index)
+        record = self.new_attempt(wf, defn, iname, 1, self.clock()).with_changes(
+            input=own_input(element, f"element {index} of {name}"))
+        fresh = self.store.create_activity(record)
+        if not fresh:  # a replay, or an item that ran before a redrive
+            latest = latest_of(self.store.list_activities(wx, f"{iname}:"))[iname]
+            if latest.state is A.COMPLETED:
+                return False
+            record = latest
+            if generation(latest) < wf.redrives:  # it failed before the redrive: a new go
+                record = self.new_attempt(wf, defn, iname, latest.attempt + 1, self.clock(),
+                                          ).with_changes(input=latest.input,
+                                                         retry_base=latest.attempt)
+                fresh = self.store.create_activity(record)
+        # Created first, read second (a cancel, a failure or the map's end that landed
+        # in between is seen here, and the item is not launched).
+        current = self.fresh_run(wx)
+        spec = defn.activity(name)
+        if current.state is not W.RUNNING or (
+                spec.on_failure is not None and not self.map_running(current, name)):
+            if fresh:
+                self.stop_activity(record, defn, ask_running=False)
+            self.settle(wx)
+            return True
+        self.advance(current, defn, iname, record.attempt)
+        return True
+
+    # -- the map's own end ------------------------------------------------------------------------
+
+    def map_node(self, wx: str, name: str) -> ActivityRecord | None:
+        """The map's latest attempt (one Query of its attempts)."""
+        return latest_of(self.store.list_activities(wx, f"{name}:")).get(name)
+
+    def map_running(self, wf: WorkflowRecord, name: str) -> bool:
+        node = self.map_node(wf.workflow_exec_id, name)
+        return node is not None and node.state is A.RUNNING
+
+    def too_many_failures(self, wf: WorkflowRecord, spec: ActivityDefinition,
+                          name: str) -> bool:
+        if not spec.tolerated_failures:
+            return True
+        items = map_items(self.store.list_activities(wf.workflow_exec_id, items_prefix(name)),
+                          name)
+        return sum(1 for a in items.values() if item_failed(a, spec)) \
+            > spec.tolerated_failures
+
+    def finish_map(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str) -> None:
+        """Every lane ended: end the map COMPLETED (or FAILED: too many failures)."""
+        wx = wf.workflow_exec_id
+        node = self.map_node(wx, name)
+        if node is None or node.state is not A.RUNNING or not node.map_size:
+            return
+        spec = defn.activity(name)
+        items = map_items(self.store.list_activities(wx, items_prefix(name)), name)
+        failed = [i for i, a in sorted(items.items()) if item_failed(a, spec)]
+        if len(failed) > spec.tolerated_failures:
+            self.fail_map(wf, defn, name, f"{len(failed)} item(s) failed (first: item "
+                          f"{failed[0]}), more than tolerated_failures "
+                          f"({spec.tolerated_failures})")
+            return
+        output: str | None = None
+        try:
+            output = encode_payload(map_output(items, int(node.map_size)), field="output",
+                                    max_bytes=MAX_OUTPUT_BYTES)
+        except ValueError:
+            log.info("map %s of %s: output kept on its items (too large)", name, wx)
+        self.end_map_node(node, (A.COMPLETED,), defn, output=output)
+
+    def fail_map(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
+                 why: str) -> None:
+        """End a running map FAILED (one winner), then stop its unfinished items."""
+        node = self.map_node(wf.workflow_exec_id, name)
+        if node is None or node.state is not A.RUNNING:
+            return
+        self.end_map_node(node, (A.FAILED,), defn, error=why, stop_items=True)
+
+    def end_map_node(self, node: ActivityRecord, path: tuple[ActivityState, ...],
+                 defn: WorkflowDefinition, *, output: str | None = None,
+                 error: str | None = None, error_type: str | None = None,
+                 expected: ActivityState | None = None, stop_items: bool = False) -> None:
+        """Move the map's own row along ``path`` to its end (one write), then its
+        follow-ups (the winner only)."""
+        wx, name = node.workflow_exec_id, node.activity_name
+        start = expected or node.state or A.RUNNING
+        changes = rules.changes_for(defn.activity(name), A.RUNNING, path[-1],
+                                    now=self.clock(), workflow_name=node.workflow_name,
+                                    retention=self.retention(defn), output=output,
+                                    error=error, error_type=error_type)
+        if start is not A.RUNNING:
+            changes["started_epoch"] = self.clock()
+            changes["map_size"] = 0 if output == "[]" else REMOVE
+        try:
+            moved = self.move(node.activity_exec_id, start, path, changes)
+        except StateConflict:
+            return
+        if path[-1] is not A.COMPLETED:  # lanes nobody will end
+            for lane in self.store.pending_dependencies(wx, lane_edges(name), limit=None):
+                self.store.delete_dependency(wx, lane_edges(name), lane)
+        if stop_items:
+            for item in self.store.list_activities(wx, items_prefix(name)):
+                self.stop_activity(item, defn, ask_running=True)
+        if path[-1] is not A.CANCELLED:
+            self.after(moved)
+
+    # -- repair ---------------------------------------------------------------------------------
+
+    def repair_maps(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                    acts: list[ActivityRecord]) -> bool:
+        """The reconciler's part for each RUNNING map: start lanes an expansion left
+        unstarted, move on items stuck before they ran, redo a lost chain step or lane
+        end, and end a map whose lanes all ended."""
+        latest = latest_of(acts)
+        repaired = False
+        for spec in defn.activities:
+            node = latest.get(spec.name)
+            if spec.map_over is None or node is None or node.state is not A.RUNNING \
+                    or not node.map_size:
+                continue
+            repaired |= self.repair_map(wf, defn, node, map_items(acts, spec.name))
+        return repaired
+
+    def repair_map(self, wf: WorkflowRecord, defn: WorkflowDefinition, node: ActivityRecord,
+                   items: dict[int, ActivityRecord]) -> bool:
+        name, size = node.activity_name, int(node.map_size or 0)
+        spec = defn.activity(name)
+        width = lanes(spec, size)
+        gen = generation(node)
+        pending = set(self.store.pending_dependencies(wf.workflow_exec_id, lane_edges(name),
+                                                      limit=None))
+        unstarted: list[int] = []
+        repaired = False
+        for lane in range(width):
+            mine = [j for j in range(lane, size, width)
+                    if j in items and generation(items[j]) >= gen]
+            if not mine:
+                if any(j not in items or items[j].state is not A.COMPLETED
+                       for j in range(lane, size, width)):
+                    unstarted.append(lane)
+                continue
+            act = items[mine[-1]]
+            state = act.state or A.REQUESTED
+            if not state.is_terminal:
+                if (state is A.REQUESTED and not (act.not_before_epoch or 0) > self.clock()) \
+                        or (state is A.READY and spec.launcher.is_push):
+                    self.advance(wf, defn, act.activity_name, act.attempt, state)
+                    repaired = True
+                continue
+            rest = range(mine[-1] + width, size, width)
+            broken = retries_left(act, spec) or any(
+                j not in items or items[j].state is not A.COMPLETED for j in rest)
+            if broken or str(lane) in pending:  # a lost chain step, retry or lane end
+                self.after_item(wf, defn, act)
+                repaired = True
+        if unstarted:
+            self.start_lanes(wf, defn, name, size, unstarted)
+            repaired = True
+        elif not pending and not repaired:
+            self.finish_map(wf, defn, name)  # every lane ended; the map's end was lost
+            repaired = True
+        return repaired

@@ -1,0 +1,158 @@
+"""Redrive: run an ended run again from where it broke (docs/contract.md, "Redrive").
+
+``REDRIVE`` is a move of the workflow machine: FAILED / CANCELLED / TIMED_OUT →
+RUNNING, made in one conditional write that also bumps ``redrive_count`` and is
+conditional on the count the redriver read — of concurrent redrives exactly one wins,
+even if the run ended again in between. Refused while an attempt is still running (a
+timed-out run's stragglers): two attempts of one activity never run at once.
+
+The winner then gives every activity that is not resolved (completed, or a failure its
+``on_failure`` took over) a new attempt, of the new *generation* (``redrive_count`` on
+the attempt; it starts a fresh retry budget), in two phases like a start:
+
+1. the fan-in edges of what will run again (only towards upstreams that are not
+   resolved), then every new attempt, REQUESTED; then ``redrive_ready`` on the workflow
+   item says phase one is complete;
+2. the new attempts whose upstreams are all resolved are moved on (launched).
+
+Nothing is launched before every edge exists, so no activity can become READY early. A
+crash in phase one leaves ``redrive_ready`` behind the count: the reconciler (and the
+follow-up of any attempt from before the redrive) redoes phase one — nothing of the new
+generation ran yet, so no edge was consumed — and then phase two. Completed activities
+and their outputs stay; a map keeps its completed items.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+from whimbrel.contract.dataflow import split_item
+from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.errors import NotAllowedNow, StateConflict
+from whimbrel.contract.ids import END_NODE
+from whimbrel.contract.outcomes import UNSUCCESSFUL, generation, resolution, unresolved
+from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
+from whimbrel.contract.states import ActivityState, WorkflowState, WorkflowTransition
+from whimbrel.contract.states import workflow_sources as sources_of
+from whimbrel.engine.base import latest_of
+from whimbrel.engine.flow import Flow
+
+A = ActivityState
+W = WorkflowState
+
+#: The states a run may be redriven from (FAILED, CANCELLED, TIMED_OUT).
+REDRIVABLE = sources_of(WorkflowTransition.REDRIVE)
+
+
+class RedriveNotAllowed(NotAllowedNow):
+    """A redrive is not possible now; the message says why."""
+
+    def __init__(self, message: str, *, workflow_exec_id: str, workflow_state: str) -> None:
+        super().__init__(message, workflow_exec_id=workflow_exec_id,
+                         workflow_state=workflow_state)
+        self.workflow_exec_id = workflow_exec_id
+        self.workflow_state = workflow_state
+
+
+class Redriving(Flow):
+    """The REDRIVE move and its follow-ups."""
+
+    def redrive(self, wx: str, *, actor: str | None = None) -> WorkflowRecord:
+        """Move an ended run back to RUNNING and start what did not complete.
+
+        Raises:
+            WorkflowNotFound: no such execution.
+            RedriveNotAllowed: the run is not FAILED, CANCELLED or TIMED_OUT, an attempt
+                of it still runs, or another redrive won.
+        """
+        wf = self.workflow(wx)
+        state = wf.state.value
+        if wf.state not in REDRIVABLE:
+            raise RedriveNotAllowed(
+                f"workflow {wx} is {state}: only a FAILED, CANCELLED or TIMED_OUT run can "
+                "be redriven", workflow_exec_id=wx, workflow_state=state)
+        running = sorted(a.activity_exec_id for a in self.store.list_activities(wx)
+                         if a.state is None or not a.state.is_terminal)
+        if running:
+            raise RedriveNotAllowed(
+                f"workflow {wx} still has running attempts ({', '.join(running[:5])}); "
+                "redrive it once they have stopped", workflow_exec_id=wx,
+                workflow_state=state)
+        defn = self.definition_of(wf)
+        now = self.clock()
+        check = now + self.reconcile_grace_seconds
+        if defn.timeout_seconds is not None:  # its deadline counts from the redrive
+            check = min(check, now + float(defn.timeout_seconds))
+        try:
+            moved = self.store.move_workflow(
+                wx, REDRIVABLE, W.RUNNING,
+                {"redrive_count": wf.redrives + 1, "redriven_epoch": now, "check_epoch": check,
+                 "ended_epoch": REMOVE, "expires_epoch": REMOVE, "error": REMOVE},
+                now=now, actor=actor or self.actor, workflow_name=wf.workflow_name,
+                if_unchanged={"redrive_count": wf.redrives})
+        except StateConflict as lost:
+            current = lost.current.state.value if lost.current is not None else state
+            raise RedriveNotAllowed(
+                f"workflow {wx} was redriven by another caller meanwhile (it is {current})",
+                workflow_exec_id=wx, workflow_state=current) from None
+        self.redrive_followups(moved, defn)
+        return moved
+
+    def redrive_followups(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> bool:
+        """Phase one (if not complete) and phase two of the run's latest redrive.
+        Idempotent; True if phase one had to be (re)done."""
+        gen = wf.redrives
+        if not gen or wf.redrive_ready == gen or wf.state is not W.RUNNING:
+            return False
+        wx = wf.workflow_exec_id
+        latest = latest_of(self.store.list_activities(wx))
+        open_ = set(unresolved(defn, latest))
+        todo = [n for n in defn.topological_order() if n in open_
+                and (n not in latest or generation(latest[n]) < gen)]
+        for name in todo:
+            deps = defn.activity(name).depends_on
+            if len(deps) > 1 and any(d in open_ for d in deps):
+                self.store.put_dependencies(wx, name, [d for d in deps if d in open_])
+        sinks = [s for s in defn.sinks if s in open_]
+        if len(defn.sinks) > 1 and sinks:
+            self.store.put_dependencies(wx, END_NODE, sinks)
+        now = self.clock()
+
+        def successor(name: str) -> ActivityRecord:
+            before = latest[name].attempt if name in latest else 0
+            record = self.new_attempt(wf, defn, name, before + 1, now).with_changes(
+                retry_base=before)
+            self.store.create_activity(record)
+            return record
+
+        attempts = {r.activity_name: r.attempt for r in self.each(successor, todo)}
+        attempts.update({n: a.attempt for n, a in latest.items()
+                         if n in open_ and generation(a) == gen})
+        self.store.set_workflow(wx, {"redrive_ready": gen}, states=[W.RUNNING])
+        ready = [n for n in attempts if all(resolution(defn, latest, d) is not None
+                                            for d in defn.activity(n).depends_on)]
+        self.each(lambda n: self.advance(wf, defn, n, attempts[n]), ready)
+        if not attempts:
+            self.complete_if_done(wf, defn)  # nothing was left to run
+        return True
+
+    def waiting_attempt(self, wf: WorkflowRecord, name: str) -> int:
+        if not wf.redrives:
+            return super().waiting_attempt(wf, name)
+        latest = latest_of(self.store.list_activities(wf.workflow_exec_id, f"{name}:"))
+        return latest[name].attempt if name in latest else 1
+
+    def after(self, item: ActivityRecord,
+              wf_read: Future[WorkflowRecord] | None = None) -> None:
+        if item.state not in UNSUCCESSFUL or split_item(item.activity_name)[1] is not None:
+            super().after(item, wf_read)
+            return
+        wf = wf_read.result() if wf_read is not None else self.workflow(item.workflow_exec_id)
+        if wf.state is W.RUNNING and generation(item) < wf.redrives:
+            # An attempt from before the redrive (a late follow-up, a reconcile visit):
+            # its activity got (or gets now) a new attempt; it fails nothing.
+            self.redrive_followups(wf, self.definition_of(wf))
+            return
+        done: Future[WorkflowRecord] = Future()
+        done.set_result(wf)
+        super().after(item, done)
