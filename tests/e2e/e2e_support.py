@@ -48,7 +48,8 @@ class RawClient:
         return request_id
 
     def event(self, activity_exec_id: str, transition: str, *, output: Any = None,
-              error: str | None = None, native_output: bool = False) -> str:
+              error: str | None = None, native_output: bool = False,
+              error_type: str | None = None) -> str:
         event_id = str(uuid.uuid4())
         item: dict[str, Any] = {
             "activity_event_id": {"S": event_id},
@@ -60,6 +61,8 @@ class RawClient:
             item["output"] = (to_ddb(output) if native_output else {"S": json.dumps(output)})
         if error is not None:
             item["error"] = {"S": error}
+        if error_type is not None:
+            item["error_type"] = {"S": error_type}
         self.ddb.put_item(TableName=f"{self.prefix}activity_event", Item=item)
         return event_id
 

@@ -15,6 +15,7 @@ import typer
 
 from whimbrel import WorkflowExec
 from whimbrel.cli.app import VERSION_RANGE, Cli, CliError, ExitCode, app, command
+from whimbrel.cli.cmd_data import expanded, items_list, items_table
 from whimbrel.cli.graph import GraphvizMissing, to_dot, to_mermaid, to_svg
 from whimbrel.cli.live import definition_of, exit_for, follow
 from whimbrel.cli.render import status_view, timeline_table, workflows_table
@@ -146,6 +147,8 @@ def status(
                     ] = View.table,
     all_attempts: Annotated[bool, typer.Option(
         "--all-attempts", help="One row per attempt instead of the latest only.")] = False,
+    expand: Annotated[list[str] | None, typer.Option(
+        "--expand", "-x", help="List the items of this map (repeatable).")] = None,
     interval: IntervalOpt = 1.0,
     timeout: TimeoutOpt = None,
 ) -> None:
@@ -162,10 +165,13 @@ def status(
         wf = follow(cli, workflow_exec_id, defn, interval=interval, timeout=timeout,
                     view=view.value)
     now = cli.wb.clock()
+    maps = expanded(wf, expand)
     if cli.json:
-        cli.emit(workflow_dict(wf, now=now, defn=defn))
+        cli.emit({**workflow_dict(wf, now=now, defn=defn),
+                  **({"items": {m: items_list(wf, m, now) for m in maps}} if maps else {})})
     elif not (watch and cli.interactive):
-        cli.out.print(status_view(wf, defn, now, view=view.value, all_attempts=all_attempts))
+        cli.out.print(status_view(wf, defn, now, view=view.value, all_attempts=all_attempts,
+                                  more=tuple(items_table(wf, m, now) for m in maps)))
     if watch:
         raise typer.Exit(int(exit_for(wf.state)))
 

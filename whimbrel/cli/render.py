@@ -11,6 +11,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from whimbrel import ActivityExec, WorkflowExec
+from whimbrel.cli.datashapes import header_lines, note
 from whimbrel.cli.shapes import (
     TimelineEntry,
     activity_duration,
@@ -68,7 +69,7 @@ def _heartbeat(act: ActivityExec, now: float) -> str:
 def _waiting(act: ActivityExec, now: float) -> str:
     if act.state is A.REQUESTED and act.not_before_epoch and act.not_before_epoch > now:
         return f"retry in {human_duration(act.not_before_epoch - now)}"
-    return ""
+    return note(act)  # a map's progress, a child run
 
 
 def header(wf: WorkflowExec, now: float) -> Text:
@@ -80,6 +81,8 @@ def header(wf: WorkflowExec, now: float) -> Text:
     text.append(f"\n{wf.workflow_exec_id}  started {iso(wf.created_epoch)}", style="dim")
     if wf.error:
         text.append(f"\nerror: {first_line(wf.error, 200)}", style="red")
+    for line in header_lines(wf):  # parent run, redrives
+        text.append(f"\n{line}", style="dim")
     return text
 
 
@@ -144,11 +147,12 @@ def activities_tree(wf: WorkflowExec, defn: WorkflowDefinition | None, now: floa
 
 
 def status_view(wf: WorkflowExec, defn: WorkflowDefinition | None, now: float, *,
-                view: str = "table", all_attempts: bool = False) -> RenderableType:
+                view: str = "table", all_attempts: bool = False,
+                more: tuple[RenderableType, ...] = ()) -> RenderableType:
     if view == "tree":
         return activities_tree(wf, defn, now)
     return Group(header(wf, now), Text(""),
-                 activities_table(wf, defn, now, all_attempts=all_attempts))
+                 activities_table(wf, defn, now, all_attempts=all_attempts), *more)
 
 
 def timeline_table(entries: Sequence[TimelineEntry], start: float) -> Table:

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from whimbrel import ActivityExec, WorkflowExec
+from whimbrel.cli.datashapes import activity_extras, run_extras
 from whimbrel.contract.definitions import WorkflowDefinition
 
 
@@ -81,6 +82,7 @@ def activity_dict(act: ActivityExec, *, latest: bool, now: float,
         "not_before_epoch": act.not_before_epoch,
         "output": act.output,
         "error": act.error,
+        **activity_extras(act),
     }
 
 
@@ -97,6 +99,7 @@ def workflow_dict(wf: WorkflowExec, *, now: float, defn: WorkflowDefinition | No
         "ended_epoch": wf.ended_epoch,
         "duration_seconds": workflow_duration(wf, now),
         "error": wf.error,
+        **run_extras(wf),
     }
     if with_activities:
         latest = {a.activity_exec_id for a in wf.latest_activities.values()}

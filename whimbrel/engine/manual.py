@@ -11,7 +11,8 @@ Semantics (docs/cli.md, ``whimbrel retry``):
   decided: ``settle`` cancels whatever has not started, and the workflow contract has no
   move back to ``RUNNING``; a retry then could only produce a run whose result is
   ignored. A ``FAILED`` / ``CANCELLED`` / ``COMPLETED`` workflow is terminal. In those
-  cases the caller gets :class:`RetryNotAllowed` and should start a new run.
+  cases the caller gets :class:`RetryNotAllowed`; an ended run can be redriven
+  (``engine/redrive.py``) or started anew.
 * When the next attempt already exists and waits for its back-off (an automatic retry
   is scheduled), the manual retry launches that attempt now instead of creating another.
 * Idempotent under races: two operators retrying together create the one row
@@ -67,8 +68,8 @@ def retry_activity(engine: Engine, activity_exec_id_: str, *,
     if wf.state is not W.RUNNING:
         raise RetryNotAllowed(
             f"workflow {wf.workflow_exec_id} is {wf.state.value}: a retry is only possible "
-            "while it is RUNNING (its failure is already decided); start a new run with "
-            "`whimbrel submit`", activity_exec_id=activity_exec_id_, state=state.value,
+            "while it is RUNNING (its failure is already decided); once it has ended, "
+            "redrive it (`whimbrel redrive`)", activity_exec_id=activity_exec_id_, state=state.value,
             workflow_state=wf.state.value)
     defn = engine.definition_of(wf)
     name = item.activity_name

@@ -151,7 +151,8 @@ class DependencyModel(Model):
 
 class ActivityEventModel(Model):
     activity_event_id = UnicodeAttribute(hash_key=True)
-    activity_exec_id = UnicodeAttribute()
+    #: Absent on a row that acts on a whole run (REDRIVE names workflow_exec_id).
+    activity_exec_id = UnicodeAttribute(null=True)
     activity_name = UnicodeAttribute(null=True)
     workflow_exec_id = UnicodeAttribute(null=True)
     workflow_name = UnicodeAttribute(null=True)

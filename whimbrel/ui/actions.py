@@ -114,9 +114,10 @@ ACTIONS: tuple[Action, ...] = (
            _retryable, lambda wb, aeid, form: wb.retry_activity(aeid),
            done="Retry launched."),
     Action("redrive", "Redrive", "run", "redrive_workflow",
-           "Runs the failed run again from where it failed: failed and cancelled "
-           "activities get a new attempt, completed ones keep their output.",
-           lambda wf, _: wf.state is W.FAILED,
+           "Runs the run again from where it broke: every activity that did not complete "
+           "gets a new attempt, completed ones keep their output (a map its completed "
+           "items).",
+           lambda wf, _: wf.state in (W.FAILED, W.CANCELLED, W.TIMED_OUT),
            lambda wb, wx, form: wb.redrive_workflow(wx), done="Redrive started."),
     _verdict("approve", "Approve", "Records your approval; the activity completes and its "
              "dependents start.", done="Approved."),

@@ -218,7 +218,8 @@ class Console:
         if action.target == "run":
             return self.wb.get_workflow(target), None
         wf = self.wb.get_workflow(parse_activity_exec_id(target).workflow_exec_id)
-        act = next((a for a in wf.activities if a.activity_exec_id == target), None)
+        act = next((a for a in (*wf.activities, *wf.items)
+                    if a.activity_exec_id == target), None)
         if act is None:
             self.wb.get_activity(target)  # raises ActivityNotFound
         return wf, act

@@ -38,6 +38,7 @@ from whimbrel.contract.errors import (
     ActivityTimedOut,
     IllegalTransition,
     InvalidInput,
+    NotAllowedNow,
     StateConflict,
     WhimbrelError,
 )
@@ -197,7 +198,9 @@ class Intake:
         return result
 
     def _apply_event(self, record: Mapping[str, Any], item: ActivityEventItem) -> IntakeResult:
-        aeid = item.activity_exec_id
+        if item.verb is Command.REDRIVE:
+            return self._redrive(item)
+        aeid = str(item.activity_exec_id)
         key = parse_activity_exec_id(aeid)
         _check_event(item, key.workflow_exec_id, key.activity_name)
         verb = item.verb
@@ -219,6 +222,22 @@ class Intake:
                             activity_exec_id=aeid, transition=verb.value,
                             new_state=moved.state.value)
 
+    def _redrive(self, item: ActivityEventItem) -> IntakeResult:
+        """A REDRIVE row: redrive the run it names (docs/simple-api.md). A redelivered
+        row is recognised by its actor tag in the run's history."""
+        wx, actor = str(item.workflow_exec_id), f"event:{item.activity_event_id}"
+        try:
+            self.engine.redrive(wx, actor=actor)
+        except NotAllowedNow:
+            wf = self.engine.workflow(wx)
+            if not any(h.by == actor for h in wf.history):
+                raise
+            self.engine.redrive_followups(wf, self.engine.definition_of(wf))
+            return IntakeResult(Outcome.DUPLICATE, workflow_exec_id=wx,
+                                transition=Command.REDRIVE.value, new_state=wf.state.value)
+        return IntakeResult(Outcome.APPLIED, workflow_exec_id=wx,
+                            transition=Command.REDRIVE.value, new_state="RUNNING")
+
     def _heartbeat(self, aeid: str) -> IntakeResult:
         wx = parse_activity_exec_id(aeid).workflow_exec_id
         try:
@@ -235,7 +254,7 @@ class Intake:
     def _not_applied(self, record: Mapping[str, Any], item: ActivityEventItem, actor: str,
                      exc: StateConflict | IllegalTransition, output: Any,
                      error: Any) -> IntakeResult:
-        aeid = item.activity_exec_id
+        aeid = str(item.activity_exec_id)
         verb = item.verb
         current = exc.current if isinstance(exc, StateConflict) and exc.current else \
             self.engine.store.get_activity(aeid)
@@ -278,7 +297,7 @@ class Intake:
         RUNNING move is applied first, by the same reporter (and under the same guards),
         then the end; the late RUNNING event is then recognised as already implied.
         """
-        aeid = item.activity_exec_id
+        aeid = str(item.activity_exec_id)
         verb = item.verb
         assert isinstance(verb, Transition)
         try:

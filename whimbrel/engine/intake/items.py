@@ -6,7 +6,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, cast
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 from whimbrel.contract.commands import Command
 from whimbrel.contract.states import Transition
@@ -15,6 +15,10 @@ from whimbrel.contract.states import Transition
 #: the two enums (never spelled twice), so a bad verb gets one message listing them all.
 RowVerb = cast(type[StrEnum], StrEnum(
     "RowVerb", [(v.value, v.value) for v in (*Transition, *Command)]))
+
+
+#: Row verbs that act on a whole run, named by ``workflow_exec_id``.
+RUN_VERBS = frozenset({Command.REDRIVE})
 
 
 def row_verb(value: StrEnum) -> Transition | Command:
@@ -49,7 +53,9 @@ class ActivityEventItem(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     activity_event_id: str = Field(min_length=1, max_length=512)
-    activity_exec_id: str = Field(min_length=1, max_length=1024)
+    #: Required, except for a row that acts on a whole run (``REDRIVE``: then
+    #: ``workflow_exec_id`` names it).
+    activity_exec_id: str | None = Field(default=None, min_length=1, max_length=1024)
     #: A contract verb, or a :class:`~whimbrel.contract.commands.Command` (see ``verb``).
     transition: RowVerb  # type: ignore[valid-type]
     activity_name: str | None = None
@@ -66,3 +72,14 @@ class ActivityEventItem(BaseModel):
     @property
     def verb(self) -> Transition | Command:
         return row_verb(self.transition)
+
+    @model_validator(mode="after")
+    def _names_its_subject(self) -> ActivityEventItem:
+        if self.verb in RUN_VERBS:
+            if not self.workflow_exec_id:
+                raise ValueError(f"a {self.verb.value} row needs workflow_exec_id (the run "
+                                 "it acts on)")
+        elif not self.activity_exec_id:
+            raise ValueError("activity_exec_id is required (only a row acting on a whole "
+                             f"run, {', '.join(v.value for v in RUN_VERBS)}, goes without)")
+        return self

@@ -1,0 +1,49 @@
+"""What ``status`` shows of data-driven runs (pure): a map's progress and the links
+between a parent run and its children (``cmd_data.py`` lists a map's items)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from whimbrel import ActivityExec, WorkflowExec
+
+
+def activity_extras(act: ActivityExec) -> dict[str, Any]:
+    """The JSON keys an attempt gains: a map's progress, an item's index, its child."""
+    out: dict[str, Any] = {}
+    if act.item_index is not None:
+        out["item_index"] = act.item_index
+    if act.progress is not None:
+        out["map"] = act.progress.to_dict()
+    if act.child_workflow_exec_id is not None:
+        out["child_workflow_exec_id"] = act.child_workflow_exec_id
+    if act.called_by is not None:
+        out["called_by"] = act.called_by
+    return out
+
+
+def run_extras(wf: WorkflowExec) -> dict[str, Any]:
+    """The JSON keys a run gains: its parent, its children, its redrives."""
+    return {"parent_workflow_exec_id": wf.parent_workflow_exec_id,
+            "parent_activity_exec_id": wf.parent_activity_exec_id,
+            "child_workflow_exec_ids": list(wf.child_workflow_exec_ids),
+            "redrive_count": wf.redrive_count}
+
+
+def note(act: ActivityExec) -> str:
+    """The dim note of an activity's row: a map's progress, the child run it started."""
+    if act.progress is not None:
+        return f"map: {act.progress}"
+    if act.child_workflow_exec_id is not None:
+        return f"child run {act.child_workflow_exec_id}"
+    return ""
+
+
+def header_lines(wf: WorkflowExec) -> list[str]:
+    out = []
+    if wf.parent_activity_exec_id:
+        out.append(f"child of {wf.parent_workflow_exec_id} (attempt "
+                   f"{wf.parent_activity_exec_id})")
+    if wf.redrive_count:
+        out.append(f"redriven {wf.redrive_count} time(s)")
+    return out
