@@ -10,7 +10,7 @@ else can happen, so heartbeats go stale, retries come due and reconcile visits h
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from whimbrel import (
     ActivityDefinition,
@@ -50,6 +50,12 @@ class Plan:
     expected: WorkflowState
     behaviour: Behaviour = lambda name, attempt: "complete"
     cancel_when_running: str | None = None
+    #: Input of the run (a map's list).
+    input: dict[str, object] = field(default_factory=lambda: {"n": 1})
+    #: Definitions of the child runs it starts.
+    children: tuple[WorkflowDefinition, ...] = ()
+    #: When the run has FAILED once, redrive it (the plan's behaviour then lets it end).
+    redrive: bool = False
 
 
 @dataclass
@@ -77,22 +83,38 @@ def run_plan(wb: Whimbrel, clock: StepClock, launcher: RecordingLauncher, plan: 
             out.log.append(f"{what}: {type(exc).__name__}")
             return False, exc
 
-    crashed, _ = call("start", lambda: wb.start_workflow(plan.definition.name, {"n": 1},
+    crashed, _ = call("start", lambda: wb.start_workflow(plan.definition.name, plan.input,
                                                          request_id=request_id))
     if crashed and wb.store.get_workflow(wx) is None:
-        call("start again", lambda: wb.start_workflow(plan.definition.name, {"n": 1},
+        call("start again", lambda: wb.start_workflow(plan.definition.name, plan.input,
                                                       request_id=request_id))
     procs: dict[str, str] = {}  # activity_exec_id -> launched | running | gone
     cancel_sent = False
     for out.rounds in range(1, MAX_ROUNDS + 1):
         wf = wb.engine.get_workflow(wx)
-        if wf.state.is_terminal and all(a.state.is_terminal for a in wf.activities):
+        # A child's id is known once its parent's attempt runs; the child itself may not
+        # exist yet (its start was lost: the reconciler starts it).
+        runs = [wf, *(wb.engine.get_workflow(c) for c in wf.child_workflow_exec_ids
+                      if wb.store.get_workflow(c) is not None)]
+        if plan.redrive and wf.state is W.FAILED and not wf.redrive_count \
+                and all(a.state.is_terminal for a in (*wf.activities, *wf.items)):
+            crashed, _ = call("redrive", lambda: wb.redrive_workflow(wx))
+            if crashed and wb.engine.workflow(wx).state is W.FAILED:
+                call("redrive again", lambda: wb.redrive_workflow(wx))
+            continue
+        # Done when every run ended with nothing left to do: no attempt running, and no
+        # reconcile visit pending (a child keeps one until its parent heard of its end).
+        if all(r.state.is_terminal and all(a.state.is_terminal for a in (*r.activities,
+                                                                          *r.items))
+               and getattr(wb.store.get_workflow(r.workflow_exec_id), "check_epoch", 1) is None
+               for r in runs):
             return out
         progressed = False
+        mine = {r.workflow_exec_id for r in runs}
         for req in launcher.take():
-            if req.workflow_exec_id == wx:
+            if req.workflow_exec_id in mine:
                 procs[req.activity_exec_id] = "launched"
-        waiting = [a for a in wf.activities if a.state is ActivityState.READY
+        waiting = [a for a in (*wf.activities, *wf.items) if a.state is ActivityState.READY
                    and not plan.definition.activity(a.activity_name).launcher.is_push]
         claimed: object = None
         if waiting:  # claim only when something waits: each claim reads four shards
@@ -123,7 +145,8 @@ def run_plan(wb: Whimbrel, clock: StepClock, launcher: RecordingLauncher, plan: 
                     continue  # alive but silent: the heartbeat listener must notice
                 verb = Transition.COMPLETED if what == "complete" else Transition.FAILED
                 call(f"{what} {aeid}", lambda a=aeid, v=verb: wb.transition_activity(
-                    a, v, output={"ok": True}, error="planned failure"))
+                    a, v, output={"ok": True}, error="planned failure",
+                    error_type="Planned" if v is Transition.FAILED else None))
         if not progressed:
             clock.advance(IDLE_STEP)
             call("sweep", lambda: wb.sweep(clock()))
@@ -145,4 +168,22 @@ def plans() -> list[Plan]:
             W.FAILED, behaviour=lambda n, a: "fail" if n == "B" else "complete"),
         Plan("cancel", WorkflowDefinition("cancel", (act("A"), act("B", "A"))),
              W.CANCELLED, cancel_when_running="A"),
+        # Issue 14: a map whose second item fails for good, handled; a child run; a
+        # failed run redriven.
+        Plan("map-handler", WorkflowDefinition("maph", (
+            replace(act("M", attempts=1), map_over="$input.xs", max_concurrency=1,
+                    on_failure="H"),
+            act("H"), act("Z", "M"))), W.COMPLETED, input={"xs": ["a", "b"]},
+            behaviour=lambda n, a: "fail" if n == "M#1" else "complete"),
+        Plan("child", WorkflowDefinition("parent", (
+            ActivityDefinition("S", launcher=LauncherSpec.workflow("kid")),
+            act("B", "S"))), W.COMPLETED,
+            children=(WorkflowDefinition("kid", (act("K"),)),)),
+        # B's planned failure is non-retryable: final at once, while a lost launch of it
+        # (a crash) is still retried.
+        Plan("redrive", WorkflowDefinition("redrive", (act("A"), replace(
+            act("B", "A"), retry=RetryPolicy(max_attempts=3, initial_interval_seconds=5.0,
+                                             non_retryable=("Planned",))))),
+             W.COMPLETED, redrive=True,
+             behaviour=lambda n, a: "fail" if (n, a) == ("B", 1) else "complete"),
     ]

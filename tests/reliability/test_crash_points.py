@@ -31,21 +31,29 @@ FIGURES: dict[str, int] = {}
 def _check(wb: Whimbrel, launcher: RecordingLauncher, plan: Plan, wx: str, why: str) -> None:
     wf = wb.get_workflow(wx)
     assert wf.state is plan.expected, f"{plan.name} {why}: ended {wf.state.value}: {wf}"
-    assert_contract_holds(wf, plan.definition,
-                          launched=[r.activity_exec_id for r in launcher.requests
-                                    if r.workflow_exec_id == wx])
-    # A finished workflow leaves every sparse index: nothing for a later sweep to visit.
-    raw = wb.store.get_workflow(wx)
-    assert raw is not None and raw.check_epoch is None, f"{plan.name} {why}: reconcile armed"
-    for item in wb.store.list_activities(wx):
-        assert item.timer_epoch is None and item.claim_key is None, \
-            f"{plan.name} {why}: {item.activity_exec_id} still indexed"
+    defs = {d.name: d for d in (plan.definition, *plan.children)}
+    for run in (wf, *(wb.get_workflow(c) for c in wf.child_workflow_exec_ids)):
+        run_id = run.workflow_exec_id
+        assert_contract_holds(run, defs[run.workflow_name],
+                              launched=[r.activity_exec_id for r in launcher.requests
+                                        if r.workflow_exec_id == run_id])
+        # A finished run leaves every sparse index: nothing for a later sweep to visit.
+        raw = wb.store.get_workflow(run_id)
+        assert raw is not None and raw.check_epoch is None, \
+            f"{plan.name} {why}: reconcile armed on {run_id}"
+        for item in wb.store.list_activities(run_id):
+            assert item.timer_epoch is None and item.claim_key is None, \
+                f"{plan.name} {why}: {item.activity_exec_id} still indexed"
+        if plan.children and run is wf:
+            assert len(wf.child_workflow_exec_ids) == 1, wf  # one child, however replayed
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("plan", plans(), ids=lambda p: p.name)
 def test_crash_at_every_write(rwb: Whimbrel, step_clock: StepClock,
                               launcher: RecordingLauncher, plan: Plan) -> None:
+    for child in plan.children:
+        rwb.register_workflow(child)
     rwb.register_workflow(plan.definition)
     counter = FaultInjector()
     rwb.store.write_hooks.append(counter)

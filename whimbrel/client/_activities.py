@@ -30,15 +30,21 @@ class Activities:
         return self.engine.get_activity(activity_exec_id)
 
     def transition_activity(self, activity_exec_id: str, transition: Transition | str, *,
-                            output: Any = None, error: Any = None) -> ActivityExec:
-        """Apply a contract move to an activity and run its follow-ups.
+                            output: Any = None, error: Any = None,
+                            error_type: str | None = None) -> ActivityExec:
+        """Apply a contract move to an activity and run its follow-ups. ``error_type``
+        names the kind of a failure (``RetryPolicy.non_retryable`` lists those that are
+        never retried).
 
         Raises:
             IllegalTransition: the contract forbids the move.
             StateConflict: the activity is no longer in the state the move needs.
+            InvalidInput: a malformed ``error_type``.
         """
+        if error_type is not None:
+            checks.text(error_type, "error_type", max_chars=256)
         return self.engine.transition(activity_exec_id, Transition(transition),
-                                      output=output, error=error)
+                                      output=output, error=error, error_type=error_type)
 
     def heartbeat(self, activity_exec_id: str) -> None:
         """Report that a running activity is alive.

@@ -69,8 +69,8 @@ def retry_activity(engine: Engine, activity_exec_id_: str, *,
         raise RetryNotAllowed(
             f"workflow {wf.workflow_exec_id} is {wf.state.value}: a retry is only possible "
             "while it is RUNNING (its failure is already decided); once it has ended, "
-            "redrive it (`whimbrel redrive`)", activity_exec_id=activity_exec_id_, state=state.value,
-            workflow_state=wf.state.value)
+            "redrive it (`whimbrel redrive`)", activity_exec_id=activity_exec_id_,
+            state=state.value, workflow_state=wf.state.value)
     defn = engine.definition_of(wf)
     name = item.activity_name
     latest = engine.latest_attempts(wf.workflow_exec_id)[name]
