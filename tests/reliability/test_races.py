@@ -23,7 +23,12 @@ from whimbrel import (
     WorkflowDefinition,
     WorkflowState,
 )
-from whimbrel.contract.errors import ActivityStopped, StateConflict, WhimbrelError
+from whimbrel.contract.errors import (
+    ActivityStopped,
+    NotAllowedNow,
+    StateConflict,
+    WhimbrelError,
+)
 from whimbrel.contract.ids import activity_exec_id
 from whimbrel.contract.states import Transition
 from whimbrel.testing import RecordingLauncher, StepClock, assert_contract_holds
@@ -226,3 +231,77 @@ def test_processes_claim_and_move_the_same_activities(ddb_endpoint: str,
             wb.cancel_workflow(wx)
             assert _checked(wb, wx, defn).state is W.CANCELLED
     wb.close()
+
+
+# -- issue 14: redrives, map items, child starts -------------------------------------------
+
+
+def test_concurrent_redrives_one_takes_effect(rwb: Whimbrel, launcher: RecordingLauncher
+                                               ) -> None:
+    defn = _one("rdr", ActivityDefinition("A", launcher=EXT),
+                ActivityDefinition("B", ("A",), launcher=LAMBDA))
+    rwb.register_workflow(defn)
+    for _ in range(ROUNDS):
+        wx = rwb.start_workflow("rdr")
+        aeid = activity_exec_id(wx, "A", 1)
+        rwb.transition_activity(aeid, T.RUNNING)
+        rwb.transition_activity(aeid, T.FAILED, error="boom")
+        results = together(*[lambda w=wx: rwb.redrive_workflow(w)] * THREADS)
+        assert sum(r is None for r in results) == 1, results
+        assert all(isinstance(r, NotAllowedNow) for r in results if r is not None)
+        RACES["redrive one run (threads)"] += 1
+        wf = rwb.get_workflow(wx)
+        assert wf.redrive_count == 1 and wf.latest_activities["A"].attempt == 2
+        retry = activity_exec_id(wx, "A", 2)
+        rwb.transition_activity(retry, T.RUNNING)
+        rwb.transition_activity(retry, T.COMPLETED)
+        b = activity_exec_id(wx, "B", 2)  # B was cancelled with the failed run
+        rwb.transition_activity(b, T.RUNNING)
+        rwb.transition_activity(b, T.COMPLETED)
+        assert _checked(rwb, wx, defn, launcher).state is W.COMPLETED
+    assert launcher.doubled() == []
+
+
+def test_map_items_ending_at_once_end_the_map_once(rwb: Whimbrel,
+                                                  launcher: RecordingLauncher) -> None:
+    defn = _one("mapr", ActivityDefinition("M", launcher=EXT, map_over="$input.xs"),
+                ActivityDefinition("Z", ("M",), launcher=LAMBDA))
+    rwb.register_workflow(defn)
+    for _ in range(ROUNDS):
+        wx = rwb.start_workflow("mapr", {"xs": list(range(THREADS))})
+        items = [activity_exec_id(wx, f"M#{i}", 1) for i in range(THREADS)]
+        for aeid in items:
+            rwb.transition_activity(aeid, T.RUNNING)
+        results = together(*[lambda a=a: rwb.transition_activity(a, T.COMPLETED, output=a[-5:])
+                             for a in items])
+        assert not [r for r in results if isinstance(r, Exception)], results
+        RACES["map items end together (threads)"] += 1
+        wf = rwb.get_workflow(wx)
+        node = wf.activity("M")
+        assert [h.state for h in node.history].count("COMPLETED") == 1
+        assert node.output == [a[-5:] for a in items]
+        assert [r.activity_name for r in launcher.requests
+                if r.workflow_exec_id == wx] == ["Z"]  # launched once
+        rwb.transition_activity(activity_exec_id(wx, "Z", 1), T.RUNNING)
+        rwb.transition_activity(activity_exec_id(wx, "Z", 1), T.COMPLETED)
+        assert _checked(rwb, wx, defn, launcher).state is W.COMPLETED
+
+
+def test_a_child_start_replayed_at_once_starts_one_child(rwb: Whimbrel) -> None:
+    rwb.register_workflow(_one("kid", ActivityDefinition("K", launcher=EXT)))
+    defn = _one("dad", ActivityDefinition("S", launcher=LauncherSpec.workflow("kid")))
+    rwb.register_workflow(defn)
+    for _ in range(ROUNDS):
+        wx = rwb.start_workflow("dad")
+        aeid = activity_exec_id(wx, "S", 1)
+        results = together(*[lambda a=aeid: rwb.engine.start_child(a)] * THREADS)
+        assert len({r for r in results if isinstance(r, str)}) == 1, results
+        RACES["start one child (threads)"] += 1
+        [child] = rwb.get_workflow(wx).child_workflow_exec_ids
+        kid = rwb.get_workflow(child)
+        assert [a.activity_name for a in kid.activities] == ["K"]
+        claimed = rwb.claim(workflow_name="kid")
+        assert claimed is not None
+        rwb.transition_activity(claimed.activity_exec_id, T.COMPLETED, output={"k": 1})
+        assert _checked(rwb, wx, defn).state is W.COMPLETED
+        assert rwb.claim(workflow_name="kid") is None

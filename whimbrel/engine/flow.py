@@ -13,7 +13,6 @@ import logging
 from collections.abc import Sequence
 from concurrent.futures import Future
 
-from whimbrel.contract.dataflow import is_item
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import StateConflict, WhimbrelError
 from whimbrel.contract.ids import END_NODE, activity_exec_id, unit_random
@@ -247,10 +246,7 @@ class Flow(WorkflowEnding):
         spec = defn.activity(item.activity_name)
         ends = any(n.is_terminal for (s, t), n in ACTIVITY_TRANSITIONS.items()
                    if t is transition)
-        # A map item's follow-up reads the workflow after creating the next item, not
-        # before (engine/maps.py): no read here.
-        wf_read = self.in_background(self.workflow, item.workflow_exec_id) \
-            if ends and not is_item(item.activity_name) else None
+        wf_read = self.in_background(self.workflow, item.workflow_exec_id) if ends else None
         current: ActivityRecord = item
         try:
             while True:

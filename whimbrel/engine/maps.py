@@ -94,7 +94,6 @@ class Maps(Flow):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._lists: OrderedDict[tuple[str, str, int], list[Any]] = OrderedDict()
-        self._runs: OrderedDict[str, WorkflowRecord] = OrderedDict()
 
     # -- hooks into the flow ------------------------------------------------------------------
 
@@ -111,38 +110,15 @@ class Maps(Flow):
             super().after(item, wf_read)
             return
         state = item.state
-        if wf_read is not None:
-            wf_read.cancel()
         if state is None or not state.is_terminal:
+            if wf_read is not None:
+                wf_read.cancel()
             return
-        # The run as this process last read it, if of the item's generation: what the
-        # chain needs of it (names, version, input) does not change within one, and the
-        # next item's creation reads it afresh before anything is launched.
-        wf = self.run_of(item.workflow_exec_id, generation(item))
-        if wf.state is not W.RUNNING or retries_left(
-                item, self.definition_of(wf).activity(item.activity_name)):
-            wf = self.fresh_run(item.workflow_exec_id)
+        wf = wf_read.result() if wf_read is not None else self.workflow(item.workflow_exec_id)
         if wf.state is not W.RUNNING:
             self.settle(wf.workflow_exec_id)
             return
         self.after_item(wf, self.definition_of(wf), item)
-
-    def run_of(self, wx: str, gen: int) -> WorkflowRecord:
-        with self._lock:
-            known = self._runs.get(wx)
-        if known is not None and known.redrives == gen:
-            return known
-        return self.fresh_run(wx)
-
-    def fresh_run(self, wx: str) -> WorkflowRecord:
-        """Read the workflow item, and keep it for the chain steps of its maps."""
-        wf = self.workflow(wx)
-        with self._lock:
-            self._runs[wx] = wf
-            self._runs.move_to_end(wx)
-            while len(self._runs) > KNOWN_LISTS:
-                self._runs.popitem(last=False)
-        return wf
 
     def on_failure(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                    item: ActivityRecord) -> None:
@@ -306,7 +282,7 @@ class Maps(Flow):
                 fresh = self.store.create_activity(record)
         # Created first, read second (a cancel, a failure or the map's end that landed
         # in between is seen here, and the item is not launched).
-        current = self.fresh_run(wx)
+        current = self.workflow(wx)
         spec = defn.activity(name)
         if current.state is not W.RUNNING or (
                 spec.on_failure is not None and not self.map_running(current, name)):
