@@ -114,3 +114,9 @@ def soak(run: ActivityRun) -> Any:
         return {"stopped": True}
     return {"name": run.activity_name, "attempt": run.attempt,
             "upstream": sorted(run.upstream)}
+
+
+def scripted_list(run: ActivityRun) -> Any:
+    """Like ``scripted`` (counted once per run), returning a list to map over."""
+    _count_run(run)
+    return ["x", "y", "z"]

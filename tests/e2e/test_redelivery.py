@@ -73,7 +73,21 @@ DEFINITIONS = (
     WorkflowDefinition("rd_cancel", (ext("M"), py("N", "M"))),
     # A CANCEL event on a READY activity fails the workflow.
     WorkflowDefinition("rd_cancel_event", (ext("U"), ext("V"), py("W", "U", "V"))),
+    # Issue 14: a map of external items over a python upstream's list (two lanes); a
+    # failure handled by a python handler; a child run; a failed run redriven by a row.
+    WorkflowDefinition("rd_map", (
+        ActivityDefinition("L", launcher=LauncherSpec.python("wb_test_activities:scripted_list")),
+        ActivityDefinition("M", ("L",), map_over="L", max_concurrency=2),
+        py("P", "M"))),
+    WorkflowDefinition("rd_handler", (
+        ActivityDefinition("X", on_failure="H"), py("H"), py("Y", "X"))),
+    WorkflowDefinition("rd_kid", (py("K"),)),
+    WorkflowDefinition("rd_child", (
+        ActivityDefinition("C", launcher=LauncherSpec.workflow("rd_kid")), py("Q", "C"))),
+    WorkflowDefinition("rd_redrive", (ext("R"), py("S", "R"))),
 )
+#: Started by the rows of another shape only.
+CHILD_SHAPES = {"rd_kid"}
 
 
 @dataclass
@@ -109,12 +123,20 @@ def _script(shape: str, i: int) -> list[Step]:
                       Step("M", 1, "RUNNING", "cancel_workflow"),
                       Step("M", 1, "CANCELLED_RUNNING", "COMPLETED", {"m": "late"})],
         "rd_cancel_event": [Step("U", 1, "READY", "CANCEL")],
+        "rd_map": [*run("M#0", out={"m": 0}), *run("M#1", out={"m": 1}),
+                   *run("M#2", out={"m": 2})],
+        "rd_handler": [*run("X", verb="FAILED")],
+        "rd_child": [],
+        "rd_redrive": [*run("R", verb="FAILED"), Step("R", 1, "FAILED", "REDRIVE"),
+                       *run("R", 2, {"r": i})],
     }[shape]
 
 
 EXPECTED = {"rd_py_diamond": "COMPLETED", "rd_ext_diamond": "COMPLETED",
             "rd_mixed": "COMPLETED", "rd_retry": "COMPLETED", "rd_exhaust": "FAILED",
-            "rd_cancel": "CANCELLED", "rd_cancel_event": "FAILED"}
+            "rd_cancel": "CANCELLED", "rd_cancel_event": "FAILED", "rd_map": "COMPLETED",
+            "rd_handler": "COMPLETED", "rd_child": "COMPLETED", "rd_redrive": "COMPLETED",
+            "rd_kid": "COMPLETED"}
 
 
 @dataclass
@@ -137,6 +159,14 @@ class Driver:
                     break
                 if step.verb == "cancel_workflow":
                     self.rt.client.cancel_workflow(wx)
+                elif step.verb == "REDRIVE":  # a raw row, once the run has ended
+                    if self.rt.client.engine.workflow(wx).state != "FAILED":
+                        break
+                    self.raw.ddb.put_item(
+                        TableName=f"{self.raw.prefix}activity_event",
+                        Item={"activity_event_id": {"S": f"redrive-{wx}"},
+                              "transition": {"S": "REDRIVE"}, "workflow_exec_id": {"S": wx}})
+                    self.events += 1
                 else:
                     self.raw.event(aeid, step.verb, output=step.output,
                                    error="planned" if step.verb == "FAILED" else None)
@@ -165,7 +195,8 @@ def _summary(wf: WorkflowView) -> dict[str, Any]:
         "failed_because": (wf.error or "").split(":")[0],
         "activities": sorted(
             (a.activity_name, a.attempt, a.state.value, [h.state for h in a.history],
-             json.dumps(a.output, sort_keys=True)) for a in wf.activities),
+             json.dumps(a.output, sort_keys=True)) for a in (*wf.activities, *wf.items)),
+        "children": len(wf.child_workflow_exec_ids),
     }
 
 
@@ -220,7 +251,7 @@ def _run_logged(ddb_endpoint: str, seed: int | None, errors: HandlerErrors) -> R
             driver = Driver(rt, raw)
             started: list[tuple[WorkflowDefinition, int, str]] = []
             for i in range(COPIES):  # interleaved shapes: batches mix workflows
-                for d in DEFINITIONS:
+                for d in (d for d in DEFINITIONS if d.name not in CHILD_SHAPES):
                     rid = raw.request(d.name, {"i": i})
                     started.append((d, i, rid))
                     driver.todo[workflow_exec_id_for(rid)] = _script(d.name, i)
@@ -242,7 +273,10 @@ def _run_logged(ddb_endpoint: str, seed: int | None, errors: HandlerErrors) -> R
             assert rt.client.list_rejections() == [], f"seed {seed}: records rejected"
             views = [(d, rt.client.get_workflow(workflow_exec_id_for(rid)))
                      for d, _, rid in started]
-            wxs = {wf.workflow_exec_id for _, wf in views}
+            kid = next(d for d in DEFINITIONS if d.name in CHILD_SHAPES)
+            children = [(kid, rt.client.get_workflow(c)) for _, wf in views
+                        for c in wf.child_workflow_exec_ids]
+            wxs = {wf.workflow_exec_id for _, wf in (*views, *children)}
             runs = Counter({aeid: n for aeid, n in list(wb_test_activities.RUNS.items())
                             if aeid.split(":")[0] in wxs})
             figures = None
@@ -252,7 +286,7 @@ def _run_logged(ddb_endpoint: str, seed: int | None, errors: HandlerErrors) -> R
                     figures = figures + p.figures()
             return RunResult({(d.name, i): _summary(wf) for (d, i, _), (_, wf)
                               in zip(started, views, strict=True)},
-                             views, runs, driver.events, figures)
+                             [*views, *children], runs, driver.events, figures)
         finally:
             rt.client.store.delete_tables()
 
@@ -262,7 +296,7 @@ def _check_run(result: RunResult, seed: int | None) -> None:
         assert wf.state.value == EXPECTED[definition.name], \
             f"seed {seed}: {definition.name} ended {wf.state.value}: {wf}"
         assert_contract_holds(wf, definition)
-        for act in wf.activities:
+        for act in (*wf.activities, *wf.items):
             ran = [h for h in act.history if h.state == "RUNNING"]
             assert len(ran) <= 1, f"seed {seed}: {act.activity_exec_id} RUNNING twice"
             if definition.activity(act.activity_name).launcher.kind == "python":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import wb_data_activities as data
+from map_cost import measure
 
 from whimbrel import ActivityDefinition as Act
 from whimbrel import (
@@ -12,6 +13,7 @@ from whimbrel import (
     RetryPolicy,
     Whimbrel,
     WorkflowDefinition,
+    WorkflowExec,
     WorkflowState,
 )
 from whimbrel.testing import assert_contract_holds
@@ -81,26 +83,54 @@ def test_item_failures_within_tolerance_and_beyond(wb: Whimbrel) -> None:
     assert_contract_holds(no, defn)
 
 
-@pytest.mark.parametrize("lanes", [1, 20])
-def test_never_more_items_running_than_max_concurrency(wb: Whimbrel, lanes: int) -> None:
+def _peak_running(wf: WorkflowExec) -> int:
+    """The most items RUNNING at once, from the stored histories: an item counts from
+    its RUNNING entry to its end (ends first on equal times)."""
+    events = []
+    for act in wf.items:
+        run = [h.at for h in act.history if h.state == "RUNNING"]
+        events += [(run[0], 1), (act.history[-1].at, -1)]
+    running = peak = 0
+    for _, step in sorted(events):
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+@pytest.mark.slow
+def test_a_1000_item_map_runs_20_at_a_time_with_o1_writes_per_item(
+        ddb_endpoint: str, table_prefix: str) -> None:
+    with Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix,
+                  max_workers=32) as wb:
+        wb.create_tables()
+        cost = measure(wb, 1000, 20, name="wide")
+        print("\n" + cost.table())
+        wx = wb.list_workflows(name="wide").items[0].workflow_exec_id
+        wf = wb.get_workflow(wx)
+        assert 1 <= _peak_running(wf) <= 20
+        assert wf.activity("each").output == [None] * 1000
+        assert len(wf.items) == 1000
+        # O(1) writes per item and no hot row: create, RUNNING (one write from
+        # REQUESTED), COMPLETED; a lane edge is written twice; the map's own row 3 times
+        # (created, expanded RUNNING, COMPLETED); the workflow item twice.
+        assert cost.writes_per_item == 3.0 and cost.most_item_writes == 3
+        assert cost.edge_writes == 2 * 20
+        assert cost.map_row_writes == 3 and cost.workflow_writes == 2
+        assert cost.most_writes_any_row == 3
+        assert_contract_holds(wf, wb.get_definition("wide"))
+        wb.store.delete_tables()
+
+
+def test_one_lane_runs_items_one_after_the_other(wb: Whimbrel) -> None:
+    lanes = 1
     defn = WorkflowDefinition(f"wide{lanes}", (
         Act("each", launcher=py("wb_data_activities:noop"), map_over="$input.xs",
             max_concurrency=lanes),
     ))
     wb.register_workflow(defn)
-    n = 60 if lanes == 1 else 1000
+    n = 60
     wf = wb.wait(wb.start_workflow(defn.name, {"xs": list(range(n))}), timeout=120)
     assert wf.state is W.COMPLETED
     assert len(wf.activity("each").output) == n
-    # From the stored histories: an item counts from RUNNING to its end.
-    events = []
-    for act in wf.items:
-        run = [h.at for h in act.history if h.state == "RUNNING"]
-        end = act.history[-1].at
-        events += [(run[0], 1), (end, -1)]
-    running = peak = 0
-    for _, step in sorted(events, key=lambda e: (e[0], e[1])):  # ends first on ties
-        running += step
-        peak = max(peak, running)
-    assert 1 <= peak <= lanes
+    assert _peak_running(wf) == 1
     assert_contract_holds(wf, defn)

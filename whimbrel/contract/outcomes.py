@@ -33,9 +33,12 @@ def generation(item: ActivityRecord) -> int:
 
 def retries_left(item: ActivityRecord, spec: ActivityDefinition) -> bool:
     """True when the policy gives a FAILED or TIMED_OUT attempt another one: attempts of
-    this generation under ``max_attempts`` and an error type not ``non_retryable``."""
+    this generation under ``max_attempts`` and an error type not ``non_retryable`` (a
+    map's own attempt never: its policy is its items')."""
     if item.state not in RETRIED:
         return False
+    if spec.map_over is not None and split_item(item.activity_name)[1] is None:
+        return False  # a map never retries as a whole: its items did
     used = item.attempt - (item.retry_base or 0)
     return used < spec.retry.max_attempts and spec.retry.retries(item.error_type)
 

@@ -120,6 +120,16 @@ class Maps(Flow):
             return
         self.after_item(wf, self.definition_of(wf), item)
 
+    def new_attempt(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
+                    attempt: int, now: float, *, not_before: float | None = None,
+                    actor: str | None = None,
+                    previous: ActivityRecord | None = None) -> ActivityRecord:
+        record = super().new_attempt(wf, defn, name, attempt, now, not_before=not_before,
+                                     actor=actor, previous=previous)
+        if is_map_node(defn.activity(name), name):  # its items heartbeat; it does not
+            record = record.with_changes(heartbeat_timeout_seconds=None)
+        return record
+
     def on_failure(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                    item: ActivityRecord) -> None:
         if is_map_node(defn.activity(item.activity_name), item.activity_name):
@@ -241,7 +251,9 @@ class Maps(Flow):
                 self.complete_if_done(wf, defn)
             return
         if item_failed(item, spec) and self.too_many_failures(wf, spec, name):
-            self.fail_map(wf, defn, name, f"item {index} {item.state}: {item.error or ''}")
+            why = (item.error or "").strip().splitlines()[:1]
+            self.fail_map(wf, defn, name, f"item {index} {item.state}"
+                          + (f": {why[0][:300]}" if why else ""))
             return
         items = self.map_elements(wf, defn, name)
         width = lanes(spec, len(items))
