@@ -62,3 +62,9 @@ def handler(run: ActivityRun) -> Any:
 
 def child_sink(run: ActivityRun) -> Any:
     return {"child_input": run.input, "upstream": run.upstream}
+
+
+def indices(run: ActivityRun) -> Any:
+    """The item indices its (map) upstream's outputs carry, in order."""
+    (outputs,) = run.upstream.values()
+    return [o["index"] for o in outputs]

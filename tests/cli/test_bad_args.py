@@ -133,6 +133,9 @@ def corpus(f: dict[str, str], done: str) -> list[Bad]:
         Bad("table prefix with a slash", ("list", "--table-prefix", "a b/"), USAGE,
             "--table-prefix 'a b/'"),
         Bad("--days 0", ("rejections", "--days", "0"), USAGE, "--days"),
+        Bad("redrive without a run", ("redrive",), USAGE, "Missing argument"),
+        Bad("--expand an activity that is no map", ("status", done, "--expand", "A"), USAGE,
+            "--expand 'A': not a map of this run"),
         # -- not found: exit 3 -----------------------------------------------------------
         Bad("unknown run", ("status", "nope"), NOT_FOUND, "no workflow execution 'nope'"),
         Bad("odd Unicode run id", ("status", "\x00\u202e\U0001f426"), NOT_FOUND,
@@ -141,6 +144,7 @@ def corpus(f: dict[str, str], done: str) -> list[Bad]:
             "no workflow execution '[/x]'"),
         Bad("graph of an unknown run", ("graph", "nope"), NOT_FOUND, "no workflow execution"),
         Bad("cancel an unknown run", ("cancel", "nope"), NOT_FOUND, "no workflow execution"),
+        Bad("redrive an unknown run", ("redrive", "nope"), NOT_FOUND, "no workflow execution"),
         Bad("retry an unknown attempt", ("retry", f"{UNKNOWN_WX}:A:1"), NOT_FOUND,
             f"no activity execution '{UNKNOWN_WX}:A:1'"),
         Bad("activity id with an emoji code", ("retry", f"{UNKNOWN_WX}:smile:1"), NOT_FOUND,
@@ -201,6 +205,8 @@ def corpus(f: dict[str, str], done: str) -> list[Bad]:
         Bad("cancel a COMPLETED run", ("cancel", done), CONFLICT, "already ended COMPLETED"),
         Bad("retry a COMPLETED attempt", ("retry", completed_a), CONFLICT,
             "only FAILED or TIMED_OUT attempts can be retried"),
+        Bad("redrive a COMPLETED run", ("redrive", done, "--wait"), CONFLICT,
+            "only a FAILED, CANCELLED or TIMED_OUT run can be redriven"),
         # -- DynamoDB: exit 6 ------------------------------------------------------------
         Bad("endpoint nobody listens on", ("status", done, "--endpoint-url",
                                            "http://127.0.0.1:9"), STORE, "Could not connect"),

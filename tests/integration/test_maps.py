@@ -134,3 +134,75 @@ def test_one_lane_runs_items_one_after_the_other(wb: Whimbrel) -> None:
     assert len(wf.activity("each").output) == n
     assert _peak_running(wf) == 1
     assert_contract_holds(wf, defn)
+
+
+def test_a_failed_map_is_handled_and_a_redrive_keeps_its_completed_items(
+        wb: Whimbrel) -> None:
+    defn = WorkflowDefinition("handled_map", (
+        Act("each", launcher=py("wb_data_activities:flaky_item"), map_over="$input.xs",
+            max_concurrency=2, on_failure="alert"),
+        Act("alert", launcher=py("wb_data_activities:handler")),
+        Act("after", ("each",), launcher=py("wb_data_activities:summary")),
+    ))
+    wb.register_workflow(defn)
+    data.FAILING.add("bad-9")
+    wx = wb.start_workflow("handled_map", {"xs": ["p", "bad-9", "q", "r"]})
+    wf = wb.wait(wx, timeout=30)
+    assert wf.state is W.COMPLETED, wf
+    assert wf.activity("each").state is A.FAILED
+    handled = {"handled": "each", "error_type": None, "refunded": True}
+    assert wf.activity("after").output["upstream"] == {"each": handled}
+    assert_contract_holds(wf, defn)
+
+    strict = WorkflowDefinition("strict_map", (
+        Act("each", launcher=py("wb_data_activities:flaky_item"), map_over="$input.xs",
+            max_concurrency=2),))
+    wb.register_workflow(strict)
+    wx = wb.start_workflow("strict_map", {"xs": ["p", "bad-9", "q", "r", "s"]})
+    failed = wb.wait(wx, timeout=30)
+    assert failed.state is W.FAILED
+    done_before = {i for i, a in failed.map_items("each").items() if a.state is A.COMPLETED}
+    runs_before = [r for r in data.RUNS if r[0] == wx]
+    data.FAILING.discard("bad-9")
+    wb.redrive_workflow(wx)
+    wf = wb.wait(wx, timeout=30)
+    assert wf.state is W.COMPLETED, wf
+    assert [o["element"] for o in wf.activity("each").output] == ["p", "bad-9", "q", "r", "s"]
+    again = [r for r in data.RUNS if r[0] == wx][len(runs_before):]
+    assert not {int(name.split("#")[1]) for _, name, _ in again} & done_before
+    assert_contract_holds(wf, strict)
+
+
+def test_a_map_of_child_runs(wb: Whimbrel) -> None:
+    wb.register_workflow(WorkflowDefinition("one_file", (
+        Act("work", launcher=py("wb_data_activities:child_sink")),)))
+    defn = WorkflowDefinition("many_files", (
+        Act("each", launcher=LauncherSpec.workflow("one_file"), map_over="$input.files",
+            max_concurrency=2),))
+    wb.register_workflow(defn)
+    wf = wb.wait(wb.start_workflow("many_files", {"files": ["a", "b", "c"]}), timeout=30)
+    assert wf.state is W.COMPLETED, wf
+    assert [o["work"]["child_input"] for o in wf.activity("each").output] == ["a", "b", "c"]
+    assert len(wf.child_workflow_exec_ids) == 3
+    assert {a.child_workflow_exec_id for a in wf.items} == set(wf.child_workflow_exec_ids)
+
+
+def test_too_long_a_list_fails_the_map_and_a_large_output_stays_on_the_items(
+        wb: Whimbrel) -> None:
+    defn = WorkflowDefinition("big", (
+        Act("each", launcher=py("wb_data_activities:item"), map_over="$input.xs",
+            max_concurrency=10),
+        Act("after", ("each",), launcher=py("wb_data_activities:indices")),
+    ))
+    wb.register_workflow(defn)
+    too_long = wb.wait(wb.start_workflow("big", {"xs": [0] * 10_001}), timeout=30)
+    assert too_long.state is W.FAILED and too_long.items == ()
+    node = too_long.activity("each")
+    assert "more than the limit of 10000" in (node.error or "")
+    assert node.error_type == "InvalidMapInput"
+    blob = "x" * 3000  # 30 outputs of ~3 KB: more than a row keeps
+    wf = wb.wait(wb.start_workflow("big", {"xs": [blob] * 30}), timeout=60)
+    assert wf.state is W.COMPLETED, wf
+    assert wb.store.get_activity(node.activity_exec_id.replace(
+        too_long.workflow_exec_id, wf.workflow_exec_id)).output is None  # type: ignore[union-attr]
+    assert wf.activity("after").output == list(range(30))  # assembled from the items

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 import wb_data_activities as data
@@ -19,7 +20,7 @@ from whimbrel import (
     WorkflowState,
 )
 from whimbrel.contract.ids import activity_exec_id
-from whimbrel.testing import assert_contract_holds
+from whimbrel.testing import Crash, FaultInjector, assert_contract_holds
 
 A, W = ActivityState, WorkflowState
 py = LauncherSpec.python
@@ -114,3 +115,67 @@ def test_redrive_refused_while_running_or_unknown(wb: Whimbrel) -> None:
     assert wb.wait(wx).state is W.FAILED
     wb.redrive_workflow(wx)
     assert wb.get_workflow(wx).latest_activities["x"].attempt == 2
+
+
+def test_redrive_a_timed_out_run_gets_its_whole_timeout_again(wb: Whimbrel,
+                                                              clock: Any) -> None:
+    defn = WorkflowDefinition("slowpoke", (Act("x"), Act("y", ("x",))), timeout_seconds=600)
+    wb.register_workflow(defn)
+    wx = wb.start_workflow("slowpoke")
+    x = activity_exec_id(wx, "x", 1)
+    wb.transition_activity(x, Transition.RUNNING)
+    wb.transition_activity(x, Transition.COMPLETED, output={"x": 1})
+    clock.advance(601)
+    assert wx in wb.sweep().workflows_timed_out
+    timed_out = wb.get_workflow(wx)
+    assert timed_out.state is W.TIMED_OUT and timed_out.activity("y").state is A.CANCELLED
+    wb.redrive_workflow(wx)
+    again = wb.get_workflow(wx)
+    assert again.state is W.RUNNING and again.activity("x").attempt == 1
+    clock.advance(300)  # half the timeout, counted from the redrive
+    assert wx not in wb.sweep().workflows_timed_out
+    y = activity_exec_id(wx, "y", 2)
+    wb.transition_activity(y, Transition.RUNNING)
+    wb.transition_activity(y, Transition.COMPLETED)
+    done = wb.get_workflow(wx)
+    assert done.state is W.COMPLETED
+    assert_contract_holds(done, defn)
+
+
+def test_a_redrive_that_crashed_half_way_is_finished_once(wb: Whimbrel, clock: Any) -> None:
+    defn = WorkflowDefinition("halfway", (
+        Act("a"), Act("b"), Act("c", ("a", "b")), Act("d", ("c",))))
+    wb.register_workflow(defn)
+    wx = wb.start_workflow("halfway")
+    a1 = activity_exec_id(wx, "a", 1)
+    wb.transition_activity(a1, Transition.RUNNING)
+    wb.transition_activity(a1, Transition.FAILED, error="first go")
+    assert wb.wait(wx).state is W.FAILED  # (b was cancelled with it)
+    # The redriver dies after its second write (the move, then one new attempt).
+    crash = FaultInjector(at=2, phase="after")
+    wb.store.write_hooks.append(crash)
+    with pytest.raises(Crash):
+        wb.redrive_workflow(wx)
+    wb.store.write_hooks.remove(crash)
+    assert wb.get_workflow(wx).state is W.RUNNING
+    with pytest.raises(RedriveNotAllowed, match="is RUNNING"):
+        wb.redrive_workflow(wx)  # it did take effect: once
+    clock.advance(200)
+    assert wx in wb.sweep().reconciled  # the reconciler finishes phase one, then two
+    wf = wb.get_workflow(wx)
+    assert wf.redrive_count == 1
+    assert {n: (a.attempt, a.state) for n, a in wf.latest_activities.items()} == {
+        "a": (2, A.READY), "b": (2, A.READY), "c": (2, A.REQUESTED), "d": (2, A.REQUESTED)}
+    for name in ("a", "b", "c", "d"):
+        aeid = activity_exec_id(wx, name, 2)
+        if name == "a":  # c waits for both: b still runs, so a's end readies nothing
+            wb.transition_activity(aeid, Transition.RUNNING)
+            wb.transition_activity(aeid, Transition.COMPLETED)
+            assert wb.get_activity(activity_exec_id(wx, "c", 2)).state is A.REQUESTED
+            continue
+        wb.transition_activity(aeid, Transition.RUNNING)
+        wb.transition_activity(aeid, Transition.COMPLETED)
+    done = wb.get_workflow(wx)
+    assert done.state is W.COMPLETED
+    assert [h.state for h in done.history].count("COMPLETED") == 1
+    assert_contract_holds(done, defn)

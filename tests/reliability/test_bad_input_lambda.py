@@ -199,13 +199,27 @@ def test_bad_activity_events(lwb: Whimbrel) -> None:
                     if field != "transition" else "transition: Input should be 'CANCEL'")
 
     events: list[Case] = [
-        Case("no activity_exec_id", ev(activity_exec_id=DROP), "activity_exec_id: Field required"),
+        Case("no activity_exec_id", ev(activity_exec_id=DROP), "activity_exec_id is required"),
+        # REDRIVE acts on a whole run, named by workflow_exec_id (issue 14).
+        Case("REDRIVE without workflow_exec_id", ev(verb="REDRIVE", activity_exec_id=DROP),
+             "a REDRIVE row needs workflow_exec_id"),
+        Case("REDRIVE of a RUNNING run", ev(verb="REDRIVE", activity_exec_id=DROP,
+                                            workflow_exec_id=S(wx)),
+             "is RUNNING: only a FAILED, CANCELLED or TIMED_OUT run can be redriven"),
+        Case("REDRIVE of an unknown run", ev(verb="REDRIVE", activity_exec_id=DROP,
+                                             workflow_exec_id=S("no-such-run")),
+             "no workflow execution 'no-such-run'"),
+        Case("REDRIVE with workflow_exec_id as N", ev(verb="REDRIVE", activity_exec_id=DROP,
+                                                      workflow_exec_id=N("5")),
+             "workflow_exec_id: Input should be a valid string"),
         Case("no transition", ev(transition=DROP), "transition: Field required"),
         Case("no activity_event_id", ev(activity_event_id=DROP),
              "activity_event_id: Field required"),
         *(wrong_type("activity_exec_id", tag, value) for tag, value in [
-            ("N", "5"), ("L", [S(running)]), ("M", {}), ("BOOL", False), ("NULL", True),
+            ("N", "5"), ("L", [S(running)]), ("M", {}), ("BOOL", False),
             ("B", "Ynl0ZXM=")]),
+        Case("activity_exec_id as NULL", {**ev(), "activity_exec_id": {"NULL": True}},
+             "activity_exec_id is required"),
         wrong_type("transition", "N", "1"), wrong_type("transition", "SS", ["COMPLETED"]),
         Case("lowercase verb", ev(verb="completed"), "(got 'completed')"),
         Case("unknown verb", ev(verb="EXPLODE"), "(got 'EXPLODE')"),

@@ -25,7 +25,7 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
-from whimbrel.contract.dataflow import child_request_id
+from whimbrel.contract.dataflow import child_request_id, is_item
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import InvalidInput, StateConflict
 from whimbrel.contract.ids import workflow_exec_id_for
@@ -206,9 +206,10 @@ class Children(Flow):
         whose child ended, cancel a child whose attempt was asked to stop."""
         repaired = False
         for act in latest_of(acts).values():
-            if act.state not in ACTIVITY_ACTIVE or \
-                    defn.activity(act.activity_name).launcher.kind != CHILD:
-                continue
+            spec = defn.activity(act.activity_name)
+            if act.state not in ACTIVITY_ACTIVE or spec.launcher.kind != CHILD or (
+                    spec.map_over is not None and not is_item(act.activity_name)):
+                continue  # (a map of child runs: its items start them, not the map)
             child = self.store.get_workflow(child_of(act.activity_exec_id))
             if child is None:
                 if act.state is A.RUNNING and wf.state is W.RUNNING:

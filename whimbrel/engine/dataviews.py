@@ -9,7 +9,7 @@ from dataclasses import replace
 from whimbrel.contract.dataflow import child_request_id, split_item
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.ids import workflow_exec_id_for
-from whimbrel.contract.outcomes import map_items, map_progress
+from whimbrel.contract.outcomes import map_items, map_output, map_progress
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState
 from whimbrel.engine.views import ActivityExec, WorkflowExec
@@ -29,14 +29,18 @@ def run_view(defn: WorkflowDefinition | None, wf: WorkflowRecord,
         if base not in defn.names:
             return act
         spec = defn.activity(base)
-        if spec.launcher.kind == "workflow" and _started(act):
+        runs_child = spec.launcher.kind == "workflow" and (
+            spec.map_over is None or act.item_index is not None)  # a map's items do
+        if runs_child and _started(act):
             child = workflow_exec_id_for(child_request_id(act.activity_exec_id))
             children.append((act.started_epoch or act.created_epoch, child))
             act = replace(act, child_workflow_exec_id=child)
         if spec.map_over is not None and act.item_index is None and act.map_size is not None:
-            progress = map_progress(map_items(records, base), act.map_size, spec)
-            act = replace(act, progress=progress)
-        return act
+            items = map_items(records, base)
+            act = replace(act, progress=map_progress(items, act.map_size, spec))
+            if act.state is ActivityState.COMPLETED and act.output is None and act.map_size:
+                act = replace(act, output=map_output(items, act.map_size))  # too large a list
+        return act                                                            # for its row
 
     return replace(view, activities=tuple(shaped(a) for a in view.activities),
                    items=tuple(shaped(a) for a in view.items),
