@@ -26,8 +26,9 @@ from whimbrel.store.specs import (
 # Deployment concern, kept here: which tables the engine code reads and writes (from
 # whimbrel/store/store.py as the engine uses it). The three handlers all run the
 # engine's transition + follow-up + reconcile paths (a stream record can complete an
-# activity, which readies dependents, which finishes the workflow), so they share one
-# set. Stream records arrive through the event source mappings, which grant the stream
+# activity, which readies dependents, which finishes the workflow — or starts a child
+# workflow: its workflow item, activity rows and edges, never a request row), so they
+# share one set. Stream records arrive through the event source mappings, which grant the stream
 # reads themselves; the engine never reads or writes request or event items.
 ENGINE_READS = (WORKFLOW_DEFINITION.logical_name,)
 ENGINE_WRITES = (

@@ -23,11 +23,14 @@ from whimbrel_infra.functions import TABLE_PREFIX_ENV
 from whimbrel.store.specs import (
     ACTIVITY_EVENT,
     ACTIVITY_EXEC,
+    ACTIVITY_EXEC_DEPENDENCY,
     DEFAULT_TABLE_PREFIX,
     HEARTBEAT_HANDLER,
     HEARTBEAT_RATE_SECONDS_AWS,
     STREAM_CONSUMERS,
     TABLES,
+    WORKFLOW_DEFINITION,
+    WORKFLOW_EXEC,
     WORKFLOW_REQUEST,
     TableSpec,
     create_table_request,
@@ -280,6 +283,31 @@ def test_engine_functions_touch_request_and_event_items_never(
             continue
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
             assert not _table_arn_references(statement["Resource"]) & inputs, statement
+
+
+def test_every_engine_function_can_start_child_runs(synthesized: Synthesized) -> None:
+    """A child workflow is started by the engine in whichever function runs the parent's
+    hand-off (a stream record, a sweep): it reads the definition and creates the child's
+    workflow item, activity rows and edges — never a request row (issue 14)."""
+    needed = {ACTIVITY_EXEC: {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query",
+                              "dynamodb:GetItem"},
+              WORKFLOW_EXEC: {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem"},
+              ACTIVITY_EXEC_DEPENDENCY: {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem",
+                                         "dynamodb:Query"},
+              WORKFLOW_DEFINITION: {"dynamodb:Query", "dynamodb:GetItem"}}
+    roles = {r["Properties"]["Role"]["Fn::GetAtt"][0]
+             for r in synthesized.of_type("AWS::Lambda::Function").values()}
+    assert len(roles) == 3
+    for role in roles:
+        allowed: dict[str, set[str]] = {}
+        for policy in synthesized.of_type("AWS::IAM::Policy").values():
+            if role not in {ref["Ref"] for ref in policy["Properties"]["Roles"]}:
+                continue
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                for table_id in _table_arn_references(statement["Resource"]):
+                    allowed.setdefault(table_id, set()).update(_listify(statement["Action"]))
+        for spec, actions in needed.items():
+            assert actions <= allowed.get(_table_id(synthesized, spec), set()), (role, spec)
 
 
 def test_nothing_may_delete_or_alter_tables(synthesized: Synthesized) -> None:

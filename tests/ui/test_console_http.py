@@ -215,3 +215,26 @@ def test_whimbrel_ui_prints_the_sign_in_url_and_serves(con: Console) -> None:
         env={**env, "WHIMBREL_TABLE_PREFIX": "no_such_tables_"}, capture_output=True,
         text=True, timeout=60)
     assert missing.returncode == 6 and "whimbrel tables create" in missing.stderr
+
+
+def test_maps_child_runs_and_redrive_in_the_console(con: Console) -> None:
+    wb = con.wb
+    wb.register_workflow(WorkflowDefinition("leaf", (
+        ActivityDefinition("k", launcher=LauncherSpec.external()),)))
+    wb.register_workflow(WorkflowDefinition("tree", (
+        ActivityDefinition("each", launcher=LauncherSpec.external(), map_over="$input.xs"),
+        ActivityDefinition("sub", launcher=LauncherSpec.workflow("leaf")))))
+    wx = wb.start_workflow("tree", {"xs": [1, 2, 3]})
+    [child] = wb.get_workflow(wx).child_workflow_exec_ids
+    page = http(con.url(f"/runs/{wx}"))
+    assert page.status == 200 and "0/3 done, 3 running" in page.body
+    assert f'href="/runs/{child}"' in page.body  # the parent lists its child run
+    assert f'href="/runs/{wx}"' in http(con.url(f"/runs/{child}")).body  # and back
+    wb.cancel_workflow(wx)
+    assert wb.wait(wx, timeout=30).state.value == "CANCELLED"
+    same = {"Cookie": cookie(con), "Origin": con.server.url}
+    done = http(con.url("/actions/redrive"), method="POST",
+                form={"target": wx, "csrf": CSRF}, headers=same)
+    assert done.status == 303 and done.headers["Location"] == f"/runs/{wx}?done=redrive"
+    again = wb.get_workflow(wx)
+    assert again.state.value == "RUNNING" and again.redrive_count == 1
