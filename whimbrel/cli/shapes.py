@@ -99,9 +99,9 @@ def workflow_dict(wf: WorkflowExec, *, now: float, defn: WorkflowDefinition | No
         "ended_epoch": wf.ended_epoch,
         "duration_seconds": workflow_duration(wf, now),
         "error": wf.error,
-        **run_extras(wf),
     }
     if with_activities:
+        out.update(run_extras(wf))  # (child runs are known from the activities)
         latest = {a.activity_exec_id for a in wf.latest_activities.values()}
         out["input"] = wf.input
         out["activities"] = [
