@@ -194,10 +194,14 @@ class Model:
             elif a.state is A.REQUESTED:
                 a.deadline = None
                 if wf.state is W.RUNNING:
-                    a.state = A.READY
+                    self.launch_due(wf, a)
                 else:
                     a.state = A.CANCELLED
                     self.settle(wf)
+
+    def launch_due(self, wf: MWorkflow, a: MAct) -> None:
+        """A retry whose back-off passed, in a RUNNING run, is launched (external: READY)."""
+        a.state = A.READY
 
     def snapshot(self, wx: str) -> tuple[str, dict[str, str]]:
         wf = self.wfs[wx]
@@ -377,11 +381,17 @@ class WorkflowMachine(RuleBasedStateMachine):
             assert_contract_holds(self.wb.get_workflow(wx), mwf.defn)
 
 
+def run_machine(machine: type[WorkflowMachine], endpoint: str, prefix: str,
+                examples: int, steps: int) -> None:
+    """Run ``machine`` on fresh tables, derandomized (a failure replays as it was)."""
+    Whimbrel(endpoint_url=endpoint, table_prefix=prefix).create_tables()
+    machine.endpoint, machine.prefix = endpoint, prefix
+    run_state_machine_as_test(machine, settings=settings(
+        max_examples=examples, stateful_step_count=steps, deadline=None, derandomize=True,
+        database=None, suppress_health_check=list(HealthCheck)))
+
+
 @pytest.mark.slow
 def test_engine_matches_the_contract_model(ddb_endpoint: str, table_prefix: str) -> None:
-    Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix).create_tables()
-    WorkflowMachine.endpoint, WorkflowMachine.prefix = ddb_endpoint, table_prefix
-    run_state_machine_as_test(WorkflowMachine, settings=settings(
-        max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, derandomize=True,
-        database=None, suppress_health_check=list(HealthCheck)))
+    run_machine(WorkflowMachine, ddb_endpoint, table_prefix, EXAMPLES, STEPS)
     print(f"\nmodel test: {COUNTS['examples']} examples, {COUNTS['steps']} checked steps")

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 
 import pytest
 import test_model as base
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import invariant, precondition, rule
 
 from whimbrel import (
     ActivityDefinition,
@@ -24,7 +23,6 @@ from whimbrel import (
     LauncherSpec,
     RedriveNotAllowed,
     RetryPolicy,
-    Whimbrel,
     WorkflowDefinition,
 )
 from whimbrel.contract.dataflow import CONTINUE, child_request_id, item_name, split_item
@@ -302,22 +300,10 @@ class DataModel(base.Model):
         if not any(active) and wf.state in (W.FAILED_WAITING, W.CANCEL_REQUESTED):
             self.end(wf, W.CANCELLED if cancelling else W.FAILED)
 
-    def sweep_workflow(self, wf: base.MWorkflow, order: list[base.MAct], now: float) -> None:
-        assert isinstance(wf, DWorkflow)
-        for a in order:
-            assert isinstance(a, DAct)
-            if a.deadline is None or a.deadline > now:
-                continue
-            if a.state in (A.RUNNING, A.CANCELLED_RUNNING, A.READY, A.QUEUED, A.PREPARING):
-                a.state, a.deadline = A.TIMED_OUT, None
-                self.after(wf, a, now)
-            elif a.state is A.REQUESTED:
-                a.deadline = None
-                if wf.state is W.RUNNING:
-                    self.advance(wf, a)
-                else:
-                    a.state = A.CANCELLED
-                    self.settle(wf)
+    def launch_due(self, wf: base.MWorkflow, a: base.MAct) -> None:
+        assert isinstance(wf, DWorkflow) and isinstance(a, DAct)
+        a.state = A.REQUESTED
+        self.advance(wf, a)  # an item's or a child attempt's retry, like any other
 
     # -- redrive -------------------------------------------------------------------------
     def redrive(self, wf: DWorkflow) -> None:
@@ -471,9 +457,5 @@ class DataMachine(base.WorkflowMachine):
 
 @pytest.mark.slow
 def test_data_flows_match_the_model(ddb_endpoint: str, table_prefix: str) -> None:
-    Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix).create_tables()
-    DataMachine.endpoint, DataMachine.prefix = ddb_endpoint, table_prefix
-    run_state_machine_as_test(DataMachine, settings=settings(
-        max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None, derandomize=True,
-        database=None, suppress_health_check=list(HealthCheck)))
+    base.run_machine(DataMachine, ddb_endpoint, table_prefix, EXAMPLES, STEPS)
     print(f"\ndata model test: {COUNTS}")

@@ -51,15 +51,19 @@ def items_list(wf: WorkflowExec, name: str, now: float) -> list[dict[str, Any]]:
             for _, a in sorted(wf.map_items(name).items())]
 
 
+#: ``--wait`` of redrive: follow the run to its new end.
+FollowOpt = Annotated[bool, typer.Option(
+    "--wait", "-w", help="Wait until the run ends again; exit like submit --wait.")]
+WaitTimeoutOpt = Annotated[float | None, typer.Option(
+    "--timeout", min=0, help="Give up waiting after this many seconds (exit code 12).")]
+
+
 @command(app, "redrive", example="whimbrel redrive 3f1c…e2 --wait")
 def redrive(
     cli: Cli,
     workflow_exec_id: Annotated[str, typer.Argument(help="The run's workflow_exec_id.")],
-    wait: Annotated[bool, typer.Option(
-        "--wait", "-w", help="Wait until the run ends again; exit like submit --wait.")
-                    ] = False,
-    timeout: Annotated[float | None, typer.Option(min=0, help="Give up waiting after this "
-                                                       "many seconds (exit code 12).")] = None,
+    wait: FollowOpt = False,
+    timeout: WaitTimeoutOpt = None,
 ) -> None:
     """Run a FAILED, CANCELLED or TIMED_OUT run again from where it broke.
 

@@ -48,15 +48,10 @@ class Flow(WorkflowEnding):
         ``wf_read`` is a read of the workflow item started together with the move (it
         saves a sequential round trip on every hand-off).
         """
+        wf = self.run_going_on(item, wf_read)
+        if wf is None:
+            return
         state = item.state
-        if state is None or not state.is_terminal:
-            if wf_read is not None:
-                wf_read.cancel()
-            return
-        wf = wf_read.result() if wf_read is not None else self.workflow(item.workflow_exec_id)
-        if wf.state not in (W.RUNNING, W.REQUESTED):
-            self.settle(wf.workflow_exec_id)  # failing, cancelled, or a straggler of an end
-            return
         defn = self.definition_of(wf)
         if state is A.COMPLETED:
             self.after_completed(wf, defn, item.activity_name)
@@ -64,6 +59,21 @@ class Flow(WorkflowEnding):
             self.on_failure(wf, defn, item)
         else:  # CANCELLED while the workflow runs: nothing downstream can ever run
             self.fail_workflow(wf, f"activity {item.activity_name} was cancelled")
+
+    def run_going_on(self, item: ActivityRecord,
+                     wf_read: Future[WorkflowRecord] | None = None) -> WorkflowRecord | None:
+        """The run of an attempt that just ended, when its follow-ups apply; None when
+        it has not ended, or its run is failing, cancelled or over (then it is settled)."""
+        state = item.state
+        if state is None or not state.is_terminal:
+            if wf_read is not None:
+                wf_read.cancel()
+            return None
+        wf = wf_read.result() if wf_read is not None else self.workflow(item.workflow_exec_id)
+        if wf.state not in (W.RUNNING, W.REQUESTED):
+            self.settle(wf.workflow_exec_id)  # failing, cancelled, or a straggler of an end
+            return None
+        return wf
 
     def after_completed(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                         name: str) -> None:

@@ -109,16 +109,9 @@ class Maps(Flow):
         if split_item(item.activity_name)[1] is None:
             super().after(item, wf_read)
             return
-        state = item.state
-        if state is None or not state.is_terminal:
-            if wf_read is not None:
-                wf_read.cancel()
-            return
-        wf = wf_read.result() if wf_read is not None else self.workflow(item.workflow_exec_id)
-        if wf.state is not W.RUNNING:
-            self.settle(wf.workflow_exec_id)
-            return
-        self.after_item(wf, self.definition_of(wf), item)
+        wf = self.run_going_on(item, wf_read)
+        if wf is not None:
+            self.after_item(wf, self.definition_of(wf), item)
 
     def new_attempt(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
                     attempt: int, now: float, *, not_before: float | None = None,
