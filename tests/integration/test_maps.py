@@ -10,6 +10,7 @@ from whimbrel import ActivityDefinition as Act
 from whimbrel import (
     ActivityState,
     LauncherSpec,
+    RetryNotAllowed,
     RetryPolicy,
     Whimbrel,
     WorkflowDefinition,
@@ -206,3 +207,31 @@ def test_too_long_a_list_fails_the_map_and_a_large_output_stays_on_the_items(
     assert wb.store.get_activity(node.activity_exec_id.replace(
         too_long.workflow_exec_id, wf.workflow_exec_id)).output is None  # type: ignore[union-attr]
     assert wf.activity("after").output == list(range(30))  # assembled from the items
+
+
+def test_retry_an_item_by_hand_keeps_its_element(wb: Whimbrel) -> None:
+    defn = WorkflowDefinition("by_hand", (
+        Act("each", map_over="$input.xs", tolerated_failures=1),))  # external items
+    wb.register_workflow(defn)
+    wx = wb.start_workflow("by_hand", {"xs": ["zero", "one"]})
+    first, second = f"{wx}:each#0:1", f"{wx}:each#1:1"
+    wb.transition_activity(first, "RUNNING")
+    wb.transition_activity(first, "FAILED", error="flaky disk")  # tolerated: lane 0 ends
+    again = wb.retry_activity(first)
+    assert again.attempt == 2 and again.state is A.READY
+    assert wb.store.get_activity(again.activity_exec_id).input == '"zero"'  # type: ignore[union-attr]
+    wb.transition_activity(second, "RUNNING")
+    wb.transition_activity(second, "COMPLETED", output=1)
+    assert wb.get_workflow(wx).activity("each").state is A.RUNNING  # waits for the retry
+    wb.transition_activity(again.activity_exec_id, "RUNNING")
+    wb.transition_activity(again.activity_exec_id, "COMPLETED", output=0)
+    wf = wb.get_workflow(wx)
+    assert wf.state is W.COMPLETED and wf.activity("each").output == [0, 1]
+    assert_contract_holds(wf, defn)
+    held = WorkflowDefinition("held_map", (
+        Act("each", map_over="$input.xs", on_failure="h"), Act("h")))  # h waits READY
+    wb.register_workflow(held)
+    wx = wb.start_workflow("held_map", {"xs": "not a list"})
+    assert wb.get_workflow(wx).state is W.RUNNING  # the map FAILED; its handler waits
+    with pytest.raises(RetryNotAllowed, match="is a map"):
+        wb.retry_activity(f"{wx}:each:1")

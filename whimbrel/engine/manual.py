@@ -21,6 +21,7 @@ Semantics (docs/cli.md, ``whimbrel retry``):
 
 from __future__ import annotations
 
+from whimbrel.contract.dataflow import is_item
 from whimbrel.contract.errors import NotAllowedNow
 from whimbrel.contract.ids import activity_exec_id, parse_activity_exec_id
 from whimbrel.contract.states import ActivityState, WorkflowState
@@ -73,6 +74,12 @@ def retry_activity(engine: Engine, activity_exec_id_: str, *,
             state=state.value, workflow_state=wf.state.value)
     defn = engine.definition_of(wf)
     name = item.activity_name
+    if defn.activity(name).map_over is not None and not is_item(name):
+        raise RetryNotAllowed(
+            f"{name} is a map: it retries its items (retry an item's attempt), and a map "
+            "that failed runs again with its run (`whimbrel redrive`)",
+            activity_exec_id=activity_exec_id_, state=state.value,
+            workflow_state=wf.state.value)
     latest = engine.latest_attempts(wf.workflow_exec_id)[name]
     nxt_attempt = key.attempt + 1
     if latest.attempt > key.attempt:
@@ -89,6 +96,7 @@ def retry_activity(engine: Engine, activity_exec_id_: str, *,
         # is armed: if we die before the launch, the reconciler finds a REQUESTED latest
         # attempt whose upstreams all COMPLETED and launches it.
         engine.store.create_activity(engine.new_attempt(wf, defn, name, nxt_attempt,
-                                                        engine.clock(), actor=actor))
+                                                        engine.clock(), actor=actor,
+                                                        previous=item))
     engine.advance(wf, defn, name, nxt_attempt)
     return engine.get_activity(activity_exec_id(wf.workflow_exec_id, name, nxt_attempt))

@@ -325,6 +325,8 @@ class Maps(Flow):
             return
         spec = defn.activity(name)
         items = map_items(self.store.list_activities(wx, items_prefix(name)), name)
+        if any(a.state is None or not a.state.is_terminal for a in items.values()):
+            return  # an item retried by hand after its lane ended: its end comes back here
         failed = [i for i, a in sorted(items.items()) if item_failed(a, spec)]
         if len(failed) > spec.tolerated_failures:
             self.fail_map(wf, defn, name, f"{len(failed)} item(s) failed (first: item "
