@@ -149,9 +149,16 @@ def activity_problems(spec: ActivityDefinition, where: str) -> list[str]:
 
 
 def handlers(defn: WorkflowDefinition) -> dict[str, str]:
-    """Failure handlers of ``defn``: handler name -> the activity it handles."""
-    return {a.on_failure: a.name for a in defn.activities
-            if isinstance(a.on_failure, str) and a.on_failure != CONTINUE}
+    """Failure handlers of ``defn``: handler name -> the activity it handles.
+
+    Kept on the (immutable) definition, as ``functools.cached_property`` keeps a value:
+    the engine asks on every completion."""
+    cached: dict[str, str] | None = vars(defn).get("_handlers")
+    if cached is None:
+        cached = {a.on_failure: a.name for a in defn.activities
+                  if isinstance(a.on_failure, str) and a.on_failure != CONTINUE}
+        vars(defn)["_handlers"] = cached
+    return cached
 
 
 def definition_problems(defn: WorkflowDefinition) -> list[str]:
