@@ -70,10 +70,16 @@ class Flow(WorkflowEnding):
                 wf_read.cancel()
             return None
         wf = wf_read.result() if wf_read is not None else self.workflow(item.workflow_exec_id)
-        if wf.state not in (W.RUNNING, W.REQUESTED):
+        if not self.proceeds(wf):
             self.settle(wf.workflow_exec_id)  # failing, cancelled, or a straggler of an end
             return None
         return wf
+
+    @staticmethod
+    def proceeds(wf: WorkflowRecord) -> bool:
+        """Whether a run's follow-ups go on (it is neither ending nor over); ``plan``
+        decides how far each attempt then moves."""
+        return wf.state in (W.RUNNING, W.REQUESTED)
 
     def after_completed(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                         name: str) -> None:

@@ -171,7 +171,7 @@ class Maps(Flow):
     def expand_map(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str, attempt: int,
                source: ActivityState) -> None:
         """Start a map whose upstreams resolved (its attempt is REQUESTED or READY)."""
-        if wf.state is not W.RUNNING or source not in (A.REQUESTED, A.READY):
+        if not self.proceeds(wf) or source not in (A.REQUESTED, A.READY):
             return
         spec = defn.activity(name)
         aeid = activity_exec_id(wf.workflow_exec_id, name, attempt)
@@ -289,7 +289,7 @@ class Maps(Flow):
         # in between is seen here, and the item is not launched).
         current = self.workflow(wx)
         spec = defn.activity(name)
-        if current.state is not W.RUNNING or (
+        if not self.proceeds(current) or (
                 spec.on_failure is not None and not self.map_running(current, name)):
             if fresh:
                 self.stop_activity(record, defn, ask_running=False)

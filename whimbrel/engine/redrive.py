@@ -102,7 +102,7 @@ class Redriving(Flow):
         """Phase one (if not complete) and phase two of the run's latest redrive.
         Idempotent; True if phase one had to be (re)done."""
         gen = wf.redrives
-        if not gen or wf.redrive_ready == gen or wf.state is not W.RUNNING:
+        if not gen or wf.redrive_ready == gen or not self.proceeds(wf):
             return False
         wx = wf.workflow_exec_id
         latest = latest_of(self.store.list_activities(wx))
@@ -128,7 +128,8 @@ class Redriving(Flow):
         attempts = {r.activity_name: r.attempt for r in self.each(successor, todo)}
         attempts.update({n: a.attempt for n, a in latest.items()
                          if n in open_ and generation(a) == gen})
-        self.store.set_workflow(wx, {"redrive_ready": gen}, states=[W.RUNNING])
+        # Only while the run is as judged (not failed or cancelled since).
+        self.store.set_workflow(wx, {"redrive_ready": gen}, states=[wf.state])
         ready = [n for n in attempts if all(resolution(defn, latest, d) is not None
                                             for d in defn.activity(n).depends_on)]
         self.each(lambda n: self.advance(wf, defn, n, attempts[n]), ready)
@@ -148,7 +149,7 @@ class Redriving(Flow):
             super().after(item, wf_read)
             return
         wf = wf_read.result() if wf_read is not None else self.workflow(item.workflow_exec_id)
-        if wf.state is W.RUNNING and generation(item) < wf.redrives:
+        if self.proceeds(wf) and generation(item) < wf.redrives:
             # An attempt from before the redrive (a late follow-up, a reconcile visit):
             # its activity got (or gets now) a new attempt; it fails nothing.
             self.redrive_followups(wf, self.definition_of(wf))
