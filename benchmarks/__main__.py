@@ -1,9 +1,5 @@
-"""Run the benchmarks on DynamoDB Local and write ``docs/benchmarks.md`` and its charts.
-
-    python -m benchmarks                  # everything, full size
-    python -m benchmarks --quick          # small sizes: a smoke run of the code
-    python -m benchmarks --only cost,peers --repeats 3
-    python -m benchmarks --render-only    # re-render from benchmarks/results/*.json
+"""Run the benchmarks on DynamoDB Local and write ``docs/benchmarks.md`` and its charts
+(``--quick``: small sizes; ``--render-only``: from ``benchmarks/results/*.json``).
 
 Adding a benchmark: a module with ``run(ctx) -> dict`` (JSON-able results) and
 ``render(results, img_dir) -> dict`` (the values its template needs; charts go to

@@ -26,8 +26,7 @@ def shapes(ctx: Ctx) -> list[Shape]:
 
 class EventReportingLambda:
     """The ``lambda`` launcher, emulated: the 'function' reports RUNNING then COMPLETED
-    through the Simple API (one ``activity_event`` item each), as an activity deployed
-    as a Lambda function would. Its own invocation is the work, not counted."""
+    with the Simple API, as an activity deployed as a Lambda function would."""
 
     client: Whimbrel
 

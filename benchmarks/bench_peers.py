@@ -34,10 +34,9 @@ IDLE_POLL = 0.005
 #: The dev server's default for the knob that throttles sequential steps, and ours.
 TEMPORAL_DEFAULT = {"history.transferProcessorMaxPollRPS": 20}
 TEMPORAL_TUNED = {"history.transferProcessorMaxPollRPS": 1000}
-ENGINES = {"whimbrel_push": "Whimbrel push (python launcher)",
-           "whimbrel_pull": "Whimbrel pull (external workers)",
-           "temporal": "Temporal (tuned)", "temporal_default": "Temporal (default config)",
-           "dbos": "DBOS on PostgreSQL"}
+ENGINES = {"whimbrel_push": "Whimbrel push (python launcher)", "whimbrel_pull": "Whimbrel "
+           "pull (external workers)", "temporal": "Temporal (tuned)", "temporal_default":
+           "Temporal (default config)", "dbos": "DBOS on PostgreSQL"}
 
 
 def whimbrel(ctx: Ctx, mode: str, shapes: list[Shape]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ RECONCILE = specs.table_spec("workflow_exec").index("reconcile")
 
 
 def _shift(value: Any, t0: float, delta: float) -> Any:
-    """``value`` with every number within an hour of ``t0`` (an epoch) moved by ``delta``."""
+    """``value`` with each number within an hour of the epoch ``t0`` moved by ``delta``."""
     if isinstance(value, dict):
         if set(value) == {"N"} and abs(float(value["N"]) - t0) < 3600:
             return {"N": repr(float(value["N"]) + delta)}

@@ -171,8 +171,9 @@ class Meter:
 
         with self._lock:
             self._busy += 1
+        asked = params.get("ReturnConsumedCapacity", "NONE")  # INDEXES, whatever was asked
+        params["ReturnConsumedCapacity"] = "INDEXES"
         try:
-            ask("ReturnConsumedCapacity", "INDEXES", "ConsumedCapacity")
             if op in ("PutItem", "DeleteItem", "UpdateItem"):
                 ask("ReturnValues", "ALL_NEW" if op == "UpdateItem" else "ALL_OLD", "Attributes")
             if "ConditionExpression" in params:
@@ -188,14 +189,17 @@ class Meter:
             with self._lock:
                 t1 = self._last = time.time()
                 self._busy -= 1
-        answer = json.loads(out) if out else {}
+        answer = json.loads(out or b"{}")
         req = Request(op, t0, t1, status < 300, params.get("IndexName"), label=op)
         self._bill(req, params, answer, before)
         self._reported(req, answer.get("ConsumedCapacity"))
         with self._lock:
             self.requests.append(req)
-        for key in added:
+        for key in added + ["ConsumedCapacity"] * (asked == "NONE"):
             answer.pop(key, None)
+        for c in _entries(answer.get("ConsumedCapacity")) if asked == "TOTAL" else []:
+            c.pop("Table", None)  # the caller asked for totals: the detail was ours
+            c.pop("GlobalSecondaryIndexes", None)
         out = json.dumps(answer).encode()
         rheaders = [(k, str(zlib.crc32(out)) if k.lower() == "x-amz-crc32" else v)
                     for k, v in rheaders]
@@ -268,7 +272,7 @@ class Meter:
 
     def _reported(self, req: Request, consumed: Any) -> None:
         into = req.reported_rru if req.op in READS else req.reported_wru
-        for entry in consumed if isinstance(consumed, list) else [consumed] if consumed else []:
+        for entry in _entries(consumed):
             name, gsi = self._name(str(entry["TableName"])), entry.get("GlobalSecondaryIndexes")
             table = (entry.get("Table") or {} if gsi else entry).get("CapacityUnits")
             for cat, units in [(name, table), *((f"{name}.{k}", v.get("CapacityUnits"))
@@ -278,6 +282,10 @@ class Meter:
 
 def _state(item: dict[str, Any] | None) -> str | None:
     return (item or {}).get("state", {}).get("S")
+
+
+def _entries(consumed: Any) -> list[dict[str, Any]]:
+    return consumed if isinstance(consumed, list) else [consumed] if consumed else []
 
 
 def summarize(requests: list[Request]) -> dict[str, Any]:
