@@ -198,7 +198,8 @@ def bars(path: Path, groups: list[str], series: dict[str, list[float]], ylabel: 
         off = 0.0 if stacked else (i - (len(series) - 1) / 2) * width
         drawn = ax.bar([g + off for g in range(len(groups))], vals, width, label=name,
                        bottom=bottoms if stacked else None)
-        ax.bar_label(drawn, fmt="%.3g", fontsize=7) if not stacked else None
+        ax.bar_label(drawn, fmt=lambda v: f"{v:,.0f}" if v >= 100 else f"{v:.3g}",
+                     fontsize=7) if not stacked else None
         bottoms = [b + v for b, v in zip(bottoms, vals, strict=True)]
     for g, total in enumerate(bottoms if stacked else []):
         ax.text(g, total, f"{total:.2f}", ha="center", va="bottom", fontsize=8)
