@@ -11,8 +11,7 @@ from typing import Any
 from benchmarks.billing import Meter, summarize
 from benchmarks.common import PRICES, Ctx, bars, md_table, medians, wait_end
 from benchmarks.shapes import NOOP, Shape, chain, diamond, fan
-from whimbrel import LauncherSpec, Whimbrel
-from whimbrel.contract.ids import workflow_exec_id_for  # named by request_workflow's doc
+from whimbrel import LauncherSpec, Whimbrel, workflow_exec_id_for
 from whimbrel.local.runtime import LocalRuntime
 from whimbrel.testing import fresh_table_prefix
 

@@ -16,15 +16,20 @@ from whimbrel.contract.errors import (
     IllegalTransition,
     InvalidDefinition,
     InvalidInput,
+    ListenerOnly,
+    NotAllowedNow,
     StateConflict,
     StoreError,
+    UpstreamNotCompleted,
     WhimbrelError,
     WorkflowNotFound,
+    WorkflowNotRunning,
 )
+from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
 from whimbrel.engine.manual import RetryNotAllowed
 from whimbrel.engine.sweep import SweepReport
-from whimbrel.engine.views import ActivityExec, WorkflowExec
+from whimbrel.engine.views import ActivityExec, WorkflowExec, WorkflowRequest
 from whimbrel.worker.run import ActivityRun
 
 __all__ = [
@@ -41,17 +46,23 @@ __all__ = [
     "InvalidDefinition",
     "InvalidInput",
     "LauncherSpec",
+    "ListenerOnly",
+    "NotAllowedNow",
     "RetryNotAllowed",
     "RetryPolicy",
     "StateConflict",
     "StoreError",
     "SweepReport",
     "Transition",
+    "UpstreamNotCompleted",
     "Whimbrel",
     "WhimbrelError",
     "WorkflowDefinition",
     "WorkflowExec",
     "WorkflowNotFound",
+    "WorkflowNotRunning",
     "WorkflowPage",
+    "WorkflowRequest",
     "WorkflowState",
+    "workflow_exec_id_for",
 ]

@@ -57,10 +57,14 @@ def test_public_names_are_pinned() -> None:
         "Transition",
         "Whimbrel", "WhimbrelError", "WorkflowDefinition", "WorkflowExec",
         "WorkflowNotFound", "WorkflowPage", "WorkflowState",
+        # issue 11: the guards' errors; issue 12: the request view and the id rule
+        "ListenerOnly", "NotAllowedNow", "UpstreamNotCompleted", "WorkflowNotRunning",
+        "WorkflowRequest", "workflow_exec_id_for",
     ])
     for name in whimbrel.__all__:
         assert getattr(whimbrel, name) is not None
     for err in ("IllegalTransition", "StateConflict", "ActivityCancelled", "ActivityTimedOut",
                 "InvalidInput", "InvalidDefinition", "StoreError", "WorkflowNotFound",
-                "RetryNotAllowed"):
+                "RetryNotAllowed", "NotAllowedNow", "UpstreamNotCompleted",
+                "WorkflowNotRunning", "ListenerOnly"):
         assert issubclass(getattr(whimbrel, err), whimbrel.WhimbrelError)
