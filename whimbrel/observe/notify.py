@@ -26,7 +26,7 @@ from whimbrel.contract.errors import InvalidInput, WhimbrelError
 from whimbrel.contract.notifications import FAILURE_STATES, Notification
 from whimbrel.contract.payloads import decode_payload
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
-from whimbrel.contract.states import ActivityState, WorkflowState
+from whimbrel.contract.states import WORKFLOW_TERMINAL, ActivityState, WorkflowState
 from whimbrel.engine import rules
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.intake.decode import ddb_part, record_rejection
@@ -40,6 +40,9 @@ log = logging.getLogger("whimbrel.notify")
 
 #: The ``source`` of rejection rows for records the notify consumer could not use.
 SOURCE_NOTIFY = "notify"
+
+_ENDED = frozenset(s.value for s in WORKFLOW_TERMINAL)
+_FAILED = frozenset(s.value for s in FAILURE_STATES)
 
 
 class MarkerStore(Protocol):
@@ -148,22 +151,20 @@ class Notifier:
         new, old = ddb.get("NewImage"), ddb.get("OldImage")
         if not isinstance(new, Mapping):
             raise InvalidInput("stream record has no dynamodb.NewImage", field="NewImage")
-        old = old if isinstance(old, Mapping) else None
+        # Only the state of the old image matters: the move this write made.
+        previous = _text(old, "state") if isinstance(old, Mapping) else None
         if "activity_exec_id" in new:
-            return self._activity(_decoded(activity_record, new),
-                                  _decoded(activity_record, old) if old else None, new)
-        wf = _decoded(workflow_record, new)
-        before = _decoded(workflow_record, old) if old else None
-        return self._workflow(wf, before, new)
+            return self._activity(_decoded(activity_record, new), previous, new)
+        return self._workflow(_decoded(workflow_record, new), previous, new)
 
-    def _workflow(self, wf: WorkflowRecord, before: WorkflowRecord | None,
+    def _workflow(self, wf: WorkflowRecord, previous: str | None,
                   image: Mapping[str, Any]) -> list[Notification]:
-        if not wf.state.is_terminal or (before is not None and before.state.is_terminal):
+        if not wf.state.is_terminal or previous in _ENDED:
             return []
         output = self._output(wf) if wf.state is WorkflowState.COMPLETED else None
         return [events.workflow_ended(
-            wf, previous=before.state.value if before else None,
-            redrive_count=int(_number(image, "redrive_count")), output=output)]
+            wf, previous=previous, redrive_count=int(_number(image, "redrive_count")),
+            output=output)]
 
     def _output(self, wf: WorkflowRecord) -> dict[str, Any]:
         """The outputs of the run's sinks (what a caller of ``wait`` would look at)."""
@@ -173,19 +174,17 @@ class Notifier:
                 for name in defn.sinks if name in latest
                 and latest[name].state is ActivityState.COMPLETED}
 
-    def _activity(self, item: ActivityRecord, before: ActivityRecord | None,
+    def _activity(self, item: ActivityRecord, previous: str | None,
                   image: Mapping[str, Any]) -> list[Notification]:
         state = item.state
-        previous = before.state if before else None
         found: list[Notification] = []
-        if state in FAILURE_STATES and previous not in FAILURE_STATES:
+        if state in FAILURE_STATES and previous not in _FAILED:
             spec = self.engine.definition_of(item).activity(item.activity_name)
             if rules.failed_for_good(spec, item):
                 found.append(events.activity_failed(
-                    item, previous=previous.value if previous else None,
-                    max_attempts=spec.retry.max_attempts))
+                    item, previous=previous, max_attempts=spec.retry.max_attempts))
         waiting_for = _text(image, "waiting_for")
-        if state is ActivityState.READY and previous is not ActivityState.READY \
+        if state is ActivityState.READY and previous != ActivityState.READY.value \
                 and waiting_for:
             found.append(events.wait_started(item, waiting_for=waiting_for,
                                              approvers=_texts(image, "approvers")))
