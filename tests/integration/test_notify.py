@@ -13,13 +13,18 @@ from typing import Any
 
 import boto3
 import pytest
-from notify_support import FlakyPublisher, notify_records, schema_errors
+from notify_support import (
+    FlakyPublisher,
+    expected_ids,
+    make_runs,
+    notify_records,
+    schema_errors,
+)
 
 from whimbrel import ActivityDefinition as Act
-from whimbrel import ActivityState, LauncherSpec, RetryPolicy, Whimbrel, WorkflowDefinition
+from whimbrel import Whimbrel, WorkflowDefinition
 from whimbrel.contract.ids import activity_exec_id
 from whimbrel.contract.notifications import DetailType
-from whimbrel.contract.states import WorkflowState
 from whimbrel.local.runtime import LambdaContext
 from whimbrel.observe import EmfMetrics, MemoryPublisher, NotifyOutcome, PublishError
 from whimbrel.store.notifications import Claim
@@ -31,61 +36,9 @@ if str(ROOT) not in sys.path:  # lambdas/ sits next to whimbrel/ in the checkout
 
 from lambdas import activity_event, notify  # noqa: E402
 
-A = ActivityState
-PY = LauncherSpec.python("wb_test_activities:echo")
-ONCE_THEN_RETRY = RetryPolicy(max_attempts=2, initial_interval_seconds=0.0)
-
-
-def _runs(wb: Whimbrel) -> dict[str, str]:
-    """Runs with one fact of each kind, made in-process; their ids by name."""
-    wb.register_workflow(WorkflowDefinition("ev_ok", (Act("a", launcher=PY),
-                                                      Act("b", ("a",), launcher=PY))))
-    wb.register_workflow(WorkflowDefinition("ev_retried", (Act("x", retry=ONCE_THEN_RETRY),)))
-    wb.register_workflow(WorkflowDefinition("ev_cancel", (Act("e"),)))
-    wb.register_workflow(WorkflowDefinition("ev_wait", (Act("prep"), Act("approve", ("prep",)))))
-    ok = wb.start_workflow("ev_ok", {"n": 1})
-    assert wb.wait(ok, timeout=30).state is WorkflowState.COMPLETED
-    retried = wb.start_workflow("ev_retried")
-    for n in (1, 2):  # attempt 1 fails and is retried at once; attempt 2 fails for good
-        aeid = activity_exec_id(retried, "x", n)
-        wb.transition_activity(aeid, "RUNNING")
-        wb.transition_activity(aeid, "FAILED", error=f"planned failure {n}")
-    cancelled = wb.start_workflow("ev_cancel")
-    wb.cancel_workflow(cancelled)
-    return {"ok": ok, "retried": retried, "cancelled": cancelled, "waits": _waits(wb)}
-
-
-def _waits(wb: Whimbrel) -> str:
-    """A run whose attempts become waits the way issue 13's READY writes will: an item
-    transition through the store carrying ``waiting_for`` (and approvers), and an
-    attempt created READY with it."""
-    wx = wb.start_workflow("ev_wait")
-    now = wb.clock()
-    approve = activity_exec_id(wx, "approve", 1)
-    wb.store.move_activity(approve, A.REQUESTED, (A.READY,),
-                           {"waiting_for": "approval", "approvers": ["ana", "bo"],
-                            "timer_epoch": now + 3600}, now=now, actor="test-waits")
-    # Bookkeeping on a waiting attempt (as a suspend would write) is no new wait.
-    wb.store.set_activity(approve, {"note": "suspended"}, states=[A.READY])
-    hold = activity_exec_id(wx, "hold", 1)
-    ddb = boto3.client("dynamodb", endpoint_url=wb.endpoint_url, region_name="us-east-1")
-    ddb.put_item(TableName=wb.store.activity_table, Item={
-        "workflow_exec_id": {"S": wx}, "activity_exec_id": {"S": hold},
-        "activity_name": {"S": "hold"}, "workflow_name": {"S": "ev_wait"},
-        "attempt": {"N": "1"}, "workflow_version": {"N": "1"}, "state": {"S": "READY"},
-        "created_epoch": {"N": str(int(now))}, "updated_epoch": {"N": str(int(now))},
-        "waiting_for": {"S": "timer:cool-down"}})
-    return wx
-
-
-def _expected(runs: dict[str, str]) -> set[str]:
-    return {f"{runs['ok']}/ended/0", f"{runs['retried']}/ended/0",
-            f"{runs['retried']}:x:2/failed", f"{runs['cancelled']}/ended/0",
-            f"{runs['waits']}:approve:1/waiting", f"{runs['waits']}:hold:1/waiting"}
-
 
 def test_each_fact_is_published_once_however_often_its_record_arrives(wb: Whimbrel) -> None:
-    runs = _runs(wb)
+    runs = make_runs(wb)
     records = notify_records(wb)
     publisher = MemoryPublisher()
     notifier = wb.notifier(publisher)
@@ -95,7 +48,7 @@ def test_each_fact_is_published_once_however_often_its_record_arrives(wb: Whimbr
         outcomes[notifier.process(record).outcome] += 1
 
     ids = publisher.event_ids()
-    assert sorted(ids) == sorted(_expected(runs))  # each expected event, once
+    assert sorted(ids) == sorted(expected_ids(runs))  # each expected event, once
     # The filters passed exactly the records that can be events, plus x's first failure
     # (FAILED, but a retry followed: the handler decides, not the filter).
     assert len(records) == len(ids) + 1
@@ -222,7 +175,7 @@ def test_records_that_can_make_no_event_are_rejected_not_retried(wb: Whimbrel) -
 
 
 def test_handler_reports_only_the_records_whose_publish_failed(wb: Whimbrel) -> None:
-    runs = _runs(wb)
+    runs = make_runs(wb)
     records = notify_records(wb)
     failing = f"{runs['cancelled']}/ended/0"
     publisher = FlakyPublisher([failing], always=True)
@@ -231,11 +184,11 @@ def test_handler_reports_only_the_records_whose_publish_failed(wb: Whimbrel) -> 
     [record] = [r for r in records if r["dynamodb"]["SequenceNumber"] ==
                 failed["itemIdentifier"]]
     assert runs["cancelled"] in json.dumps(record)
-    assert sorted(publisher.ids()) == sorted(_expected(runs) - {failing})
+    assert sorted(publisher.ids()) == sorted(expected_ids(runs) - {failing})
     publisher.failing.clear()  # the bus is back: Lambda retries the failed record
     assert notify.handler({"Records": [record]}, LambdaContext("notify", wb, publisher)) == {
         "batchItemFailures": []}
-    assert sorted(publisher.ids()) == sorted(_expected(runs))
+    assert sorted(publisher.ids()) == sorted(expected_ids(runs))
 
 
 # -- metrics from every path ------------------------------------------------------------
@@ -251,7 +204,7 @@ def test_the_in_process_engine_reports_every_end_once(ddb_endpoint: str, table_p
     client = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix,
                       metrics=EmfMetrics(table_prefix, stream=out))
     try:
-        runs = _runs(client)
+        runs = make_runs(client)
     finally:
         client.close()
     lines = _emf(out.getvalue())
