@@ -22,6 +22,12 @@ from whimbrel.contract.states import WorkflowState as W
 from whimbrel.engine import rules
 from whimbrel.local.filters import matches_any
 from whimbrel.observe.emf import EmfMetrics
+from whimbrel.observe.publishers import (
+    EventBridgePublisher,
+    JsonLinesPublisher,
+    PublishError,
+    publisher_from_settings,
+)
 from whimbrel.settings import Settings
 from whimbrel.store import specs
 
@@ -261,3 +267,25 @@ def test_settings_read_the_events_and_metrics_variables() -> None:
 def test_workflow_ended_refuses_a_live_run() -> None:
     with pytest.raises(ValueError, match="not ended"):
         events.workflow_ended(run(WorkflowState.RUNNING), previous="REQUESTED")
+
+
+def test_the_notify_handler_publishes_where_the_environment_says(tmp_path: Path) -> None:
+    to_file = publisher_from_settings(Settings.from_env(
+        {"WHIMBREL_EVENTS_FILE": str(tmp_path / "e.jsonl"), "WHIMBREL_EVENT_BUS": "x"}))
+    assert isinstance(to_file, JsonLinesPublisher)
+    assert to_file.path == tmp_path / "e.jsonl"
+    to_bus = publisher_from_settings(Settings.from_env(
+        {"WHIMBREL_EVENT_BUS": "arn:aws:events:eu-west-1:111122223333:event-bus/orders",
+         "AWS_REGION": "eu-west-1"}))
+    assert isinstance(to_bus, EventBridgePublisher)
+    assert to_bus.bus.endswith("event-bus/orders")
+    assert to_bus.client.meta.region_name == "eu-west-1"
+    default = publisher_from_settings(Settings.from_env({"AWS_REGION": "us-east-1"}))
+    assert isinstance(default, EventBridgePublisher) and default.bus == "default"
+
+
+def test_an_unwritable_events_file_is_a_retryable_publish_error(tmp_path: Path) -> None:
+    note = events.workflow_ended(run(W.FAILED), previous="RUNNING")
+    with pytest.raises(PublishError, match="cannot append to the events file") as failed:
+        JsonLinesPublisher(tmp_path / "missing" / "e.jsonl").publish([note])
+    assert failed.value.retryable

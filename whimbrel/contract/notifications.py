@@ -112,6 +112,13 @@ def _common(workflow_exec_id: str, workflow_name: str,
             "workflow_version": version}
 
 
+def _attempt(item: ActivityRecord, event_id: str) -> dict[str, Any]:
+    return {"event_id": event_id,
+            **_common(item.workflow_exec_id, item.workflow_name, item.workflow_version),
+            "activity_exec_id": item.activity_exec_id, "activity_name": item.activity_name,
+            "attempt": item.attempt, "state": item.state.value if item.state else None}
+
+
 def _error(error: str | None) -> str | None:
     text = error
     if text is not None and len(text) > MAX_EVENT_ERROR_CHARS:
@@ -167,13 +174,8 @@ def activity_failed(item: ActivityRecord, *, previous: str | None,
     ended = item.ended_epoch if item.ended_epoch is not None else item.updated_epoch
     event_id = f"{item.activity_exec_id}/failed"
     detail: dict[str, Any] = {
-        "event_id": event_id,
-        **_common(item.workflow_exec_id, item.workflow_name, item.workflow_version),
-        "activity_exec_id": item.activity_exec_id,
-        "activity_name": item.activity_name,
-        "attempt": item.attempt,
+        **_attempt(item, event_id),
         "max_attempts": max_attempts,
-        "state": item.state.value if item.state else None,
         "previous_state": previous,
         "started_at": iso_time(item.started_epoch) if item.started_epoch is not None else None,
         "ended_at": iso_time(ended),
@@ -190,12 +192,7 @@ def wait_started(item: ActivityRecord, *, waiting_for: str,
     ``timer:…``); ``approvers`` when the item names them."""
     event_id = f"{item.activity_exec_id}/waiting"
     detail: dict[str, Any] = {
-        "event_id": event_id,
-        **_common(item.workflow_exec_id, item.workflow_name, item.workflow_version),
-        "activity_exec_id": item.activity_exec_id,
-        "activity_name": item.activity_name,
-        "attempt": item.attempt,
-        "state": item.state.value if item.state else None,
+        **_attempt(item, event_id),
         "waiting_for": waiting_for,
         "started_at": iso_time(item.updated_epoch),
         "deadline_at": iso_time(item.timer_epoch) if item.timer_epoch is not None else None,
