@@ -22,6 +22,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from whimbrel.contract import notifications as events
+from whimbrel.contract.definitions import ActivityDefinition
 from whimbrel.contract.errors import InvalidInput, WhimbrelError
 from whimbrel.contract.notifications import FAILURE_STATES, Notification
 from whimbrel.contract.payloads import decode_payload
@@ -179,7 +180,7 @@ class Notifier:
         state = item.state
         found: list[Notification] = []
         if state in FAILURE_STATES and previous not in _FAILED:
-            spec = self.engine.definition_of(item).activity(item.activity_name)
+            spec = self._spec(item)
             if rules.failed_for_good(spec, item):
                 found.append(events.activity_failed(
                     item, previous=previous, max_attempts=spec.retry.max_attempts))
@@ -191,11 +192,26 @@ class Notifier:
         return found
 
 
+    def _spec(self, item: ActivityRecord) -> ActivityDefinition:
+        """The definition of ``item``'s activity in the version its run captured.
+
+        Raises:
+            DefinitionNotFound: that version is not registered.
+            InvalidInput: the version has no such activity.
+        """
+        defn = self.engine.definition_of(item)
+        if item.activity_name not in defn.names:
+            raise InvalidInput(f"workflow {defn.name!r} has no activity "
+                               f"{item.activity_name!r}", field="activity_name")
+        return defn.activity(item.activity_name)
+
+
 def _decoded(decode: Any, image: Mapping[str, Any]) -> Any:
     """An image through the store's codec; what it cannot read is bad input."""
     try:
         return decode(image)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, ArithmeticError,
+            RecursionError) as exc:
         raise InvalidInput(f"stream image does not decode: {type(exc).__name__}: {exc}",
                            field="NewImage") from None
 
