@@ -1,9 +1,11 @@
-"""What the three handlers share: the Engine (one per container), Logger and Metrics.
+"""What the handlers share: the Engine (one per container), Logger and Metrics, and
+Powertools batch processing of stream events.
 
 Configuration comes from the environment through ``Whimbrel.from_env`` (``whimbrel.settings``:
 ``WHIMBREL_TABLE_PREFIX``, ``WHIMBREL_ENDPOINT_URL`` — unset: real DynamoDB —,
-``WHIMBREL_RETENTION_DAYS``). The local runtime passes its own client on the invocation context
-(attribute ``whimbrel_client``) so several runtimes can share one process.
+``WHIMBREL_RETENTION_DAYS``, ``WHIMBREL_METRICS``). The local runtime passes its own client
+on the invocation context (attribute ``whimbrel_client``) so several runtimes can share one
+process.
 """
 
 from __future__ import annotations
