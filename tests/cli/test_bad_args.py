@@ -57,6 +57,7 @@ def files(tmp_path: Path) -> dict[str, str]:
         "bomb.yaml": _alias_bomb(),
         "empty.yaml": "",
         "latin1.json": '{"caf\xe9": 1}'.encode("latin-1"),
+        "not-events.jsonl": '{"detail-type": "Workflow Ended"}\nnot JSON at all\n',
     }
     out = {"dir": str(tmp_path), "missing": str(tmp_path / "missing.yaml"),
            "nodir": str(tmp_path / "no" / "such" / "dir" / "g.mmd")}
@@ -133,6 +134,18 @@ def corpus(f: dict[str, str], done: str) -> list[Bad]:
         Bad("table prefix with a slash", ("list", "--table-prefix", "a b/"), USAGE,
             "--table-prefix 'a b/'"),
         Bad("--days 0", ("rejections", "--days", "0"), USAGE, "--days"),
+        Bad("notifications without a file", ("notifications",), USAGE,
+            "give --events-file or set WHIMBREL_EVENTS_FILE"),
+        Bad("notifications of a missing file", ("notifications", "--events-file",
+                                                f["missing"]), USAGE, "does not exist"),
+        Bad("notifications of an unknown type", ("notifications", "--events-file",
+                                                 f["empty.yaml"], "--type", "[/x]"), USAGE,
+            "--type '[/x]': not one of"),
+        Bad("notifications --interval 0", ("notifications", "--events-file", f["missing"],
+                                           "--follow", "--interval", "0"), USAGE,
+            "--interval"),
+        Bad("dev events file in a missing folder", ("dev", "--events-file", f["nodir"]),
+            USAGE, "does not exist"),
         # -- not found: exit 3 -----------------------------------------------------------
         Bad("unknown run", ("status", "nope"), NOT_FOUND, "no workflow execution 'nope'"),
         Bad("odd Unicode run id", ("status", "\x00\u202e\U0001f426"), NOT_FOUND,
@@ -197,6 +210,9 @@ def corpus(f: dict[str, str], done: str) -> list[Bad]:
         Bad("impossible --day", ("rejections", "--day", "2025-02-30"), INVALID,
             "--day '2025-02-30' is not YYYY-MM-DD"),
         Bad("emoji --day", ("rejections", "--day", "\U0001f426"), INVALID, "is not YYYY-MM-DD"),
+        Bad("events file that holds no events", ("notifications", "--events-file",
+                                                 f["not-events.jsonl"]), INVALID,
+            "cannot read events file"),
         # -- conflict: exit 5 ------------------------------------------------------------
         Bad("cancel a COMPLETED run", ("cancel", done), CONFLICT, "already ended COMPLETED"),
         Bad("retry a COMPLETED attempt", ("retry", completed_a), CONFLICT,

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from whimbrel.contract.definitions import ActivityDefinition, WorkflowDefinition
+from whimbrel.contract.notifications import FAILURE_STATES
 from whimbrel.contract.records import REMOVE, ActivityRecord
 from whimbrel.contract.states import ActivityState
 from whimbrel.settings import DAY_SECONDS
@@ -137,3 +138,27 @@ def not_started_reason(item: ActivityRecord, spec: ActivityDefinition) -> str:
     limit = min(x for x in (spec.schedule_to_start_seconds, spec.start_timeout_seconds) if x)
     return f"{state.value if state else '?'} and not RUNNING within {limit:.0f} s " \
            "of being queued (launch lost)"
+
+
+def retry_follows(spec: ActivityDefinition, item: ActivityRecord) -> bool:
+    """Whether the retry policy gives a FAILED or TIMED_OUT attempt a next attempt.
+
+    The one place that decides it: ``flow.on_failure`` retries exactly when this holds,
+    and the events say an activity failed for good exactly when it does not
+    (:func:`failed_for_good`).
+    """
+    return item.attempt < spec.retry.max_attempts
+
+
+def failed_for_good(spec: ActivityDefinition, item: ActivityRecord) -> bool:
+    """True when ``item`` ended FAILED or TIMED_OUT and no retry follows.
+
+    An attempt asked to stop (its history passes through CANCELLED_RUNNING) that then
+    times out was cancelled, not failed: its run's end tells of it. Decided from the
+    item alone, so every delivery of the record that ended it decides the same.
+    """
+    if item.state not in FAILURE_STATES:
+        return False
+    if any(change.state == A.CANCELLED_RUNNING.value for change in item.history):
+        return False
+    return not retry_follows(spec, item)

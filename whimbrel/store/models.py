@@ -163,6 +163,19 @@ class RejectionModel(Model):
     expires_epoch = NumberAttribute(null=True)
 
 
+class NotificationModel(Model):
+    """A published event's marker (written by ``store/notifications.py``)."""
+
+    event_id = UnicodeAttribute(hash_key=True)  # the event's detail.event_id
+    detail_type = UnicodeAttribute()
+    workflow_exec_id = UnicodeAttribute()
+    status = UnicodeAttribute()  # PENDING (claimed), SENT (published)
+    attempts = NumberAttribute()  # deliveries that claimed it
+    claimed_epoch = NumberAttribute()
+    sent_epoch = NumberAttribute(null=True)
+    expires_epoch = NumberAttribute()
+
+
 _BASES: dict[str, type[Model]] = {
     "workflow_definition": WorkflowDefinitionModel,
     "workflow_request": WorkflowRequestModel,
@@ -171,6 +184,7 @@ _BASES: dict[str, type[Model]] = {
     "activity_exec_dependency": DependencyModel,
     "activity_event": ActivityEventModel,
     "rejection": RejectionModel,
+    "notification": NotificationModel,
 }
 
 _M = TypeVar("_M", bound=Model)
@@ -188,6 +202,7 @@ class BoundModels:
     dependency: type[DependencyModel]
     activity_event: type[ActivityEventModel]
     rejection: type[RejectionModel]
+    notification: type[NotificationModel]
     indexes: dict[str, GlobalSecondaryIndex[Any]]
 
     def all(self) -> tuple[type[Model], ...]:
@@ -199,6 +214,7 @@ class BoundModels:
             self.dependency,
             self.activity_event,
             self.rejection,
+            self.notification,
         )
 
     def cold(self) -> tuple[type[Model], ...]:
@@ -266,5 +282,6 @@ def bind_models(prefix: str, *, host: str | None, region: str | None) -> BoundMo
         dependency=bound["activity_exec_dependency"],  # type: ignore[arg-type]
         activity_event=bound["activity_event"],  # type: ignore[arg-type]
         rejection=bound["rejection"],  # type: ignore[arg-type]
+        notification=bound["notification"],  # type: ignore[arg-type]
         indexes=indexes,
     )
