@@ -16,12 +16,14 @@ from whimbrel.contract.errors import (
     IllegalTransition,
     InvalidDefinition,
     InvalidInput,
+    NotAllowedNow,
     StateConflict,
     StoreError,
     WhimbrelError,
     WorkflowNotFound,
 )
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
+from whimbrel.contract.waits import NotAnApprover, SignalRefused
 from whimbrel.engine.manual import RetryNotAllowed
 from whimbrel.engine.sweep import SweepReport
 from whimbrel.engine.views import ActivityExec, WorkflowExec
@@ -41,8 +43,11 @@ __all__ = [
     "InvalidDefinition",
     "InvalidInput",
     "LauncherSpec",
+    "NotAllowedNow",
+    "NotAnApprover",
     "RetryNotAllowed",
     "RetryPolicy",
+    "SignalRefused",
     "StateConflict",
     "StoreError",
     "SweepReport",

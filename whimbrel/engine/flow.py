@@ -20,11 +20,12 @@ from whimbrel.contract.payloads import clip_error
 from whimbrel.contract.records import ActivityRecord, Change, WorkflowRecord
 from whimbrel.contract.states import (
     ACTIVITY_TRANSITIONS,
+    WORKFLOW_PROCEEDING,
     ActivityState,
     Transition,
     WorkflowState,
 )
-from whimbrel.engine import rules
+from whimbrel.engine import rules, signals, waits
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.ending import WorkflowEnding
 from whimbrel.engine.ports import LaunchRequest, runs_in_process
@@ -53,7 +54,7 @@ class Flow(WorkflowEnding):
                 wf_read.cancel()
             return
         wf = wf_read.result() if wf_read is not None else self.workflow(item.workflow_exec_id)
-        if wf.state not in (W.RUNNING, W.REQUESTED):
+        if wf.state not in WORKFLOW_PROCEEDING:
             self.settle(wf.workflow_exec_id)  # failing, cancelled, or a straggler of an end
             return
         defn = self.definition_of(wf)
@@ -111,7 +112,7 @@ class Flow(WorkflowEnding):
         """Retry the failed attempt per its policy, or fail the workflow."""
         spec = defn.activity(item.activity_name)
         attempt = item.attempt
-        if attempt < spec.retry.max_attempts:
+        if attempt < spec.retry.max_attempts and not waits.is_final_failure(spec, item):
             # The failure time is on the item, so every replay computes the same retry.
             failed_at = float(item.ended_epoch or item.updated_epoch)
             delay = spec.retry.delay_after(attempt, unit_random(item.activity_exec_id))
@@ -174,15 +175,20 @@ class Flow(WorkflowEnding):
             return
         spec = defn.activity(name)
         aeid = activity_exec_id(wf.workflow_exec_id, name, attempt)
-        changes = rules.changes_for(spec, source, path[-1], now=self.clock(),
+        now = self.clock()
+        changes = rules.changes_for(spec, source, path[-1], now=now,
                                     workflow_name=wf.workflow_name,
                                     retention=self.retention(defn))
+        if path[-1] is A.READY:
+            changes = waits.ready_changes(spec, wf, now, changes)
         try:
             moved = self.move(aeid, source, path, changes)
         except StateConflict:
             return
         if path[-1] in (A.QUEUED, A.RUNNING):
             self.launch(wf, defn, moved)
+        else:
+            signals.after_ready(self, wf, defn, moved)
 
     def launch(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                item: ActivityRecord) -> None:

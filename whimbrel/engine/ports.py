@@ -23,6 +23,7 @@ from whimbrel.contract.records import (
     EventRecord,
     RejectionRecord,
     RequestRecord,
+    SignalRecord,
     WorkflowRecord,
 )
 from whimbrel.contract.states import ActivityState, WorkflowState
@@ -89,6 +90,18 @@ class StorePort(Protocol):
                           upstream: str) -> None: ...
     def pending_dependencies(self, workflow_exec_id: str, downstream: str,
                              limit: int | None = 1) -> list[str]: ...
+
+    # -- signals kept for a wait (store/signals.py) -------------------------------------------
+    def put_signal(self, record: SignalRecord) -> bool: ...
+    def get_signal(self, workflow_exec_id: str, signal_id: str) -> SignalRecord | None: ...
+    def list_signals(self, workflow_exec_id: str) -> list[SignalRecord]: ...
+    def bind_signal(self, workflow_exec_id: str, signal_id: str, activity_exec_id: str, *,
+                    taking_from: str | None = None,
+                    expires_epoch: float | None = None) -> bool: ...
+    def release_signal(self, workflow_exec_id: str, signal_id: str,
+                       activity_exec_id: str) -> bool: ...
+    def expire_signal(self, workflow_exec_id: str, signal_id: str,
+                      expires_epoch: float) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -124,6 +124,22 @@ class ActivityExecModel(Model):
     worker = UnicodeAttribute(null=True)
     history = ListAttribute(of=HistoryEntry, default=list)
     expires_epoch = NumberAttribute(null=True)
+    #: What a READY wait waits for (``signal:<name>``, ``approval``, ``timer:<time>``).
+    waiting_for = UnicodeAttribute(null=True)
+    #: A deadline held back while the workflow is SUSPENDED (re-armed on resume).
+    held_epoch = NumberAttribute(null=True)
+
+
+class SignalModel(Model):
+    """A signal sent to a run before a wait of its name was READY (kept until one is)."""
+
+    workflow_exec_id = UnicodeAttribute(hash_key=True)
+    signal_id = UnicodeAttribute(range_key=True)
+    signal_name = UnicodeAttribute()
+    sent_epoch = NumberAttribute()
+    payload = UnicodeAttribute(null=True)
+    consumed_by = UnicodeAttribute(null=True)
+    expires_epoch = NumberAttribute(null=True)
 
 
 class DependencyModel(Model):
@@ -171,6 +187,7 @@ _BASES: dict[str, type[Model]] = {
     "activity_exec_dependency": DependencyModel,
     "activity_event": ActivityEventModel,
     "rejection": RejectionModel,
+    "signal": SignalModel,
 }
 
 _M = TypeVar("_M", bound=Model)
@@ -188,6 +205,7 @@ class BoundModels:
     dependency: type[DependencyModel]
     activity_event: type[ActivityEventModel]
     rejection: type[RejectionModel]
+    signal: type[SignalModel]
     indexes: dict[str, GlobalSecondaryIndex[Any]]
 
     def all(self) -> tuple[type[Model], ...]:
@@ -199,6 +217,7 @@ class BoundModels:
             self.dependency,
             self.activity_event,
             self.rejection,
+            self.signal,
         )
 
     def cold(self) -> tuple[type[Model], ...]:
@@ -266,5 +285,6 @@ def bind_models(prefix: str, *, host: str | None, region: str | None) -> BoundMo
         dependency=bound["activity_exec_dependency"],  # type: ignore[arg-type]
         activity_event=bound["activity_event"],  # type: ignore[arg-type]
         rejection=bound["rejection"],  # type: ignore[arg-type]
+        signal=bound["signal"],  # type: ignore[arg-type]
         indexes=indexes,
     )

@@ -181,6 +181,14 @@ REJECTION = TableSpec(
     purpose="Records that can never succeed, with the reason; listed by `whimbrel rejections`.",
 )
 
+SIGNAL = TableSpec(
+    "signal",
+    Key("workflow_exec_id"),
+    Key("signal_id"),
+    purpose="Signals sent to a run before a wait of their name was READY, kept until one "
+    "is (a run's signals are one Query of its partition); a signal_id names one signal.",
+)
+
 TABLES: tuple[TableSpec, ...] = (
     WORKFLOW_DEFINITION,
     WORKFLOW_REQUEST,
@@ -189,6 +197,7 @@ TABLES: tuple[TableSpec, ...] = (
     ACTIVITY_EXEC_DEPENDENCY,
     ACTIVITY_EVENT,
     REJECTION,
+    SIGNAL,
 )
 
 

@@ -43,7 +43,8 @@ from whimbrel.store.errors import ConditionFailed, translated
 from whimbrel.store.lean import DynamoClient
 from whimbrel.store.meter import CapacityMeter
 from whimbrel.store.models import BoundModels, bind_models
-from whimbrel.store.runs import RunTables, WorkflowKeyPage
+from whimbrel.store.runs import WorkflowKeyPage
+from whimbrel.store.signals import SignalTables
 
 __all__ = ["END_NODE", "Store", "WorkflowKeyPage", "WriteHook", "index_changes"]
 
@@ -78,7 +79,7 @@ def index_changes(changes: Changes, activity_exec_id: str | None = None,
     return out
 
 
-class Store(RunTables):
+class Store(SignalTables):
     """Tables of one prefix at one endpoint. Safe to share between threads."""
 
     def __init__(
