@@ -94,6 +94,25 @@ def wait_workflow(rt: LocalRuntime, request_id: str, timeout: float = 15.0) -> W
     return wait_until(done, timeout=timeout, message=f"workflow {wx} did not end")
 
 
+def rejection_about(rt: LocalRuntime, needle: str) -> Any:
+    """The rejection row whose record mentions ``needle`` (waited for)."""
+    def find() -> Any:
+        return next((r for r in rt.client.list_rejections() if needle in json.dumps(r.record)),
+                    None)
+    return wait_until(find, timeout=15, message=f"no rejection mentions {needle}")
+
+
+def event_row(rt: LocalRuntime, event_id: str) -> dict[str, Any]:
+    """The activity_event row, once Whimbrel marked what it did with it."""
+    table = f"{rt.table_prefix}activity_event"
+    def marked() -> dict[str, Any] | None:
+        item = RawClient(rt.endpoint_url, rt.table_prefix).ddb.get_item(
+            TableName=table, Key={"activity_event_id": {"S": event_id}},
+            ConsistentRead=True).get("Item")
+        return item if item and "outcome" in item else None
+    return wait_until(marked, timeout=15, message=f"event {event_id} never marked")
+
+
 def summary(wf: WorkflowExec) -> dict[str, Any]:
     """What must be equal between two runs of the same scenario."""
     return {
