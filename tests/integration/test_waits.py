@@ -197,7 +197,7 @@ def test_signals_of_one_name_go_to_waits_in_order_and_count_once(wb: Whimbrel) -
 def test_bad_signals_are_refused_with_a_clear_error(wb: Whimbrel) -> None:
     wb.register_workflow(PAY)
     wx = wb.start_workflow("pay")
-    with pytest.raises(InvalidInput, match="waits for signal 'refund'.*waits for: paid"):
+    with pytest.raises(InvalidInput, match=r"waits for signal 'refund'.*waits for: paid"):
         wb.signal(wx, "refund")
     with pytest.raises(InvalidInput, match="name"):
         wb.signal(wx, "no spaces please")
