@@ -37,19 +37,23 @@ def required_activity(item: ActivityEventItem) -> str:
         InvalidInput: it has none.
     """
     if item.activity_exec_id is None:
-        raise InvalidInput(f"a {item.verb.value} row needs activity_exec_id "
+        raise InvalidInput(f"{_a(item.verb.value)} row needs activity_exec_id "
                            "(<workflow_exec_id>:<activity>:<attempt>)",
                            field="activity_exec_id")
     return item.activity_exec_id
 
 
+def _a(verb: str) -> str:
+    return f"{'an' if verb[:1] in 'AEIOU' else 'a'} {verb}"
+
+
 def _workflow(item: ActivityEventItem) -> str:
-    verb = item.verb.value
+    verb = _a(item.verb.value)
     if item.activity_exec_id is not None:
-        raise InvalidInput(f"a {verb} row addresses a workflow: give workflow_exec_id, "
+        raise InvalidInput(f"{verb} row addresses a workflow: give workflow_exec_id, "
                            "not activity_exec_id", field="activity_exec_id")
     if not item.workflow_exec_id:
-        raise InvalidInput(f"a {verb} row needs workflow_exec_id", field="workflow_exec_id")
+        raise InvalidInput(f"{verb} row needs workflow_exec_id", field="workflow_exec_id")
     return item.workflow_exec_id
 
 
