@@ -18,6 +18,7 @@ from whimbrel.store.specs import (
     ACTIVITY_EXEC,
     ACTIVITY_EXEC_DEPENDENCY,
     REJECTION,
+    SIGNAL,
     WORKFLOW_DEFINITION,
     WORKFLOW_EXEC,
     WORKFLOW_REQUEST,
@@ -35,6 +36,7 @@ ENGINE_WRITES = (
     ACTIVITY_EXEC.logical_name,
     ACTIVITY_EXEC_DEPENDENCY.logical_name,
     REJECTION.logical_name,
+    SIGNAL.logical_name,  # signals kept for a wait (SIGNAL rows, reconcile)
 )
 
 # An activity worker on the Simple Lambda API (docs/contract.md): it reports transitions

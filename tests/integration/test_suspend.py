@@ -14,6 +14,8 @@ from whimbrel import (
     LauncherSpec,
     NotAllowedNow,
     RetryPolicy,
+    StateConflict,
+    Transition,
     Whimbrel,
     WorkflowDefinition,
 )
@@ -203,3 +205,19 @@ def test_signals_and_decisions_reach_a_suspended_run(wb: Whimbrel,
     assert wf.activity("ship").state is A.READY and launched.take() == []
     wb.resume_workflow(wx)
     assert [r.activity_name for r in launched.take()] == ["ship"]
+
+
+def test_a_claim_from_a_stale_index_read_takes_nothing_once_suspended(wb: Whimbrel) -> None:
+    """The claimable index is read eventually consistent: a worker may still see an
+    entry the suspend removed. Its claim is conditional on the entry, so it loses."""
+    wb.register_workflow(WorkflowDefinition("lagging", (Act("only"),)))
+    wx = wb.start_workflow("lagging")
+    hits = [h for shard in wb.store.claim_shards
+            for h in wb.store.claimable(shard, "lagging/", 10)]
+    assert [h.activity_name for h in hits] == ["only"]
+    wb.suspend_workflow(wx)
+    with pytest.raises(StateConflict):
+        wb.engine.apply(hits[0], Transition.RUNNING, claimed=True)
+    assert wb.get_activity(activity_exec_id(wx, "only", 1)).state is A.READY
+    wb.resume_workflow(wx)
+    assert wb.claim(workflow_name="lagging") is not None

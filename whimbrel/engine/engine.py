@@ -451,7 +451,7 @@ class Engine(Flow):
         for hit in hits:
             wf_read = self.in_background(self.workflow, hit.workflow_exec_id)
             try:
-                claimed = self.apply(hit, Transition.RUNNING, actor=actor)
+                claimed = self.apply(hit, Transition.RUNNING, actor=actor, claimed=True)
             except StateConflict:
                 wf_read.cancel()
                 continue  # another worker was faster

@@ -219,10 +219,12 @@ class Flow(WorkflowEnding):
 
     def apply(self, item: ActivityRecord, transition: Transition, *,
               output: str | None = None, error: str | None = None,
-              error_type: str | None = None, actor: str | None = None) -> ActivityRecord:
+              error_type: str | None = None, actor: str | None = None,
+              claimed: bool = False) -> ActivityRecord:
         """Move an attempt by ``transition`` from the state ``item`` shows, then run the
         follow-ups. A move that ends the attempt reads the workflow item at the same time
-        as it writes (one sequential round trip less per hand-off).
+        as it writes (one sequential round trip less per hand-off). ``claimed``: a claim,
+        which takes the attempt only while it is in the claimable index.
 
         A lost write is retried from where the activity is now when the contract still
         allows the verb from there: a worker reporting COMPLETED while a cancel turned
@@ -254,7 +256,7 @@ class Flow(WorkflowEnding):
                     error=clip_error(error), error_type=error_type)
                 try:
                     moved = self.move(item.activity_exec_id, source, (target,), changes,
-                                      actor=actor)
+                                      actor=actor, claimed=claimed)
                     break
                 except StateConflict as lost:
                     if lost.current is None or lost.current.state == source:

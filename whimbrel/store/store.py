@@ -339,10 +339,11 @@ class Store(SignalTables):
 
     def move_activity(self, activity_exec_id: str, expected: ActivityState,
                       path: Sequence[ActivityState], changes: Changes, *, now: float,
-                      actor: str, due_by: float | None = None) -> ActivityRecord:
+                      actor: str, due_by: float | None = None,
+                      claimed: bool = False) -> ActivityRecord:
         return super().move_activity(activity_exec_id, expected, path,
                                      index_changes(changes, activity_exec_id),
-                                     now=now, actor=actor, due_by=due_by)
+                                     now=now, actor=actor, due_by=due_by, claimed=claimed)
 
     def set_activity(self, activity_exec_id: str, changes: Changes, *,
                      states: Collection[ActivityState]) -> ActivityRecord:
