@@ -64,6 +64,21 @@ class RawClient:
         return event_id
 
 
+    def row(self, transition: str, **attrs: Any) -> str:
+        """One raw ``activity_event`` row of any verb (SIGNAL, APPROVE, SUSPEND, …);
+        plain values become S/N/M attributes, typed ones (``{"S": …}``) stay as given."""
+        event_id = str(uuid.uuid4())
+        item: dict[str, Any] = {"activity_event_id": {"S": event_id},
+                                "transition": {"S": transition},
+                                "when_epoch": {"N": str(time.time())}}
+        for key, value in attrs.items():
+            typed = isinstance(value, dict) and len(value) == 1 and \
+                next(iter(value)) in ("S", "N", "M", "L", "BOOL", "NULL")
+            item[key] = value if typed else to_ddb(value)
+        self.ddb.put_item(TableName=f"{self.prefix}activity_event", Item=item)
+        return event_id
+
+
 def to_ddb(value: Any) -> dict[str, Any]:
     from decimal import Decimal
 

@@ -5,12 +5,10 @@ become rejection rows and change nothing."""
 from __future__ import annotations
 
 import json
-import time
-import uuid
 from typing import Any
 
 import pytest
-from e2e_support import RawClient, event_row, rejection_about, to_ddb
+from e2e_support import RawClient, event_row, rejection_about
 
 from whimbrel import ActivityDefinition as Act
 from whimbrel import ActivityState as A
@@ -30,15 +28,7 @@ SHOP = WorkflowDefinition("waiting_shop", (
 
 
 def put(raw: RawClient, transition: str, **attrs: Any) -> str:
-    """One raw activity_event row; plain values become S/N/M attributes."""
-    event_id = str(uuid.uuid4())
-    item: dict[str, Any] = {"activity_event_id": {"S": event_id},
-                            "transition": {"S": transition},
-                            "when_epoch": {"N": str(time.time())}}
-    item.update({k: v if isinstance(v, dict) and len(v) == 1 and next(iter(v)) in
-                 ("S", "N", "M", "BOOL") else to_ddb(v) for k, v in attrs.items()})
-    raw.ddb.put_item(TableName=f"{raw.prefix}activity_event", Item=item)
-    return event_id
+    return raw.row(transition, **attrs)
 
 
 def state_of(rt: LocalRuntime, aeid: str) -> A:

@@ -18,17 +18,11 @@ from __future__ import annotations
 
 from whimbrel.contract.errors import NotAllowedNow, StateConflict
 from whimbrel.contract.records import Due, WorkflowRecord
-from whimbrel.contract.states import (
-    ActivityState,
-    WorkflowState,
-    WorkflowTransition,
-    workflow_sources,
-)
+from whimbrel.contract.states import WorkflowState, WorkflowTransition, workflow_sources
 from whimbrel.engine import waits
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.sweep import SweepReport, fire_timer, reconcile
 
-A = ActivityState
 W = WorkflowState
 WT = WorkflowTransition
 
@@ -97,7 +91,7 @@ def fire_due(engine: Engine, workflow_exec_id: str, now: float) -> SweepReport:
     if engine.workflow(workflow_exec_id).state is not W.RUNNING:
         return report
     for act in engine.store.list_activities(workflow_exec_id):
-        if act.state in (A.READY, A.REQUESTED) and act.timer_epoch is not None \
+        if act.state in waits.NOT_LAUNCHED and act.timer_epoch is not None \
                 and act.timer_epoch <= now:
             fire_timer(engine, Due(workflow_exec_id, act.activity_exec_id), now, report)
     return report

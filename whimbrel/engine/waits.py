@@ -16,7 +16,6 @@ a resume re-arms them (``rearm``) and the resume fires what is due.
 
 from __future__ import annotations
 
-import logging
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +27,8 @@ from whimbrel.contract.limits import MAX_OUTPUT_BYTES
 from whimbrel.contract.payloads import decode_payload, encode_payload
 from whimbrel.contract.records import REMOVE, ActivityRecord, Changes, WorkflowRecord
 from whimbrel.contract.states import (
+    ACTIVITY_PENDING,
+    ACTIVITY_TRANSITIONS,
     ActivityState,
     Transition,
     WorkflowState,
@@ -39,12 +40,14 @@ if TYPE_CHECKING:
     from whimbrel.contract.definitions import WorkflowDefinition
     from whimbrel.engine.flow import Flow
 
-log = logging.getLogger("whimbrel.engine")
-
 A = ActivityState
 W = WorkflowState
-#: Attempts launched before a suspend (they may still report RUNNING while SUSPENDED).
-_LAUNCHED = frozenset({A.QUEUED, A.PREPARING})
+#: Launched, not yet running (QUEUED, PREPARING): launched before a suspend, they may
+#: still report RUNNING while the run is SUSPENDED.
+LAUNCHED = frozenset(n for (s, t), n in ACTIVITY_TRANSITIONS.items()
+                     if t in (Transition.QUEUED, Transition.PREPARING))
+#: Not launched (REQUESTED, READY): their deadlines are held while the run is SUSPENDED.
+NOT_LAUNCHED = ACTIVITY_PENDING - LAUNCHED
 
 
 # -- becoming READY ------------------------------------------------------------------------
@@ -91,7 +94,7 @@ def check_outside_move(spec: ActivityDefinition, item: ActivityRecord,
 def may_start_while(wf_state: WorkflowState, source: ActivityState) -> bool:
     """Whether an attempt in ``source`` may start in a workflow in ``wf_state``: only in a
     RUNNING one, or, SUSPENDED, when it was launched before the suspend."""
-    return wf_state is W.RUNNING or (wf_state is W.SUSPENDED and source in _LAUNCHED)
+    return wf_state is W.RUNNING or (wf_state is W.SUSPENDED and source in LAUNCHED)
 
 
 # -- ending a wait in one write ------------------------------------------------------------
@@ -189,7 +192,7 @@ def on_due(engine: Flow, item: ActivityRecord, defn: WorkflowDefinition, now: fl
     that moved on since the index read), or None when the sweep's usual handling applies
     (a signal or approval timing out, everything else)."""
     state = item.state
-    if state not in (A.READY, A.REQUESTED):
+    if state not in NOT_LAUNCHED:
         return None
     spec = defn.activity(item.activity_name)
     wf = engine.store.get_workflow(item.workflow_exec_id)
