@@ -323,3 +323,17 @@ def test_an_approval_timeout_retries_the_question(wb: Whimbrel, clock: StepClock
         wb.approve(gate, by="alice")  # the first question timed out
     wb.approve(second.activity_exec_id, by="alice")
     assert wb.get_workflow(wx).activity("ship").state is A.READY
+
+
+def test_nobody_runs_a_wait(wb: Whimbrel) -> None:
+    """The worker's paths refuse a wait as the guards do: ``run_activity`` (RUNNING by
+    the actor that runs it) and a worker's COMPLETED."""
+    wb.register_workflow(PAY)
+    wx = wb.start_workflow("pay")
+    _complete(wb, activity_exec_id(wx, "order", 1))
+    payment = activity_exec_id(wx, "payment", 1)
+    with pytest.raises(WaitsForEvent), wb.run_activity(payment):
+        pass
+    with pytest.raises(WaitsForEvent):
+        wb.engine.start_running(payment)
+    assert wb.get_activity(payment).state is A.READY

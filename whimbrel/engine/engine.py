@@ -327,13 +327,11 @@ class Engine(Flow):
             UpstreamNotCompleted: READY/QUEUED before every upstream COMPLETED.
             WorkflowNotRunning: a start (QUEUED/PREPARING/RUNNING) in a workflow that is
                 not RUNNING (SUSPENDED: unless the attempt was launched before).
-            WaitsForEvent: a move other than CANCEL asked of a wait.
         """
         state = item.state or A.REQUESTED
         target = ACTIVITY_TRANSITIONS[(state, verb)]
         defn = self.definition_of(item)
         spec = defn.activity(item.activity_name)
-        waits.check_outside_move(spec, item, verb)
         if state is A.REQUESTED and target in (A.READY, A.QUEUED) and spec.depends_on:
             latest = self.latest_attempts(item.workflow_exec_id)
             open_ = [f"{d} ({_state_of(latest.get(d))})" for d in spec.depends_on

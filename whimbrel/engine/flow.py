@@ -233,9 +233,12 @@ class Flow(WorkflowEnding):
 
         Raises:
             StateConflict: the verb does not apply where the activity is now.
+            WaitsForEvent: a move other than CANCEL asked of a wait (its own event ends
+                it, in ``waits.end_wait``; nobody runs it).
         """
         defn = self.definition_of(item)
         spec = defn.activity(item.activity_name)
+        waits.check_outside_move(spec, item, transition)
         ends = any(n.is_terminal for (s, t), n in ACTIVITY_TRANSITIONS.items()
                    if t is transition)
         wf_read = self.in_background(self.workflow, item.workflow_exec_id) if ends else None
