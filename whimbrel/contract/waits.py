@@ -93,7 +93,7 @@ def definition_problems(spec: ActivityDefinition) -> list[str]:
     if spec.launcher.kind not in WAIT_KINDS:
         return []
     return [f"activity {spec.name!r}: a {spec.launcher.kind} wait cannot have {key} "
-            "(nothing runs it; give the wait its own timeout_seconds)"
+            "(nothing runs it; a signal or approval takes its own timeout_seconds)"
             for key in _RUNNER_SETTINGS if getattr(spec, key) is not None]
 
 
