@@ -21,6 +21,7 @@ from whimbrel.contract.limits import NAME_PATTERN
 
 if TYPE_CHECKING:
     from whimbrel.contract.activities import ActivityDefinition
+    from whimbrel.contract.records import ActivityRecord
 
 TIMER = "timer"
 SIGNAL = "signal"
@@ -223,6 +224,11 @@ def approval_output(by: str, comment: str, at: float) -> dict[str, Any]:
 
 def rejection_error(by: str, comment: str) -> str:
     return f"rejected by {by}" + (f": {comment}" if comment else "")
+
+
+def rejected(spec: ActivityDefinition, item: ActivityRecord) -> bool:
+    """A rejected approval: a decision, not a fault, so its retry policy does not apply."""
+    return spec.launcher.kind == APPROVAL and item.error_type == REJECTED
 
 
 # -- errors --------------------------------------------------------------------------------

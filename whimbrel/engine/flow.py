@@ -112,7 +112,7 @@ class Flow(WorkflowEnding):
         """Retry the failed attempt per its policy, or fail the workflow."""
         spec = defn.activity(item.activity_name)
         attempt = item.attempt
-        if attempt < spec.retry.max_attempts and not waits.is_final_failure(spec, item):
+        if rules.retry_follows(spec, item):
             # The failure time is on the item, so every replay computes the same retry.
             failed_at = float(item.ended_epoch or item.updated_epoch)
             delay = spec.retry.delay_after(attempt, unit_random(item.activity_exec_id))

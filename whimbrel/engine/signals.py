@@ -259,7 +259,7 @@ def _may_still_receive(defn: WorkflowDefinition, latest: dict[str, ActivityRecor
         if act is None or act.state is None or not act.state.is_terminal:
             return True
         if act.state in (A.FAILED, A.TIMED_OUT) \
-                and act.attempt < defn.activity(name).retry.max_attempts:
+                and rules.retry_follows(defn.activity(name), act):
             return True  # its retry is (or will be) created
     return False
 

@@ -178,11 +178,6 @@ def output_json(value: Any) -> str:
     return "null" if text is None else text
 
 
-def is_final_failure(spec: ActivityDefinition, item: ActivityRecord) -> bool:
-    """A rejected approval is a decision, not a fault: its retry policy does not apply."""
-    return spec.launcher.kind == waits.APPROVAL and item.error_type == waits.REJECTED
-
-
 # -- due deadlines (the sweep) -------------------------------------------------------------
 
 def on_due(engine: Flow, item: ActivityRecord, defn: WorkflowDefinition, now: float, *,
