@@ -114,12 +114,6 @@ def changes_for(spec: ActivityDefinition, source: ActivityState, target: Activit
     return out
 
 
-def retry_follows(spec: ActivityDefinition, item: ActivityRecord) -> bool:
-    """Whether the retry policy gives a FAILED or TIMED_OUT attempt a next attempt: while
-    it has attempts left, unless it is a rejected approval (a decision, not a fault)."""
-    return item.attempt < spec.retry.max_attempts and not waits.rejected(spec, item)
-
-
 def fired(item: ActivityRecord, spec: ActivityDefinition, now: float) -> str | None:
     """Why a running attempt's armed deadline has passed at ``now``, or None when a
     heartbeat moved it on since (the sweep then re-arms the timer)."""
@@ -146,3 +140,9 @@ def not_started_reason(item: ActivityRecord, spec: ActivityDefinition) -> str:
     limit = min(x for x in (spec.schedule_to_start_seconds, spec.start_timeout_seconds) if x)
     return f"{state.value if state else '?'} and not RUNNING within {limit:.0f} s " \
            "of being queued (launch lost)"
+
+
+def retry_follows(spec: ActivityDefinition, item: ActivityRecord) -> bool:
+    """Whether the retry policy gives a FAILED or TIMED_OUT attempt a next attempt: while
+    it has attempts left, unless it is a rejected approval (a decision, not a fault)."""
+    return item.attempt < spec.retry.max_attempts and not waits.rejected(spec, item)
