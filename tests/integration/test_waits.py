@@ -337,3 +337,18 @@ def test_nobody_runs_a_wait(wb: Whimbrel) -> None:
     with pytest.raises(WaitsForEvent):
         wb.engine.start_running(payment)
     assert wb.get_activity(payment).state is A.READY
+
+
+def test_the_ready_write_says_what_a_wait_waits_for(wb: Whimbrel, clock: StepClock) -> None:
+    """What events (issue 15) read off the item: ``waiting_for``, the deadline in
+    ``timer_epoch`` and, for an approval that names them, ``approvers``."""
+    _, gate = _at_gate(wb)
+    item = wb.store.get_activity(gate)
+    assert item is not None and item.waiting_for == "approval"
+    assert item.approvers == ("alice", "bob") and item.timer_epoch == clock() + 3600
+    root = WorkflowDefinition("root_gate", (Act("g", launcher=LauncherSpec.approval(
+        approvers=["carol"])),))
+    wb.register_workflow(root)
+    created = wb.store.get_activity(activity_exec_id(wb.start_workflow("root_gate"), "g", 1))
+    assert created is not None and created.approvers == ("carol",)
+    assert created.waiting_for == "approval" and created.timer_epoch is None

@@ -78,8 +78,10 @@ class ActivityRecord:
     worker: str | None = None
     expires_epoch: float | None = None
     history: tuple[Change, ...] = ()
-    #: A wait's READY write says what it waits for (``signal:payment``, ``approval``...).
+    #: A wait's READY write says what it waits for (``signal:payment``, ``approval``...)
+    #: and, for an approval that names them, who may decide.
     waiting_for: str | None = None
+    approvers: tuple[str, ...] | None = None
     #: A deadline the sweep held back while the workflow was SUSPENDED (re-armed on resume).
     held_epoch: float | None = None
 

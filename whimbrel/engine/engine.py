@@ -222,7 +222,7 @@ class Engine(Flow):
         timer = changes.get("timer_epoch")
         record = record.with_changes(
             state=path[-1], timer_epoch=timer if isinstance(timer, float) else None,
-            waiting_for=changes.get("waiting_for"),
+            **waits.record_fields(changes),
             history=record.history + tuple(Change(s.value, now, self.actor) for s in path))
         if "claimable" in changes:
             return self.store.create_claimable(record)

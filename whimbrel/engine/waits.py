@@ -72,9 +72,18 @@ def ready_changes(spec: ActivityDefinition, wf: WorkflowRecord, now: float,
         due = waits.deadline(spec, now, activity_input(wf, spec))
         out["timer_epoch"] = due if due is not None else REMOVE
         out["waiting_for"] = waits.waiting_for(spec, due)
+        if waits.approvers(spec):
+            out["approvers"] = list(waits.approvers(spec))
     if wf.state is W.SUSPENDED:
         out.pop("claimable", None)
     return out
+
+
+def record_fields(changes: Changes) -> dict[str, Any]:
+    """The fields of ``ready_changes`` for a record created READY (a root)."""
+    approvers = changes.get("approvers")
+    return {"waiting_for": changes.get("waiting_for"),
+            "approvers": tuple(approvers) if approvers is not None else None}
 
 
 # -- guards for callers outside the engine -------------------------------------------------

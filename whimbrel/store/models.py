@@ -126,6 +126,7 @@ class ActivityExecModel(Model):
     expires_epoch = NumberAttribute(null=True)
     #: What a READY wait waits for (``signal:<name>``, ``approval``, ``timer:<time>``).
     waiting_for = UnicodeAttribute(null=True)
+    approvers = ListAttribute(of=UnicodeAttribute, null=True)
     #: A deadline held back while the workflow is SUSPENDED (re-armed on resume).
     held_epoch = NumberAttribute(null=True)
 
