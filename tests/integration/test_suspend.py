@@ -4,8 +4,6 @@ resumed. Time is driven through ``sweep(now)`` by a stepped clock."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from whimbrel import ActivityDefinition as Act
@@ -33,25 +31,8 @@ SHOP = WorkflowDefinition("shop", (
     Act("post", ("pack", "label"))))
 
 
-@pytest.fixture
-def clock() -> StepClock:
-    return StepClock()
-
-
-@pytest.fixture
-def launched() -> RecordingLauncher:
-    return RecordingLauncher()
-
-
-@pytest.fixture
-def wb(ddb_endpoint: str, table_prefix: str, clock: StepClock,
-       launched: RecordingLauncher) -> Iterator[Whimbrel]:
-    client = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix, clock=clock,
-                      launchers={"lambda": launched})
-    client.create_tables()
-    yield client
-    client.close()
-    client.store.delete_tables()
+#: The ``clock`` fixture (conftest.py) stands still until the test moves it.
+CLOCK = StepClock
 
 
 def test_a_suspended_run_starts_nothing_and_resumes_where_it_was(

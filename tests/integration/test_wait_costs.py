@@ -9,10 +9,6 @@ write to a wait fails here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from whimbrel import ActivityDefinition as Act
 from whimbrel import LauncherSpec, Whimbrel, WorkflowDefinition, WorkflowState
 from whimbrel.contract.ids import activity_exec_id
@@ -36,14 +32,8 @@ CASES: list[tuple[str, LauncherSpec | None, str, float, int]] = [
 ]
 
 
-@pytest.fixture
-def wb(ddb_endpoint: str, table_prefix: str) -> Iterator[Whimbrel]:
-    client = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix,
-                      clock=StepClock())
-    client.create_tables()
-    yield client
-    client.close()
-    client.store.delete_tables()
+#: The ``clock`` fixture (conftest.py) stands still until the test moves it.
+CLOCK = StepClock
 
 
 def _units(wb: Whimbrel, wait: LauncherSpec | None, event: str, n: int) -> tuple[float, float]:

@@ -4,8 +4,6 @@ stepped clock through ``sweep(now)``; nothing sleeps."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from whimbrel import ActivityDefinition as Act
@@ -30,25 +28,8 @@ from whimbrel.testing import RecordingLauncher, StepClock, assert_contract_holds
 LAMBDA = LauncherSpec("lambda", {"function": "f"})
 
 
-@pytest.fixture
-def clock() -> StepClock:
-    return StepClock()
-
-
-@pytest.fixture
-def launched() -> RecordingLauncher:
-    return RecordingLauncher()
-
-
-@pytest.fixture
-def wb(ddb_endpoint: str, table_prefix: str, clock: StepClock,
-       launched: RecordingLauncher) -> Iterator[Whimbrel]:
-    client = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix, clock=clock,
-                      launchers={"lambda": launched})
-    client.create_tables()
-    yield client
-    client.close()
-    client.store.delete_tables()
+#: The ``clock`` fixture (conftest.py) stands still until the test moves it.
+CLOCK = StepClock
 
 
 def _complete(wb: Whimbrel, aeid: str, output: object = None) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from stream_records import corpus_findings, snapshot
+from stream_records import corpus_findings, snapshot, waiting_runs
 
 from whimbrel import (
     ActivityDefinition,
@@ -177,12 +177,7 @@ def _setup(wb: Whimbrel) -> dict[str, str]:
         ActivityDefinition("C", ("A",), launcher=EXT))))
     wx = wb.start_workflow("ok", {"keep": "me"}, request_id="bystander")
     wb.transition_activity(activity_exec_id(wx, "A", 1), "RUNNING")
-    wb.register_workflow(WorkflowDefinition("waits", (
-        ActivityDefinition("S", launcher=LauncherSpec.signal("go")),
-        ActivityDefinition("G", launcher=LauncherSpec.approval(approvers=["alice"])))))
-    waits = wb.start_workflow("waits", request_id="waiting")
-    ended = wb.start_workflow("waits", request_id="ended")
-    wb.cancel_workflow(ended)
+    waits, ended = waiting_runs(wb)
     return {"wx": wx, "running": activity_exec_id(wx, "A", 1),
             "ready": activity_exec_id(wx, "B", 1), "waits": waits, "ended": ended,
             "gate": activity_exec_id(waits, "G", 1)}

@@ -30,6 +30,7 @@ from stream_records import (
     nested_m,
     replay,
     run_corpus,
+    waiting_runs,
 )
 
 from lambdas import activity_event, workflow_request
@@ -186,12 +187,7 @@ def test_bad_activity_events(lwb: Whimbrel) -> None:
     wb.transition_activity(done, "COMPLETED", output={"a": 1})
     wb.transition_activity(running, "RUNNING")
     pool = wb.start_workflow("pool", request_id="pool")
-    wb.register_workflow(WorkflowDefinition("waiting", (
-        ActivityDefinition("S", launcher=LauncherSpec.signal("go")),
-        ActivityDefinition("G", launcher=LauncherSpec.approval(approvers=["alice"])))))
-    waiting = wb.start_workflow("waiting", request_id="waiting")
-    ended = wb.start_workflow("waiting", request_id="ended")
-    wb.cancel_workflow(ended)
+    waiting, ended = waiting_runs(wb)
     gate = activity_exec_id(waiting, "G", 1)
     free = iter(range(POOL))
     stream = Stream(f"{wb.table_prefix}activity_event", "activity_event_id")

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from whimbrel import ActivityExec
 from whimbrel.cli.app import Cli, app, command
 from whimbrel.cli.cmd_runs import parse_input
 from whimbrel.cli.shapes import activity_dict
@@ -54,38 +55,33 @@ def signal(
     cli.emit(out, human)
 
 
+#: The attempt a decision is about.
+DecidedArg = Annotated[str, typer.Argument(
+    help="The attempt waiting for approval, <workflow_exec_id>:<activity>:<attempt>.")]
+
+
+def _decided(cli: Cli, act: ActivityExec) -> None:
+    error = f": {act.error}" if act.error else ""
+    cli.emit(activity_dict(act, latest=True, now=cli.wb.clock()),
+             lambda: cli.out.print(f"{act.activity_exec_id} {act.state.value}{error}"))
+
+
 @command(app, "approve", example="whimbrel approve 3f1c…e2:review:1 --by alice -m 'ok'")
-def approve(
-    cli: Cli,
-    activity_exec_id: Annotated[str, typer.Argument(
-        help="The attempt waiting for approval, <workflow_exec_id>:<activity>:<attempt>.")],
-    by: ByOpt,
-    comment: CommentOpt = "",
-) -> None:
+def approve(cli: Cli, activity_exec_id: DecidedArg, by: ByOpt, comment: CommentOpt = "") -> None:
     """Approve an activity waiting for approval: it completes and its dependents start.
 
     With approvers in its definition only they may decide (exit code 5 for anyone else,
     and for an approval already decided, timed out or not reached yet).
     """
-    act = cli.wb.approve(activity_exec_id, by=by, comment=comment)
-    cli.emit(activity_dict(act, latest=True, now=cli.wb.clock()),
-             lambda: cli.out.print(f"{act.activity_exec_id} {act.state.value}"))
+    _decided(cli, cli.wb.approve(activity_exec_id, by=by, comment=comment))
 
 
 @command(app, "reject", example="whimbrel reject 3f1c…e2:review:1 --by bob -m 'no stock'")
-def reject(
-    cli: Cli,
-    activity_exec_id: Annotated[str, typer.Argument(
-        help="The attempt waiting for approval, <workflow_exec_id>:<activity>:<attempt>.")],
-    by: ByOpt,
-    comment: CommentOpt = "",
-) -> None:
+def reject(cli: Cli, activity_exec_id: DecidedArg, by: ByOpt, comment: CommentOpt = "") -> None:
     """Reject an activity waiting for approval: it fails with an error naming who and
     why, and (a decision is not retried) the run fails.
     """
-    act = cli.wb.reject(activity_exec_id, by=by, comment=comment)
-    cli.emit(activity_dict(act, latest=True, now=cli.wb.clock()),
-             lambda: cli.out.print(f"{act.activity_exec_id} {act.state.value}: {act.error}"))
+    _decided(cli, cli.wb.reject(activity_exec_id, by=by, comment=comment))
 
 
 def _workflow_state(cli: Cli, workflow_exec_id: str) -> None:

@@ -18,7 +18,12 @@ from __future__ import annotations
 
 from whimbrel.contract.errors import NotAllowedNow, StateConflict
 from whimbrel.contract.records import Due, WorkflowRecord
-from whimbrel.contract.states import WorkflowState, WorkflowTransition, workflow_sources
+from whimbrel.contract.states import (
+    WorkflowState,
+    WorkflowTransition,
+    next_workflow_state,
+    workflow_sources,
+)
 from whimbrel.engine import waits
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.sweep import SweepReport, fire_timer, reconcile
@@ -27,19 +32,33 @@ W = WorkflowState
 WT = WorkflowTransition
 
 
-def _move(engine: Engine, wf: WorkflowRecord, move: WorkflowTransition,
-          target: WorkflowState, actor: str | None) -> WorkflowRecord:
-    """The workflow's move, if it is where the move starts; the record as it is now."""
+def _move(engine: Engine, workflow_exec_id: str, move: WorkflowTransition,
+          actor: str | None) -> WorkflowRecord:
+    """Make ``move`` (SUSPEND or RESUME) if the run is where it starts; the record as it
+    is now, which must be where the move leads (it was there already, or got there).
+
+    Raises:
+        WorkflowNotFound: no such run.
+        NotAllowedNow: the run is elsewhere (ended, failing, cancelled...).
+    """
+    wf = engine.workflow(workflow_exec_id)
     sources = workflow_sources(move)
-    if wf.state not in sources:
-        return wf
-    try:
-        return engine.store.move_workflow(wf.workflow_exec_id, sources, target, {},
-                                          now=engine.clock(), actor=actor or engine.actor,
-                                          workflow_name=wf.workflow_name)
-    except StateConflict as lost:
-        return lost.current if isinstance(lost.current, WorkflowRecord) \
-            else engine.workflow(wf.workflow_exec_id)
+    target = next_workflow_state(next(iter(sources)), move)
+    if wf.state in sources:
+        try:
+            wf = engine.store.move_workflow(workflow_exec_id, sources, target, {},
+                                            now=engine.clock(), actor=actor or engine.actor,
+                                            workflow_name=wf.workflow_name)
+        except StateConflict as lost:
+            wf = lost.current if isinstance(lost.current, WorkflowRecord) \
+                else engine.workflow(workflow_exec_id)
+    if wf.state is not target:
+        sources_text = "/".join(sorted(s.value for s in sources))
+        raise NotAllowedNow(
+            f"workflow {workflow_exec_id} is {wf.state.value}: only a {sources_text} "
+            f"workflow can be {'suspended' if move is WT.SUSPEND else 'resumed'}",
+            workflow_exec_id=workflow_exec_id, workflow_state=wf.state.value)
+    return wf
 
 
 def suspend(engine: Engine, workflow_exec_id: str, *,
@@ -50,12 +69,7 @@ def suspend(engine: Engine, workflow_exec_id: str, *,
         WorkflowNotFound: no such run.
         NotAllowedNow: the run is neither RUNNING nor SUSPENDED.
     """
-    wf = _move(engine, engine.workflow(workflow_exec_id), WT.SUSPEND, W.SUSPENDED, actor)
-    if wf.state is not W.SUSPENDED:
-        raise NotAllowedNow(
-            f"workflow {workflow_exec_id} is {wf.state.value}: only a RUNNING workflow "
-            "can be suspended", workflow_exec_id=workflow_exec_id,
-            workflow_state=wf.state.value)
+    wf = _move(engine, workflow_exec_id, WT.SUSPEND, actor)
     # The move first, then the activities: an external readied by a hand-off that read
     # the workflow before the move is seen here and leaves the claimable index.
     waits.repair_claims(engine, wf, engine.definition_of(wf),
@@ -72,12 +86,7 @@ def resume(engine: Engine, workflow_exec_id: str, *,
         WorkflowNotFound: no such run.
         NotAllowedNow: the run is neither SUSPENDED nor RUNNING.
     """
-    wf = _move(engine, engine.workflow(workflow_exec_id), WT.RESUME, W.RUNNING, actor)
-    if wf.state is not W.RUNNING:
-        raise NotAllowedNow(
-            f"workflow {workflow_exec_id} is {wf.state.value}: only a SUSPENDED workflow "
-            "can be resumed", workflow_exec_id=workflow_exec_id,
-            workflow_state=wf.state.value)
+    _move(engine, workflow_exec_id, WT.RESUME, actor)
     now = engine.clock()
     reconcile(engine, workflow_exec_id, now)
     fire_due(engine, workflow_exec_id, now)

@@ -66,7 +66,6 @@ class SignalTables(RunTables):
         changes: dict[str, Any] = {"consumed_by": activity_exec_id}
         if expires_epoch is not None:
             changes["expires_epoch"] = expires_epoch
-        update = expr.update(changes)
         # Exactly one wait receives a signal: only a free one is taken (or one already
         # given to this very attempt, so a replay of the same hand-over succeeds, or one
         # given to an attempt known dead, if it still is); the item must exist.
@@ -74,46 +73,35 @@ class SignalTables(RunTables):
                      f"{expr.equals('consumed_by', activity_exec_id)}")
         if taking_from is not None:
             condition += f" OR {expr.equals('consumed_by', taking_from)}"
-        condition += ")"
-        params = expr.params(TableName=self.signal_table,
-                             Key=self._signal_key(workflow_exec_id, signal_id),
-                             UpdateExpression=update, ConditionExpression=condition,
-                             **_CAPACITY)
-        try:
-            self._write("UpdateItem", "signal", lambda: self.client.call("UpdateItem", params))
-        except ConditionLost:
-            return False
-        return True
+        return self._update_signal(workflow_exec_id, signal_id, expr, changes,
+                                   condition + ")")
 
     def release_signal(self, workflow_exec_id: str, signal_id: str,
                        activity_exec_id: str) -> bool:
         """Free a signal given to an attempt that did not receive it after all."""
         expr = Expression()
-        update = expr.update({"consumed_by": REMOVE})
         # Only while it is still given to that attempt (never free another's).
         condition = expr.equals("consumed_by", activity_exec_id)
-        params = expr.params(TableName=self.signal_table,
-                             Key=self._signal_key(workflow_exec_id, signal_id),
-                             UpdateExpression=update, ConditionExpression=condition,
-                             **_CAPACITY)
-        try:
-            self._write("UpdateItem", "signal", lambda: self.client.call("UpdateItem", params))
-        except ConditionLost:
-            return False
-        return True
+        return self._update_signal(workflow_exec_id, signal_id, expr,
+                                   {"consumed_by": REMOVE}, condition)
 
     def expire_signal(self, workflow_exec_id: str, signal_id: str,
                       expires_epoch: float) -> None:
         """Push out a kept signal's expiry (a long run's reconcile visit)."""
         expr = Expression()
-        update = expr.update({"expires_epoch": expires_epoch})
         # Only an existing item: an expired one is not revived.
+        self._update_signal(workflow_exec_id, signal_id, expr,
+                            {"expires_epoch": expires_epoch}, expr.exists("signal_id"))
+
+    def _update_signal(self, workflow_exec_id: str, signal_id: str, expr: Expression,
+                       changes: dict[str, Any], condition: str) -> bool:
+        """One conditional UpdateItem of a signal; False when the condition failed."""
         params = expr.params(TableName=self.signal_table,
                              Key=self._signal_key(workflow_exec_id, signal_id),
-                             UpdateExpression=update,
-                             ConditionExpression=expr.exists("signal_id"), **_CAPACITY)
+                             UpdateExpression=expr.update(changes),
+                             ConditionExpression=condition, **_CAPACITY)
         try:
             self._write("UpdateItem", "signal", lambda: self.client.call("UpdateItem", params))
         except ConditionLost:
-            pass
-
+            return False
+        return True
