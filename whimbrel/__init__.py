@@ -27,6 +27,7 @@ from whimbrel.contract.errors import (
 )
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
+from whimbrel.contract.waits import NotAnApprover, SignalRefused
 from whimbrel.engine.manual import RetryNotAllowed
 from whimbrel.engine.sweep import SweepReport
 from whimbrel.engine.views import ActivityExec, WorkflowExec, WorkflowRequest
@@ -48,8 +49,10 @@ __all__ = [
     "LauncherSpec",
     "ListenerOnly",
     "NotAllowedNow",
+    "NotAnApprover",
     "RetryNotAllowed",
     "RetryPolicy",
+    "SignalRefused",
     "StateConflict",
     "StoreError",
     "SweepReport",

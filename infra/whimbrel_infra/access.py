@@ -19,6 +19,7 @@ from whimbrel.store.specs import (
     ACTIVITY_EXEC_DEPENDENCY,
     NOTIFICATION,
     REJECTION,
+    SIGNAL,
     WORKFLOW_DEFINITION,
     WORKFLOW_EXEC,
     WORKFLOW_REQUEST,
@@ -36,6 +37,7 @@ ENGINE_WRITES = (
     ACTIVITY_EXEC.logical_name,
     ACTIVITY_EXEC_DEPENDENCY.logical_name,
     REJECTION.logical_name,
+    SIGNAL.logical_name,  # signals kept for a wait (SIGNAL rows, reconcile)
 )
 
 # The notify function (whimbrel/observe/notify.py) reads executions and definitions (a

@@ -38,8 +38,8 @@ def _check(wb: Whimbrel, launcher: RecordingLauncher, plan: Plan, wx: str, why: 
     raw = wb.store.get_workflow(wx)
     assert raw is not None and raw.check_epoch is None, f"{plan.name} {why}: reconcile armed"
     for item in wb.store.list_activities(wx):
-        assert item.timer_epoch is None and item.claim_key is None, \
-            f"{plan.name} {why}: {item.activity_exec_id} still indexed"
+        assert item.timer_epoch is None and item.claim_key is None \
+            and item.held_epoch is None, f"{plan.name} {why}: {item.activity_exec_id} still indexed"
 
 
 @pytest.mark.slow

@@ -53,7 +53,9 @@ def test_public_names_are_pinned() -> None:
         "ActivityRun", "ActivityState", "ActivityTimedOut", "DefinitionNotFound",
         "DefinitionVersion",
         "IllegalTransition", "InvalidDefinition", "InvalidInput", "LauncherSpec",
-        "RetryNotAllowed", "RetryPolicy", "StateConflict", "StoreError", "SweepReport",
+        "NotAllowedNow", "NotAnApprover",
+        "RetryNotAllowed", "RetryPolicy", "SignalRefused", "StateConflict", "StoreError",
+        "SweepReport",
         "Transition",
         "Whimbrel", "WhimbrelError", "WorkflowDefinition", "WorkflowExec",
         "WorkflowNotFound", "WorkflowPage", "WorkflowState",
@@ -66,5 +68,5 @@ def test_public_names_are_pinned() -> None:
     for err in ("IllegalTransition", "StateConflict", "ActivityCancelled", "ActivityTimedOut",
                 "InvalidInput", "InvalidDefinition", "StoreError", "WorkflowNotFound",
                 "RetryNotAllowed", "NotAllowedNow", "UpstreamNotCompleted",
-                "WorkflowNotRunning", "ListenerOnly"):
+                "WorkflowNotRunning", "ListenerOnly", "NotAnApprover", "SignalRefused"):
         assert issubclass(getattr(whimbrel, err), whimbrel.WhimbrelError)

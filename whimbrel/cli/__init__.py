@@ -11,8 +11,9 @@ from whimbrel.cli import (
     cmd_runs,
     cmd_setup,
     cmd_ui,
+    cmd_waits,
 )
 from whimbrel.cli.app import ExitCode, app, main
 
 __all__ = ["ExitCode", "app", "cmd_control", "cmd_exec", "cmd_local", "cmd_notify",
-           "cmd_runs", "cmd_setup", "cmd_ui", "main"]
+           "cmd_runs", "cmd_setup", "cmd_ui", "cmd_waits", "main"]

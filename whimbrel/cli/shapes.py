@@ -81,6 +81,7 @@ def activity_dict(act: ActivityExec, *, latest: bool, now: float,
         "not_before_epoch": act.not_before_epoch,
         "output": act.output,
         "error": act.error,
+        "waiting_for": act.waiting_for,
     }
 
 

@@ -1,7 +1,8 @@
 """``Whimbrel``: the public facade over the engine, the store and the launchers.
 
-The methods live by concern in ``_runs.py`` (runs) and ``_activities.py`` (activities);
-this module holds the setup: settings, tables, definitions, launchers, lifetime.
+The methods live by concern in ``_runs.py`` (runs), ``_activities.py`` (activities) and
+``_waits.py`` (signals, approvals, suspend/resume); this module holds the setup:
+settings, tables, definitions, launchers, lifetime.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from whimbrel.client import query
 from whimbrel.client._activities import Activities
 from whimbrel.client._notify import Notifications
 from whimbrel.client._runs import Runs
+from whimbrel.client._waits import Waits
 from whimbrel.client.query import DefinitionVersion
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.engine.engine import Engine
@@ -36,7 +38,7 @@ from whimbrel.worker.command import run_command
 from whimbrel.worker.run import run_activity
 
 
-class Whimbrel(Runs, Activities, Notifications):
+class Whimbrel(Runs, Activities, Notifications, Waits):
     """Entry point of the Full Logic API (and, through the same store, everything else).
 
     Args:

@@ -15,3 +15,16 @@ class Command(StrEnum):
 
     #: The activity is alive: push its heartbeat deadline forward.
     HEARTBEAT = "HEARTBEAT"
+    #: Send a named signal (``signal``, optional ``payload`` and ``signal_id``) to a run
+    #: (``workflow_exec_id``; no ``activity_exec_id``).
+    SIGNAL = "SIGNAL"
+    #: Approve or reject an activity waiting for approval (``by``, optional ``comment``).
+    APPROVE = "APPROVE"
+    REJECT = "REJECT"
+    #: Suspend or resume a run (``workflow_exec_id``; no ``activity_exec_id``).
+    SUSPEND = "SUSPEND"
+    RESUME = "RESUME"
+
+
+#: Verbs whose row addresses a workflow execution rather than an activity execution.
+WORKFLOW_COMMANDS = frozenset({Command.SIGNAL, Command.SUSPEND, Command.RESUME})

@@ -71,6 +71,8 @@ class WorkflowState(StrEnum):
     CANCELLED = "CANCELLED"
     #: The workflow's own deadline (``WorkflowDefinition.timeout_seconds``) passed.
     TIMED_OUT = "TIMED_OUT"
+    #: Paused by an operator: nothing new starts until RESUME; what runs runs on.
+    SUSPENDED = "SUSPENDED"
 
     @property
     def is_terminal(self) -> bool:
@@ -86,6 +88,8 @@ class WorkflowTransition(StrEnum):
     CANCEL = "CANCEL"
     STOPPED = "STOPPED"
     TIME_OUT = "TIME_OUT"
+    SUSPEND = "SUSPEND"
+    RESUME = "RESUME"
 
 
 A, T, W, WT = ActivityState, Transition, WorkflowState, WorkflowTransition
@@ -148,6 +152,13 @@ WORKFLOW_TRANSITIONS: Mapping[tuple[WorkflowState, WorkflowTransition], Workflow
             (W.RUNNING, WT.TIME_OUT): W.TIMED_OUT,
             (W.FAILED_WAITING, WT.TIME_OUT): W.TIMED_OUT,
             (W.CANCEL_REQUESTED, WT.TIME_OUT): W.TIMED_OUT,
+            # Suspend and resume (docs/contract.md, "Waits and suspension"): a suspended
+            # run still fails, is cancelled or times out like a running one.
+            (W.RUNNING, WT.SUSPEND): W.SUSPENDED,
+            (W.SUSPENDED, WT.RESUME): W.RUNNING,
+            (W.SUSPENDED, WT.CANCEL): W.CANCEL_REQUESTED,
+            (W.SUSPENDED, WT.FAIL): W.FAILED_WAITING,
+            (W.SUSPENDED, WT.TIME_OUT): W.TIMED_OUT,
         }
     )
 )
@@ -183,6 +194,9 @@ ACTIVITY_STARTING: frozenset[ActivityState] = frozenset(
     if t in (Transition.QUEUED, Transition.PREPARING, Transition.RUNNING))
 #: A failing or cancelled workflow waits in these until nothing runs (then STOPPED).
 WORKFLOW_SETTLING: frozenset[WorkflowState] = workflow_sources(WorkflowTransition.STOPPED)
+#: Live and not ending: an activity's end is followed up (dependents readied, retries
+#: created), as opposed to settled (REQUESTED, RUNNING, SUSPENDED).
+WORKFLOW_PROCEEDING: frozenset[WorkflowState] = workflow_sources(WorkflowTransition.FAIL)
 #: Not terminal.
 WORKFLOW_LIVE: frozenset[WorkflowState] = frozenset(
     s for s in WorkflowState if s not in WORKFLOW_TERMINAL)

@@ -214,14 +214,15 @@ class EngineBase:
 
     def move(self, aeid: str, expected: ActivityState, path: Sequence[ActivityState],
              changes: Changes, *, actor: str | None = None,
-             due_by: float | None = None) -> ActivityRecord:
+             due_by: float | None = None, claimed: bool = False) -> ActivityRecord:
         """``store.move_activity`` that remembers the new image.
 
         Raises:
             StateConflict: the activity was not in ``expected`` (``current`` says where).
         """
         moved = self.store.move_activity(aeid, expected, path, changes, now=self.clock(),
-                                         actor=actor or self.actor, due_by=due_by)
+                                         actor=actor or self.actor, due_by=due_by,
+                                         claimed=claimed)
         self.remember(moved)
         if path[-1].is_terminal:
             report_activity_end(self.metrics, moved)

@@ -39,13 +39,15 @@ from whimbrel.contract.states import (
     ACTIVITY_ACTIVE,
     ACTIVITY_STARTING,
     ACTIVITY_TRANSITIONS,
+    WORKFLOW_PROCEEDING,
     ActivityState,
     Transition,
     WorkflowState,
     activity_path,
     next_activity_state,
 )
-from whimbrel.engine import rules
+from whimbrel.contract.waits import check_input
+from whimbrel.engine import rules, signals, waits
 from whimbrel.engine.base import day_of
 from whimbrel.engine.flow import Flow
 from whimbrel.engine.ports import runs_in_process
@@ -101,6 +103,7 @@ class Engine(Flow):
         request_id = new_request_id() if request_id is None else request_id
         wx = workflow_exec_id_for(request_id)  # refuses an empty or malformed id
         version, defn = self.definition(name, version)
+        check_input(defn.activities, input)  # a timer's time must be in the input
         now = self.clock()
         expires = None
         if write_request:
@@ -214,9 +217,12 @@ class Engine(Flow):
         changes = rules.changes_for(spec, A.REQUESTED, path[-1], now=now,
                                     workflow_name=wf.workflow_name,
                                     retention=self.retention(defn))
+        if path[-1] is A.READY:
+            changes = waits.ready_changes(spec, wf, now, changes)
         timer = changes.get("timer_epoch")
         record = record.with_changes(
             state=path[-1], timer_epoch=timer if isinstance(timer, float) else None,
+            **waits.record_fields(changes),
             history=record.history + tuple(Change(s.value, now, self.actor) for s in path))
         if "claimable" in changes:
             return self.store.create_claimable(record)
@@ -233,8 +239,12 @@ class Engine(Flow):
 
         def go(name: str) -> None:
             spec = defn.activity(name)
-            if not spec.launcher.is_push:
-                return  # READY, waiting to be claimed
+            if not spec.launcher.is_push:  # READY, waiting to be claimed (or its event)
+                if name in created:  # a signal sent while the run started is kept
+                    signals.after_ready(self, current, defn, ActivityRecord(
+                        wf.workflow_exec_id, activity_exec_id(wf.workflow_exec_id, name, 1),
+                        name, wf.workflow_name, 1, A.READY, workflow_version=wf.version))
+                return
             if self.plan(current, defn, name, A.REQUESTED)[-1:] == (A.RUNNING,):
                 self.advance(current, defn, name, 1)
             elif name in created:
@@ -270,7 +280,9 @@ class Engine(Flow):
             StateConflict: the move was possible once, but another actor moved the
                 activity on first.
             UpstreamNotCompleted: READY/QUEUED while an upstream has not COMPLETED.
-            WorkflowNotRunning: QUEUED/PREPARING/RUNNING while the workflow is not RUNNING.
+            WorkflowNotRunning: QUEUED/PREPARING/RUNNING while the workflow is not RUNNING
+                (SUSPENDED: except the RUNNING of an attempt launched before).
+            WaitsForEvent: any move but CANCEL asked of a wait (timer, signal, approval).
             InvalidInput: output not JSON or too large.
         """
         verb = Transition(transition)
@@ -314,7 +326,7 @@ class Engine(Flow):
         Raises:
             UpstreamNotCompleted: READY/QUEUED before every upstream COMPLETED.
             WorkflowNotRunning: a start (QUEUED/PREPARING/RUNNING) in a workflow that is
-                not RUNNING.
+                not RUNNING (SUSPENDED: unless the attempt was launched before).
         """
         state = item.state or A.REQUESTED
         target = ACTIVITY_TRANSITIONS[(state, verb)]
@@ -329,7 +341,7 @@ class Engine(Flow):
                                            transition=verb.value, open_upstreams=open_)
         if target in ACTIVITY_STARTING:
             wf = self.workflow(item.workflow_exec_id)
-            if wf.state is not W.RUNNING:
+            if not waits.may_start_while(wf.state, state):
                 raise WorkflowNotRunning(workflow_exec_id=wf.workflow_exec_id,
                                          workflow_state=wf.state.value,
                                          activity_exec_id=item.activity_exec_id,
@@ -437,12 +449,13 @@ class Engine(Flow):
         for hit in hits:
             wf_read = self.in_background(self.workflow, hit.workflow_exec_id)
             try:
-                claimed = self.apply(hit, Transition.RUNNING, actor=actor)
+                claimed = self.apply(hit, Transition.RUNNING, actor=actor, claimed=True)
             except StateConflict:
                 wf_read.cancel()
                 continue  # another worker was faster
             wf = wf_read.result()
-            if wf.state in (W.RUNNING, W.REQUESTED):
+            # SUSPENDED: claimed as the suspend landed; it runs (as if claimed just before).
+            if wf.state in WORKFLOW_PROCEEDING:
                 self.prefetched_workflow(hit.activity_exec_id, wf_read)
                 return claimed
             self.give_up(claimed, wf)

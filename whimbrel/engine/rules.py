@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from whimbrel.contract import waits
 from whimbrel.contract.definitions import ActivityDefinition, WorkflowDefinition
 from whimbrel.contract.notifications import FAILURE_STATES
 from whimbrel.contract.records import REMOVE, ActivityRecord
@@ -75,11 +76,11 @@ def changes_for(spec: ActivityDefinition, source: ActivityState, target: Activit
     keys from them.
     """
     out: dict[str, Any] = {}
-    leaves_claim = not spec.launcher.is_push and source in (A.REQUESTED, A.READY)
+    leaves_claim = spec.launcher.is_pull and source in (A.REQUESTED, A.READY)
     if target is A.READY:
         deadline = start_deadline(spec, now, queued=False)
         out["timer_epoch"] = deadline if deadline is not None else REMOVE
-        if not spec.launcher.is_push:
+        if spec.launcher.is_pull:
             out["claimable"] = (workflow_name, spec.name)
     elif target in (A.QUEUED, A.PREPARING):
         if leaves_claim:
@@ -132,6 +133,8 @@ def fired(item: ActivityRecord, spec: ActivityDefinition, now: float) -> str | N
 
 def not_started_reason(item: ActivityRecord, spec: ActivityDefinition) -> str:
     state = item.state
+    if spec.launcher.is_wait:
+        return waits.timeout_reason(spec)
     if state is A.READY:
         return (f"nobody claimed it within schedule_to_start_seconds "
                 f"({spec.schedule_to_start_seconds} s)")
@@ -141,13 +144,14 @@ def not_started_reason(item: ActivityRecord, spec: ActivityDefinition) -> str:
 
 
 def retry_follows(spec: ActivityDefinition, item: ActivityRecord) -> bool:
-    """Whether the retry policy gives a FAILED or TIMED_OUT attempt a next attempt.
+    """Whether the retry policy gives a FAILED or TIMED_OUT attempt a next attempt: while
+    it has attempts left, unless it is a rejected approval (a decision, not a fault).
 
     The one place that decides it: ``flow.on_failure`` retries exactly when this holds,
     and the events say an activity failed for good exactly when it does not
     (:func:`failed_for_good`).
     """
-    return item.attempt < spec.retry.max_attempts
+    return item.attempt < spec.retry.max_attempts and not waits.rejected(spec, item)
 
 
 def failed_for_good(spec: ActivityDefinition, item: ActivityRecord) -> bool:

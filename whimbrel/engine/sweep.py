@@ -23,7 +23,7 @@ from whimbrel.contract.states import (
     ActivityState,
     WorkflowState,
 )
-from whimbrel.engine import rules
+from whimbrel.engine import rules, signals, waits
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.engine import Engine
 from whimbrel.settings import DAY_SECONDS
@@ -57,6 +57,8 @@ class SweepReport:
     #: Workflows ended TIMED_OUT because their own deadline passed.
     workflows_timed_out: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: Timer waits that fired (completed, or failed on an input holding no time).
+    timers_fired: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -67,6 +69,7 @@ class SweepReport:
             "reconciled": self.reconciled,
             "checked": self.checked,
             "workflows_timed_out": self.workflows_timed_out,
+            "timers_fired": self.timers_fired,
             "errors": self.errors,
         }
 
@@ -101,6 +104,11 @@ def fire_timer(engine: Engine, due: Due, now: float, report: SweepReport) -> Non
     defn = engine.definition_of(item)
     spec = defn.activity(item.activity_name)
     state = item.state
+    done = waits.on_due(engine, item, defn, now, actor=LISTENER)
+    if done is not None:  # a timer fired, or held while its run is SUSPENDED
+        if done == "fired":
+            report.timers_fired.append(item.activity_exec_id)
+        return
     if state in ACTIVITY_ACTIVE:
         why = rules.fired(item, spec, now)
         if why is None:  # a heartbeat moved the deadline on: arm the next one
@@ -167,6 +175,9 @@ def reconcile(engine: Engine, wx: str, now: float | None = None) -> str:
     elif wf.state is W.RUNNING:
         if _reconcile_running(engine, wf, defn, now):
             outcome = "repaired"
+    elif wf.state is W.SUSPENDED:
+        if waits.repair_claims(engine, wf, defn, engine.store.list_activities(wx)):
+            outcome = "repaired"
     else:
         engine.settle(wx)
     fresh = engine.store.get_workflow(wx)
@@ -188,7 +199,10 @@ def _reconcile_running(engine: Engine, wf: WorkflowRecord, defn: WorkflowDefinit
     if engine.resume_start(wf, defn, rows=acts):
         return True  # the start died half-way; the next visit checks the rest
     latest = latest_of(acts)
-    repaired = False
+    # After a resume: held deadlines re-armed, READY externals claimable again; kept
+    # signals given to READY waits.
+    repaired = waits.repair_running(engine, wf, defn, acts) \
+        | signals.repair(engine, wf, defn, acts, now)
     for name in defn.topological_order():
         act = latest.get(name)
         if act is None or act.state is None:

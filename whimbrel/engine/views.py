@@ -46,6 +46,9 @@ class ActivityExec:
     error_type: str | None = None
     #: When DynamoDB's TTL may delete the row (None: kept).
     expires_epoch: float | None = None
+    #: While a wait is READY, what it waits for: ``"signal:payment"``, ``"approval"``,
+    #: ``"timer:2026-11-23T09:00:00Z"`` (None otherwise).
+    waiting_for: str | None = None
 
     @property
     def duration_seconds(self) -> float | None:
@@ -77,6 +80,7 @@ class ActivityExec:
             close_epoch=m.close_epoch,
             error_type=m.error_type,
             expires_epoch=m.expires_epoch,
+            waiting_for=m.waiting_for if m.state is ActivityState.READY else None,
         )
 
 

@@ -124,6 +124,23 @@ class ActivityExecModel(Model):
     worker = UnicodeAttribute(null=True)
     history = ListAttribute(of=HistoryEntry, default=list)
     expires_epoch = NumberAttribute(null=True)
+    #: What a READY wait waits for (``signal:<name>``, ``approval``, ``timer:<time>``).
+    waiting_for = UnicodeAttribute(null=True)
+    approvers = ListAttribute(of=UnicodeAttribute, null=True)
+    #: A deadline held back while the workflow is SUSPENDED (re-armed on resume).
+    held_epoch = NumberAttribute(null=True)
+
+
+class SignalModel(Model):
+    """A signal sent to a run before a wait of its name was READY (kept until one is)."""
+
+    workflow_exec_id = UnicodeAttribute(hash_key=True)
+    signal_id = UnicodeAttribute(range_key=True)
+    signal_name = UnicodeAttribute()
+    sent_epoch = NumberAttribute()
+    payload = UnicodeAttribute(null=True)
+    consumed_by = UnicodeAttribute(null=True)
+    expires_epoch = NumberAttribute(null=True)
 
 
 class DependencyModel(Model):
@@ -185,6 +202,7 @@ _BASES: dict[str, type[Model]] = {
     "activity_event": ActivityEventModel,
     "rejection": RejectionModel,
     "notification": NotificationModel,
+    "signal": SignalModel,
 }
 
 _M = TypeVar("_M", bound=Model)
@@ -203,6 +221,7 @@ class BoundModels:
     activity_event: type[ActivityEventModel]
     rejection: type[RejectionModel]
     notification: type[NotificationModel]
+    signal: type[SignalModel]
     indexes: dict[str, GlobalSecondaryIndex[Any]]
 
     def all(self) -> tuple[type[Model], ...]:
@@ -215,6 +234,7 @@ class BoundModels:
             self.activity_event,
             self.rejection,
             self.notification,
+            self.signal,
         )
 
     def cold(self) -> tuple[type[Model], ...]:
@@ -283,5 +303,6 @@ def bind_models(prefix: str, *, host: str | None, region: str | None) -> BoundMo
         activity_event=bound["activity_event"],  # type: ignore[arg-type]
         rejection=bound["rejection"],  # type: ignore[arg-type]
         notification=bound["notification"],  # type: ignore[arg-type]
+        signal=bound["signal"],  # type: ignore[arg-type]
         indexes=indexes,
     )

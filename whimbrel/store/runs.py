@@ -248,7 +248,8 @@ class RunTables:
 
     def move_activity(self, activity_exec_id: str, expected: ActivityState,
                       path: Sequence[ActivityState], changes: Changes, *, now: float,
-                      actor: str, due_by: float | None = None) -> ActivityRecord:
+                      actor: str, due_by: float | None = None,
+                      claimed: bool = False) -> ActivityRecord:
         expr = Expression()
         final = path[-1]
         update = expr.update({**changes, "state": final.value, "updated_epoch": now},
@@ -260,6 +261,10 @@ class RunTables:
             # The deadline the sweep saw must still hold: a heartbeat that landed since
             # pushed timer_epoch forward and wins.
             condition += " AND " + expr.at_most("timer_epoch", due_by)
+        if claimed:
+            # A claim takes only what is still in the claimable index: a suspend took
+            # it out (and an index read may lag behind).
+            condition += " AND " + expr.exists("claim_key")
         try:
             return activity_record(self._update(
                 "activity_exec", self.activity_table, self._activity_key(activity_exec_id),

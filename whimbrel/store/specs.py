@@ -196,6 +196,14 @@ NOTIFICATION = TableSpec(
     "publishes nothing twice. Expires NOTIFICATION_RETENTION_SECONDS after it was written.",
 )
 
+SIGNAL = TableSpec(
+    "signal",
+    Key("workflow_exec_id"),
+    Key("signal_id"),
+    purpose="Signals sent to a run before a wait of their name was READY, kept until one "
+    "is (a run's signals are one Query of its partition); a signal_id names one signal.",
+)
+
 TABLES: tuple[TableSpec, ...] = (
     WORKFLOW_DEFINITION,
     WORKFLOW_REQUEST,
@@ -205,6 +213,7 @@ TABLES: tuple[TableSpec, ...] = (
     ACTIVITY_EVENT,
     REJECTION,
     NOTIFICATION,
+    SIGNAL,
 )
 
 #: How long an event's marker is kept: longer than a stream record can be redelivered

@@ -63,6 +63,7 @@ from whimbrel.engine.intake.decode import (
     record_rejection,
 )
 from whimbrel.engine.intake.items import BOOKKEEPING, ActivityEventItem, WorkflowRequestItem
+from whimbrel.engine.intake.wait_rows import WAIT_ROWS, apply_wait_row, required_activity
 
 __all__ = [
     "IMPLIED_RUNNING",
@@ -197,7 +198,9 @@ class Intake:
         return result
 
     def _apply_event(self, record: Mapping[str, Any], item: ActivityEventItem) -> IntakeResult:
-        aeid = item.activity_exec_id
+        if item.verb in WAIT_ROWS:
+            return apply_wait_row(self, record, item)
+        aeid = required_activity(item)
         key = parse_activity_exec_id(aeid)
         _check_event(item, key.workflow_exec_id, key.activity_name)
         verb = item.verb
@@ -235,7 +238,7 @@ class Intake:
     def _not_applied(self, record: Mapping[str, Any], item: ActivityEventItem, actor: str,
                      exc: StateConflict | IllegalTransition, output: Any,
                      error: Any) -> IntakeResult:
-        aeid = item.activity_exec_id
+        aeid = required_activity(item)
         verb = item.verb
         current = exc.current if isinstance(exc, StateConflict) and exc.current else \
             self.engine.store.get_activity(aeid)
@@ -278,7 +281,7 @@ class Intake:
         RUNNING move is applied first, by the same reporter (and under the same guards),
         then the end; the late RUNNING event is then recognised as already implied.
         """
-        aeid = item.activity_exec_id
+        aeid = required_activity(item)
         verb = item.verb
         assert isinstance(verb, Transition)
         try:
@@ -368,14 +371,7 @@ def _check_event(item: ActivityEventItem, wx: str, name: str) -> None:
     if item.verb is Transition.TIME_OUT:
         raise InvalidInput("TIME_OUT is applied only by the heartbeat listener",
                            field="transition")
-    if item.workflow_exec_id is not None and item.workflow_exec_id != wx:
-        raise InvalidInput(f"workflow_exec_id {item.workflow_exec_id!r} does not match "
-                           f"activity_exec_id {item.activity_exec_id!r}",
-                           field="workflow_exec_id")
-    if item.activity_name is not None and item.activity_name != name:
-        raise InvalidInput(f"activity_name {item.activity_name!r} does not match "
-                           f"activity_exec_id {item.activity_exec_id!r}",
-                           field="activity_name")
+    item.check_ids(wx, name)
 
 
 def _same(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

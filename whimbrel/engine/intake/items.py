@@ -9,6 +9,7 @@ from typing import Any, cast
 from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from whimbrel.contract.commands import Command
+from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.states import Transition
 
 #: Every verb a row may carry: the contract's transitions, then the commands. Built from
@@ -49,7 +50,8 @@ class ActivityEventItem(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     activity_event_id: str = Field(min_length=1, max_length=512)
-    activity_exec_id: str = Field(min_length=1, max_length=1024)
+    #: Every verb but SIGNAL, SUSPEND and RESUME (those name ``workflow_exec_id``).
+    activity_exec_id: str | None = Field(default=None, min_length=1, max_length=1024)
     #: A contract verb, or a :class:`~whimbrel.contract.commands.Command` (see ``verb``).
     transition: RowVerb  # type: ignore[valid-type]
     activity_name: str | None = None
@@ -62,7 +64,31 @@ class ActivityEventItem(BaseModel):
     error_type: str | None = Field(default=None, max_length=256)
     source: str | None = None
     when_epoch: float | None = None
+    #: SIGNAL: the signal's name, its payload (JSON text or a native value) and its id
+    #: (default: the row's ``activity_event_id``).
+    signal: str | None = Field(default=None, max_length=256)
+    payload: Any = None
+    signal_id: str | None = Field(default=None, min_length=1, max_length=512)
+    #: APPROVE / REJECT: who decides, and why.
+    by: str | None = Field(default=None, max_length=256)
+    comment: str | None = Field(default=None, max_length=4000)
 
     @property
     def verb(self) -> Transition | Command:
         return row_verb(self.transition)
+
+    def check_ids(self, workflow_exec_id: str, activity_name: str) -> None:
+        """The optional ``workflow_exec_id`` and ``activity_name`` agree with the
+        ``activity_exec_id`` (whose parts are given).
+
+        Raises:
+            InvalidInput: naming the attribute that disagrees.
+        """
+        if self.workflow_exec_id is not None and self.workflow_exec_id != workflow_exec_id:
+            raise InvalidInput(f"workflow_exec_id {self.workflow_exec_id!r} does not match "
+                               f"activity_exec_id {self.activity_exec_id!r}",
+                               field="workflow_exec_id")
+        if self.activity_name is not None and self.activity_name != activity_name:
+            raise InvalidInput(f"activity_name {self.activity_name!r} does not match "
+                               f"activity_exec_id {self.activity_exec_id!r}",
+                               field="activity_name")
