@@ -1,9 +1,11 @@
-"""What the three handlers share: the Engine (one per container), Logger and Metrics.
+"""What the handlers share: the Engine (one per container), Logger and Metrics, and
+Powertools batch processing of stream events.
 
 Configuration comes from the environment through ``Whimbrel.from_env`` (``whimbrel.settings``:
 ``WHIMBREL_TABLE_PREFIX``, ``WHIMBREL_ENDPOINT_URL`` — unset: real DynamoDB —,
-``WHIMBREL_RETENTION_DAYS``). The local runtime passes its own client on the invocation context
-(attribute ``whimbrel_client``) so several runtimes can share one process.
+``WHIMBREL_RETENTION_DAYS``, ``WHIMBREL_METRICS``). The local runtime passes its own client
+on the invocation context (attribute ``whimbrel_client``) so several runtimes can share one
+process.
 """
 
 from __future__ import annotations
@@ -74,14 +76,26 @@ def process_stream(event: dict[str, Any], context: Any,
     """Run ``apply`` on each record of a DynamoDB-stream batch; failed records (only
     retryable errors reach here) become ``batchItemFailures``."""
     intake = client_for(context).intake
+
+    def handle(record: dict[str, Any]) -> None:
+        result = apply(intake, record)
+        count(result)
+        log_result(result)
+
+    return process_batch(event, context, handle)
+
+
+def process_batch(event: dict[str, Any], context: Any,
+                  handle: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    """Powertools batch processing of a DynamoDB-stream event: ``handle`` each record
+    (with its ids in the log context); a record whose ``handle`` raises becomes a
+    ``batchItemFailures`` entry, and the others go on."""
     metrics.add_metric(name="RecordsReceived", unit=MetricUnit.Count,
                        value=len(event.get("Records") or []))
 
     def record_handler(record: DynamoDBRecord) -> None:
         with logger.append_context_keys(**record_keys(record.raw_event)):
-            result = apply(intake, record.raw_event)
-            count(result)
-            log_result(result)
+            handle(record.raw_event)
 
     # A fresh processor per call: it holds the batch's state.
     processor = BatchProcessor(event_type=EventType.DynamoDBStreams,

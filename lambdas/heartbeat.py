@@ -1,4 +1,4 @@
-"""Scheduled heartbeat listener: one sweep (time-outs, due retries, reconcile)."""
+"""Scheduled heartbeat listener: one sweep (time-outs, due retries and timers, reconcile)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,6 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     # Emitted every run (0 included) so the alarm's series has no gaps.
     metrics.add_metric(name="ActivitiesTimedOut", unit=MetricUnit.Count,
                        value=len(report.timed_out))
-    if report.timed_out or report.retries_launched or report.errors:
+    if report.timed_out or report.retries_launched or report.timers_fired or report.errors:
         logger.info("sweep", extra=report.to_dict())
     return report.to_dict()

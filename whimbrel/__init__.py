@@ -16,18 +16,24 @@ from whimbrel.contract.errors import (
     IllegalTransition,
     InvalidDefinition,
     InvalidInput,
+    ListenerOnly,
+    NotAllowedNow,
     StateConflict,
     StoreError,
+    UpstreamNotCompleted,
     WhimbrelError,
     WorkflowNotFound,
+    WorkflowNotRunning,
 )
+from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.outcomes import MapProgress
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
+from whimbrel.contract.waits import NotAnApprover, SignalRefused
 from whimbrel.engine.data import EngineDriven
 from whimbrel.engine.manual import RetryNotAllowed
 from whimbrel.engine.redrive import RedriveNotAllowed
 from whimbrel.engine.sweep import SweepReport
-from whimbrel.engine.views import ActivityExec, WorkflowExec
+from whimbrel.engine.views import ActivityExec, WorkflowExec, WorkflowRequest
 from whimbrel.worker.run import ActivityRun
 
 __all__ = [
@@ -45,19 +51,27 @@ __all__ = [
     "InvalidDefinition",
     "InvalidInput",
     "LauncherSpec",
+    "ListenerOnly",
     "MapProgress",
+    "NotAllowedNow",
+    "NotAnApprover",
     "RedriveNotAllowed",
     "RetryNotAllowed",
     "RetryPolicy",
+    "SignalRefused",
     "StateConflict",
     "StoreError",
     "SweepReport",
     "Transition",
+    "UpstreamNotCompleted",
     "Whimbrel",
     "WhimbrelError",
     "WorkflowDefinition",
     "WorkflowExec",
     "WorkflowNotFound",
+    "WorkflowNotRunning",
     "WorkflowPage",
+    "WorkflowRequest",
     "WorkflowState",
+    "workflow_exec_id_for",
 ]

@@ -20,6 +20,14 @@ ENV_ACTIVITY_EXEC_ID = "WHIMBREL_ACTIVITY_EXEC_ID"
 ENV_ACTIVITY_NAME = "WHIMBREL_ACTIVITY_NAME"
 ENV_WORKFLOW_EXEC_ID = "WHIMBREL_WORKFLOW_EXEC_ID"
 ENV_WORKFLOW_NAME = "WHIMBREL_WORKFLOW_NAME"
+#: ``emf``: the engine writes CloudWatch EMF metric lines to stdout (unset/``off``: none).
+ENV_METRICS = "WHIMBREL_METRICS"
+#: The EventBridge bus (name or ARN) the notify consumer puts events on (``default``).
+ENV_EVENT_BUS = "WHIMBREL_EVENT_BUS"
+#: A file the notify consumer appends events to as JSON lines instead (local runs).
+ENV_EVENTS_FILE = "WHIMBREL_EVENTS_FILE"
+#: What ``WHIMBREL_METRICS`` may say.
+METRICS_CHOICES = ("off", "emf")
 
 DEFAULT_TABLE_PREFIX = "whimbrel_"
 #: How long the rows of an ended run are kept before DynamoDB's TTL deletes them.
@@ -79,21 +87,33 @@ class Settings:
     table_prefix: str = DEFAULT_TABLE_PREFIX
     region: str | None = None
     retention_days: float | None = DEFAULT_RETENTION_DAYS
+    #: ``emf`` or None (off).
+    metrics: str | None = None
+    event_bus: str | None = None
+    events_file: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read ``WHIMBREL_ENDPOINT_URL`` (unset: AWS), ``WHIMBREL_TABLE_PREFIX``,
-        ``WHIMBREL_RETENTION_DAYS`` (a number, or ``none``) and the AWS region variables.
+        ``WHIMBREL_RETENTION_DAYS`` (a number, or ``none``), ``WHIMBREL_METRICS``,
+        ``WHIMBREL_EVENT_BUS``, ``WHIMBREL_EVENTS_FILE`` and the AWS region variables.
 
         Raises:
             InvalidInput: a malformed value.
         """
         env = os.environ if env is None else env
         raw_retention = env.get(ENV_RETENTION_DAYS)
+        metrics = (env.get(ENV_METRICS) or "off").strip().lower()
+        if metrics not in METRICS_CHOICES:
+            raise InvalidInput(f"{ENV_METRICS} must be one of {', '.join(METRICS_CHOICES)}, "
+                               f"not {env.get(ENV_METRICS)!r}", field=ENV_METRICS)
         return cls(
             endpoint_url=env.get(ENV_ENDPOINT_URL) or None,
             table_prefix=env.get(ENV_TABLE_PREFIX) or DEFAULT_TABLE_PREFIX,
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
             retention_days=DEFAULT_RETENTION_DAYS if not raw_retention
             else parse_retention_days(raw_retention),
+            metrics=None if metrics == "off" else metrics,
+            event_bus=env.get(ENV_EVENT_BUS) or None,
+            events_file=env.get(ENV_EVENTS_FILE) or None,
         )

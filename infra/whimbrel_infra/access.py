@@ -17,7 +17,9 @@ from whimbrel.store.specs import (
     ACTIVITY_EVENT,
     ACTIVITY_EXEC,
     ACTIVITY_EXEC_DEPENDENCY,
+    NOTIFICATION,
     REJECTION,
+    SIGNAL,
     WORKFLOW_DEFINITION,
     WORKFLOW_EXEC,
     WORKFLOW_REQUEST,
@@ -36,7 +38,19 @@ ENGINE_WRITES = (
     ACTIVITY_EXEC.logical_name,
     ACTIVITY_EXEC_DEPENDENCY.logical_name,
     REJECTION.logical_name,
+    SIGNAL.logical_name,  # signals kept for a wait (SIGNAL rows, reconcile)
 )
+
+# The notify function (whimbrel/observe/notify.py) reads executions and definitions (a
+# retry policy, a completed run's sink outputs), claims and marks its event markers, and
+# logs the records it cannot use as rejections. It changes no execution.
+NOTIFY_READS = (
+    WORKFLOW_DEFINITION.logical_name,
+    WORKFLOW_EXEC.logical_name,
+    ACTIVITY_EXEC.logical_name,
+)
+NOTIFY_MARKERS = NOTIFICATION.logical_name
+NOTIFY_PUT = REJECTION.logical_name
 
 # An activity worker on the Simple Lambda API (docs/contract.md): it reports transitions
 # by putting one activity_event item, heartbeats its activity_exec item with a
@@ -58,6 +72,14 @@ def grant_engine_access(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.T
         tables[name].grant_read_data(grantee)
     for name in ENGINE_WRITES:
         tables[name].grant_read_write_data(grantee)
+
+
+def grant_notify_access(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.Table]) -> None:
+    """What the notify function needs on the tables (see the constants above)."""
+    for name in NOTIFY_READS:
+        tables[name].grant_read_data(grantee)
+    tables[NOTIFY_MARKERS].grant_read_write_data(grantee)
+    tables[NOTIFY_PUT].grant_write_data(grantee)
 
 
 def grant_activity_worker(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.Table]) -> None:

@@ -1,4 +1,5 @@
-"""CloudWatch alarms: records dead-lettered, handler errors, streams falling behind."""
+"""CloudWatch alarms: records dead-lettered, handler errors, streams falling behind,
+workflows that failed."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from whimbrel.store.specs import STREAM_CONSUMERS
+from whimbrel.contract.states import WorkflowState
+from whimbrel.observe.emf import DIM_PREFIX, DIM_STATE, NAMESPACE, WORKFLOWS_ENDED
 
 from .functions import EngineFunctions
 from .props import ITERATOR_AGE_ALARM_FRACTION
@@ -51,16 +53,18 @@ def build_alarms(
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
         )
-    for consumer in STREAM_CONSUMERS:
-        threshold_ms = consumer.max_record_age_seconds * 1000 * ITERATOR_AGE_ALARM_FRACTION
+    for name, consumers in functions.consumers.items():
+        max_age = min(c.max_record_age_seconds for c in consumers)
+        threshold_ms = max_age * 1000 * ITERATOR_AGE_ALARM_FRACTION
+        streams = " and ".join(c.table.logical_name for c in consumers)
         alarms.append(
             cloudwatch.Alarm(
                 scope,
-                construct_id(consumer.name, "IteratorAgeAlarm"),
-                alarm_name=f"{prefix}{consumer.name}_iterator_age",
-                alarm_description=f"The {consumer.name} stream is falling behind; records "
-                f"older than {consumer.max_record_age_seconds} s are dead-lettered.",
-                metric=functions.by_name[consumer.name].metric(
+                construct_id(name, "IteratorAgeAlarm"),
+                alarm_name=f"{prefix}{name}_iterator_age",
+                alarm_description=f"The {name} function falls behind on the {streams} "
+                f"stream; records older than {max_age} s are dead-lettered.",
+                metric=functions.by_name[name].metric(
                     "IteratorAge", period=_PERIOD, statistic=cloudwatch.Stats.MAXIMUM
                 ),
                 threshold=threshold_ms,
@@ -69,7 +73,42 @@ def build_alarms(
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
         )
+    alarms.append(_workflows_failed(scope, prefix))
     if topic is not None:
         for alarm in alarms:
             alarm.add_alarm_action(actions.SnsAction(topic))
     return alarms
+
+
+def _workflows_failed(scope: Construct, prefix: str) -> cloudwatch.Alarm:
+    """Runs that ended FAILED or TIMED_OUT, from the engine's EMF metrics (every function
+    and every in-process client with ``WHIMBREL_METRICS=emf`` reports them)."""
+    ended = {
+        key: cloudwatch.Metric(
+            namespace=NAMESPACE,
+            metric_name=WORKFLOWS_ENDED,
+            dimensions_map={DIM_PREFIX: prefix, DIM_STATE: state.value},
+            period=_PERIOD,
+            statistic=cloudwatch.Stats.SUM,
+        )
+        for key, state in (("failed", WorkflowState.FAILED),
+                           ("timed_out", WorkflowState.TIMED_OUT))
+    }
+    return cloudwatch.Alarm(
+        scope,
+        "WorkflowsFailedAlarm",
+        alarm_name=f"{prefix}workflows_failed",
+        alarm_description="Workflow runs ended FAILED or TIMED_OUT; find them with "
+        "`whimbrel list --state FAILED --state TIMED_OUT --days 1`.",
+        metric=cloudwatch.MathExpression(
+            # FILL: a period with failures but no time-outs (or the reverse) still adds up.
+            expression="FILL(failed, 0) + FILL(timed_out, 0)",
+            using_metrics=dict(ended),
+            period=_PERIOD,
+            label="Workflows FAILED or TIMED_OUT",
+        ),
+        threshold=0,
+        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluation_periods=1,
+        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+    )

@@ -13,6 +13,8 @@ Context keys (``cdk deploy -c whimbrel:tablePrefix=orders_`` or ``cdk.json``):
 ``whimbrel:alarmTopicArn``        SNS topic the alarms notify
 ``whimbrel:alarms``               ``false`` to skip the alarms
 ``whimbrel:managedPolicies``      ``false`` to skip the two managed policies
+``whimbrel:events``               ``false`` to skip the notify function (events)
+``whimbrel:eventBusArn``          an EventBridge bus for the events (default bus)
 ``whimbrel:launchTargets``        Lambda / SQS ARNs activities are launched on
                                   (comma-separated, or a JSON list in cdk.json)
 ================================  ==================================================
@@ -71,6 +73,7 @@ def build_app(
         encryption_key_arn=ctx[f"{_PREFIX}kmsKeyArn"],
         alarm_topic_arn=ctx[f"{_PREFIX}alarmTopicArn"],
         launch_target_arns=_arn_list(ctx[f"{_PREFIX}launchTargets"]),
+        event_bus_arn=ctx[f"{_PREFIX}eventBusArn"],
         # Unset (offline synth) leaves the stack environment-agnostic.
         env=Environment(
             account=os.environ.get("CDK_DEFAULT_ACCOUNT"),
@@ -95,6 +98,8 @@ _CONTEXT_KEYS = tuple(
         "alarms",
         "managedPolicies",
         "launchTargets",
+        "events",
+        "eventBusArn",
     )
 )
 
@@ -122,6 +127,8 @@ def props_from_context(ctx: Mapping[str, Any]) -> WhimbrelProps:
         kwargs["alarms"] = _flag(alarms)
     if (policies := ctx.get(f"{_PREFIX}managedPolicies")) is not None:
         kwargs["managed_policies"] = _flag(policies)
+    if (publish := ctx.get(f"{_PREFIX}events")) is not None:
+        kwargs["events"] = _flag(publish)
     return WhimbrelProps(**kwargs)
 
 

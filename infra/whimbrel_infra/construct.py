@@ -13,6 +13,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from whimbrel.store.specs import NOTIFY_FUNCTION, StreamConsumerSpec
+
 from . import access
 from .alarms import build_alarms
 from .bundling import LambdaBundle, lambda_code, newest_python_runtime
@@ -23,7 +25,7 @@ from .tables import build_tables
 
 
 class Whimbrel(Construct):
-    """Whimbrel's tables, stream handlers, heartbeat schedule, policies and alarms.
+    """Whimbrel's tables, stream handlers, heartbeat schedule, events, policies and alarms.
 
     Example::
 
@@ -36,7 +38,11 @@ class Whimbrel(Construct):
     Attributes:
         props: The props this instance was built with (defaults filled in).
         tables: Every table, keyed by its logical name in ``whimbrel.store.specs``.
-        functions: The engine functions, keyed by stream-consumer name and ``heartbeat``.
+        functions: The functions, keyed by name: ``workflow_request``,
+            ``activity_event``, ``heartbeat`` and (with events) ``notify``.
+        stream_consumers: The stream consumers (``whimbrel.store.specs``) feeding each
+            function, by function name.
+        event_bus: Where ``notify`` puts events (``None`` with ``events=False``).
         dead_letter_queue: Where stream records land after their bounded retries.
         heartbeat_rule: The EventBridge schedule of the heartbeat listener.
         worker_policy: Managed policy for activity workers (``None`` if not deployed).
@@ -60,6 +66,8 @@ class Whimbrel(Construct):
             self, self.props, self.tables, lambda_code(self.bundle, runtime), runtime
         )
         self.functions: Mapping[str, lambda_.Function] = engine.by_name
+        self.stream_consumers: Mapping[str, tuple[StreamConsumerSpec, ...]] = engine.consumers
+        self.event_bus: events.IEventBus | None = engine.event_bus
         self.dead_letter_queue: sqs.Queue = engine.dead_letter_queue
         self.heartbeat_rule: events.Rule = engine.heartbeat_rule
 
@@ -95,16 +103,18 @@ class Whimbrel(Construct):
 
         Every engine function may launch (a request starts the first activities, an
         event readies dependents, the heartbeat launches retries), so each gets the
-        grant. Accepted: Lambda functions (``lambda`` launcher: async invoke), SQS queues
-        (``sqs``: send message) and ECS task definitions (``ecs``: RunTask + PassRole;
-        set ``container`` in the launcher config, since DescribeTaskDefinition cannot
-        be granted on one resource).
+        grant; the ``notify`` function launches nothing and gets none. Accepted: Lambda
+        functions (``lambda`` launcher: async invoke), SQS queues (``sqs``: send
+        message) and ECS task definitions (``ecs``: RunTask + PassRole; set
+        ``container`` in the launcher config, since DescribeTaskDefinition cannot be
+        granted on one resource).
 
         Raises:
             TypeError: a target of another kind.
         """
+        engine = [fn for name, fn in self.functions.items() if name != NOTIFY_FUNCTION]
         for target in targets:
-            for fn in self.functions.values():
+            for fn in engine:
                 if hasattr(target, "grant_invoke"):
                     # The launcher invokes the unqualified function; grant_invoke would
                     # add every version and alias (ARN:*), a wildcard cdk-nag flags.

@@ -1,8 +1,11 @@
-"""The three engine functions, their stream mappings, dead-letter queue and schedule.
+"""The engine functions, the notify function, their stream mappings, dead-letter queue
+and schedule.
 
 Handler paths and every stream-consumer setting (batch size, retries, record age,
 bisect, partial failures, filters) come from ``whimbrel.store.specs`` — the same
 values the local runtime honours — so the deployed and local stacks behave alike.
+Consumers that name the same ``function`` (the notify consumers of ``workflow_exec``
+and ``activity_exec``) are two mappings of one function.
 """
 
 from __future__ import annotations
@@ -22,9 +25,16 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from whimbrel.store.specs import HEARTBEAT_HANDLER, STREAM_CONSUMERS, StreamConsumerSpec
+from whimbrel.settings import ENV_EVENT_BUS, ENV_METRICS
+from whimbrel.store.specs import (
+    ENGINE_CONSUMERS,
+    HEARTBEAT_HANDLER,
+    NOTIFY_CONSUMERS,
+    NOTIFY_FUNCTION,
+    StreamConsumerSpec,
+)
 
-from .access import grant_engine_access
+from .access import grant_engine_access, grant_notify_access
 from .props import (
     DLQ_RETENTION_DAYS,
     HEARTBEAT_FUNCTION_TIMEOUT_SECONDS,
@@ -41,11 +51,21 @@ ARCHITECTURE = lambda_.Architecture.ARM_64
 
 @dataclass(frozen=True)
 class EngineFunctions:
-    """The deployed functions, keyed by consumer name (plus ``heartbeat``)."""
+    """The deployed functions, keyed by function name (a consumer's ``function_name``,
+    plus ``heartbeat``), and what feeds them."""
 
     by_name: Mapping[str, lambda_.Function]
     dead_letter_queue: sqs.Queue
     heartbeat_rule: events.Rule
+    #: The stream consumers feeding each function, by function name.
+    consumers: Mapping[str, tuple[StreamConsumerSpec, ...]]
+    #: Where the notify function puts events (None when events are off).
+    event_bus: events.IEventBus | None = None
+
+
+def deployed_consumers(props: WhimbrelProps) -> tuple[StreamConsumerSpec, ...]:
+    """The engine's consumers, and the notify ones unless events are off."""
+    return ENGINE_CONSUMERS + (NOTIFY_CONSUMERS if props.events else ())
 
 
 def dead_letter_queue(scope: Construct, props: WhimbrelProps) -> sqs.Queue:
@@ -74,19 +94,35 @@ def build_functions(
 ) -> EngineFunctions:
     dlq = dead_letter_queue(scope, props)
     functions: dict[str, lambda_.Function] = {}
-    for consumer in STREAM_CONSUMERS:
-        fn = _function(
-            scope,
-            consumer.name,
-            consumer.handler,
-            Duration.seconds(STREAM_FUNCTION_TIMEOUT_SECONDS),
-            props,
-            code,
-            runtime,
-        )
-        grant_engine_access(fn, tables)
+    fed: dict[str, tuple[StreamConsumerSpec, ...]] = {}
+    bus: events.IEventBus | None = None
+    if props.events:
+        bus = props.event_bus or events.EventBus.from_event_bus_name(
+            scope, "DefaultEventBus", "default")
+    for consumer in deployed_consumers(props):
+        name = consumer.function_name
+        fn = functions.get(name)
+        if fn is None:
+            notify = name == NOTIFY_FUNCTION
+            fn = _function(
+                scope,
+                name,
+                consumer.handler,
+                Duration.seconds(STREAM_FUNCTION_TIMEOUT_SECONDS),
+                props,
+                code,
+                runtime,
+                environment={ENV_EVENT_BUS: bus.event_bus_arn} if notify and bus else None,
+            )
+            if notify:
+                assert bus is not None  # notify consumers are deployed with events only
+                grant_notify_access(fn, tables)
+                bus.grant_put_events_to(fn)
+            else:
+                grant_engine_access(fn, tables)
+            functions[name] = fn
         fn.add_event_source(_stream_source(consumer, tables[consumer.table.logical_name], dlq))
-        functions[consumer.name] = fn
+        fed[name] = (*fed.get(name, ()), consumer)
 
     heartbeat = _function(
         scope,
@@ -110,7 +146,8 @@ def build_functions(
         enabled=props.heartbeat_enabled,
         targets=[targets.LambdaFunction(heartbeat, retry_attempts=0)],
     )
-    return EngineFunctions(by_name=functions, dead_letter_queue=dlq, heartbeat_rule=rule)
+    return EngineFunctions(by_name=functions, dead_letter_queue=dlq, heartbeat_rule=rule,
+                           consumers=fed, event_bus=bus)
 
 
 def _function(
@@ -122,6 +159,7 @@ def _function(
     code: lambda_.Code,
     runtime: lambda_.Runtime,
     retry_attempts: int | None = None,
+    environment: Mapping[str, str] | None = None,
 ) -> lambda_.Function:
     # An explicit role and log group instead of the AWSLambdaBasicExecutionRole managed
     # policy: the role may write to its own log group and nothing else.
@@ -155,6 +193,10 @@ def _function(
             TABLE_PREFIX_ENV: props.table_prefix,
             "POWERTOOLS_SERVICE_NAME": "whimbrel",
             "POWERTOOLS_METRICS_NAMESPACE": "Whimbrel",
+            # The engine's workflow and activity ends as EMF lines (the failed-workflows
+            # alarm reads them).
+            ENV_METRICS: "emf",
+            **(environment or {}),
         },
     )
 

@@ -14,7 +14,7 @@ from aws_cdk import Acknowledgment, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import IConstruct
 
-from whimbrel.store.specs import STREAM_CONSUMERS, table_spec
+from whimbrel.store.specs import table_spec
 
 if TYPE_CHECKING:
     from .construct import Whimbrel
@@ -64,8 +64,8 @@ def acknowledge_findings(whimbrel: Whimbrel) -> None:
     for grantee in grantees:
         Validations.of(grantee).acknowledge(*index_acks, *kms_acks)
 
-    for consumer in STREAM_CONSUMERS:
-        role = whimbrel.functions[consumer.name].role
+    for name in whimbrel.stream_consumers:
+        role = whimbrel.functions[name].role
         if role is not None:
             Validations.of(role).acknowledge(
                 Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=_LIST_STREAMS_REASON)

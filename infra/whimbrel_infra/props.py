@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_events as events
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -59,9 +60,14 @@ class WhimbrelProps:
         lambda_memory_mb: Memory of each of the three functions.
         lambda_runtime: ``None`` picks the newest Python runtime this aws-cdk-lib offers.
         log_retention: Retention of the functions' log groups.
-        alarms: Deploy the CloudWatch alarms (DLQ not empty, errors, iterator age).
+        alarms: Deploy the CloudWatch alarms (DLQ not empty, errors, iterator age,
+            workflows failed).
         alarm_topic: Where alarms notify; ``None`` leaves the alarms without actions.
         managed_policies: Deploy the two managed policies for workers and clients.
+        events: Deploy the ``notify`` function that puts Whimbrel's events (a run ended,
+            an activity failed for good, a wait started) on ``event_bus``.
+        event_bus: The EventBridge bus for the events; ``None`` uses the account's
+            default bus.
         source_root: The checkout holding ``whimbrel/``, ``lambdas/`` and
             ``pyproject.toml``; ``None`` means the one this package lives in.
         bundle_cache_dir: Where bundled dependencies are cached between synths;
@@ -80,6 +86,8 @@ class WhimbrelProps:
     alarms: bool = True
     alarm_topic: sns.ITopic | None = None
     managed_policies: bool = True
+    events: bool = True
+    event_bus: events.IEventBus | None = None
     source_root: Path | None = None
     bundle_cache_dir: Path | None = None
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from aws_cdk import Arn, ArnFormat, CfnOutput, Stack
+from aws_cdk import aws_events as events
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
@@ -21,8 +22,8 @@ from .tables import construct_id
 class WhimbrelStack(Stack):
     """The stack ``infra/app.py`` deploys. Extra keyword arguments go to ``Stack``.
 
-    Outputs: every table's name, the dead-letter queue's URL and the managed
-    policies' ARNs, so scripts and other stacks can find them.
+    Outputs: every table's name, the dead-letter queue's URL, the managed policies'
+    ARNs and the event bus's ARN, so scripts and other stacks can find them.
 
     Args:
         props: The construct's props.
@@ -32,6 +33,8 @@ class WhimbrelStack(Stack):
             ``props.alarm_topic``).
         launch_target_arns: Lambda functions and SQS queues the engine may launch
             activities on (see :meth:`Whimbrel.allow_launching`), by ARN.
+        event_bus_arn: An existing EventBridge bus for the events (overrides
+            ``props.event_bus``; the default bus otherwise).
 
     Raises:
         ValueError: a launch target ARN that is neither a Lambda function nor a queue.
@@ -46,6 +49,7 @@ class WhimbrelStack(Stack):
         encryption_key_arn: str | None = None,
         alarm_topic_arn: str | None = None,
         launch_target_arns: Sequence[str] = (),
+        event_bus_arn: str | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault(
@@ -59,6 +63,9 @@ class WhimbrelStack(Stack):
         if alarm_topic_arn:
             topic = sns.Topic.from_topic_arn(self, "AlarmTopic", alarm_topic_arn)
             props = dataclasses.replace(props, alarm_topic=topic)
+        if event_bus_arn:
+            bus = events.EventBus.from_event_bus_arn(self, "EventBus", event_bus_arn)
+            props = dataclasses.replace(props, event_bus=bus)
         self.whimbrel = Whimbrel(self, "Whimbrel", props=props)
         for index, arn in enumerate(launch_target_arns):
             self.whimbrel.allow_launching(_import_launch_target(self, f"LaunchTarget{index}", arn))
@@ -82,6 +89,13 @@ class WhimbrelStack(Stack):
                 "ActivityWorkerPolicyArn",
                 value=self.whimbrel.worker_policy.managed_policy_arn,
                 description="Attach to the IAM roles of activity workers",
+            )
+        if self.whimbrel.event_bus is not None:
+            CfnOutput(
+                self,
+                "EventBusArn",
+                value=self.whimbrel.event_bus.event_bus_arn,
+                description="Where Whimbrel's events go (source whimbrel): add rules here",
             )
         if self.whimbrel.client_policy is not None:
             CfnOutput(

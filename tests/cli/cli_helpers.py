@@ -16,7 +16,8 @@ COMMANDS: list[tuple[str, ...]] = [
     ("tables",), ("tables", "create"), ("definitions",), ("definitions", "register"),
     ("definitions", "list"), ("definitions", "show"), ("submit",), ("status",), ("list",),
     ("events",), ("graph",), ("cancel",), ("retry",), ("exec",), ("sweep",),
-    ("rejections",), ("dev",), ("demo",), ("ui",), ("redrive",),
+    ("rejections",), ("dev",), ("demo",), ("ui",), ("redrive",), ("notifications",),
+    ("signal",), ("approve",), ("reject",), ("suspend",), ("resume",),
 ]
 
 

@@ -107,7 +107,7 @@ def test_sweep_times_out_a_silent_activity(run: Run, wb: Whimbrel) -> None:
     empty = run.json("sweep")
     assert empty == {"now": empty["now"], "timed_out": [], "retries_launched": [],
                      "cancelled": [], "reconciled": [], "checked": [],
-                     "workflows_timed_out": [], "errors": []}
+                     "workflows_timed_out": [], "timers_fired": [], "errors": []}
     wb.register_workflow(ONCE)
     wx = wb.start_workflow("once")
     act = wb.claim(workflow_name="once")

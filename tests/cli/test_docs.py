@@ -16,6 +16,7 @@ import typer
 import yaml
 
 from whimbrel.cli import app
+from whimbrel.contract.commands import WORKFLOW_COMMANDS
 from whimbrel.contract.definitions import (
     LAUNCHER_KINDS,
     ActivityDefinition,
@@ -98,13 +99,15 @@ def test_simple_api_shell_examples_run_on_any_machine() -> None:
         assert done.returncode == 0 and done.stderr == "", done.stderr
         items += [json.loads(raw) for raw in done.stdout.split("\0") if raw]
     events = [i for i in items if "activity_event_id" in i]
-    assert len(events) >= 3  # RUNNING, COMPLETED, HEARTBEAT
+    assert len(events) >= 6  # RUNNING, COMPLETED, HEARTBEAT, SIGNAL, APPROVE, SUSPEND
     for event in events:
         uuid.UUID(event["activity_event_id"]["S"])  # a fresh UUID, not an empty string
-        # A REDRIVE row names its run; every other row an activity execution.
-        subject = "workflow_exec_id" if event["transition"]["S"] == "REDRIVE" \
-            else "activity_exec_id"
-        assert event[subject]["S"]
+        # A signal, a suspend, a resume or a redrive addresses a run; everything else an
+        # attempt.
+        addressed = ("workflow_exec_id" if event["transition"]["S"] in
+                     {c.value for c in WORKFLOW_COMMANDS} else "activity_exec_id")
+        assert event[addressed]["S"]
     assert len({e["activity_event_id"]["S"] for e in events}) == len(events)
     assert {e["transition"]["S"] for e in events} >= {"RUNNING", "COMPLETED", "HEARTBEAT",
+                                                      "SIGNAL", "APPROVE", "SUSPEND",
                                                       "REDRIVE"}

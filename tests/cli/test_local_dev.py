@@ -28,6 +28,7 @@ from whimbrel.local.credentials import (
     supply_local_credentials,
 )
 from whimbrel.local.runtime import DEV_PORT
+from whimbrel.testing import wait_until
 
 WHIMBREL = str(Path(sys.executable).with_name("whimbrel"))
 TESTS = str(Path(__file__).resolve().parents[1])
@@ -102,15 +103,24 @@ def test_first_steps_need_no_credentials(bare_env: dict[str, str], tmp_path: Pat
     port = _free_port()
     endpoint = f"http://127.0.0.1:{port}"
     env = {**bare_env, "WHIMBREL_TABLE_PREFIX": table_prefix}
-    with dev_server(env, tmp_path / "dev.log", "--port", str(port)) as banner:
+    events = tmp_path / "events.jsonl"
+    with dev_server(env, tmp_path / "dev.log", "--port", str(port),
+                    "--events-file", str(events)) as banner:
         assert f"export WHIMBREL_ENDPOINT_URL={endpoint}\n" in banner
         assert "data: in memory, gone when this stops (keep it with --data-dir DIR)" in banner
+        assert f"export WHIMBREL_EVENTS_FILE={events}\n" in banner
         env["WHIMBREL_ENDPOINT_URL"] = endpoint
         whimbrel(env, "definitions", "register", str(write_definition(FANOUT_YAML)))
         # Through dev's workflow_request stream handler; the activities run in dev.
         run = json.loads(whimbrel(env, "submit", "fanout", "--simple", "--request-id",
                                   "first-try", "--wait", "--timeout", "60", "--json").stdout)
         assert run["state"] == "COMPLETED"
+        # dev's notify consumer told of the end; `whimbrel notifications` reads it.
+        env["WHIMBREL_EVENTS_FILE"] = str(events)
+        ended = wait_until(lambda: whimbrel(env, "notifications", "--json").stdout, timeout=30)
+        [event] = [json.loads(line) for line in ended.splitlines()]
+        assert (event["detail-type"], event["detail"]["workflow_exec_id"]) == (
+            "Workflow Ended", run["workflow_exec_id"])
         # The console script is whimbrel.cli:main with this argv (main() once read it
         # as the demo's own arguments and always failed).
         demo = whimbrel(env, "demo", "--seconds", "0.05").stdout

@@ -43,7 +43,7 @@ def test_submit_wait_runs_the_fanout_to_completion(run: Run, fanout: Whimbrel,
     assert set(load) == {"activity_exec_id", "activity_name", "attempt", "max_attempts",
                          "latest", "state", "created_epoch", "started_epoch", "ended_epoch",
                          "heartbeat_epoch", "duration_seconds", "not_before_epoch", "output",
-                         "error"}
+                         "error", "waiting_for"}
     assert load["output"] == {"name": "load", "upstream": ["t1", "t2", "t3"]}
     assert load["attempt"] == 1 and load["max_attempts"] == 1 and load["latest"] is True
 

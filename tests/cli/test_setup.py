@@ -28,7 +28,7 @@ def test_tables_create_is_idempotent(run: Run, table_prefix: str) -> None:
         f"{table_prefix}{n}" for n in ("workflow_definition", "workflow_request",
                                       "workflow_exec", "activity_exec",
                                       "activity_exec_dependency", "activity_event",
-                                      "rejection"))
+                                      "rejection", "notification", "signal"))
     assert run.json("tables", "create") == {"table_prefix": table_prefix, "created": []}
     assert "exist already" in run("tables", "create").stdout
 

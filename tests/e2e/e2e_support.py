@@ -67,6 +67,21 @@ class RawClient:
         return event_id
 
 
+    def row(self, transition: str, **attrs: Any) -> str:
+        """One raw ``activity_event`` row of any verb (SIGNAL, APPROVE, SUSPEND, …);
+        plain values become S/N/M attributes, typed ones (``{"S": …}``) stay as given."""
+        event_id = str(uuid.uuid4())
+        item: dict[str, Any] = {"activity_event_id": {"S": event_id},
+                                "transition": {"S": transition},
+                                "when_epoch": {"N": str(time.time())}}
+        for key, value in attrs.items():
+            typed = isinstance(value, dict) and len(value) == 1 and \
+                next(iter(value)) in ("S", "N", "M", "L", "BOOL", "NULL")
+            item[key] = value if typed else to_ddb(value)
+        self.ddb.put_item(TableName=f"{self.prefix}activity_event", Item=item)
+        return event_id
+
+
 def to_ddb(value: Any) -> dict[str, Any]:
     from decimal import Decimal
 
@@ -95,6 +110,25 @@ def wait_workflow(rt: LocalRuntime, request_id: str, timeout: float = 15.0) -> W
         return wf if wf.state.is_terminal else None
 
     return wait_until(done, timeout=timeout, message=f"workflow {wx} did not end")
+
+
+def rejection_about(rt: LocalRuntime, needle: str) -> Any:
+    """The rejection row whose record mentions ``needle`` (waited for)."""
+    def find() -> Any:
+        return next((r for r in rt.client.list_rejections() if needle in json.dumps(r.record)),
+                    None)
+    return wait_until(find, timeout=15, message=f"no rejection mentions {needle}")
+
+
+def event_row(rt: LocalRuntime, event_id: str) -> dict[str, Any]:
+    """The activity_event row, once Whimbrel marked what it did with it."""
+    table = f"{rt.table_prefix}activity_event"
+    def marked() -> dict[str, Any] | None:
+        item = RawClient(rt.endpoint_url, rt.table_prefix).ddb.get_item(
+            TableName=table, Key={"activity_event_id": {"S": event_id}},
+            ConsistentRead=True).get("Item")
+        return item if item and "outcome" in item else None
+    return wait_until(marked, timeout=15, message=f"event {event_id} never marked")
 
 
 def summary(wf: WorkflowExec) -> dict[str, Any]:

@@ -85,6 +85,11 @@ DEFINITIONS = (
     WorkflowDefinition("rd_child", (
         ActivityDefinition("C", launcher=LauncherSpec.workflow("rd_kid")), py("Q", "C"))),
     WorkflowDefinition("rd_redrive", (ext("R"), py("S", "R"))),
+    # Waits (issue 13): a SIGNAL row sent as the run starts (kept, or received when its
+    # wait is READY), an APPROVE row while a SUSPEND row holds the run, a RESUME row.
+    WorkflowDefinition("rd_waits", (
+        ext("O"), ActivityDefinition("S", ("O",), launcher=LauncherSpec.signal("paid")),
+        ActivityDefinition("G", ("O",), launcher=LauncherSpec.approval()), py("P", "S", "G"))),
 )
 #: Started by the rows of another shape only.
 CHILD_SHAPES = {"rd_kid"}
@@ -92,14 +97,20 @@ CHILD_SHAPES = {"rd_kid"}
 
 @dataclass
 class Step:
-    """Once activity ``name`` (attempt) is in state ``when``: send ``verb`` (an event
-    written with RawClient) or, for verb ``cancel_workflow``, cancel the workflow."""
+    """Once activity ``name`` (attempt) is in state ``when`` (for ``name`` WORKFLOW: once
+    the run is): send ``verb`` (an event written with RawClient; SIGNAL, SUSPEND and
+    RESUME address the run, APPROVE ``target``) or, for verb ``cancel_workflow``,
+    cancel the workflow."""
 
     name: str
     attempt: int
     when: str
     verb: str
     output: Any = None
+    target: str | None = None
+
+
+WORKFLOW = "workflow"
 
 
 def _script(shape: str, i: int) -> list[Step]:
@@ -129,6 +140,10 @@ def _script(shape: str, i: int) -> list[Step]:
         "rd_child": [],
         "rd_redrive": [*run("R", verb="FAILED"), Step("R", 1, "FAILED", "REDRIVE"),
                        *run("R", 2, {"r": i})],
+        "rd_waits": [Step("O", 1, "READY", "SIGNAL", {"eur": i}), *run("O", out={"o": i}),
+                     Step("G", 1, "READY", "SUSPEND"),
+                     Step(WORKFLOW, 0, "SUSPENDED", "APPROVE", target="G"),
+                     Step("G", 1, "COMPLETED", "RESUME")],
     }[shape]
 
 
@@ -136,7 +151,7 @@ EXPECTED = {"rd_py_diamond": "COMPLETED", "rd_ext_diamond": "COMPLETED",
             "rd_mixed": "COMPLETED", "rd_retry": "COMPLETED", "rd_exhaust": "FAILED",
             "rd_cancel": "CANCELLED", "rd_cancel_event": "FAILED", "rd_map": "COMPLETED",
             "rd_handler": "COMPLETED", "rd_child": "COMPLETED", "rd_redrive": "COMPLETED",
-            "rd_kid": "COMPLETED"}
+            "rd_kid": "COMPLETED", "rd_waits": "COMPLETED"}
 
 
 @dataclass
@@ -153,10 +168,15 @@ class Driver:
         for wx, steps in self.todo.items():
             while steps:
                 step = steps[0]
-                aeid = activity_exec_id(wx, step.name, step.attempt)
-                item = self.rt.client.store.get_activity(aeid)
-                if item is None or item.state != step.when:
-                    break
+                if step.name == WORKFLOW:
+                    run = self.rt.client.store.get_workflow(wx)
+                    if run is None or run.state != step.when:
+                        break
+                else:
+                    aeid = activity_exec_id(wx, step.name, step.attempt)
+                    item = self.rt.client.store.get_activity(aeid)
+                    if item is None or item.state != step.when:
+                        break
                 if step.verb == "cancel_workflow":
                     self.rt.client.cancel_workflow(wx)
                 elif step.verb == "REDRIVE":  # a raw row, once the run has ended
@@ -166,6 +186,16 @@ class Driver:
                         TableName=f"{self.raw.prefix}activity_event",
                         Item={"activity_event_id": {"S": f"redrive-{wx}"},
                               "transition": {"S": "REDRIVE"}, "workflow_exec_id": {"S": wx}})
+                    self.events += 1
+                elif step.verb in ("SIGNAL", "SUSPEND", "RESUME"):
+                    extra = {"signal": "paid", "payload": step.output} \
+                        if step.verb == "SIGNAL" else {}
+                    self.raw.row(step.verb, workflow_exec_id=wx, **extra)
+                    self.events += 1
+                elif step.verb == "APPROVE":
+                    assert step.target is not None
+                    self.raw.row(step.verb, by="alice",
+                                 activity_exec_id=activity_exec_id(wx, step.target, 1))
                     self.events += 1
                 else:
                     self.raw.event(aeid, step.verb, output=step.output,
@@ -195,9 +225,17 @@ def _summary(wf: WorkflowView) -> dict[str, Any]:
         "failed_because": (wf.error or "").split(":")[0],
         "activities": sorted(
             (a.activity_name, a.attempt, a.state.value, [h.state for h in a.history],
-             json.dumps(a.output, sort_keys=True)) for a in (*wf.activities, *wf.items)),
+             json.dumps(_timeless(a.output), sort_keys=True))
+            for a in (*wf.activities, *wf.items)),
         "children": len(wf.child_workflow_exec_ids),
     }
+
+
+def _timeless(output: Any) -> Any:
+    """An approval's output without the time it was decided at."""
+    if isinstance(output, dict) and output.get("approved") is True:
+        return {k: v for k, v in output.items() if k != "at"}
+    return output
 
 
 class HandlerErrors(logging.Handler):

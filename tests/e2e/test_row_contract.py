@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
-from typing import Any
 
 import pytest
-from e2e_support import RawClient, wait_workflow
+from e2e_support import RawClient, event_row, rejection_about, wait_workflow
 
 from whimbrel import ActivityDefinition as Act
 from whimbrel import ActivityState, WorkflowDefinition, WorkflowState
@@ -22,23 +20,6 @@ pytestmark = pytest.mark.slow
 ETL = WorkflowDefinition("etl", (Act("extract"), Act("transform", ("extract",)),
                                  Act("load", ("transform",))))
 BEATING = WorkflowDefinition("beating", (Act("work", heartbeat_timeout_seconds=30),))
-
-
-def rejection_about(rt: LocalRuntime, needle: str) -> Any:
-    def find() -> Any:
-        return next((r for r in rt.client.list_rejections() if needle in json.dumps(r.record)),
-                    None)
-    return wait_until(find, timeout=15, message=f"no rejection mentions {needle}")
-
-
-def event_row(rt: LocalRuntime, event_id: str) -> dict[str, Any]:
-    table = f"{rt.table_prefix}activity_event"
-    def marked() -> dict[str, Any] | None:
-        item = RawClient(rt.endpoint_url, rt.table_prefix).ddb.get_item(
-            TableName=table, Key={"activity_event_id": {"S": event_id}},
-            ConsistentRead=True).get("Item")
-        return item if item and "outcome" in item else None
-    return wait_until(marked, timeout=15, message=f"event {event_id} never marked")
 
 
 def test_a_row_that_breaks_a_guard_is_rejected_and_changes_nothing(

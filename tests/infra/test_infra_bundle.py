@@ -28,9 +28,10 @@ from whimbrel_infra.bundling import (
     runtime_python_version,
     runtime_requirements,
 )
+from whimbrel_infra.functions import deployed_consumers
 from whimbrel_infra.stack import _import_launch_target
 
-from whimbrel.store.specs import HEARTBEAT_HANDLER, STREAM_CONSUMERS
+from whimbrel.store.specs import ENGINE_CONSUMERS, HEARTBEAT_HANDLER, STREAM_CONSUMERS
 
 pytestmark = pytest.mark.infra
 
@@ -172,6 +173,14 @@ def test_props_from_context_parse_cli_strings() -> None:
     assert props.effective_heartbeat_rate.to_minutes() == 5
     assert props.lambda_memory_mb == 1024
     assert props.alarms is False and props.managed_policies is True
+
+
+def test_events_can_be_left_out() -> None:
+    # Without events no notify consumer is deployed (so no notify function, no mapping).
+    props = props_from_context({"whimbrel:events": "false"})
+    assert props.events is False
+    assert deployed_consumers(props) == ENGINE_CONSUMERS
+    assert deployed_consumers(WhimbrelProps()) == STREAM_CONSUMERS
 
 
 def test_props_defaults_keep_data() -> None:

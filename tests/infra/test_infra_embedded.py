@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from aws_cdk import Acknowledgment, App, Duration, RemovalPolicy, Stack, Validations
+from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -20,7 +21,8 @@ from cdk_nag import AwsSolutionsChecks
 from whimbrel_infra import Whimbrel, WhimbrelProps
 from whimbrel_infra.functions import TABLE_PREFIX_ENV
 
-from whimbrel.store.specs import TABLES
+from whimbrel.settings import ENV_EVENT_BUS
+from whimbrel.store.specs import NOTIFY_HANDLER, TABLES
 
 pytestmark = pytest.mark.infra
 
@@ -35,6 +37,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     app = App(outdir=str(outdir), builtin_cloud_formation_validation=False)
     stack = Stack(app, "UserStack")
     key = kms.Key(stack, "UserKey", enable_key_rotation=True)
+    bus = events.EventBus(stack, "UserBus", event_bus_name="orders-events")
     engine = Whimbrel(
         stack,
         "Engine",
@@ -47,6 +50,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             lambda_memory_mb=1024,
             alarms=False,
             managed_policies=False,
+            event_bus=bus,
         ),
     )
     # Activities the engine launches: the user's function and queue.
@@ -140,6 +144,7 @@ def test_engine_functions_may_launch_the_users_activities(template: dict[str, An
     function_roles = {
         r["Properties"]["Role"]["Fn::GetAtt"][0]
         for r in _of_type(template, "AWS::Lambda::Function")
+        if r["Properties"]["Handler"] != NOTIFY_HANDLER
     }
     assert len(function_roles) == 3
     for role_id in function_roles:
@@ -165,3 +170,21 @@ def test_optional_parts_are_left_out(template: dict[str, Any]) -> None:
     [rule] = _of_type(template, "AWS::Events::Rule")
     assert rule["Properties"]["ScheduleExpression"] == "rate(5 minutes)"
     assert rule["Properties"]["State"] == "DISABLED"
+
+
+def test_events_go_to_the_users_bus(template: dict[str, Any]) -> None:
+    bus_id = _logical_id(template, "UserBus", "AWS::Events::EventBus")
+    [notify] = [r for r in _of_type(template, "AWS::Lambda::Function")
+                if r["Properties"]["Handler"] == NOTIFY_HANDLER]
+    bus_arn = {"Fn::GetAtt": [bus_id, "Arn"]}
+    assert notify["Properties"]["Environment"]["Variables"][ENV_EVENT_BUS] == bus_arn
+    role_id = notify["Properties"]["Role"]["Fn::GetAtt"][0]
+    [policy] = [p for p in _of_type(template, "AWS::IAM::Policy")
+                if p["Properties"]["Roles"] == [{"Ref": role_id}]]
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    puts = [s for s in statements if "events:PutEvents" in _actions(s)]
+    assert [s["Resource"] for s in puts] == [bus_arn]
+    # notify launches nothing: the user's activities are the engine functions' business.
+    resources = json.dumps([s["Resource"] for s in statements])
+    assert ACTIVITY_FUNCTION not in resources and ACTIVITY_QUEUE not in resources
+    assert "lambda:InvokeFunction" not in {a for s in statements for a in _actions(s)}

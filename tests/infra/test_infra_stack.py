@@ -7,6 +7,7 @@ on one worker only, while the bundle tests run on the other.
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -20,6 +21,10 @@ from cdk_nag import AwsSolutionsChecks
 from whimbrel_infra.bundling import RUNTIME_PROVIDED, newest_python_runtime
 from whimbrel_infra.functions import TABLE_PREFIX_ENV
 
+from whimbrel.contract.records import WorkflowRecord
+from whimbrel.contract.states import WorkflowState
+from whimbrel.observe.emf import EmfMetrics
+from whimbrel.settings import ENV_EVENT_BUS, ENV_METRICS
 from whimbrel.store.specs import (
     ACTIVITY_EVENT,
     ACTIVITY_EXEC,
@@ -27,6 +32,8 @@ from whimbrel.store.specs import (
     DEFAULT_TABLE_PREFIX,
     HEARTBEAT_HANDLER,
     HEARTBEAT_RATE_SECONDS_AWS,
+    NOTIFICATION,
+    NOTIFY_HANDLER,
     STREAM_CONSUMERS,
     TABLES,
     WORKFLOW_DEFINITION,
@@ -39,6 +46,8 @@ from whimbrel.store.specs import (
 pytestmark = pytest.mark.infra
 
 PREFIX = DEFAULT_TABLE_PREFIX  # cdk.json sets no prefix, so the default applies
+#: One function per distinct function name (the notify consumers share one), + heartbeat.
+FUNCTIONS = {c.function_name for c in STREAM_CONSUMERS} | {"heartbeat"}
 
 
 # --- helpers ------------------------------------------------------------------------
@@ -176,16 +185,24 @@ def test_functions_run_the_newest_python_on_arm64(synthesized: Synthesized) -> N
         assert props["Runtime"] == runtime
         assert props["Architectures"] == ["arm64"]
         assert 0 < props["Timeout"] <= 900
-        assert props["Environment"]["Variables"] == {
+        variables = dict(props["Environment"]["Variables"])
+        # Only the notify function names the bus (the default bus, by ARN).
+        bus = variables.pop(ENV_EVENT_BUS, None)
+        assert (bus is not None) is (props["Handler"] == NOTIFY_HANDLER)
+        if bus is not None:
+            assert json.dumps(bus).endswith(':event-bus/default"]]}')
+        assert variables == {
             TABLE_PREFIX_ENV: PREFIX,
             "POWERTOOLS_SERVICE_NAME": "whimbrel",
             "POWERTOOLS_METRICS_NAMESPACE": "Whimbrel",
+            ENV_METRICS: "emf",  # the engine's ends as EMF lines, for the alarm
         }
         # Each function logs to its own log group, which has a retention.
         [log_group] = _references(props["LoggingConfig"])
         retention = synthesized.resources[log_group]["Properties"].get("RetentionInDays")
         assert isinstance(retention, int) and retention > 0  # never "keep forever"
-    # One code asset shared by the three functions (one upload per deploy).
+    assert len(functions) == len(FUNCTIONS)
+    # One code asset shared by the functions (one upload per deploy).
     assert len({json.dumps(r["Properties"]["Code"]) for r in functions.values()}) == 1
 
 
@@ -194,14 +211,13 @@ def test_event_source_mapping_matches_its_consumer_spec(
     synthesized: Synthesized, consumer: Any
 ) -> None:
     function_id = _function_id(synthesized, consumer.handler)
+    stream = {"Fn::GetAtt": [_table_id(synthesized, consumer.table), "StreamArn"]}
     [mapping] = [
         r["Properties"]
         for r in synthesized.of_type("AWS::Lambda::EventSourceMapping").values()
         if r["Properties"]["FunctionName"] == {"Ref": function_id}
+        and r["Properties"]["EventSourceArn"] == stream
     ]
-    assert mapping["EventSourceArn"] == {
-        "Fn::GetAtt": [_table_id(synthesized, consumer.table), "StreamArn"]
-    }
     assert mapping["StartingPosition"] == consumer.starting_position
     assert mapping["BatchSize"] == consumer.batch_size
     assert mapping["MaximumBatchingWindowInSeconds"] == consumer.max_batching_window_seconds
@@ -295,8 +311,10 @@ def test_every_engine_function_can_start_child_runs(synthesized: Synthesized) ->
               ACTIVITY_EXEC_DEPENDENCY: {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem",
                                          "dynamodb:Query"},
               WORKFLOW_DEFINITION: {"dynamodb:Query", "dynamodb:GetItem"}}
+    # The engine's functions: all but notify (it only reads the streams and publishes).
     roles = {r["Properties"]["Role"]["Fn::GetAtt"][0]
-             for r in synthesized.of_type("AWS::Lambda::Function").values()}
+             for r in synthesized.of_type("AWS::Lambda::Function").values()
+             if r["Properties"]["Handler"] != NOTIFY_HANDLER}
     assert len(roles) == 3
     for role in roles:
         allowed: dict[str, set[str]] = {}
@@ -347,16 +365,52 @@ def test_full_logic_client_policy_covers_every_table(synthesized: Synthesized) -
 
 def test_alarms_watch_dlq_errors_and_iterator_age(synthesized: Synthesized) -> None:
     alarms = [r["Properties"] for r in synthesized.of_type("AWS::CloudWatch::Alarm").values()]
-    metrics = [a["MetricName"] for a in alarms]
+    metrics = [a.get("MetricName") for a in alarms]
     assert metrics.count("ApproximateNumberOfMessagesVisible") == 1
-    assert metrics.count("Errors") == len(STREAM_CONSUMERS) + 1
-    assert metrics.count("IteratorAge") == len(STREAM_CONSUMERS)
+    assert metrics.count("Errors") == len(FUNCTIONS)
+    # One per function fed by streams (the notify function reads two).
+    assert metrics.count("IteratorAge") == len(FUNCTIONS) - 1
     for alarm in alarms:
         assert alarm["AlarmName"].startswith(PREFIX)  # operators find them by prefix
-        if alarm["MetricName"] == "IteratorAge":
+        if alarm.get("MetricName") == "IteratorAge":
             # Fires before records age out into the dead-letter queue.
             ages = {c.max_record_age_seconds * 1000 for c in STREAM_CONSUMERS}
             assert alarm["Threshold"] < min(ages)
+
+
+def test_failed_workflows_alarm_reads_the_engines_emf_metric(synthesized: Synthesized) -> None:
+    [alarm] = [
+        r["Properties"]
+        for r in synthesized.of_type("AWS::CloudWatch::Alarm").values()
+        if r["Properties"]["AlarmName"] == f"{PREFIX}workflows_failed"
+    ]
+    stats = {m["Id"]: m["MetricStat"] for m in alarm["Metrics"] if "MetricStat" in m}
+    assert set(stats) == {"failed", "timed_out"}
+    # What EmfMetrics writes for a run that ended FAILED, as CloudWatch would index it.
+    written = _emf_line("FAILED")
+    [cloudwatch] = written["_aws"]["CloudWatchMetrics"]
+    for key, state in (("failed", "FAILED"), ("timed_out", "TIMED_OUT")):
+        metric = stats[key]["Metric"]
+        assert metric["Namespace"] == cloudwatch["Namespace"]
+        assert metric["MetricName"] in {m["Name"] for m in cloudwatch["Metrics"]}
+        dimensions = {d["Name"]: d["Value"] for d in metric["Dimensions"]}
+        assert dimensions == {"TablePrefix": PREFIX, "State": state}
+        # An alarm matches a series only on its exact dimension set: EmfMetrics emits it.
+        assert sorted(dimensions) in [sorted(s) for s in cloudwatch["Dimensions"]]
+        assert stats[key]["Stat"] == "Sum"
+    assert written["State"] == "FAILED" and written["TablePrefix"] == PREFIX
+    [expression] = [m for m in alarm["Metrics"] if "Expression" in m]
+    assert expression["Expression"] == "FILL(failed, 0) + FILL(timed_out, 0)"
+    assert alarm["Threshold"] == 0 and alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["TreatMissingData"] == "notBreaching"
+
+
+def _emf_line(state: str) -> dict[str, Any]:
+    out = io.StringIO()
+    EmfMetrics(PREFIX, stream=out).workflow_ended(WorkflowRecord(
+        "wx", "etl", 1, WorkflowState(state), created_epoch=1.0, ended_epoch=3.0))
+    line: dict[str, Any] = json.loads(out.getvalue())
+    return line
 
 
 def test_outputs_name_tables_queue_and_policies(synthesized: Synthesized) -> None:
@@ -364,9 +418,66 @@ def test_outputs_name_tables_queue_and_policies(synthesized: Synthesized) -> Non
     table_ids = {_table_id(synthesized, spec) for spec in TABLES}
     output_refs = set().union(*(_references(o["Value"]) for o in outputs.values()))
     assert table_ids <= output_refs
-    assert {"DeadLetterQueueUrl", "ActivityWorkerPolicyArn", "FullLogicClientPolicyArn"} <= set(
-        outputs
-    )
+    assert {"DeadLetterQueueUrl", "ActivityWorkerPolicyArn", "FullLogicClientPolicyArn",
+            "EventBusArn"} <= set(outputs)
+    assert json.dumps(outputs["EventBusArn"]["Value"]).endswith(':event-bus/default"]]}')
+
+
+# --- events: the notify function -------------------------------------------------------
+
+
+def _role_statements(syn: Synthesized, function_id: str) -> list[dict[str, Any]]:
+    role_id = syn.resources[function_id]["Properties"]["Role"]["Fn::GetAtt"][0]
+    return [
+        statement
+        for policy in syn.of_type("AWS::IAM::Policy").values()
+        if {"Ref": role_id} in policy["Properties"]["Roles"]
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def test_notify_reads_two_streams_and_puts_events_on_the_default_bus(
+    synthesized: Synthesized,
+) -> None:
+    notify = _function_id(synthesized, NOTIFY_HANDLER)
+    streams = {
+        json.dumps(r["Properties"]["EventSourceArn"])
+        for r in synthesized.of_type("AWS::Lambda::EventSourceMapping").values()
+        if r["Properties"]["FunctionName"] == {"Ref": notify}
+    }
+    assert streams == {
+        json.dumps({"Fn::GetAtt": [_table_id(synthesized, spec), "StreamArn"]})
+        for spec in (WORKFLOW_EXEC, ACTIVITY_EXEC)
+    }
+    statements = _role_statements(synthesized, notify)
+    [put] = [s for s in statements if "events:PutEvents" in _listify(s["Action"])]
+    assert _listify(put["Action"]) == ["events:PutEvents"]
+    assert json.dumps(put["Resource"]).endswith(':event-bus/default"]]}')
+    # Only notify may put events.
+    for function_id in synthesized.of_type("AWS::Lambda::Function"):
+        if function_id != notify:
+            assert not [
+                s for s in _role_statements(synthesized, function_id)
+                if any(a.startswith("events:") for a in _listify(s["Action"]))
+            ]
+
+
+def test_notify_changes_no_execution_and_owns_the_markers(synthesized: Synthesized) -> None:
+    notify = _function_id(synthesized, NOTIFY_HANDLER)
+    writes = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+              "dynamodb:BatchWriteItem"}
+    written: set[str] = set()
+    for statement in _role_statements(synthesized, notify):
+        if writes & set(_listify(statement["Action"])):
+            written |= _table_arn_references(statement["Resource"])
+    markers = _table_id(synthesized, NOTIFICATION)
+    assert markers in written
+    assert not {_table_id(synthesized, spec) for spec in (WORKFLOW_EXEC, ACTIVITY_EXEC)} & written
+    # And no engine function touches the markers.
+    for function_id in synthesized.of_type("AWS::Lambda::Function"):
+        if function_id != notify:
+            for statement in _role_statements(synthesized, function_id):
+                assert markers not in _table_arn_references(statement["Resource"])
 
 
 # --- cdk-nag and cfn-lint ---------------------------------------------------------------

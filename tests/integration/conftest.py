@@ -6,6 +6,7 @@ from collections.abc import Iterator
 import pytest
 
 from whimbrel import Whimbrel
+from whimbrel.testing import RecordingLauncher, StepClock
 
 
 class ManualClock:
@@ -22,13 +23,25 @@ class ManualClock:
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
+def clock(request: pytest.FixtureRequest) -> ManualClock | StepClock:
+    """Real time plus an offset; a module that sets ``CLOCK = StepClock`` gets a clock
+    that stands still until the test moves it (deadlines driven through ``sweep``)."""
+    factory: type[ManualClock] | type[StepClock] = getattr(request.module, "CLOCK",
+                                                           ManualClock)
+    return factory()
 
 
 @pytest.fixture
-def wb(ddb_endpoint: str, table_prefix: str, clock: ManualClock) -> Iterator[Whimbrel]:
-    client = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix, clock=clock)
+def launched() -> RecordingLauncher:
+    """The ``lambda`` launcher of ``wb``: records launches and starts nothing."""
+    return RecordingLauncher()
+
+
+@pytest.fixture
+def wb(ddb_endpoint: str, table_prefix: str, clock: ManualClock | StepClock,
+       launched: RecordingLauncher) -> Iterator[Whimbrel]:
+    client = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix, clock=clock,
+                      launchers={"lambda": launched})
     client.create_tables()
     yield client
     client.close()

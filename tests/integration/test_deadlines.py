@@ -3,8 +3,6 @@ through the sparse indexes, driven by a stepped clock (no sleeping)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from whimbrel import (
@@ -24,25 +22,8 @@ from whimbrel.testing import RecordingLauncher, StepClock
 LAMBDA = LauncherSpec("lambda", {"function": "f"})
 
 
-@pytest.fixture
-def clock() -> StepClock:
-    return StepClock()
-
-
-@pytest.fixture
-def launched() -> RecordingLauncher:
-    return RecordingLauncher()
-
-
-@pytest.fixture
-def wb(ddb_endpoint: str, table_prefix: str, clock: StepClock,
-       launched: RecordingLauncher) -> Iterator[Whimbrel]:
-    client = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix, clock=clock,
-                      launchers={"lambda": launched})
-    client.create_tables()
-    yield client
-    client.close()
-    client.store.delete_tables()
+#: The ``clock`` fixture (conftest.py) stands still until the test moves it.
+CLOCK = StepClock
 
 
 def test_start_to_close_caps_a_run_that_keeps_heartbeating(wb: Whimbrel,

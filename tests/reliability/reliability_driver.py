@@ -33,6 +33,11 @@ MAX_ROUNDS = 80
 
 #: (activity name, attempt) -> "complete" | "fail" | "hang"
 Behaviour = Callable[[str, int], str]
+#: Called every round with the client, the run's id and ``call`` (which counts crashes):
+#: the outside world's moves on waits and suspension. Stateless (it reads the tables)
+#: and safe to repeat; returns True when it did something.
+Events = Callable[[Whimbrel, str, "Call"], bool]
+Call = Callable[[str, Callable[[], object]], tuple[bool, object]]
 
 
 def act(name: str, *deps: str, external: bool = False, attempts: int = 3,
@@ -56,6 +61,7 @@ class Plan:
     children: tuple[WorkflowDefinition, ...] = ()
     #: When the run has FAILED once, redrive it (the plan's behaviour then lets it end).
     redrive: bool = False
+    events: Events | None = None
 
 
 @dataclass
@@ -123,6 +129,8 @@ def run_plan(wb: Whimbrel, clock: StepClock, launcher: RecordingLauncher, plan: 
         if claimed is not None and not isinstance(claimed, WhimbrelError):
             procs[claimed.activity_exec_id] = "running"  # type: ignore[attr-defined]
             progressed = True
+        if plan.events is not None and plan.events(wb, wx, call):
+            progressed = True
         for aeid, stage in sorted(procs.items()):
             key = parse_activity_exec_id(aeid)
             if stage == "launched":
@@ -186,4 +194,66 @@ def plans() -> list[Plan]:
                                              non_retryable=("Planned",))))),
              W.COMPLETED, redrive=True,
              behaviour=lambda n, a: "fail" if (n, a) == ("B", 1) else "complete"),
+        *wait_plans(),
+    ]
+
+
+def wait(name: str, *deps: str, launcher: LauncherSpec, attempts: int = 1) -> ActivityDefinition:
+    return ActivityDefinition(name, deps, launcher=launcher,
+                              retry=RetryPolicy(max_attempts=attempts,
+                                                initial_interval_seconds=5.0))
+
+
+def _latest(wb: Whimbrel, wx: str, name: str) -> ActivityState | None:
+    act = wb.engine.get_workflow(wx).latest_activities.get(name)
+    return act.state if act is not None else None
+
+
+def _signal_until_received(wb: Whimbrel, wx: str, call: Call) -> bool:
+    """The sender resends the same signal (same id) until its wait received it."""
+    if _latest(wb, wx, "S") is not ActivityState.COMPLETED:
+        call("signal", lambda: wb.signal(wx, "go", {"paid": 1}, signal_id="payment-1"))
+    return False  # resending is not progress: time still moves (sweeps repair crashes)
+
+
+def _approve_when_waiting(wb: Whimbrel, wx: str, call: Call) -> bool:
+    gate = wb.engine.get_workflow(wx).latest_activities.get("G")
+    if gate is None or gate.state is not ActivityState.READY:
+        return False
+    call("approve", lambda: wb.approve(gate.activity_exec_id, by="alice"))
+    return True
+
+
+def _suspend_then_resume(wb: Whimbrel, wx: str, call: Call) -> bool:
+    """Suspend while A runs; resume once nothing runs; repeat a call that died."""
+    wf = wb.engine.get_workflow(wx)
+    running = any(a.state.is_active for a in wf.activities)
+    if wf.state is W.RUNNING and running and W.SUSPENDED.value not in \
+            {h.state for h in wf.history}:
+        call("suspend", lambda: wb.suspend_workflow(wx))
+        return True
+    if wf.state is W.SUSPENDED and not running:
+        call("resume", lambda: wb.resume_workflow(wx))
+        return True
+    return False
+
+
+def wait_plans() -> list[Plan]:
+    """Waits and suspension (issue 13): a signal sent before its wait is READY (and sent
+    again every round), an approval, a timer, a suspend and resume around a running
+    activity."""
+    return [
+        Plan("signal", WorkflowDefinition("signal", (
+            act("A"), wait("S", "A", launcher=LauncherSpec.signal("go", timeout_seconds=900),
+                           attempts=2), act("B", "S"))),
+            W.COMPLETED, events=_signal_until_received),
+        Plan("approval", WorkflowDefinition("approval", (
+            act("A"), wait("G", "A", launcher=LauncherSpec.approval(approvers=["alice"])),
+            act("B", "G"))), W.COMPLETED, events=_approve_when_waiting),
+        Plan("timer", WorkflowDefinition("timer", (
+            act("A"), wait("T", "A", launcher=LauncherSpec.timer(100)), act("B", "T"))),
+            W.COMPLETED),
+        Plan("suspend", WorkflowDefinition("suspend", (
+            act("A", external=True), act("B", "A"), act("C", "A", external=True))),
+            W.COMPLETED, events=_suspend_then_resume),
     ]

@@ -13,7 +13,7 @@ from typing import Any
 
 import boto3
 
-from whimbrel import Whimbrel
+from whimbrel import ActivityDefinition, LauncherSpec, Whimbrel, WorkflowDefinition
 from whimbrel.contract.errors import WhimbrelError
 from whimbrel.local.runtime import LambdaContext
 from whimbrel.store import specs
@@ -116,6 +116,18 @@ class Stream:
 
     def case(self, case: Case) -> dict[str, Any]:
         return self.record(case.new_image, event_name=case.event_name, dynamodb=case.dynamodb)
+
+
+def waiting_runs(wb: Whimbrel) -> tuple[str, str]:
+    """Two runs of a workflow that waits for signal ``go`` (``S``) and for alice's
+    approval (``G``): one waiting, one cancelled; their execution ids."""
+    wb.register_workflow(WorkflowDefinition("waiting", (
+        ActivityDefinition("S", launcher=LauncherSpec.signal("go")),
+        ActivityDefinition("G", launcher=LauncherSpec.approval(approvers=["alice"])))))
+    waiting = wb.start_workflow("waiting", request_id="waiting")
+    ended = wb.start_workflow("waiting", request_id="ended")
+    wb.cancel_workflow(ended)
+    return waiting, ended
 
 
 def snapshot(wb: Whimbrel, skip: Iterable[str] = ()) -> list[str]:

@@ -16,15 +16,24 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from stream_records import corpus_findings, snapshot
+from stream_records import corpus_findings, snapshot, waiting_runs
 
-from whimbrel import ActivityDefinition, LauncherSpec, Whimbrel, WorkflowDefinition
+from whimbrel import (
+    ActivityDefinition,
+    LauncherSpec,
+    NotAllowedNow,
+    NotAnApprover,
+    Whimbrel,
+    WorkflowDefinition,
+)
 from whimbrel.contract.errors import (
     ActivityNotFound,
     DefinitionNotFound,
+    InvalidDefinition,
     InvalidInput,
     StoreError,
     WhimbrelError,
+    WorkflowNotFound,
 )
 from whimbrel.contract.ids import activity_exec_id
 from whimbrel.testing import StepClock, fresh_table_prefix
@@ -112,6 +121,53 @@ CORPUS: list[Case] = [
      lambda wb, c: wb.register_workflow(WorkflowDefinition("ok", (
          ActivityDefinition("A", ("ghost",), launcher=EXT),))), WhimbrelError,
      "unknown activity 'ghost'"),
+    ("register: a timer of -5 seconds", lambda wb, c: wb.register_workflow(
+        WorkflowDefinition("ok", (ActivityDefinition("T", launcher={
+            "type": "timer", "seconds": -5}),))), InvalidDefinition,
+     "timer launcher seconds must be a number > 0"),
+    # -- waits (issue 13) ----------------------------------------------------------------
+    ("signal: run id None", lambda wb, c: wb.signal(None, "go"),  # type: ignore[arg-type]
+     InvalidInput, "workflow_exec_id must be a non-empty string"),
+    ("signal: unknown run", lambda wb, c: wb.signal("nope", "go"), WorkflowNotFound, "'nope'"),
+    ("signal: name None", lambda wb, c: wb.signal(c["waits"], None),  # type: ignore[arg-type]
+     InvalidInput, "signal name must match"),
+    ("signal: name with a lone surrogate", lambda wb, c: wb.signal(c["waits"], "g\udc80"),
+     InvalidInput, "signal name must match"),
+    ("signal: a name nothing waits for", lambda wb, c: wb.signal(c["waits"], "stop"),
+     InvalidInput, "waits for signal 'stop' (it waits for: go)"),
+    ("signal: payload a set", lambda wb, c: wb.signal(c["waits"], "go", {1}), InvalidInput,
+     "payload is not JSON-serialisable"),
+    ("signal: oversized payload", lambda wb, c: wb.signal(c["waits"], "go", "z" * 70_000),
+     InvalidInput, "more than the limit of 64000"),
+    ("signal: lone surrogate in payload", lambda wb, c: wb.signal(c["waits"], "go", "\ud800"),
+     InvalidInput, "payload is not valid Unicode text"),
+    ("signal: empty signal_id", lambda wb, c: wb.signal(c["waits"], "go", signal_id=""),
+     InvalidInput, "signal_id must be a non-empty string"),
+    ("signal: signal_id a number", lambda wb, c: wb.signal(
+        c["waits"], "go", signal_id=7), InvalidInput, "signal_id"),  # type: ignore[arg-type]
+    ("approve: by None", lambda wb, c: wb.approve(c["gate"], by=None),  # type: ignore[arg-type]
+     InvalidInput, "by must name who decides"),
+    ("approve: by blank", lambda wb, c: wb.approve(c["gate"], by="   "), InvalidInput,
+     "by must name who decides"),
+    ("approve: comment a number", lambda wb, c: wb.approve(
+        c["gate"], by="alice", comment=5), InvalidInput, "comment must be text"),  # type: ignore[arg-type]
+    ("approve: comment of 10,000 characters", lambda wb, c: wb.approve(
+        c["gate"], by="alice", comment="c" * 10_000), InvalidInput, "at most 4000"),
+    ("approve: by a stranger", lambda wb, c: wb.approve(c["gate"], by="mallory"),
+     NotAnApprover, "'mallory' may not decide"),
+    ("reject: by a stranger", lambda wb, c: wb.reject(c["gate"], by="mallory"),
+     NotAnApprover, "only alice may"),
+    ("approve: id None", lambda wb, c: wb.approve(None, by="alice"),  # type: ignore[arg-type]
+     InvalidInput, "activity_exec_id None"),
+    ("approve: an activity that is no approval", lambda wb, c: wb.approve(
+        c["ready"], by="alice"), InvalidInput, "is not an approval"),
+    ("approve: unknown attempt", lambda wb, c: wb.approve(f"{c['wx']}:Z:1", by="alice"),
+     ActivityNotFound, ":Z:1"),
+    ("suspend: id a number", lambda wb, c: wb.suspend_workflow(42),  # type: ignore[arg-type]
+     InvalidInput, "workflow_exec_id must be a non-empty string"),
+    ("resume: id ''", lambda wb, c: wb.resume_workflow(""), InvalidInput, "workflow_exec_id"),
+    ("resume: a run that is not suspended but ended", lambda wb, c: wb.resume_workflow(
+        c["ended"]), NotAllowedNow, "only a SUSPENDED workflow can be resumed"),
 ]
 
 
@@ -121,8 +177,10 @@ def _setup(wb: Whimbrel) -> dict[str, str]:
         ActivityDefinition("C", ("A",), launcher=EXT))))
     wx = wb.start_workflow("ok", {"keep": "me"}, request_id="bystander")
     wb.transition_activity(activity_exec_id(wx, "A", 1), "RUNNING")
+    waits, ended = waiting_runs(wb)
     return {"wx": wx, "running": activity_exec_id(wx, "A", 1),
-            "ready": activity_exec_id(wx, "B", 1)}
+            "ready": activity_exec_id(wx, "B", 1), "waits": waits, "ended": ended,
+            "gate": activity_exec_id(waits, "G", 1)}
 
 
 @pytest.fixture

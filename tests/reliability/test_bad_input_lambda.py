@@ -30,6 +30,7 @@ from stream_records import (
     nested_m,
     replay,
     run_corpus,
+    waiting_runs,
 )
 
 from lambdas import activity_event, workflow_request
@@ -42,7 +43,7 @@ from whimbrel.testing import StepClock
 
 EXT = LauncherSpec.external()
 #: Pool activities for the good events: two per case, one more per case in the replay.
-POOL = 200
+POOL = 300
 BIG_LIST = {"L": [S("y" * 100)] * (MAX_INPUT_BYTES // 100 + 10)}
 
 
@@ -186,6 +187,8 @@ def test_bad_activity_events(lwb: Whimbrel) -> None:
     wb.transition_activity(done, "COMPLETED", output={"a": 1})
     wb.transition_activity(running, "RUNNING")
     pool = wb.start_workflow("pool", request_id="pool")
+    waiting, ended = waiting_runs(wb)
+    gate = activity_exec_id(waiting, "G", 1)
     free = iter(range(POOL))
     stream = Stream(f"{wb.table_prefix}activity_event", "activity_event_id")
 
@@ -193,16 +196,24 @@ def test_bad_activity_events(lwb: Whimbrel) -> None:
         return image({"activity_event_id": S(f"ev-{uuid.uuid4()}"), "activity_exec_id": S(aeid),
                       "transition": S(verb)}, over)
 
+    def wev(verb: str, wx_: str = waiting, **over: Any) -> dict[str, Any]:
+        """A row that addresses a workflow (SIGNAL, SUSPEND, RESUME)."""
+        return image({"activity_event_id": S(f"ev-{uuid.uuid4()}"), "transition": S(verb),
+                      "workflow_exec_id": S(wx_), "signal": S("go")}, over)
+
     def wrong_type(field: str, tag: str, value: Any) -> Case:
         return Case(f"{field} as {tag}", {**ev(), field: {tag: value}},
                     f"{field}: Input should be a valid string (got DynamoDB type {tag})"
                     if field != "transition" else "transition: Input should be 'CANCEL'")
 
     events: list[Case] = [
-        Case("no activity_exec_id", ev(activity_exec_id=DROP), "activity_exec_id is required"),
+        Case("no activity_exec_id", ev(activity_exec_id=DROP),
+             "a COMPLETED row needs activity_exec_id"),
         # REDRIVE acts on a whole run, named by workflow_exec_id (issue 14).
         Case("REDRIVE without workflow_exec_id", ev(verb="REDRIVE", activity_exec_id=DROP),
              "a REDRIVE row needs workflow_exec_id"),
+        Case("REDRIVE naming an attempt", ev(verb="REDRIVE", workflow_exec_id=S(wx)),
+             "a REDRIVE row addresses a workflow: give workflow_exec_id, not activity_exec_id"),
         Case("REDRIVE of a RUNNING run", ev(verb="REDRIVE", activity_exec_id=DROP,
                                             workflow_exec_id=S(wx)),
              "is RUNNING: only a FAILED, CANCELLED or TIMED_OUT run can be redriven"),
@@ -218,8 +229,9 @@ def test_bad_activity_events(lwb: Whimbrel) -> None:
         *(wrong_type("activity_exec_id", tag, value) for tag, value in [
             ("N", "5"), ("L", [S(running)]), ("M", {}), ("BOOL", False),
             ("B", "Ynl0ZXM=")]),
-        Case("activity_exec_id as NULL", {**ev(), "activity_exec_id": {"NULL": True}},
-             "activity_exec_id is required"),
+        # (Absent since issue 13 for rows that address a workflow: NULL reads as absent.)
+        Case("activity_exec_id as NULL", ev(activity_exec_id={"NULL": True}),
+             "a COMPLETED row needs activity_exec_id"),
         wrong_type("transition", "N", "1"), wrong_type("transition", "SS", ["COMPLETED"]),
         Case("lowercase verb", ev(verb="completed"), "(got 'completed')"),
         Case("unknown verb", ev(verb="EXPLODE"), "(got 'EXPLODE')"),
@@ -287,6 +299,43 @@ def test_bad_activity_events(lwb: Whimbrel) -> None:
         Case("INSERT without NewImage", None, "stream record has no dynamodb.NewImage"),
         Case("MODIFY record", ev(), "written again", event_name="MODIFY"),
         Case("REMOVE record", ev(), None, event_name="REMOVE"),
+        # -- waits and suspension (issue 13) -------------------------------------------------
+        Case("SIGNAL without workflow_exec_id", wev("SIGNAL", workflow_exec_id=DROP),
+             "a SIGNAL row needs workflow_exec_id"),
+        Case("SIGNAL with an activity_exec_id", wev("SIGNAL", activity_exec_id=S(gate)),
+             "a SIGNAL row addresses a workflow"),
+        Case("SIGNAL without its name", wev("SIGNAL", signal=DROP),
+             "a SIGNAL row needs signal"),
+        Case("SIGNAL nothing waits for", wev("SIGNAL", signal=S("stop")),
+             "waits for signal 'stop' (it waits for: go)"),
+        Case("SIGNAL name as N", wev("SIGNAL", signal=N("1")),
+             "signal: Input should be a valid string (got DynamoDB type N)"),
+        Case("SIGNAL payload not JSON", wev("SIGNAL", payload=S("{nope")),
+             "payload is a string but not JSON"),
+        Case("SIGNAL payload oversized", wev("SIGNAL", payload=BIG_LIST),
+             f"more than the limit of {MAX_OUTPUT_BYTES}"),
+        Case("SIGNAL signal_id as N", wev("SIGNAL", signal_id=N("3")),
+             "signal_id: Input should be a valid string"),
+        Case("SIGNAL to an unknown run", wev("SIGNAL", "nope"), "no workflow execution 'nope'"),
+        Case("SIGNAL to a run that ended", wev("SIGNAL", ended),
+             "is CANCELLED: it receives no more signals"),
+        Case("APPROVE without by", ev(gate, "APPROVE"), "by must name who decides"),
+        Case("APPROVE by a stranger", ev(gate, "APPROVE", by=S("mallory")),
+             "'mallory' may not decide"),
+        Case("APPROVE what is no approval", ev(ready, "APPROVE", by=S("alice")),
+             "is not an approval"),
+        Case("APPROVE without activity_exec_id", ev(gate, "APPROVE", by=S("alice"),
+                                                     activity_exec_id=DROP),
+             "an APPROVE row needs activity_exec_id"),
+        Case("REJECT with a comment as map", ev(gate, "REJECT", by=S("alice"),
+                                                comment={"M": {}}),
+             "comment: Input should be a valid string"),
+        Case("SUSPEND of a run that ended", wev("SUSPEND", ended),
+             "only a RUNNING workflow can be suspended"),
+        Case("RESUME without workflow_exec_id", wev("RESUME", workflow_exec_id=DROP),
+             "a RESUME row needs workflow_exec_id"),
+        Case("RUNNING on a wait", ev(activity_exec_id(waiting, "S", 1), "RUNNING"),
+             "ends only by a signal"),
     ]
 
     def good() -> tuple[dict[str, Any], str]:

@@ -42,7 +42,8 @@ def _check(wb: Whimbrel, launcher: RecordingLauncher, plan: Plan, wx: str, why: 
         assert raw is not None and raw.check_epoch is None, \
             f"{plan.name} {why}: reconcile armed on {run_id}"
         for item in wb.store.list_activities(run_id):
-            assert item.timer_epoch is None and item.claim_key is None, \
+            assert item.timer_epoch is None and item.claim_key is None \
+                and item.held_epoch is None, \
                 f"{plan.name} {why}: {item.activity_exec_id} still indexed"
         if plan.children and run is wf:
             assert len(wf.child_workflow_exec_ids) == 1, wf  # one child, however replayed

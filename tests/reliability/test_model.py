@@ -3,9 +3,11 @@ workflows against DynamoDB Local and compares every activity attempt and workflo
 with a pure model of the contract after every step.
 
 The model knows the engine's policies (retries with a not-before time, settling a
-failing or cancelled workflow, time-outs by the sweep). The only freedom it allows the
-engine is the order in which one sweep fires several due timers of one workflow: it
-accepts any order whose outcome matches.
+failing or cancelled workflow, time-outs by the sweep), and since issue 13 signal waits
+(kept signals, which wait receives which signal, timeouts) and suspend/resume (held
+deadlines). The only freedom it allows the engine is the order in which one sweep (or a
+resume) fires several due timers of one workflow: it accepts any order whose outcome
+matches.
 """
 
 from __future__ import annotations
@@ -30,12 +32,14 @@ from whimbrel import (
     ActivityDefinition,
     LauncherSpec,
     RetryPolicy,
+    SignalRefused,
     Whimbrel,
     WorkflowDefinition,
 )
 from whimbrel.contract.errors import (
     ActivityCancelled,
     IllegalTransition,
+    InvalidInput,
     NotAllowedNow,
     StateConflict,
 )
@@ -54,7 +58,12 @@ A, W, T = ActivityState, WorkflowState, Transition
 START_TIMEOUT = 300.0
 EXAMPLES = int(os.environ.get("WHIMBREL_MODEL_EXAMPLES", "12"))
 STEPS = int(os.environ.get("WHIMBREL_MODEL_STEPS", "20"))
+#: Signal names of the waits drawn (two waits may share one), and their timeout.
+SIGNAL_NAMES = ("go", "stop")
+SIGNAL_TIMEOUT = 100.0
 COUNTS = {"examples": 0, "steps": 0}
+#: What the wait rules did (printed with the figures, so a run shows they were exercised).
+WAIT_COUNTS: dict[str, int] = {}
 
 
 @dataclass
@@ -62,7 +71,8 @@ class MAct:
     name: str
     attempt: int
     state: ActivityState
-    deadline: float | None = None  # armed timer: heartbeat deadline or retry not-before
+    deadline: float | None = None  # armed timer: heartbeat, retry not-before, wait timeout
+    signal: str | None = None  # the signal id a signal wait received
 
 
 @dataclass
@@ -71,9 +81,18 @@ class MWorkflow:
     defn: WorkflowDefinition
     state: WorkflowState = W.RUNNING
     acts: list[MAct] = field(default_factory=list)
+    #: Signals kept for a wait to come: (name, signal_id), oldest first.
+    kept: list[tuple[str, str]] = field(default_factory=list)
 
     def latest(self, name: str) -> MAct:
         return max((a for a in self.acts if a.name == name), key=lambda a: a.attempt)
+
+    def signal_name(self, name: str) -> str | None:
+        launcher = self.defn.activity(name).launcher
+        return str(launcher.config["name"]) if launcher.kind == "signal" else None
+
+    def received(self, signal_id: str) -> bool:
+        return any(a.signal == signal_id for a in self.acts)
 
 
 class Model:
@@ -82,12 +101,63 @@ class Model:
     def __init__(self) -> None:
         self.wfs: dict[str, MWorkflow] = {}
 
-    def start(self, wx: str, defn: WorkflowDefinition) -> None:
+    def start(self, wx: str, defn: WorkflowDefinition, now: float) -> None:
         wf = MWorkflow(wx, defn, acts=[MAct(a.name, 1, A.REQUESTED) for a in defn.activities])
         for a in wf.acts:
             if not defn.activity(a.name).depends_on:
-                a.state = A.READY
+                self.ready(wf, a, now)
         self.wfs[wx] = wf
+
+    def ready(self, wf: MWorkflow, a: MAct, now: float) -> None:
+        """REQUESTED -> READY; a signal wait arms its timeout and takes the oldest signal
+        kept for its name (completing at once)."""
+        a.state, a.deadline = A.READY, None
+        name = wf.signal_name(a.name)
+        if name is None:
+            return
+        a.deadline = now + SIGNAL_TIMEOUT
+        kept = next((k for k in wf.kept if k[0] == name), None)
+        if kept is not None:
+            wf.kept.remove(kept)
+            self.receive(wf, a, kept[1], now)
+
+    def receive(self, wf: MWorkflow, a: MAct, signal_id: str, now: float) -> None:
+        a.state, a.deadline, a.signal = A.COMPLETED, None, signal_id
+        self.after(wf, a, now)
+
+    def signal(self, wf: MWorkflow, name: str, signal_id: str, now: float) -> str:
+        """What sending a signal does: "invalid", "refused", "duplicate", "received",
+        "kept" (the model's state is changed accordingly)."""
+        waits = [n for n in wf.defn.topological_order() if wf.signal_name(n) == name]
+        if not waits:
+            return "invalid"
+        if wf.received(signal_id) or (name, signal_id) in wf.kept:
+            return "duplicate"
+        if wf.state not in (W.RUNNING, W.SUSPENDED):
+            return "refused"
+        for n in waits:
+            if wf.latest(n).state is A.READY:
+                self.receive(wf, wf.latest(n), signal_id, now)
+                return "received"
+        for n in waits:
+            a = wf.latest(n)
+            if not a.state.is_terminal or (a.state in (A.FAILED, A.TIMED_OUT) and
+                                           a.attempt < wf.defn.activity(n).retry.max_attempts):
+                wf.kept.append((name, signal_id))
+                return "kept"
+        return "refused"
+
+    def suspend(self, wf: MWorkflow) -> bool:
+        if wf.state is W.RUNNING:
+            wf.state = W.SUSPENDED
+        return wf.state is W.SUSPENDED
+
+    def resume(self, wf: MWorkflow) -> bool:
+        if wf.state is W.SUSPENDED:
+            wf.state = W.RUNNING
+            if all(wf.latest(n).state is A.COMPLETED for n in wf.defn.names):
+                wf.state = W.COMPLETED
+        return wf.state in (W.RUNNING, W.COMPLETED)
 
     def find(self, aeid: str) -> tuple[MWorkflow, MAct]:
         for wf in self.wfs.values():
@@ -102,6 +172,8 @@ class Model:
         target = ACTIVITY_TRANSITIONS.get((a.state, t))
         if t is T.TIME_OUT or target is None:
             return False
+        if wf.signal_name(a.name) is not None and t is not T.CANCEL:
+            return False  # a wait moves by its signal, or CANCEL
         ups = wf.defn.activity(a.name).depends_on
         if a.state is A.REQUESTED and target in (A.READY, A.QUEUED) and any(
                 wf.latest(u).state is not A.COMPLETED for u in ups):
@@ -130,7 +202,7 @@ class Model:
         if wf.state in (W.FAILED_WAITING, W.CANCEL_REQUESTED):
             self.settle(wf)
             return
-        if wf.state is not W.RUNNING:
+        if wf.state not in (W.RUNNING, W.SUSPENDED):
             return
         defn = wf.defn
         if a.state is A.COMPLETED:
@@ -139,8 +211,10 @@ class Model:
                 nxt = wf.latest(dep)
                 if nxt.state is A.REQUESTED and all(
                         wf.latest(u).state is A.COMPLETED for u in ups):
-                    nxt.state = A.READY
-            if all(wf.latest(s).state is A.COMPLETED for s in defn.sinks):
+                    self.ready(wf, nxt, now)
+            # A suspended run completes when resumed.
+            if wf.state is W.RUNNING and all(
+                    wf.latest(s).state is A.COMPLETED for s in defn.sinks):
                 wf.state = W.COMPLETED
         elif a.state in (A.FAILED, A.TIMED_OUT):
             spec = defn.activity(a.name)
@@ -149,14 +223,14 @@ class Model:
                 nxt = MAct(a.name, a.attempt + 1, A.REQUESTED, now + delay)
                 wf.acts.append(nxt)
                 if delay <= 0:
-                    nxt.state, nxt.deadline = A.READY, None
+                    self.ready(wf, nxt, now)
             else:
                 self.fail(wf)
         else:
             self.fail(wf)
 
     def fail(self, wf: MWorkflow) -> None:
-        if wf.state in (W.RUNNING, W.REQUESTED):
+        if wf.state in (W.RUNNING, W.REQUESTED, W.SUSPENDED):
             wf.state = W.FAILED_WAITING
         self.settle(wf)
 
@@ -188,20 +262,23 @@ class Model:
         for a in order:
             if a.deadline is None or a.deadline > now:
                 continue
+            if wf.state is W.SUSPENDED and a.state in (A.READY, A.REQUESTED):
+                continue  # held until the resume
             if a.state in (A.RUNNING, A.CANCELLED_RUNNING, A.READY, A.QUEUED, A.PREPARING):
                 a.state, a.deadline = A.TIMED_OUT, None
                 self.after(wf, a, now)
             elif a.state is A.REQUESTED:
                 a.deadline = None
                 if wf.state is W.RUNNING:
-                    self.launch_due(wf, a)
+                    self.launch_due(wf, a, now)
                 else:
                     a.state = A.CANCELLED
                     self.settle(wf)
 
-    def launch_due(self, wf: MWorkflow, a: MAct) -> None:
-        """A retry whose back-off passed, in a RUNNING run, is launched (external: READY)."""
-        a.state = A.READY
+    def launch_due(self, wf: MWorkflow, a: MAct, now: float) -> None:
+        """A retry whose back-off passed, in a RUNNING run, is launched (external: READY;
+        a wait arms its deadline)."""
+        self.ready(wf, a, now)
 
     def snapshot(self, wx: str) -> tuple[str, dict[str, str]]:
         wf = self.wfs[wx]
@@ -209,10 +286,16 @@ class Model:
                                 for a in wf.acts}
 
 
-def dags() -> st.SearchStrategy[list[tuple[list[int], float | None, int, float]]]:
+Shape = list[tuple[list[int], float | None, int, float, str | None]]
+
+
+def dags() -> st.SearchStrategy[Shape]:
+    """Nodes: upstreams, heartbeat timeout, attempts, retry interval, and the signal a
+    wait node waits for (None: an external activity)."""
     node = st.tuples(st.lists(st.integers(0, 3), max_size=2, unique=True),
                      st.sampled_from([None, 30.0]), st.integers(1, 2),
-                     st.sampled_from([0.0, 50.0]))
+                     st.sampled_from([0.0, 50.0]),
+                     st.sampled_from([None, *SIGNAL_NAMES]))
     return st.lists(node, min_size=1, max_size=4)
 
 
@@ -243,27 +326,33 @@ class WorkflowMachine(RuleBasedStateMachine):
     # -- rules ------------------------------------------------------------------------
     @precondition(lambda self: len(self.model.wfs) < 3)
     @rule(shape=dags())
-    def start(self, shape: list[tuple[list[int], float | None, int, float]]) -> None:
+    def start(self, shape: Shape) -> None:
         self.defs += 1
         acts = []
-        for i, (deps, hb, attempts, interval) in enumerate(shape):
+        for i, (deps, hb, attempts, interval, signal) in enumerate(shape):
+            launcher = (LauncherSpec.external() if signal is None else
+                        LauncherSpec.signal(signal, timeout_seconds=SIGNAL_TIMEOUT))
             acts.append(ActivityDefinition(
                 f"N{i}", tuple(sorted({f"N{d}" for d in deps if d < i})),
-                launcher=LauncherSpec.external(), heartbeat_timeout_seconds=hb,
+                launcher=launcher, heartbeat_timeout_seconds=hb if signal is None else None,
                 retry=RetryPolicy(max_attempts=attempts, initial_interval_seconds=interval)))
         defn = WorkflowDefinition(f"m{COUNTS['examples']}-{self.defs}", tuple(acts))
         self.wb.register_workflow(defn)
         request = f"{defn.name}-req"
         wx = self.wb.start_workflow(defn.name, {"i": self.defs}, request_id=request)
         assert wx == workflow_exec_id_for(request)
-        self.model.start(wx, defn)
+        self.model.start(wx, defn, self.clock())
         # Starting again with the same request id changes nothing.
         assert self.wb.start_workflow(defn.name, {"i": self.defs}, request_id=request) == wx
 
-    @precondition(lambda self: self._attempts(A.READY))
+    def _claimable(self) -> list[tuple[MWorkflow, MAct]]:
+        return [(wf, a) for wf, a in self._attempts(A.READY)
+                if wf.state is W.RUNNING and wf.signal_name(a.name) is None]
+
+    @precondition(lambda self: self._claimable())
     @rule(pick=st.integers(0, 99))
     def claim(self, pick: int) -> None:
-        cands = self._attempts(A.READY)
+        cands = self._claimable()
         wf, a = cands[pick % len(cands)]
         self.wb.transition_activity(self._aeid(wf, a), T.RUNNING)
         self.model.move(wf, a, T.RUNNING, self.clock())
@@ -334,6 +423,55 @@ class WorkflowMachine(RuleBasedStateMachine):
         assert allowed, f"{verb.value} on {a.state.value} ({wf.state.value}) was accepted"
         self.model.move(wf, a, verb, self.clock())
 
+    @precondition(lambda self: self.model.wfs)
+    @rule(pick=st.integers(0, 99), which=st.integers(0, 9), n=st.integers(0, 2))
+    def signal(self, pick: int, which: int, n: int) -> None:
+        """A signal, mostly of a name the run waits for (ids from a small pool: resends
+        and duplicates happen)."""
+        wf = list(self.model.wfs.values())[pick % len(self.model.wfs)]
+        names = sorted({s for s in map(wf.signal_name, wf.defn.names) if s}) or ["nobody"]
+        name = "nobody" if which == 9 else names[which % len(names)]
+        expected = self.model.signal(wf, name, f"{name}-{n}", self.clock())
+        WAIT_COUNTS[f"signal {expected}"] = WAIT_COUNTS.get(f"signal {expected}", 0) + 1
+        try:
+            self.wb.signal(wf.wx, name, {"id": f"{name}-{n}"}, signal_id=f"{name}-{n}")
+        except InvalidInput:
+            assert expected == "invalid", expected
+        except SignalRefused:
+            assert expected == "refused", expected
+        else:
+            assert expected in ("received", "kept", "duplicate"), expected
+
+    @precondition(lambda self: self.model.wfs)
+    @rule(pick=st.integers(0, 99), resume=st.booleans())
+    def suspend_or_resume(self, pick: int, resume: bool) -> None:
+        """Mostly a suspend of a RUNNING run or a resume of a SUSPENDED one; any run when
+        none is."""
+        wanted = W.SUSPENDED if resume else W.RUNNING
+        cands = [w for w in self.model.wfs.values() if w.state is wanted] \
+            or list(self.model.wfs.values())
+        wf = cands[pick % len(cands)]
+        key = f"{'resume' if resume else 'suspend'} {wf.state.value}"
+        WAIT_COUNTS[key] = WAIT_COUNTS.get(key, 0) + 1
+        if not resume:
+            allowed = self.model.suspend(wf)
+            try:
+                self.wb.suspend_workflow(wf.wx)
+            except NotAllowedNow:
+                assert not allowed
+            else:
+                assert allowed
+            return
+        before = deepcopy(wf)
+        try:
+            self.wb.resume_workflow(wf.wx)
+        except NotAllowedNow:
+            assert before.state not in (W.RUNNING, W.SUSPENDED)
+            return
+        assert self.model.resume(wf)
+        # The resume fires what fell due while the run was suspended.
+        self._match_sweep(wf.wx, deepcopy(self.model.wfs[wf.wx]), self.clock())
+
     @rule(seconds=st.sampled_from([5.0, 31.0, 60.0, 130.0, 400.0]))
     def advance_and_sweep(self, seconds: float) -> None:
         now = self.clock.advance(seconds)
@@ -341,20 +479,23 @@ class WorkflowMachine(RuleBasedStateMachine):
         report = self.wb.sweep(now)
         assert report.errors == []
         for wx, wf in before.wfs.items():
-            due = [a for a in wf.acts if a.deadline is not None and a.deadline <= now]
-            actual = self._actual(wx)
-            tried = []
-            for order in itertools.permutations(range(len(due))):
-                trial = deepcopy(wf)
-                m = Model()
-                m.wfs[wx] = trial
-                m.sweep_workflow(trial, [trial.acts[wf.acts.index(due[i])] for i in order], now)
-                tried.append(m.snapshot(wx))
-                if tried[-1] == actual:
-                    self.model.wfs[wx] = trial
-                    break
-            else:
-                raise AssertionError(f"sweep of {wx}: tables {actual}, model allows {tried}")
+            self._match_sweep(wx, wf, now)
+
+    def _match_sweep(self, wx: str, wf: MWorkflow, now: float) -> None:
+        """Adopt the order of firing ``wf``'s due deadlines whose outcome is the tables'."""
+        due = [a for a in wf.acts if a.deadline is not None and a.deadline <= now]
+        actual = self._actual(wx)
+        tried = []
+        for order in itertools.permutations(range(len(due))):
+            trial = deepcopy(wf)
+            m = Model()
+            m.wfs[wx] = trial
+            m.sweep_workflow(trial, [trial.acts[wf.acts.index(due[i])] for i in order], now)
+            tried.append(m.snapshot(wx))
+            if tried[-1] == actual:
+                self.model.wfs[wx] = trial
+                return
+        raise AssertionError(f"sweep of {wx}: tables {actual}, model allows {tried}")
 
     # -- checks -----------------------------------------------------------------------
     def _actual(self, wx: str) -> tuple[str, dict[str, str]]:
@@ -378,7 +519,13 @@ class WorkflowMachine(RuleBasedStateMachine):
         COUNTS["steps"] += 1
         for wx, mwf in self.model.wfs.items():
             assert self._actual(wx) == self.model.snapshot(wx)
-            assert_contract_holds(self.wb.get_workflow(wx), mwf.defn)
+            wf = self.wb.get_workflow(wx)
+            assert_contract_holds(wf, mwf.defn)
+            # Each wait received the signal the model says, and no signal completed two.
+            got = {a.activity_exec_id: a.output["id"] for a in wf.activities
+                   if a.state is A.COMPLETED and mwf.signal_name(a.activity_name)}
+            assert got == {self._aeid(mwf, a): a.signal for a in mwf.acts if a.signal}
+            assert len(set(got.values())) == len(got)
 
 
 def run_machine(machine: type[WorkflowMachine], endpoint: str, prefix: str,
@@ -394,4 +541,5 @@ def run_machine(machine: type[WorkflowMachine], endpoint: str, prefix: str,
 @pytest.mark.slow
 def test_engine_matches_the_contract_model(ddb_endpoint: str, table_prefix: str) -> None:
     run_machine(WorkflowMachine, ddb_endpoint, table_prefix, EXAMPLES, STEPS)
-    print(f"\nmodel test: {COUNTS['examples']} examples, {COUNTS['steps']} checked steps")
+    print(f"\nmodel test: {COUNTS['examples']} examples, {COUNTS['steps']} checked steps; "
+          f"waits: {dict(sorted(WAIT_COUNTS.items()))}")

@@ -300,7 +300,7 @@ class DataModel(base.Model):
         if not any(active) and wf.state in (W.FAILED_WAITING, W.CANCEL_REQUESTED):
             self.end(wf, W.CANCELLED if cancelling else W.FAILED)
 
-    def launch_due(self, wf: base.MWorkflow, a: base.MAct) -> None:
+    def launch_due(self, wf: base.MWorkflow, a: base.MAct, now: float) -> None:
         assert isinstance(wf, DWorkflow) and isinstance(a, DAct)
         a.state = A.REQUESTED
         self.advance(wf, a)  # an item's or a child attempt's retry, like any other

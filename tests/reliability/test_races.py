@@ -19,6 +19,7 @@ from whimbrel import (
     ActivityState,
     LauncherSpec,
     RetryPolicy,
+    SignalRefused,
     Whimbrel,
     WorkflowDefinition,
     WorkflowState,
@@ -181,6 +182,123 @@ def test_two_sweeps_at_once(rwb: Whimbrel, step_clock: StepClock,
         rwb.transition_activity(activity_exec_id(wx, "A", 2), T.RUNNING)
         rwb.transition_activity(activity_exec_id(wx, "A", 2), T.COMPLETED)
         assert _checked(rwb, wx, defn, launcher).state is W.COMPLETED
+
+
+# -- waits (issue 13) ---------------------------------------------------------------------
+
+SIGNAL_DEFN = _one("sig", ActivityDefinition("S", launcher=LauncherSpec.signal(
+    "go", timeout_seconds=10)), ActivityDefinition("B", ("S",), launcher=EXT))
+
+
+def test_two_decisions_at_once(rwb: Whimbrel) -> None:
+    defn = _one("gate", ActivityDefinition("G", launcher=LauncherSpec.approval()),
+                ActivityDefinition("B", ("G",), launcher=EXT))
+    rwb.register_workflow(defn)
+    outcomes: Counter[str] = Counter()
+    for _ in range(ROUNDS):
+        wx = rwb.start_workflow("gate")
+        gate = activity_exec_id(wx, "G", 1)
+        approved, rejected = together(lambda g=gate: rwb.approve(g, by="ann"),
+                                      lambda g=gate: rwb.reject(g, by="bob", comment="no"))
+        RACES["approve vs reject (threads)"] += 1
+        results = [approved, rejected]
+        assert sum(isinstance(r, StateConflict) for r in results) == 1, results
+        state = rwb.get_activity(gate).state
+        assert state is (A.FAILED if isinstance(approved, StateConflict) else A.COMPLETED)
+        outcomes[state.value] += 1
+        _checked(rwb, wx, defn)
+    print("approve vs reject outcomes:", dict(outcomes))
+
+
+def test_many_threads_send_the_same_signal(rwb: Whimbrel) -> None:
+    rwb.register_workflow(SIGNAL_DEFN)
+    for n in range(ROUNDS):
+        wx = rwb.start_workflow("sig")
+        results = together(*[lambda w=wx, i=n: rwb.signal(w, "go", {"i": i},
+                                                           signal_id=f"tx-{i}")] * THREADS)
+        RACES["one signal sent by many threads"] += 1
+        assert [r for r in results if isinstance(r, Exception)] == []
+        wf = _checked(rwb, wx, SIGNAL_DEFN)
+        assert wf.activity("S").state is A.COMPLETED and wf.activity("S").output == {"i": n}
+        assert [h.by for h in wf.activity("S").history].count(f"signal:tx-{n}") == 2
+
+
+def test_different_signals_race_for_one_wait(rwb: Whimbrel) -> None:
+    rwb.register_workflow(SIGNAL_DEFN)
+    for _ in range(ROUNDS):
+        wx = rwb.start_workflow("sig")
+        results = together(*[lambda w=wx, i=i: rwb.signal(w, "go", i, signal_id=f"s{i}")
+                             for i in range(THREADS)])
+        RACES["different signals for one wait (threads)"] += 1
+        wf = _checked(rwb, wx, SIGNAL_DEFN)
+        received = [h.by for h in wf.activity("S").history if (h.by or "").startswith("s")]
+        assert len(set(received)) == 1, received  # completed once, by one of them
+        # The others are refused (nothing will wait for "go" again) or kept, never lost
+        # into a second completion.
+        assert all(r is None or isinstance(r, SignalRefused) for r in results), results
+
+
+def test_signals_to_two_waits_of_one_name(rwb: Whimbrel) -> None:
+    defn = _one("twice", ActivityDefinition("S1", launcher=LauncherSpec.signal("go")),
+                ActivityDefinition("S2", launcher=LauncherSpec.signal("go")))
+    rwb.register_workflow(defn)
+    for _ in range(ROUNDS):
+        wx = rwb.start_workflow("twice")
+        ids = [f"x{i}" for i in range(THREADS)]
+        # Every signal twice at once: a redelivery racing the first delivery.
+        together(*[lambda w=wx, s=s: rwb.signal(w, "go", s, signal_id=s)
+                   for s in ids + ids])
+        RACES["signals for two waits of one name (threads)"] += 1
+        wf = _checked(rwb, wx, defn)
+        assert wf.state is W.COMPLETED
+        outputs = [wf.activity("S1").output, wf.activity("S2").output]
+        assert len(set(outputs)) == 2 and set(outputs) <= set(ids), outputs
+        kept = {s.signal_id: s.consumed_by for s in rwb.store.list_signals(wx)}
+        bound = [s for s, holder in kept.items() if holder is not None]
+        assert sorted(bound) == sorted(outputs)  # each wait holds the one it received
+
+
+def test_signal_and_timeout_at_once(rwb: Whimbrel, step_clock: StepClock) -> None:
+    rwb.register_workflow(SIGNAL_DEFN)
+    outcomes: Counter[str] = Counter()
+    for n in range(ROUNDS):
+        wx = rwb.start_workflow("sig")
+        step_clock.advance(11)
+        sent, report = together(lambda w=wx, i=n: rwb.signal(w, "go", i, signal_id=f"t{i}"),
+                                lambda: rwb.sweep(step_clock()))
+        RACES["signal vs its timeout (threads)"] += 1
+        state = rwb.get_workflow(wx).activity("S").state
+        assert state in (A.COMPLETED, A.TIMED_OUT)
+        if state is A.TIMED_OUT:
+            assert activity_exec_id(wx, "S", 1) in report.timed_out
+            assert isinstance(sent, SignalRefused) or sent is None, sent
+        else:
+            assert sent is None
+        outcomes[state.value] += 1
+        _checked(rwb, wx, SIGNAL_DEFN)
+    print("signal vs timeout outcomes:", dict(outcomes))
+
+
+def test_claim_suspend_and_resume_at_once(rwb: Whimbrel) -> None:
+    defn = _one("pause", ActivityDefinition("A", launcher=EXT),
+                ActivityDefinition("B", launcher=EXT))
+    rwb.register_workflow(defn)
+    for _ in range(ROUNDS):
+        wx = rwb.start_workflow("pause")
+        results = together(lambda: rwb.claim(workflow_name="pause"),
+                           lambda w=wx: rwb.suspend_workflow(w),
+                           lambda: rwb.claim(workflow_name="pause"))
+        RACES["claims vs suspend (threads)"] += 1
+        assert not [r for r in results if isinstance(r, Exception)], results
+        assert rwb.claim(workflow_name="pause") is None  # suspended: nothing claimable
+        claimed = [r for r in results if r is not None]
+        together(lambda w=wx: rwb.resume_workflow(w), lambda w=wx: rwb.resume_workflow(w))
+        while (got := rwb.claim(workflow_name="pause")) is not None:
+            claimed.append(got)
+        assert sorted(c.activity_name for c in claimed) == ["A", "B"]
+        for c in claimed:
+            rwb.transition_activity(c.activity_exec_id, T.COMPLETED)
+        assert _checked(rwb, wx, defn).state is W.COMPLETED
 
 
 # -- separate processes ------------------------------------------------------------------

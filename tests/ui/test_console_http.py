@@ -125,6 +125,35 @@ def test_actions_need_token_csrf_and_same_origin(con: Console) -> None:
     assert again.status == 409 and "Not possible any more: the run is CANCELLED" in again.body
 
 
+def test_the_wait_actions_call_the_facade(con: Console) -> None:
+    """Approve, Send signal, Suspend and Resume (issue 13) through the console."""
+    con.wb.register_workflow(WorkflowDefinition("waiting", (
+        ActivityDefinition("ok", launcher=LauncherSpec.approval(approvers=["ana"])),
+        ActivityDefinition("paid", launcher=LauncherSpec.signal("paid")))))
+    wx = con.wb.start_workflow("waiting")
+    gate = f"{wx}:ok:1"
+    auth = {"Cookie": cookie(con), "Origin": con.server.url}
+
+    def act(action: str, target: str, **form: str) -> Reply:
+        return http(con.url(f"/actions/{action}"), method="POST",
+                    form={"target": target, "csrf": CSRF, **form}, headers=auth)
+
+    page = http(con.url(f"/runs/{wx}"), headers={"Cookie": cookie(con)}).body
+    assert "waits for approval" in page and "waits for signal:paid" in page
+    form = http(con.url(f"/actions/signal?target={wx}"), headers={"Cookie": cookie(con)})
+    assert form.status == 200 and 'value="paid"' in form.body  # the name is prefilled
+    assert act("suspend", wx).status == 303
+    assert con.wb.get_workflow(wx).state.value == "SUSPENDED"
+    refused = act("approve", gate, by="bob")
+    assert refused.status == 409 and "may not decide" in html.unescape(refused.body)
+    assert act("approve", gate, by="ana", comment="fine").status == 303
+    assert act("signal", wx, name="paid", payload='{"eur": 1}').status == 303
+    assert act("resume", wx).status == 303
+    wf = con.wb.get_workflow(wx)
+    assert wf.state.value == "COMPLETED"
+    assert wf.activity("ok").output["by"] == "ana" and wf.activity("paid").output == {"eur": 1}
+
+
 def test_other_host_names_are_refused(con: Console) -> None:
     # A DNS-rebinding page reaches 127.0.0.1 under its own name: refuse it.
     reply = http(con.url("/runs"), headers={"Host": f"evil.example:{con.server.port}"})

@@ -53,15 +53,20 @@ def test_public_names_are_pinned() -> None:
         "ActivityRun", "ActivityState", "ActivityTimedOut", "DefinitionNotFound",
         "DefinitionVersion", "EngineDriven",
         "IllegalTransition", "InvalidDefinition", "InvalidInput", "LauncherSpec",
-        "MapProgress", "RedriveNotAllowed", "RetryNotAllowed", "RetryPolicy",
-        "StateConflict", "StoreError", "SweepReport",
+        "MapProgress", "NotAnApprover", "RedriveNotAllowed", "RetryNotAllowed", "RetryPolicy",
+        "SignalRefused", "StateConflict", "StoreError", "SweepReport",
         "Transition",
         "Whimbrel", "WhimbrelError", "WorkflowDefinition", "WorkflowExec",
         "WorkflowNotFound", "WorkflowPage", "WorkflowState",
+        # issue 11: the guards' errors; issue 12: the request view and the id rule
+        "ListenerOnly", "NotAllowedNow", "UpstreamNotCompleted", "WorkflowNotRunning",
+        "WorkflowRequest", "workflow_exec_id_for",
     ])
     for name in whimbrel.__all__:
         assert getattr(whimbrel, name) is not None
     for err in ("IllegalTransition", "StateConflict", "ActivityCancelled", "ActivityTimedOut",
                 "InvalidInput", "InvalidDefinition", "StoreError", "WorkflowNotFound",
-                "RetryNotAllowed", "RedriveNotAllowed", "EngineDriven"):
+                "RetryNotAllowed", "NotAllowedNow", "UpstreamNotCompleted",
+                "WorkflowNotRunning", "ListenerOnly", "NotAnApprover", "SignalRefused",
+                "RedriveNotAllowed", "EngineDriven"):
         assert issubclass(getattr(whimbrel, err), whimbrel.WhimbrelError)

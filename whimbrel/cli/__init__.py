@@ -3,8 +3,18 @@
 Importing this package registers every command on :data:`app`.
 """
 
-from whimbrel.cli import cmd_control, cmd_data, cmd_exec, cmd_local, cmd_runs, cmd_setup, cmd_ui
+from whimbrel.cli import (
+    cmd_control,
+    cmd_data,
+    cmd_exec,
+    cmd_local,
+    cmd_notify,
+    cmd_runs,
+    cmd_setup,
+    cmd_ui,
+    cmd_waits,
+)
 from whimbrel.cli.app import ExitCode, app, main
 
-__all__ = ["ExitCode", "app", "cmd_control", "cmd_data", "cmd_exec", "cmd_local", "cmd_runs",
-           "cmd_setup", "cmd_ui", "main"]
+__all__ = ["ExitCode", "app", "cmd_control", "cmd_data", "cmd_exec", "cmd_local",
+           "cmd_notify", "cmd_runs", "cmd_setup", "cmd_ui", "cmd_waits", "main"]

@@ -79,8 +79,9 @@ def retry(
 def sweep(cli: Cli) -> None:
     """One pass of the heartbeat listener and reconciler, by hand.
 
-    Times out activities past a deadline (heartbeat, start-to-close, schedule-to-start),
-    launches retries whose back-off has passed, ends runs past their own timeout, and
+    Times out activities past a deadline (heartbeat, start-to-close, schedule-to-start,
+    a signal's or approval's timeout), launches retries whose back-off has passed, fires
+    timers that are due, ends runs past their own timeout, and
     visits runs due for a check: "reconciled" lists those it had to repair, "checked"
     those it found in order. The scheduled Lambda does the same on a schedule; running it
     by hand is always safe. Exit code 8 when some items failed (listed in "errors").
@@ -89,8 +90,8 @@ def sweep(cli: Cli) -> None:
     data = report.to_dict()
 
     def human() -> None:
-        for key in ("timed_out", "retries_launched", "cancelled", "workflows_timed_out",
-                    "reconciled"):
+        for key in ("timed_out", "retries_launched", "timers_fired", "cancelled",
+                    "workflows_timed_out", "reconciled"):
             items = data[key]
             assert isinstance(items, list)
             cli.out.print(f"{key.replace('_', ' ')}: {len(items)}")

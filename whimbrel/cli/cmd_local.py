@@ -39,6 +39,11 @@ def dev(
         "--data-dir", file_okay=False, resolve_path=True,
         help="Keep the tables in this folder (created if missing) across restarts; "
              "without it they live in memory and are gone when dev stops.")] = None,
+    events_file: Annotated[Path | None, typer.Option(
+        "--events-file", dir_okay=False, resolve_path=True,
+        help="Run the notify consumers and append every event (a run ended, an activity "
+             "failed for good, a wait started) to this file as JSON lines; read them with "
+             "`whimbrel notifications --follow`.")] = None,
 ) -> None:
     """Run the serverless side locally until Ctrl-C: DynamoDB Local streams feed the real
     Lambda handlers, and the heartbeat listener sweeps on a schedule.
@@ -48,18 +53,37 @@ def dev(
     configured credentials, dummy ones are used for the local endpoint.
     """
     cli.check_settings()
+    if events_file is not None:
+        _check_writable(events_file)
     endpoint = _dev_endpoint(cli, own_server=port is not None or data_dir is not None)
     port = DEV_PORT if port is None else port
     supply_local_credentials(endpoint or f"http://127.0.0.1:{port}")
     try:
         run_dev(endpoint, cli.table_prefix or "whimbrel_", heartbeat_rate,
-                port=port, data_dir=data_dir)
+                port=port, data_dir=data_dir, events_file=events_file)
     except PortInUse as exc:
         raise CliError(f"{exc}; choose another with `whimbrel dev --port N`, or use the "
                        f"server already there with --endpoint-url http://127.0.0.1:{port}",
                        ExitCode.UNAVAILABLE) from None
     except DynamoDBLocalError as exc:
         raise CliError(str(exc), ExitCode.UNAVAILABLE) from None
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse an events file dev could not append to, before anything starts.
+
+    Raises:
+        CliError: (USAGE) its folder is missing, or it cannot be opened for appending.
+    """
+    if not path.parent.is_dir():
+        raise CliError(f"--events-file {str(path)!r}: folder {str(path.parent)!r} does not "
+                       "exist", ExitCode.USAGE)
+    try:
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        raise CliError(f"--events-file {str(path)!r}: {exc.strerror or exc}",
+                       ExitCode.USAGE) from None
 
 
 def _dev_endpoint(cli: Cli, *, own_server: bool) -> str | None:

@@ -40,8 +40,8 @@ class View(StrEnum):
     tree = "tree"
 
 
-def parse_input(raw: str | None) -> Any:
-    """``--input`` value: JSON text, ``@file.json`` or ``@-`` for stdin."""
+def parse_input(raw: str | None, option: str = "--input") -> Any:
+    """``--input`` (or ``option``) value: JSON text, ``@file.json`` or ``@-`` for stdin."""
     if raw is None:
         return None
     text = raw
@@ -58,9 +58,9 @@ def parse_input(raw: str | None) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CliError(f"--input is not valid JSON: {exc}", ExitCode.INVALID) from exc
+        raise CliError(f"{option} is not valid JSON: {exc}", ExitCode.INVALID) from exc
     except RecursionError:
-        raise CliError("--input is nested too deeply", ExitCode.INVALID) from None
+        raise CliError(f"{option} is nested too deeply", ExitCode.INVALID) from None
 
 
 @command(app, "submit", example="whimbrel submit etl --input @day.json --wait")

@@ -36,6 +36,8 @@ def _nodes(defn: WorkflowDefinition, wf: WorkflowExec | None,
             detail = state
             if act.attempt > 1:
                 detail += f" · attempt {act.attempt}"
+            if act.waiting_for:
+                detail += f" · waits for {act.waiting_for}"
             dur = human_duration(activity_duration(act, now)) if act.state.is_terminal else ""
             if dur:
                 detail += f" · {dur}"

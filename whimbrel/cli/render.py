@@ -43,6 +43,7 @@ STATE_COLOURS: Mapping[str, tuple[str, str]] = {
     A.COMPLETED.value: ("green", "#c8e6c9"),
     W.FAILED_WAITING.value: ("red", "#ffcdd2"),
     W.CANCEL_REQUESTED.value: ("magenta", "#f8bbd0"),
+    W.SUSPENDED.value: ("bold blue", "#cfd8dc"),
 }
 
 
@@ -67,6 +68,8 @@ def _heartbeat(act: ActivityExec, now: float) -> str:
 
 
 def _waiting(act: ActivityExec, now: float) -> str:
+    if act.waiting_for:
+        return f"waits for {act.waiting_for}"
     if act.state is A.REQUESTED and act.not_before_epoch and act.not_before_epoch > now:
         return f"retry in {human_duration(act.not_before_epoch - now)}"
     return note(act)  # a map's progress, a child run

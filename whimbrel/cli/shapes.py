@@ -83,6 +83,7 @@ def activity_dict(act: ActivityExec, *, latest: bool, now: float,
         "output": act.output,
         "error": act.error,
         **activity_extras(act),
+        "waiting_for": act.waiting_for,
     }
 
 

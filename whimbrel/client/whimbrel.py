@@ -1,6 +1,7 @@
 """``Whimbrel``: the public facade over the engine, the store and the launchers.
 
-The methods live by concern in ``_runs.py`` (runs), ``_activities.py`` (activities) and
+The methods live by concern in ``_runs.py`` (runs), ``_activities.py`` (activities),
+``_notify.py`` (events), ``_waits.py`` (signals, approvals, suspend/resume) and
 ``_data.py`` (redrive); this module holds the setup: settings, tables, definitions,
 launchers, lifetime.
 """
@@ -15,14 +16,18 @@ from typing import Any
 from whimbrel.client import query
 from whimbrel.client._activities import Activities
 from whimbrel.client._data import DataFlows
+from whimbrel.client._notify import Notifications
 from whimbrel.client._runs import Runs
+from whimbrel.client._waits import Waits
 from whimbrel.client.query import DefinitionVersion
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.intake import Intake
+from whimbrel.engine.metrics import EngineMetrics
 from whimbrel.engine.ports import Clock, Launcher, LaunchRequest
 from whimbrel.launch.command import CommandLauncher
 from whimbrel.launch.python import PythonLauncher
+from whimbrel.observe.emf import EmfMetrics
 from whimbrel.settings import (
     DEFAULT_RETENTION_DAYS,
     DEFAULT_TABLE_PREFIX,
@@ -35,7 +40,7 @@ from whimbrel.worker.command import run_command
 from whimbrel.worker.run import run_activity
 
 
-class Whimbrel(Runs, Activities, DataFlows):
+class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows):
     """Entry point of the Full Logic API (and, through the same store, everything else).
 
     Args:
@@ -50,6 +55,8 @@ class Whimbrel(Runs, Activities, DataFlows):
         actor: recorded in the history of every move this client makes.
         retention_days: how long ended runs are kept when their definition does not say
             (None: forever).
+        metrics: told of every workflow and activity end this client's engine makes,
+            e.g. ``whimbrel.observe.EmfMetrics`` (None: no metrics).
     """
 
     def __init__(
@@ -64,6 +71,7 @@ class Whimbrel(Runs, Activities, DataFlows):
         executor: Executor | None = None,
         actor: str = "client",
         retention_days: float | None = DEFAULT_RETENTION_DAYS,
+        metrics: EngineMetrics | None = None,
     ) -> None:
         region = region or Settings.from_env().region
         if retention_days is not None:
@@ -78,13 +86,14 @@ class Whimbrel(Runs, Activities, DataFlows):
         }
         all_launchers.update(launchers or {})
         self.engine = Engine(self.store, clock=self.clock, launchers=all_launchers, actor=actor,
-                             retention_days=retention_days)
+                             retention_days=retention_days, metrics=metrics)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Whimbrel:
         """Configure from ``WHIMBREL_ENDPOINT_URL`` (unset: real AWS),
         ``WHIMBREL_TABLE_PREFIX`` (default ``whimbrel_``), ``WHIMBREL_RETENTION_DAYS``
-        (a number, or ``none`` to keep ended runs forever) and the AWS region variables.
+        (a number, or ``none`` to keep ended runs forever), ``WHIMBREL_METRICS`` (``emf``:
+        engine metrics as EMF lines on stdout) and the AWS region variables.
 
         Raises:
             InvalidInput: a malformed setting.
@@ -97,6 +106,8 @@ class Whimbrel(Runs, Activities, DataFlows):
             "retention_days": settings.retention_days,
         }
         kwargs.update(overrides)
+        if settings.metrics == "emf" and "metrics" not in overrides:
+            kwargs["metrics"] = EmfMetrics(str(kwargs["table_prefix"]))
         return cls(**kwargs)
 
     @property
@@ -147,7 +158,8 @@ class Whimbrel(Runs, Activities, DataFlows):
         other.engine = Engine(self.store, clock=self.clock,
                               launchers=self.engine.launchers, actor=actor,
                               retention_days=self.engine.retention_days,
-                              reconcile_grace_seconds=self.engine.reconcile_grace_seconds)
+                              reconcile_grace_seconds=self.engine.reconcile_grace_seconds,
+                              metrics=self.engine.metrics)
         return other
 
     @property

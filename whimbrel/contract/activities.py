@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from whimbrel.contract import dataflow
+from whimbrel.contract import dataflow, waits
 from whimbrel.contract.errors import InvalidDefinition
 from whimbrel.contract.launching import LauncherSpec, RetryPolicy
 from whimbrel.contract.limits import NAME_PATTERN
@@ -156,6 +156,7 @@ class ActivityDefinition:
                 out.append(f"{where}: lists dependency {dep!r} twice")
             deps_seen.add(dep)
         out.extend(self.launcher.problems(where))
+        out.extend(waits.definition_problems(self))
         out.extend(self.retry.problems(where))
         for key in OPTIONAL_SECONDS:
             value = getattr(self, key)

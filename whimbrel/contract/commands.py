@@ -17,3 +17,17 @@ class Command(StrEnum):
     HEARTBEAT = "HEARTBEAT"
     #: Run an ended workflow (``workflow_exec_id``) again from where it broke.
     REDRIVE = "REDRIVE"
+    #: Send a named signal (``signal``, optional ``payload`` and ``signal_id``) to a run
+    #: (``workflow_exec_id``; no ``activity_exec_id``).
+    SIGNAL = "SIGNAL"
+    #: Approve or reject an activity waiting for approval (``by``, optional ``comment``).
+    APPROVE = "APPROVE"
+    REJECT = "REJECT"
+    #: Suspend or resume a run (``workflow_exec_id``; no ``activity_exec_id``).
+    SUSPEND = "SUSPEND"
+    RESUME = "RESUME"
+
+
+#: Verbs whose row addresses a workflow execution rather than an activity execution.
+WORKFLOW_COMMANDS = frozenset({Command.SIGNAL, Command.SUSPEND, Command.RESUME,
+                               Command.REDRIVE})

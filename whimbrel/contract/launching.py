@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
+from whimbrel.contract import waits
 from whimbrel.contract.limits import WORKFLOW_NAME_PATTERN
 
 _PY_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -23,6 +24,10 @@ LAUNCHER_KINDS: Mapping[str, tuple[str, ...]] = {
     "ecs": ("cluster", "task_definition"),
     # A child workflow, started by the engine itself (whimbrel/engine/children.py).
     "workflow": ("workflow",),
+    # Waits (contract/waits.py): not launched at all; their settings are checked there.
+    "timer": (),
+    "signal": ("name",),
+    "approval": (),
 }
 
 
@@ -31,8 +36,10 @@ class LauncherSpec:
     """How an activity is started. ``kind`` selects a launcher; ``config`` is its settings.
 
     ``external`` (the default) launches nothing: the activity waits in READY until a
-    worker claims it. Every other kind is a *push* launcher: the engine moves the
-    activity to QUEUED and the winner of that write starts it.
+    worker claims it. ``timer``, ``signal`` and ``approval`` are *waits*: nothing runs
+    them; they sit in READY until their time, signal or decision comes. Every other kind
+    is a *push* launcher: the engine moves the activity to QUEUED and the winner of that
+    write starts it.
     """
 
     kind: str = "external"
@@ -40,7 +47,16 @@ class LauncherSpec:
 
     @property
     def is_push(self) -> bool:
-        return self.kind != "external"
+        return self.kind != "external" and not self.is_wait
+
+    @property
+    def is_pull(self) -> bool:
+        """Claimed by a worker from the ``claimable`` index (``external``)."""
+        return self.kind == "external"
+
+    @property
+    def is_wait(self) -> bool:
+        return self.kind in waits.WAIT_KINDS
 
     @classmethod
     def external(cls) -> LauncherSpec:
@@ -55,6 +71,47 @@ class LauncherSpec:
     def command(cls, argv: Sequence[str], **config: Any) -> LauncherSpec:
         """Run ``argv`` as a subprocess with the activity ids in its environment."""
         return cls("command", {"argv": list(argv), **config})
+
+    @overload
+    @classmethod
+    def timer(cls, seconds: float) -> LauncherSpec: ...
+    @overload
+    @classmethod
+    def timer(cls, *, until_input: str) -> LauncherSpec: ...
+
+    @classmethod
+    def timer(cls, seconds: float | None = None, *,
+              until_input: str | None = None) -> LauncherSpec:
+        """A wait that completes ``seconds`` after it becomes READY, or at the time (epoch
+        seconds or ISO-8601) found at key ``until_input`` of its input. Its output is
+        ``{"fired_at": <epoch>}``."""
+        if (seconds is None) == (until_input is None):
+            raise TypeError("LauncherSpec.timer() takes either seconds or until_input")
+        return cls("timer", {"seconds": seconds} if seconds is not None
+                   else {"until_input": until_input})
+
+    @classmethod
+    def signal(cls, name: str, *, timeout_seconds: float | None = None) -> LauncherSpec:
+        """A wait that completes when signal ``name`` is sent to its run (a signal sent
+        earlier is kept until then); its output is the signal's payload. Past
+        ``timeout_seconds`` it is TIMED_OUT."""
+        config: dict[str, Any] = {"name": name}
+        if timeout_seconds is not None:
+            config["timeout_seconds"] = timeout_seconds
+        return cls("signal", config)
+
+    @classmethod
+    def approval(cls, *, approvers: Sequence[str] = (),
+                 timeout_seconds: float | None = None) -> LauncherSpec:
+        """A wait for a person's decision: ``approve`` completes it, ``reject`` fails it.
+        With ``approvers``, only they may decide. Past ``timeout_seconds`` it is
+        TIMED_OUT."""
+        config: dict[str, Any] = {}
+        if approvers:
+            config["approvers"] = list(approvers)
+        if timeout_seconds is not None:
+            config["timeout_seconds"] = timeout_seconds
+        return cls("approval", config)
 
     @classmethod
     def workflow(cls, name: str, *, version: int | None = None) -> LauncherSpec:
@@ -112,6 +169,7 @@ class LauncherSpec:
             out.append(f"{where}: command launcher argv must be a list of strings")
         if self.kind == "workflow":
             out.extend(self._child_problems(where))
+        out.extend(waits.config_problems(self.kind, self.config, where))
         return out
 
     def _child_problems(self, where: str) -> list[str]:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from whimbrel.contract import waits
 from whimbrel.contract.dataflow import CONTINUE, handlers, split_item
 from whimbrel.contract.definitions import ActivityDefinition, WorkflowDefinition
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
@@ -34,11 +35,14 @@ def generation(item: ActivityRecord) -> int:
 def retries_left(item: ActivityRecord, spec: ActivityDefinition) -> bool:
     """True when the policy gives a FAILED or TIMED_OUT attempt another one: attempts of
     this generation under ``max_attempts`` and an error type not ``non_retryable`` (a
-    map's own attempt never: its policy is its items')."""
+    map's own attempt never: its policy is its items'; a rejected approval never: it is a
+    decision, not a fault)."""
     if item.state not in RETRIED:
         return False
     if spec.map_over is not None and split_item(item.activity_name)[1] is None:
         return False  # a map never retries as a whole: its items did
+    if waits.rejected(spec, item):
+        return False
     used = item.attempt - (item.retry_base or 0)
     return used < spec.retry.max_attempts and spec.retry.retries(item.error_type)
 

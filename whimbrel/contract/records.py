@@ -88,6 +88,12 @@ class ActivityRecord:
     redrive_count: int | None = None
     #: Attempts before this generation's first (a redrive starts a fresh retry budget).
     retry_base: int | None = None
+    #: A wait's READY write says what it waits for (``signal:payment``, ``approval``...)
+    #: and, for an approval that names them, who may decide.
+    waiting_for: str | None = None
+    approvers: tuple[str, ...] | None = None
+    #: A deadline the sweep held back while the workflow was SUSPENDED (re-armed on resume).
+    held_epoch: float | None = None
 
     def with_changes(self, **changes: Any) -> ActivityRecord:
         return replace(self, **changes)
@@ -190,6 +196,20 @@ class RejectionRecord:
     error_type: str
     record: str
     when_epoch: float
+    expires_epoch: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SignalRecord:
+    """A signal kept for a run until a wait of its name receives it (``signal`` table)."""
+
+    workflow_exec_id: str
+    signal_id: str
+    signal_name: str
+    sent_epoch: float
+    payload: str | None = None
+    #: The attempt it was given to (set by the one conditional write that binds it).
+    consumed_by: str | None = None
     expires_epoch: float | None = None
 
 

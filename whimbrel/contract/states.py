@@ -71,6 +71,8 @@ class WorkflowState(StrEnum):
     CANCELLED = "CANCELLED"
     #: The workflow's own deadline (``WorkflowDefinition.timeout_seconds``) passed.
     TIMED_OUT = "TIMED_OUT"
+    #: Paused by an operator: nothing new starts until RESUME; what runs runs on.
+    SUSPENDED = "SUSPENDED"
 
     @property
     def is_terminal(self) -> bool:
@@ -88,6 +90,8 @@ class WorkflowTransition(StrEnum):
     TIME_OUT = "TIME_OUT"
     #: An ended run (FAILED, CANCELLED, TIMED_OUT) runs again from where it broke.
     REDRIVE = "REDRIVE"
+    SUSPEND = "SUSPEND"
+    RESUME = "RESUME"
 
 
 A, T, W, WT = ActivityState, Transition, WorkflowState, WorkflowTransition
@@ -155,6 +159,13 @@ WORKFLOW_TRANSITIONS: Mapping[tuple[WorkflowState, WorkflowTransition], Workflow
             (W.FAILED, WT.REDRIVE): W.RUNNING,
             (W.CANCELLED, WT.REDRIVE): W.RUNNING,
             (W.TIMED_OUT, WT.REDRIVE): W.RUNNING,
+            # Suspend and resume (docs/contract.md, "Waits and suspension"): a suspended
+            # run still fails, is cancelled or times out like a running one.
+            (W.RUNNING, WT.SUSPEND): W.SUSPENDED,
+            (W.SUSPENDED, WT.RESUME): W.RUNNING,
+            (W.SUSPENDED, WT.CANCEL): W.CANCEL_REQUESTED,
+            (W.SUSPENDED, WT.FAIL): W.FAILED_WAITING,
+            (W.SUSPENDED, WT.TIME_OUT): W.TIMED_OUT,
         }
     )
 )
@@ -190,6 +201,9 @@ ACTIVITY_STARTING: frozenset[ActivityState] = frozenset(
     if t in (Transition.QUEUED, Transition.PREPARING, Transition.RUNNING))
 #: A failing or cancelled workflow waits in these until nothing runs (then STOPPED).
 WORKFLOW_SETTLING: frozenset[WorkflowState] = workflow_sources(WorkflowTransition.STOPPED)
+#: Live and not ending: an activity's end is followed up (dependents readied, retries
+#: created), as opposed to settled (REQUESTED, RUNNING, SUSPENDED).
+WORKFLOW_PROCEEDING: frozenset[WorkflowState] = workflow_sources(WorkflowTransition.FAIL)
 #: Not terminal.
 WORKFLOW_LIVE: frozenset[WorkflowState] = frozenset(
     s for s in WorkflowState if s not in WORKFLOW_TERMINAL)

@@ -28,6 +28,7 @@ from whimbrel.contract.records import ActivityRecord, Changes, DefinitionRecord,
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.engine import rules
 from whimbrel.engine.dataviews import run_view
+from whimbrel.engine.metrics import NO_METRICS, EngineMetrics, report_activity_end
 from whimbrel.engine.ports import Clock, Launcher, StorePort
 from whimbrel.engine.views import ActivityExec, WorkflowExec
 from whimbrel.settings import DEFAULT_RETENTION_DAYS
@@ -64,6 +65,7 @@ class EngineBase:
         reconcile_grace_seconds: first reconcile visit after a start.
         retention_days: how long ended runs are kept when their definition does not say
             (None: forever).
+        metrics: told of every workflow and attempt end this engine makes (none: off).
     """
 
     def __init__(
@@ -75,8 +77,10 @@ class EngineBase:
         actor: str = "engine",
         reconcile_grace_seconds: float = RECONCILE_GRACE_SECONDS,
         retention_days: float | None = DEFAULT_RETENTION_DAYS,
+        metrics: EngineMetrics | None = None,
     ) -> None:
         self.store = store
+        self.metrics: EngineMetrics = metrics or NO_METRICS
         self.clock = clock
         self.launchers: dict[str, Launcher] = dict(launchers or {})
         self.actor = actor
@@ -211,15 +215,18 @@ class EngineBase:
 
     def move(self, aeid: str, expected: ActivityState, path: Sequence[ActivityState],
              changes: Changes, *, actor: str | None = None,
-             due_by: float | None = None) -> ActivityRecord:
+             due_by: float | None = None, claimed: bool = False) -> ActivityRecord:
         """``store.move_activity`` that remembers the new image.
 
         Raises:
             StateConflict: the activity was not in ``expected`` (``current`` says where).
         """
         moved = self.store.move_activity(aeid, expected, path, changes, now=self.clock(),
-                                         actor=actor or self.actor, due_by=due_by)
+                                         actor=actor or self.actor, due_by=due_by,
+                                         claimed=claimed)
         self.remember(moved)
+        if path[-1].is_terminal:
+            report_activity_end(self.metrics, moved)
         return moved
 
     # -- reads ---------------------------------------------------------------------------

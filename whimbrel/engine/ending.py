@@ -28,6 +28,7 @@ from whimbrel.contract.states import (
 )
 from whimbrel.engine import rules
 from whimbrel.engine.base import EngineBase
+from whimbrel.engine.metrics import report_workflow_end
 
 log = logging.getLogger("whimbrel.engine")
 
@@ -55,11 +56,13 @@ class WorkflowEnding(EngineBase):
         if expires is not None:
             changes["expires_epoch"] = expires
         try:
-            self.store.move_workflow(wf.workflow_exec_id, expected, state, changes, now=now,
-                                     actor=self.actor, workflow_name=wf.workflow_name)
+            ended = self.store.move_workflow(wf.workflow_exec_id, expected, state, changes,
+                                             now=now, actor=self.actor,
+                                             workflow_name=wf.workflow_name)
         except StateConflict:
             return False
         log.info("workflow %s %s", wf.workflow_exec_id, state.value)
+        report_workflow_end(self.metrics, ended)
         return True
 
     def before_end(self, wf: WorkflowRecord, defn: WorkflowDefinition, state: WorkflowState,

@@ -40,13 +40,15 @@ from whimbrel.contract.states import (
     ACTIVITY_ACTIVE,
     ACTIVITY_STARTING,
     ACTIVITY_TRANSITIONS,
+    WORKFLOW_PROCEEDING,
     ActivityState,
     Transition,
     WorkflowState,
     activity_path,
     next_activity_state,
 )
-from whimbrel.engine import rules
+from whimbrel.contract.waits import check_input
+from whimbrel.engine import rules, signals, waits
 from whimbrel.engine.base import day_of
 from whimbrel.engine.data import DataFlow, refuse_outside_move
 from whimbrel.engine.ports import runs_in_process
@@ -105,6 +107,7 @@ class Engine(DataFlow):
         request_id = new_request_id() if request_id is None else request_id
         wx = workflow_exec_id_for(request_id)  # refuses an empty or malformed id
         version, defn = self.definition(name, version)
+        check_input(defn.activities, input)  # a timer's time must be in the input
         now = self.clock()
         expires = None
         if write_request:
@@ -220,9 +223,12 @@ class Engine(DataFlow):
         changes = rules.changes_for(spec, A.REQUESTED, path[-1], now=now,
                                     workflow_name=wf.workflow_name,
                                     retention=self.retention(defn))
+        if path[-1] is A.READY:
+            changes = waits.ready_changes(spec, wf, now, changes)
         timer = changes.get("timer_epoch")
         record = record.with_changes(
             state=path[-1], timer_epoch=timer if isinstance(timer, float) else None,
+            **waits.record_fields(changes),
             history=record.history + tuple(Change(s.value, now, self.actor) for s in path))
         if "claimable" in changes:
             return self.store.create_claimable(record)
@@ -242,8 +248,12 @@ class Engine(DataFlow):
             if spec.map_over is not None:
                 self.advance(current, defn, name, 1)  # expands the map (maps.py)
                 return
-            if not spec.launcher.is_push:
-                return  # READY, waiting to be claimed
+            if not spec.launcher.is_push:  # READY, waiting to be claimed (or its event)
+                if name in created:  # a signal sent while the run started is kept
+                    signals.after_ready(self, current, defn, ActivityRecord(
+                        wf.workflow_exec_id, activity_exec_id(wf.workflow_exec_id, name, 1),
+                        name, wf.workflow_name, 1, A.READY, workflow_version=wf.version))
+                return
             if self.plan(current, defn, name, A.REQUESTED)[-1:] == (A.RUNNING,):
                 self.advance(current, defn, name, 1)
             elif name in created:
@@ -279,7 +289,9 @@ class Engine(DataFlow):
             StateConflict: the move was possible once, but another actor moved the
                 activity on first.
             UpstreamNotCompleted: READY/QUEUED while an upstream has not COMPLETED.
-            WorkflowNotRunning: QUEUED/PREPARING/RUNNING while the workflow is not RUNNING.
+            WorkflowNotRunning: QUEUED/PREPARING/RUNNING while the workflow is not RUNNING
+                (SUSPENDED: except the RUNNING of an attempt launched before).
+            WaitsForEvent: any move but CANCEL asked of a wait (timer, signal, approval).
             InvalidInput: output not JSON or too large.
         """
         verb = Transition(transition)
@@ -324,7 +336,7 @@ class Engine(DataFlow):
         Raises:
             UpstreamNotCompleted: READY/QUEUED before every upstream COMPLETED.
             WorkflowNotRunning: a start (QUEUED/PREPARING/RUNNING) in a workflow that is
-                not RUNNING.
+                not RUNNING (SUSPENDED: unless the attempt was launched before).
         """
         state = item.state or A.REQUESTED
         target = ACTIVITY_TRANSITIONS[(state, verb)]
@@ -340,7 +352,7 @@ class Engine(DataFlow):
                                            transition=verb.value, open_upstreams=open_)
         if target in ACTIVITY_STARTING:
             wf = self.workflow(item.workflow_exec_id)
-            if wf.state is not W.RUNNING:
+            if not waits.may_start_while(wf.state, state):
                 raise WorkflowNotRunning(workflow_exec_id=wf.workflow_exec_id,
                                          workflow_state=wf.state.value,
                                          activity_exec_id=item.activity_exec_id,
@@ -448,12 +460,13 @@ class Engine(DataFlow):
         for hit in hits:
             wf_read = self.in_background(self.workflow, hit.workflow_exec_id)
             try:
-                claimed = self.apply(hit, Transition.RUNNING, actor=actor)
+                claimed = self.apply(hit, Transition.RUNNING, actor=actor, claimed=True)
             except StateConflict:
                 wf_read.cancel()
                 continue  # another worker was faster
             wf = wf_read.result()
-            if wf.state in (W.RUNNING, W.REQUESTED):
+            # SUSPENDED: claimed as the suspend landed; it runs (as if claimed just before).
+            if wf.state in WORKFLOW_PROCEEDING:
                 self.prefetched_workflow(hit.activity_exec_id, wf_read)
                 return claimed
             self.give_up(claimed, wf)

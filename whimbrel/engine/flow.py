@@ -16,16 +16,17 @@ from concurrent.futures import Future
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import StateConflict, WhimbrelError
 from whimbrel.contract.ids import END_NODE, activity_exec_id, unit_random
-from whimbrel.contract.outcomes import carry, open_activities, retries_left
+from whimbrel.contract.outcomes import carry, open_activities
 from whimbrel.contract.payloads import clip_error
 from whimbrel.contract.records import ActivityRecord, Change, WorkflowRecord
 from whimbrel.contract.states import (
     ACTIVITY_TRANSITIONS,
+    WORKFLOW_PROCEEDING,
     ActivityState,
     Transition,
     WorkflowState,
 )
-from whimbrel.engine import rules
+from whimbrel.engine import rules, signals, waits
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.ending import WorkflowEnding
 from whimbrel.engine.ports import LaunchRequest, runs_in_process
@@ -79,7 +80,7 @@ class Flow(WorkflowEnding):
     def proceeds(wf: WorkflowRecord) -> bool:
         """Whether a run's follow-ups go on (it is neither ending nor over); ``plan``
         decides how far each attempt then moves."""
-        return wf.state in (W.RUNNING, W.REQUESTED)
+        return wf.state in WORKFLOW_PROCEEDING
 
     def after_completed(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                         name: str) -> None:
@@ -135,7 +136,7 @@ class Flow(WorkflowEnding):
         """Retry the failed attempt per its policy, or fail the workflow."""
         spec = defn.activity(item.activity_name)
         attempt = item.attempt
-        if retries_left(item, spec):
+        if rules.retry_follows(spec, item):
             # The failure time is on the item, so every replay computes the same retry.
             failed_at = float(item.ended_epoch or item.updated_epoch)
             delay = spec.retry.delay_after(attempt, unit_random(item.activity_exec_id))
@@ -206,15 +207,20 @@ class Flow(WorkflowEnding):
             return
         spec = defn.activity(name)
         aeid = activity_exec_id(wf.workflow_exec_id, name, attempt)
-        changes = rules.changes_for(spec, source, path[-1], now=self.clock(),
+        now = self.clock()
+        changes = rules.changes_for(spec, source, path[-1], now=now,
                                     workflow_name=wf.workflow_name,
                                     retention=self.retention(defn))
+        if path[-1] is A.READY:
+            changes = waits.ready_changes(spec, wf, now, changes)
         try:
             moved = self.move(aeid, source, path, changes)
         except StateConflict:
             return
         if path[-1] in (A.QUEUED, A.RUNNING):
             self.launch(wf, defn, moved)
+        else:
+            signals.after_ready(self, wf, defn, moved)
 
     def launch(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                item: ActivityRecord) -> None:
@@ -245,10 +251,12 @@ class Flow(WorkflowEnding):
 
     def apply(self, item: ActivityRecord, transition: Transition, *,
               output: str | None = None, error: str | None = None,
-              error_type: str | None = None, actor: str | None = None) -> ActivityRecord:
+              error_type: str | None = None, actor: str | None = None,
+              claimed: bool = False) -> ActivityRecord:
         """Move an attempt by ``transition`` from the state ``item`` shows, then run the
         follow-ups. A move that ends the attempt reads the workflow item at the same time
-        as it writes (one sequential round trip less per hand-off).
+        as it writes (one sequential round trip less per hand-off). ``claimed``: a claim,
+        which takes the attempt only while it is in the claimable index.
 
         A lost write is retried from where the activity is now when the contract still
         allows the verb from there: a worker reporting COMPLETED while a cancel turned
@@ -257,9 +265,12 @@ class Flow(WorkflowEnding):
 
         Raises:
             StateConflict: the verb does not apply where the activity is now.
+            WaitsForEvent: a move other than CANCEL asked of a wait (its own event ends
+                it, in ``waits.end_wait``; nobody runs it).
         """
         defn = self.definition_of(item)
         spec = defn.activity(item.activity_name)
+        waits.check_outside_move(spec, item, transition)
         ends = any(n.is_terminal for (s, t), n in ACTIVITY_TRANSITIONS.items()
                    if t is transition)
         wf_read = self.in_background(self.workflow, item.workflow_exec_id) if ends else None
@@ -280,7 +291,7 @@ class Flow(WorkflowEnding):
                     error=clip_error(error), error_type=error_type)
                 try:
                     moved = self.move(item.activity_exec_id, source, (target,), changes,
-                                      actor=actor)
+                                      actor=actor, claimed=claimed)
                     break
                 except StateConflict as lost:
                     if lost.current is None or lost.current.state == source:

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from whimbrel.contract import waits
 from whimbrel.contract.definitions import ActivityDefinition, WorkflowDefinition
+from whimbrel.contract.notifications import FAILURE_STATES
+from whimbrel.contract.outcomes import retries_left
 from whimbrel.contract.records import REMOVE, ActivityRecord
 from whimbrel.contract.states import ActivityState
 from whimbrel.settings import DAY_SECONDS
@@ -74,11 +77,11 @@ def changes_for(spec: ActivityDefinition, source: ActivityState, target: Activit
     keys from them.
     """
     out: dict[str, Any] = {}
-    leaves_claim = not spec.launcher.is_push and source in (A.REQUESTED, A.READY)
+    leaves_claim = spec.launcher.is_pull and source in (A.REQUESTED, A.READY)
     if target is A.READY:
         deadline = start_deadline(spec, now, queued=False)
         out["timer_epoch"] = deadline if deadline is not None else REMOVE
-        if not spec.launcher.is_push:
+        if spec.launcher.is_pull:
             out["claimable"] = (workflow_name, spec.name)
     elif target in (A.QUEUED, A.PREPARING):
         if leaves_claim:
@@ -131,9 +134,37 @@ def fired(item: ActivityRecord, spec: ActivityDefinition, now: float) -> str | N
 
 def not_started_reason(item: ActivityRecord, spec: ActivityDefinition) -> str:
     state = item.state
+    if spec.launcher.is_wait:
+        return waits.timeout_reason(spec)
     if state is A.READY:
         return (f"nobody claimed it within schedule_to_start_seconds "
                 f"({spec.schedule_to_start_seconds} s)")
     limit = min(x for x in (spec.schedule_to_start_seconds, spec.start_timeout_seconds) if x)
     return f"{state.value if state else '?'} and not RUNNING within {limit:.0f} s " \
            "of being queued (launch lost)"
+
+
+def retry_follows(spec: ActivityDefinition, item: ActivityRecord) -> bool:
+    """Whether the retry policy gives a FAILED or TIMED_OUT attempt a next attempt: while
+    it has attempts left in its generation and its error type is retried, unless it is a
+    map's own attempt or a rejected approval (``outcomes.retries_left``).
+
+    The one place that decides it: ``flow.on_failure`` retries exactly when this holds,
+    and the events say an activity failed for good exactly when it does not
+    (:func:`failed_for_good`).
+    """
+    return retries_left(item, spec)
+
+
+def failed_for_good(spec: ActivityDefinition, item: ActivityRecord) -> bool:
+    """True when ``item`` ended FAILED or TIMED_OUT and no retry follows.
+
+    An attempt asked to stop (its history passes through CANCELLED_RUNNING) that then
+    times out was cancelled, not failed: its run's end tells of it. Decided from the
+    item alone, so every delivery of the record that ended it decides the same.
+    """
+    if item.state not in FAILURE_STATES:
+        return False
+    if any(change.state == A.CANCELLED_RUNNING.value for change in item.history):
+        return False
+    return not retry_follows(spec, item)

@@ -24,7 +24,7 @@ from whimbrel.contract.states import (
     ActivityState,
     WorkflowState,
 )
-from whimbrel.engine import rules
+from whimbrel.engine import rules, signals, waits
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.engine import Engine
 from whimbrel.settings import DAY_SECONDS
@@ -58,6 +58,8 @@ class SweepReport:
     #: Workflows ended TIMED_OUT because their own deadline passed.
     workflows_timed_out: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: Timer waits that fired (completed, or failed on an input holding no time).
+    timers_fired: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -68,6 +70,7 @@ class SweepReport:
             "reconciled": self.reconciled,
             "checked": self.checked,
             "workflows_timed_out": self.workflows_timed_out,
+            "timers_fired": self.timers_fired,
             "errors": self.errors,
         }
 
@@ -102,6 +105,11 @@ def fire_timer(engine: Engine, due: Due, now: float, report: SweepReport) -> Non
     defn = engine.definition_of(item)
     spec = defn.activity(item.activity_name)
     state = item.state
+    done = waits.on_due(engine, item, defn, now, actor=LISTENER)
+    if done is not None:  # a timer fired, or held while its run is SUSPENDED
+        if done == "fired":
+            report.timers_fired.append(item.activity_exec_id)
+        return
     if state in ACTIVITY_ACTIVE:
         why = rules.fired(item, spec, now)
         if why is None:  # a heartbeat moved the deadline on: arm the next one
@@ -169,6 +177,9 @@ def reconcile(engine: Engine, wx: str, now: float | None = None) -> str:
     elif wf.state is W.RUNNING:
         if _reconcile_running(engine, wf, defn, now):
             outcome = "repaired"
+    elif wf.state is W.SUSPENDED:
+        if waits.repair_claims(engine, wf, defn, engine.store.list_activities(wx)):
+            outcome = "repaired"
     else:
         if wf.state in WORKFLOW_LIVE and engine.repair_data(
                 wf, defn, engine.store.list_activities(wx)):
@@ -195,7 +206,11 @@ def _reconcile_running(engine: Engine, wf: WorkflowRecord, defn: WorkflowDefinit
     if engine.finish_redrive(wf, defn):
         return True  # a redrive died half-way (engine/redrive.py); likewise
     latest = latest_of(acts)
-    repaired = engine.repair_data(wf, defn, acts)  # maps' lanes, child runs
+    # Maps' lanes and child runs; after a resume: held deadlines re-armed, READY
+    # externals claimable again; kept signals given to READY waits.
+    repaired = engine.repair_data(wf, defn, acts) \
+        | waits.repair_running(engine, wf, defn, acts) \
+        | signals.repair(engine, wf, defn, acts, now)
     for name in defn.topological_order():
         act = latest.get(name)
         if act is None or act.state is None:

@@ -58,6 +58,9 @@ class ActivityExec:
     child_workflow_exec_id: str | None = None
     #: A failure handler's attempt: the failed attempt it runs for.
     called_by: str | None = None
+    #: While a wait is READY, what it waits for: ``"signal:payment"``, ``"approval"``,
+    #: ``"timer:2026-11-23T09:00:00Z"`` (None otherwise).
+    waiting_for: str | None = None
 
     @property
     def duration_seconds(self) -> float | None:
@@ -92,6 +95,7 @@ class ActivityExec:
             item_index=split_item(m.activity_name)[1],
             map_size=m.map_size,
             called_by=m.called_by,
+            waiting_for=m.waiting_for if m.state is ActivityState.READY else None,
         )
 
 

@@ -2,9 +2,11 @@
 
 :class:`LocalRuntime` starts DynamoDB Local (unless given an endpoint), creates the
 tables, and runs one :class:`~whimbrel.local.streams.StreamPump` per entry of
-:data:`~whimbrel.store.specs.STREAM_CONSUMERS` — feeding the *same* handlers that are
+:data:`~whimbrel.store.specs.ENGINE_CONSUMERS` — feeding the *same* handlers that are
 deployed (``lambdas/``) with Lambda-shaped events from the real streams — plus the
 heartbeat handler on a schedule. ``python`` launcher activities run in this process.
+Given an events file (or a publisher), the ``notify`` consumers run too and append
+every event to it (docs/events.md).
 
     with LocalRuntime() as rt:
         rt.client.register_workflow(defn)
@@ -38,6 +40,7 @@ from whimbrel.engine.ports import Clock, Launcher
 from whimbrel.local.delivery import DeliveryPolicy
 from whimbrel.local.dynamodb_local import DynamoDBLocal, find_dynamodb_local, install_dynamodb_local
 from whimbrel.local.streams import StreamPump
+from whimbrel.observe.publishers import JsonLinesPublisher, Publisher
 from whimbrel.store import specs
 
 __all__ = ["DEV_PORT", "LambdaContext", "LocalRuntime", "run_dev"]
@@ -53,10 +56,12 @@ DeliveryFactory = Callable[[specs.StreamConsumerSpec], DeliveryPolicy | None]
 @dataclass
 class LambdaContext:
     """The parts of Lambda's context object the handlers (and Powertools) read, plus the
-    client the handlers must use (``whimbrel_client``)."""
+    client the handlers must use (``whimbrel_client``) and where the notify handler
+    publishes (``whimbrel_publisher``; None: as configured by the environment)."""
 
     function_name: str
     whimbrel_client: Whimbrel
+    whimbrel_publisher: Publisher | None = None
     memory_limit_in_mb: int = 512
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     invoked_function_arn: str = ""
@@ -110,8 +115,11 @@ class LocalRuntime:
         poll_interval: idle pause between stream polls.
         launchers: extra launchers for the dev process (``python`` and ``command`` are
             always there).
-        consumers: the event source mappings to emulate (default: the deployed ones).
+        consumers: the event source mappings to emulate (default: the engine's, and the
+            notify ones when there is an events file or a publisher).
         lambda_log_level: level of the handlers' Powertools logger (None: unchanged).
+        events_file: the notify handler appends every event here, as JSON lines.
+        publisher: where the notify handler publishes instead (excludes events_file).
     """
 
     def __init__(
@@ -125,10 +133,21 @@ class LocalRuntime:
         delivery: DeliveryFactory | None = None,
         poll_interval: float = 0.05,
         launchers: Mapping[str, Launcher] | None = None,
-        consumers: tuple[specs.StreamConsumerSpec, ...] = specs.STREAM_CONSUMERS,
+        consumers: tuple[specs.StreamConsumerSpec, ...] | None = None,
         lambda_log_level: str | None = None,
         region: str = "us-east-1",
+        events_file: str | Path | None = None,
+        publisher: Publisher | None = None,
     ) -> None:
+        if events_file is not None:
+            if publisher is not None:
+                raise ValueError("give events_file or publisher, not both")
+            publisher = JsonLinesPublisher(events_file, region=region)
+        self.publisher = publisher
+        if consumers is None:
+            consumers = specs.ENGINE_CONSUMERS
+            if publisher is not None:
+                consumers += specs.NOTIFY_CONSUMERS
         self._endpoint_url = endpoint_url
         self.table_prefix = table_prefix
         self.heartbeat_rate_seconds = heartbeat_rate_seconds
@@ -222,7 +241,7 @@ class LocalRuntime:
             handler = load_handler(consumer.handler)
             pump = StreamPump(
                 consumer, streams=streams, stream_arn=arn,
-                invoke=self._invoker(handler, consumer.name),
+                invoke=self._invoker(handler, consumer.function_name),
                 dead_letter=self._dead_letter, stop=self._stop, region=self.region,
                 poll_interval=self.poll_interval, deliver_twice=self.deliver_twice,
                 delivery=self.delivery(consumer) if self.delivery is not None else None)
@@ -238,7 +257,8 @@ class LocalRuntime:
     def _invoker(self, handler: Handler, name: str) -> Callable[[dict[str, Any]], Any]:
         def invoke(event: dict[str, Any]) -> Any:
             with self._invoke_lock:
-                return handler(event, LambdaContext(f"whimbrel-{name}", self.lambda_client))
+                return handler(event, LambdaContext(f"whimbrel-{name}", self.lambda_client,
+                                                    self.publisher))
         return invoke
 
     def _dead_letter(self, records: list[dict[str, Any]], reason: str) -> None:
@@ -312,12 +332,14 @@ DEV_PORT = 8000
 
 
 def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds: float, *,
-            port: int = DEV_PORT, data_dir: Path | None = None) -> None:
+            port: int = DEV_PORT, data_dir: Path | None = None,
+            events_file: Path | None = None) -> None:
     """Run the local runtime until Ctrl-C or SIGTERM (``whimbrel dev``).
 
     Without ``endpoint_url`` it serves DynamoDB Local on ``port``; with ``data_dir`` the
     tables live in that folder (DynamoDB Local's ``-dbPath``) and outlive the process,
-    otherwise they are in memory and gone at stop.
+    otherwise they are in memory and gone at stop. With ``events_file`` the notify
+    consumers append every event to it as JSON lines.
 
     Raises:
         PortInUse: ``port`` is taken.
@@ -337,10 +359,13 @@ def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds:
                                 directory=install_dynamodb_local(find_dynamodb_local()))
             endpoint_url = ddb.start().endpoint_url
         with LocalRuntime(endpoint_url, table_prefix, heartbeat_rate_seconds,
-                          lambda_log_level="WARNING") as rt:
+                          lambda_log_level="WARNING", events_file=events_file) as rt:
             print(f"whimbrel dev: DynamoDB at {rt.endpoint_url}, tables {table_prefix}*")
             print(f"  export WHIMBREL_ENDPOINT_URL={rt.endpoint_url}")
             print(f"  export WHIMBREL_TABLE_PREFIX={table_prefix}")
+            if events_file is not None:
+                print(f"  export WHIMBREL_EVENTS_FILE={events_file}")
+                print("  events: appended there as JSON lines (whimbrel notifications --follow)")
             if ddb is not None:
                 print(f"  data: {data_dir} (kept across restarts)" if data_dir else
                       "  data: in memory, gone when this stops (keep it with --data-dir DIR)")

@@ -99,6 +99,8 @@ def _plain_fields(item: Mapping[str, AttrValue], fields: Iterable[str]) -> dict[
             continue
         if name == "history":
             value = _history(value)
+        elif name == "approvers":
+            value = tuple(str(v) for v in value)
         elif name in _INTS:
             value = int(value)
         elif name in _FLOATS:

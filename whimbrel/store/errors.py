@@ -33,7 +33,10 @@ class ConditionFailed(Exception):
 
 def aws_code(exc: BaseException) -> str | None:
     if isinstance(exc, PynamoDBException):
-        return exc.cause_response_code
+        try:
+            return exc.cause_response_code
+        except AttributeError:  # a botocore error without a response (a broken reply)
+            return None
     if isinstance(exc, ClientError):
         code = exc.response.get("Error", {}).get("Code")
         return str(code) if code else None

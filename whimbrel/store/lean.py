@@ -29,22 +29,11 @@ from botocore.httpsession import get_cert_path
 from botocore.session import Session
 
 from whimbrel.contract.errors import StoreError
+from whimbrel.store.errors import CONDITION_FAILED, RETRYABLE_CODES
 
 __all__ = ["ConditionLost", "DynamoClient", "RequestObserver", "RETRYABLE_CODES"]
 
 TARGET_PREFIX = "DynamoDB_20120810."
-CONDITION_FAILED = "ConditionalCheckFailedException"
-
-#: AWS error codes worth retrying: capacity, throttling, and server-side trouble.
-RETRYABLE_CODES = frozenset({
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-    "InternalServerError",
-    "ServiceUnavailable",
-    "TransactionConflictException",
-    "LimitExceededException",
-})
 
 
 class ConditionLost(Exception):

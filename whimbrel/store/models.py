@@ -141,6 +141,23 @@ class ActivityExecModel(Model):
     #: before that redrive's first (a redrive starts a fresh retry budget).
     redrive_count = NumberAttribute(null=True)
     retry_base = NumberAttribute(null=True)
+    #: What a READY wait waits for (``signal:<name>``, ``approval``, ``timer:<time>``).
+    waiting_for = UnicodeAttribute(null=True)
+    approvers = ListAttribute(of=UnicodeAttribute, null=True)
+    #: A deadline held back while the workflow is SUSPENDED (re-armed on resume).
+    held_epoch = NumberAttribute(null=True)
+
+
+class SignalModel(Model):
+    """A signal sent to a run before a wait of its name was READY (kept until one is)."""
+
+    workflow_exec_id = UnicodeAttribute(hash_key=True)
+    signal_id = UnicodeAttribute(range_key=True)
+    signal_name = UnicodeAttribute()
+    sent_epoch = NumberAttribute()
+    payload = UnicodeAttribute(null=True)
+    consumed_by = UnicodeAttribute(null=True)
+    expires_epoch = NumberAttribute(null=True)
 
 
 class DependencyModel(Model):
@@ -181,6 +198,19 @@ class RejectionModel(Model):
     expires_epoch = NumberAttribute(null=True)
 
 
+class NotificationModel(Model):
+    """A published event's marker (written by ``store/notifications.py``)."""
+
+    event_id = UnicodeAttribute(hash_key=True)  # the event's detail.event_id
+    detail_type = UnicodeAttribute()
+    workflow_exec_id = UnicodeAttribute()
+    status = UnicodeAttribute()  # PENDING (claimed), SENT (published)
+    attempts = NumberAttribute()  # deliveries that claimed it
+    claimed_epoch = NumberAttribute()
+    sent_epoch = NumberAttribute(null=True)
+    expires_epoch = NumberAttribute()
+
+
 _BASES: dict[str, type[Model]] = {
     "workflow_definition": WorkflowDefinitionModel,
     "workflow_request": WorkflowRequestModel,
@@ -189,6 +219,8 @@ _BASES: dict[str, type[Model]] = {
     "activity_exec_dependency": DependencyModel,
     "activity_event": ActivityEventModel,
     "rejection": RejectionModel,
+    "notification": NotificationModel,
+    "signal": SignalModel,
 }
 
 _M = TypeVar("_M", bound=Model)
@@ -206,6 +238,8 @@ class BoundModels:
     dependency: type[DependencyModel]
     activity_event: type[ActivityEventModel]
     rejection: type[RejectionModel]
+    notification: type[NotificationModel]
+    signal: type[SignalModel]
     indexes: dict[str, GlobalSecondaryIndex[Any]]
 
     def all(self) -> tuple[type[Model], ...]:
@@ -217,6 +251,8 @@ class BoundModels:
             self.dependency,
             self.activity_event,
             self.rejection,
+            self.notification,
+            self.signal,
         )
 
     def cold(self) -> tuple[type[Model], ...]:
@@ -284,5 +320,7 @@ def bind_models(prefix: str, *, host: str | None, region: str | None) -> BoundMo
         dependency=bound["activity_exec_dependency"],  # type: ignore[arg-type]
         activity_event=bound["activity_event"],  # type: ignore[arg-type]
         rejection=bound["rejection"],  # type: ignore[arg-type]
+        notification=bound["notification"],  # type: ignore[arg-type]
+        signal=bound["signal"],  # type: ignore[arg-type]
         indexes=indexes,
     )

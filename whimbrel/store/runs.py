@@ -93,6 +93,28 @@ class RunTables:
                 return
             params["ExclusiveStartKey"] = start
 
+    def _update(self, logical: str, table: str, key: Item, expr: Expression, update: str,
+                condition: str) -> Item:
+        """One conditional UpdateItem; returns the new image.
+
+        Raises:
+            ConditionLost: with the item as it is now.
+        """
+        params = expr.params(TableName=table, Key=key, UpdateExpression=update,
+                             ConditionExpression=condition, ReturnValues="ALL_NEW",
+                             ReturnValuesOnConditionCheckFailure="ALL_OLD", **_CAPACITY)
+        resp = self._write("UpdateItem", logical, lambda: self.client.call("UpdateItem", params))
+        attributes: Item = resp["Attributes"]
+        return attributes
+
+    def _activity_conflict(self, lost: ConditionLost, activity_exec_id: str,
+                           expected: str | list[str], transition: str | None) -> StateConflict:
+        current = activity_record(lost.item) if lost.item else None
+        return StateConflict(expected=expected,
+                             actual=current.state.value if current and current.state else None,
+                             activity_exec_id=activity_exec_id, transition=transition,
+                             current=current)
+
     @staticmethod
     def _activity_key(activity_exec_id: str) -> Item:
         key = parse_activity_exec_id(activity_exec_id)
@@ -129,21 +151,17 @@ class RunTables:
             same = expr.equals(attr, seen)
             condition += f" AND ({expr.missing(attr)} OR {same})" if seen == 0 \
                 else f" AND {same}"
-        params = expr.params(TableName=self.workflow_table,
-                             Key={"workflow_exec_id": {"S": workflow_exec_id}},
-                             UpdateExpression=update, ConditionExpression=condition,
-                             ReturnValues="ALL_NEW",
-                             ReturnValuesOnConditionCheckFailure="ALL_OLD", **_CAPACITY)
         try:
-            resp = self._write("UpdateItem", "workflow_exec",
-                               lambda: self.client.call("UpdateItem", params))
+            attributes = self._update("workflow_exec", self.workflow_table,
+                                      {"workflow_exec_id": {"S": workflow_exec_id}}, expr,
+                                      update, condition)
         except ConditionLost as lost:
             current = workflow_record(lost.item) if lost.item else None
             raise StateConflict(expected=sorted(s.value for s in expected),
                                 actual=current.state.value if current else None,
                                 workflow_exec_id=workflow_exec_id, transition=new_state.value,
                                 current=current) from None
-        return workflow_record(resp["Attributes"])
+        return workflow_record(attributes)
 
     def set_workflow(self, workflow_exec_id: str, changes: Changes, *,
                      states: Collection[WorkflowState]) -> bool:
@@ -152,13 +170,9 @@ class RunTables:
         # Only in one of ``states`` (e.g. a finished run must leave the reconcile index,
         # so re-arming it is refused once it ended); never creates the item.
         condition = expr.one_of("state", sorted(s.value for s in states))
-        params = expr.params(TableName=self.workflow_table,
-                             Key={"workflow_exec_id": {"S": workflow_exec_id}},
-                             UpdateExpression=update, ConditionExpression=condition,
-                             **_CAPACITY)
         try:
-            self._write("UpdateItem", "workflow_exec",
-                        lambda: self.client.call("UpdateItem", params))
+            self._update("workflow_exec", self.workflow_table,
+                         {"workflow_exec_id": {"S": workflow_exec_id}}, expr, update, condition)
         except ConditionLost:
             return False
         return True
@@ -248,7 +262,8 @@ class RunTables:
 
     def move_activity(self, activity_exec_id: str, expected: ActivityState,
                       path: Sequence[ActivityState], changes: Changes, *, now: float,
-                      actor: str, due_by: float | None = None) -> ActivityRecord:
+                      actor: str, due_by: float | None = None,
+                      claimed: bool = False) -> ActivityRecord:
         expr = Expression()
         final = path[-1]
         update = expr.update({**changes, "state": final.value, "updated_epoch": now},
@@ -260,22 +275,17 @@ class RunTables:
             # The deadline the sweep saw must still hold: a heartbeat that landed since
             # pushed timer_epoch forward and wins.
             condition += " AND " + expr.at_most("timer_epoch", due_by)
-        params = expr.params(TableName=self.activity_table,
-                             Key=self._activity_key(activity_exec_id),
-                             UpdateExpression=update, ConditionExpression=condition,
-                             ReturnValues="ALL_NEW",
-                             ReturnValuesOnConditionCheckFailure="ALL_OLD", **_CAPACITY)
+        if claimed:
+            # A claim takes only what is still in the claimable index: a suspend took
+            # it out (and an index read may lag behind).
+            condition += " AND " + expr.exists("claim_key")
         try:
-            resp = self._write("UpdateItem", "activity_exec",
-                               lambda: self.client.call("UpdateItem", params))
+            return activity_record(self._update(
+                "activity_exec", self.activity_table, self._activity_key(activity_exec_id),
+                expr, update, condition))
         except ConditionLost as lost:
-            current = activity_record(lost.item) if lost.item else None
-            raise StateConflict(expected=expected.value,
-                                actual=current.state.value if current and current.state
-                                else None,
-                                activity_exec_id=activity_exec_id, transition=final.value,
-                                current=current) from None
-        return activity_record(resp["Attributes"])
+            raise self._activity_conflict(lost, activity_exec_id, expected.value,
+                                          final.value) from None
 
     def set_activity(self, activity_exec_id: str, changes: Changes, *,
                      states: Collection[ActivityState]) -> ActivityRecord:
@@ -284,21 +294,13 @@ class RunTables:
         # Attributes other than the state, only while the state is one of ``states``
         # (e.g. a heartbeat only while the activity runs; never on a TIMED_OUT one).
         condition = expr.one_of("state", sorted(s.value for s in states))
-        params = expr.params(TableName=self.activity_table,
-                             Key=self._activity_key(activity_exec_id),
-                             UpdateExpression=update, ConditionExpression=condition,
-                             ReturnValues="ALL_NEW",
-                             ReturnValuesOnConditionCheckFailure="ALL_OLD", **_CAPACITY)
         try:
-            resp = self._write("UpdateItem", "activity_exec",
-                               lambda: self.client.call("UpdateItem", params))
+            return activity_record(self._update(
+                "activity_exec", self.activity_table, self._activity_key(activity_exec_id),
+                expr, update, condition))
         except ConditionLost as lost:
-            current = activity_record(lost.item) if lost.item else None
-            raise StateConflict(expected=sorted(s.value for s in states),
-                                actual=current.state.value if current and current.state
-                                else None,
-                                activity_exec_id=activity_exec_id, current=current) from None
-        return activity_record(resp["Attributes"])
+            raise self._activity_conflict(lost, activity_exec_id,
+                                          sorted(s.value for s in states), None) from None
 
     def due_timers(self, now: float, limit: int) -> list[Due]:
         """Armed deadlines at or before ``now``: the cost grows with what is due, not with

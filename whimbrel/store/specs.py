@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from whimbrel.contract.notifications import FAILURE_STATES
+from whimbrel.contract.states import WORKFLOW_TERMINAL, ActivityState
 from whimbrel.settings import DEFAULT_TABLE_PREFIX
 
 __all__ = ["DEFAULT_TABLE_PREFIX"]  # and the specs below
@@ -130,6 +132,9 @@ WORKFLOW_EXEC = TableSpec(
             "the reconciler visits executions whose check time has passed",
         ),
     ),
+    # For the notify consumer (workflow ends); old images let its filter pass only the
+    # write that ended the run. A stream costs no write capacity.
+    stream="NEW_AND_OLD_IMAGES",
     purpose="One item per workflow execution.",
 )
 
@@ -157,6 +162,8 @@ ACTIVITY_EXEC = TableSpec(
             purpose="sparse: present only while an external activity is READY to be claimed",
         ),
     ),
+    # For the notify consumer (failures for good, waits that start), as above.
+    stream="NEW_AND_OLD_IMAGES",
     purpose="One item per activity attempt, in its workflow's partition.",
 )
 
@@ -181,6 +188,22 @@ REJECTION = TableSpec(
     purpose="Records that can never succeed, with the reason; listed by `whimbrel rejections`.",
 )
 
+NOTIFICATION = TableSpec(
+    "notification",
+    Key("event_id"),
+    purpose="One marker per event the notify consumer publishes, created (attribute_not_"
+    "exists) before the event is sent and marked sent after: a redelivered stream record "
+    "publishes nothing twice. Expires NOTIFICATION_RETENTION_SECONDS after it was written.",
+)
+
+SIGNAL = TableSpec(
+    "signal",
+    Key("workflow_exec_id"),
+    Key("signal_id"),
+    purpose="Signals sent to a run before a wait of their name was READY, kept until one "
+    "is (a run's signals are one Query of its partition); a signal_id names one signal.",
+)
+
 TABLES: tuple[TableSpec, ...] = (
     WORKFLOW_DEFINITION,
     WORKFLOW_REQUEST,
@@ -189,7 +212,13 @@ TABLES: tuple[TableSpec, ...] = (
     ACTIVITY_EXEC_DEPENDENCY,
     ACTIVITY_EVENT,
     REJECTION,
+    NOTIFICATION,
+    SIGNAL,
 )
+
+#: How long an event's marker is kept: longer than a stream record can be redelivered
+#: (DynamoDB Streams keep records 24 hours).
+NOTIFICATION_RETENTION_SECONDS = 2 * 86_400
 
 
 def name_state_key(workflow_name: str, state: str) -> str:
@@ -259,6 +288,13 @@ class StreamConsumerSpec:
     parallelization_factor: int = 1
     #: Lambda event filter patterns (OR-ed), in Lambda's JSON filter syntax.
     filter_patterns: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+    #: The function this mapping feeds; several consumers (one per table) may share one.
+    #: Empty: a function of its own, named after the consumer.
+    function: str = ""
+
+    @property
+    def function_name(self) -> str:
+        return self.function or self.name
 
 
 #: A row written again by a client (to be rejected as a re-used id), not Whimbrel's own
@@ -292,10 +328,62 @@ ACTIVITY_EVENT_CONSUMER = StreamConsumerSpec(
     filter_patterns=({"eventName": ["INSERT"]}, REWRITTEN_BY_CLIENT),
 )
 
-STREAM_CONSUMERS: tuple[StreamConsumerSpec, ...] = (
+_ENDED = sorted(s.value for s in WORKFLOW_TERMINAL)
+_FAILED = sorted(s.value for s in FAILURE_STATES)
+_READY = [ActivityState.READY.value]
+_WAITING = {"state": {"S": _READY}, "waiting_for": {"S": [{"exists": True}]}}
+
+#: The function that publishes events (docs/events.md), fed by two tables' streams. Its
+#: filters let through only the writes that can be events; the handler decides for good.
+NOTIFY_FUNCTION = "notify"
+NOTIFY_HANDLER = "lambdas.notify.handler"
+
+NOTIFY_WORKFLOW_CONSUMER = StreamConsumerSpec(
+    name="notify_workflow",
+    table=WORKFLOW_EXEC,
+    handler=NOTIFY_HANDLER,
+    function=NOTIFY_FUNCTION,
+    # The write that ended a run (not the bookkeeping on an ended one, not TTL deletes).
+    filter_patterns=(
+        {"eventName": ["MODIFY"],
+         "dynamodb": {"NewImage": {"state": {"S": _ENDED}},
+                      "OldImage": {"state": {"S": [{"anything-but": _ENDED}]}}}},
+    ),
+)
+
+NOTIFY_ACTIVITY_CONSUMER = StreamConsumerSpec(
+    name="notify_activity",
+    table=ACTIVITY_EXEC,
+    handler=NOTIFY_HANDLER,
+    function=NOTIFY_FUNCTION,
+    filter_patterns=(
+        # The write that failed or timed out an attempt, unless it had been asked to stop
+        # (CANCELLED_RUNNING) or had ended already (a late attribute update).
+        {"eventName": ["MODIFY"],
+         "dynamodb": {"NewImage": {"state": {"S": _FAILED}},
+                      "OldImage": {"state": {"S": [{"anything-but": [
+                          *_FAILED, ActivityState.CANCELLED_RUNNING.value]}]}}}},
+        # The write that made a wait READY (waiting_for set), or created it READY.
+        {"eventName": ["MODIFY"],
+         "dynamodb": {"NewImage": _WAITING,
+                      "OldImage": {"state": {"S": [{"anything-but": _READY}]}}}},
+        {"eventName": ["INSERT"], "dynamodb": {"NewImage": _WAITING}},
+    ),
+)
+
+#: The consumers of the events feature (deployed with it; local only with an events file).
+NOTIFY_CONSUMERS: tuple[StreamConsumerSpec, ...] = (
+    NOTIFY_WORKFLOW_CONSUMER,
+    NOTIFY_ACTIVITY_CONSUMER,
+)
+
+#: The consumers that run the engine (the Simple Lambda API).
+ENGINE_CONSUMERS: tuple[StreamConsumerSpec, ...] = (
     WORKFLOW_REQUEST_CONSUMER,
     ACTIVITY_EVENT_CONSUMER,
 )
+
+STREAM_CONSUMERS: tuple[StreamConsumerSpec, ...] = ENGINE_CONSUMERS + NOTIFY_CONSUMERS
 
 #: The scheduled heartbeat listener (sweep + reconcile).
 HEARTBEAT_HANDLER = "lambdas.heartbeat.handler"

@@ -43,7 +43,9 @@ from whimbrel.store.errors import ConditionFailed, translated
 from whimbrel.store.lean import DynamoClient
 from whimbrel.store.meter import CapacityMeter
 from whimbrel.store.models import BoundModels, bind_models
-from whimbrel.store.runs import RunTables, WorkflowKeyPage
+from whimbrel.store.notifications import NotificationMarkers
+from whimbrel.store.runs import WorkflowKeyPage
+from whimbrel.store.signals import SignalTables
 
 __all__ = ["END_NODE", "Store", "WorkflowKeyPage", "WriteHook", "index_changes"]
 
@@ -78,7 +80,7 @@ def index_changes(changes: Changes, activity_exec_id: str | None = None,
     return out
 
 
-class Store(RunTables):
+class Store(SignalTables, NotificationMarkers):
     """Tables of one prefix at one endpoint. Safe to share between threads."""
 
     def __init__(
@@ -339,10 +341,11 @@ class Store(RunTables):
 
     def move_activity(self, activity_exec_id: str, expected: ActivityState,
                       path: Sequence[ActivityState], changes: Changes, *, now: float,
-                      actor: str, due_by: float | None = None) -> ActivityRecord:
+                      actor: str, due_by: float | None = None,
+                      claimed: bool = False) -> ActivityRecord:
         return super().move_activity(activity_exec_id, expected, path,
                                      index_changes(changes, activity_exec_id),
-                                     now=now, actor=actor, due_by=due_by)
+                                     now=now, actor=actor, due_by=due_by, claimed=claimed)
 
     def set_activity(self, activity_exec_id: str, changes: Changes, *,
                      states: Collection[ActivityState]) -> ActivityRecord:

@@ -182,7 +182,7 @@ def related(wf: WorkflowExec) -> dict[str, Any]:
 
 # -- the runs list -----------------------------------------------------------------------
 
-STATE_ORDER = (WorkflowState.RUNNING, WorkflowState.FAILED_WAITING,
+STATE_ORDER = (WorkflowState.RUNNING, WorkflowState.SUSPENDED, WorkflowState.FAILED_WAITING,
                WorkflowState.CANCEL_REQUESTED, WorkflowState.REQUESTED,
                WorkflowState.FAILED, WorkflowState.COMPLETED, WorkflowState.CANCELLED)
 

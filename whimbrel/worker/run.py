@@ -200,7 +200,7 @@ def run_activity(engine: Engine, activity_exec_id: str, *,
         beat = _Heartbeater(run, heartbeat_interval or max(hb / 3.0, 0.05))
         beat.start()
     try:
-        if wf_state is not WorkflowState.RUNNING:
+        if wf_state not in (WorkflowState.RUNNING, WorkflowState.SUSPENDED):
             # The workflow is ending (or was never running): stop before doing any work.
             _finish(engine, image, Transition.CANCEL)
             raise ActivityCancelled(activity_exec_id)

@@ -64,6 +64,12 @@ from whimbrel.engine.intake.decode import (
     record_rejection,
 )
 from whimbrel.engine.intake.items import BOOKKEEPING, ActivityEventItem, WorkflowRequestItem
+from whimbrel.engine.intake.wait_rows import (
+    WAIT_ROWS,
+    apply_wait_row,
+    required_activity,
+    required_workflow,
+)
 
 __all__ = [
     "IMPLIED_RUNNING",
@@ -200,7 +206,9 @@ class Intake:
     def _apply_event(self, record: Mapping[str, Any], item: ActivityEventItem) -> IntakeResult:
         if item.verb is Command.REDRIVE:
             return self._redrive(item)
-        aeid = str(item.activity_exec_id)
+        if item.verb in WAIT_ROWS:
+            return apply_wait_row(self, record, item)
+        aeid = required_activity(item)
         key = parse_activity_exec_id(aeid)
         _check_event(item, key.workflow_exec_id, key.activity_name)
         verb = item.verb
@@ -225,7 +233,7 @@ class Intake:
     def _redrive(self, item: ActivityEventItem) -> IntakeResult:
         """A REDRIVE row: redrive the run it names (docs/simple-api.md). A redelivered
         row is recognised by its actor tag in the run's history."""
-        wx, actor = str(item.workflow_exec_id), f"event:{item.activity_event_id}"
+        wx, actor = required_workflow(item), f"event:{item.activity_event_id}"
         try:
             self.engine.redrive(wx, actor=actor)
         except NotAllowedNow:
@@ -254,7 +262,7 @@ class Intake:
     def _not_applied(self, record: Mapping[str, Any], item: ActivityEventItem, actor: str,
                      exc: StateConflict | IllegalTransition, output: Any,
                      error: Any) -> IntakeResult:
-        aeid = str(item.activity_exec_id)
+        aeid = required_activity(item)
         verb = item.verb
         current = exc.current if isinstance(exc, StateConflict) and exc.current else \
             self.engine.store.get_activity(aeid)
@@ -297,7 +305,7 @@ class Intake:
         RUNNING move is applied first, by the same reporter (and under the same guards),
         then the end; the late RUNNING event is then recognised as already implied.
         """
-        aeid = str(item.activity_exec_id)
+        aeid = required_activity(item)
         verb = item.verb
         assert isinstance(verb, Transition)
         try:
@@ -387,14 +395,7 @@ def _check_event(item: ActivityEventItem, wx: str, name: str) -> None:
     if item.verb is Transition.TIME_OUT:
         raise InvalidInput("TIME_OUT is applied only by the heartbeat listener",
                            field="transition")
-    if item.workflow_exec_id is not None and item.workflow_exec_id != wx:
-        raise InvalidInput(f"workflow_exec_id {item.workflow_exec_id!r} does not match "
-                           f"activity_exec_id {item.activity_exec_id!r}",
-                           field="workflow_exec_id")
-    if item.activity_name is not None and item.activity_name != name:
-        raise InvalidInput(f"activity_name {item.activity_name!r} does not match "
-                           f"activity_exec_id {item.activity_exec_id!r}",
-                           field="activity_name")
+    item.check_ids(wx, name)
 
 
 def _same(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

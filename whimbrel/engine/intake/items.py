@@ -6,19 +6,16 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, cast
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from whimbrel.contract.commands import Command
+from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.states import Transition
 
 #: Every verb a row may carry: the contract's transitions, then the commands. Built from
 #: the two enums (never spelled twice), so a bad verb gets one message listing them all.
 RowVerb = cast(type[StrEnum], StrEnum(
     "RowVerb", [(v.value, v.value) for v in (*Transition, *Command)]))
-
-
-#: Row verbs that act on a whole run, named by ``workflow_exec_id``.
-RUN_VERBS = frozenset({Command.REDRIVE})
 
 
 def row_verb(value: StrEnum) -> Transition | Command:
@@ -53,8 +50,8 @@ class ActivityEventItem(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     activity_event_id: str = Field(min_length=1, max_length=512)
-    #: Required, except for a row that acts on a whole run (``REDRIVE``: then
-    #: ``workflow_exec_id`` names it).
+    #: Every verb but SIGNAL, SUSPEND, RESUME and REDRIVE (those name
+    #: ``workflow_exec_id``).
     activity_exec_id: str | None = Field(default=None, min_length=1, max_length=1024)
     #: A contract verb, or a :class:`~whimbrel.contract.commands.Command` (see ``verb``).
     transition: RowVerb  # type: ignore[valid-type]
@@ -68,18 +65,31 @@ class ActivityEventItem(BaseModel):
     error_type: str | None = Field(default=None, max_length=256)
     source: str | None = None
     when_epoch: float | None = None
+    #: SIGNAL: the signal's name, its payload (JSON text or a native value) and its id
+    #: (default: the row's ``activity_event_id``).
+    signal: str | None = Field(default=None, max_length=256)
+    payload: Any = None
+    signal_id: str | None = Field(default=None, min_length=1, max_length=512)
+    #: APPROVE / REJECT: who decides, and why.
+    by: str | None = Field(default=None, max_length=256)
+    comment: str | None = Field(default=None, max_length=4000)
 
     @property
     def verb(self) -> Transition | Command:
         return row_verb(self.transition)
 
-    @model_validator(mode="after")
-    def _names_its_subject(self) -> ActivityEventItem:
-        if self.verb in RUN_VERBS:
-            if not self.workflow_exec_id:
-                raise ValueError(f"a {self.verb.value} row needs workflow_exec_id (the run "
-                                 "it acts on)")
-        elif not self.activity_exec_id:
-            raise ValueError("activity_exec_id is required (only a row acting on a whole "
-                             f"run, {', '.join(v.value for v in RUN_VERBS)}, goes without)")
-        return self
+    def check_ids(self, workflow_exec_id: str, activity_name: str) -> None:
+        """The optional ``workflow_exec_id`` and ``activity_name`` agree with the
+        ``activity_exec_id`` (whose parts are given).
+
+        Raises:
+            InvalidInput: naming the attribute that disagrees.
+        """
+        if self.workflow_exec_id is not None and self.workflow_exec_id != workflow_exec_id:
+            raise InvalidInput(f"workflow_exec_id {self.workflow_exec_id!r} does not match "
+                               f"activity_exec_id {self.activity_exec_id!r}",
+                               field="workflow_exec_id")
+        if self.activity_name is not None and self.activity_name != activity_name:
+            raise InvalidInput(f"activity_name {self.activity_name!r} does not match "
+                               f"activity_exec_id {self.activity_exec_id!r}",
+                               field="activity_name")

@@ -1,0 +1,81 @@
+"""What a wait costs (issue 13): the write and read units one timer, signal or approval
+activity adds to a run, measured with ``Whimbrel.meter`` (DynamoDB Local's
+``ConsumedCapacity``, index writes included) as the difference between the chain
+``before → wait → after`` and ``before → after``, driven the same way.
+
+``pytest tests/integration/test_wait_costs.py -s`` prints the table of
+docs/benchmarks.md ("Waits"); the assertions pin the write units, so a change that adds a
+write to a wait fails here."""
+
+from __future__ import annotations
+
+from whimbrel import ActivityDefinition as Act
+from whimbrel import LauncherSpec, Whimbrel, WorkflowDefinition, WorkflowState
+from whimbrel.contract.ids import activity_exec_id
+from whimbrel.testing import StepClock
+
+#: DynamoDB on-demand (us-east-1) and Step Functions Standard prices, $ per million.
+WRU_PRICE, RRU_PRICE, SFN_TRANSITION_PRICE = 0.625, 0.125, 25.0
+
+#: label, the wait (None: the chain without it), how its event comes, WRU it must add,
+#: Step Functions transitions for the same (a Wait state; a Task state waiting for its
+#: task token).
+CASES: list[tuple[str, LauncherSpec | None, str, float, int]] = [
+    ("timer (Wait state)", LauncherSpec.timer(60), "timer", 5.0, 1),
+    ("signal, wait READY first (task token)", LauncherSpec.signal("go"), "signal", 3.0, 1),
+    ("signal with timeout_seconds", LauncherSpec.signal("go", timeout_seconds=3600),
+     "signal", 5.0, 1),
+    ("signal sent before the wait is READY", LauncherSpec.signal("go"), "early", 5.0, 1),
+    ("approval (task token)", LauncherSpec.approval(), "approve", 3.0, 1),
+    ("approval with timeout_seconds", LauncherSpec.approval(timeout_seconds=3600),
+     "approve", 5.0, 1),
+]
+
+
+#: The ``clock`` fixture (conftest.py) stands still until the test moves it.
+CLOCK = StepClock
+
+
+def _units(wb: Whimbrel, wait: LauncherSpec | None, event: str, n: int) -> tuple[float, float]:
+    """(WRU, RRU) of one run of ``before → [wait] → after``, from its start to its end."""
+    clock = wb.clock
+    assert isinstance(clock, StepClock)
+    name = f"cost{n}"
+    acts = [Act("before")]
+    if wait is not None:
+        acts.append(Act("w", ("before",), launcher=wait))
+    acts.append(Act("after", ("w" if wait is not None else "before",)))
+    wb.register_workflow(WorkflowDefinition(name, tuple(acts)))
+    wb.sweep(clock.advance(1000))  # nothing of earlier runs is due during this one
+    wb.meter.reset()
+    wx = wb.start_workflow(name)
+    if event == "early":
+        wb.signal(wx, "go", {"paid": 1})
+    for act in ("before", "after"):
+        aeid = activity_exec_id(wx, act, 1)
+        wb.transition_activity(aeid, "RUNNING")
+        wb.transition_activity(aeid, "COMPLETED")
+        if act == "before":
+            if event == "signal":
+                wb.signal(wx, "go", {"paid": 1})
+            elif event == "approve":
+                wb.approve(activity_exec_id(wx, "w", 1), by="alice")
+            # The sweep (a timer's time comes) runs in every case, so its reads cancel out.
+            wb.sweep(clock.advance(61))
+    assert wb.engine.workflow(wx).state is WorkflowState.COMPLETED
+    return wb.meter.total_write_units, wb.meter.total_read_units
+
+
+def test_write_units_per_wait(wb: Whimbrel) -> None:
+    base_w, base_r = _units(wb, None, "", 0)
+    rows = ["| wait | WRU | RRU | Whimbrel $/M | Step Functions transitions | "
+            "Step Functions $/M |", "|---|---|---|---|---|---|"]
+    for n, (label, wait, event, expected, transitions) in enumerate(CASES, start=1):
+        w, r = _units(wb, wait, event, n)
+        wru, rru = w - base_w, r - base_r
+        assert wru == expected, f"{label}: {wru} WRU, expected {expected}"
+        assert rru <= 6.0, f"{label}: {rru} RRU"
+        dollars = wru * WRU_PRICE + rru * RRU_PRICE
+        rows.append(f"| {label} | {wru:.0f} | {rru:.1f} | {dollars:.2f} | {transitions} | "
+                    f"{transitions * SFN_TRANSITION_PRICE:.2f} |")
+    print("\n" + "\n".join(rows))

@@ -1,0 +1,60 @@
+"""The engine's metrics port: what it reports when a workflow or an activity attempt ends.
+
+The engine calls the port right after the write that won the move (so each end is
+reported once, by the one actor that made it), from every path that runs the engine —
+the Lambdas and an in-process client alike. Adapters live above the engine
+(``whimbrel.observe.emf`` writes CloudWatch embedded-metric-format lines); the default
+reports nothing. Metrics are best effort: an adapter that fails is logged and ignored,
+never allowed to fail the move it reports.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from whimbrel.contract.records import ActivityRecord, WorkflowRecord
+
+__all__ = ["NO_METRICS", "EngineMetrics", "NoMetrics", "report_activity_end",
+           "report_workflow_end"]
+
+log = logging.getLogger("whimbrel.engine")
+
+
+class EngineMetrics(Protocol):
+    """Receives the ends the engine made."""
+
+    def workflow_ended(self, wf: WorkflowRecord) -> None:
+        """``wf`` is the item as the terminal write left it (state, created, ended)."""
+        ...
+
+    def activity_ended(self, item: ActivityRecord) -> None:
+        """``item`` is the attempt as its terminal write left it."""
+        ...
+
+
+class NoMetrics:
+    """Reports nothing (the default: tests and clients that did not opt in)."""
+
+    def workflow_ended(self, wf: WorkflowRecord) -> None:
+        return None
+
+    def activity_ended(self, item: ActivityRecord) -> None:
+        return None
+
+
+NO_METRICS = NoMetrics()
+
+
+def report_workflow_end(metrics: EngineMetrics, wf: WorkflowRecord) -> None:
+    try:
+        metrics.workflow_ended(wf)
+    except Exception as exc:  # best effort: a metric must never undo a move's follow-ups
+        log.warning("metrics: workflow end of %s not reported: %s", wf.workflow_exec_id, exc)
+
+
+def report_activity_end(metrics: EngineMetrics, item: ActivityRecord) -> None:
+    try:
+        metrics.activity_ended(item)
+    except Exception as exc:  # best effort, as above
+        log.warning("metrics: end of %s not reported: %s", item.activity_exec_id, exc)

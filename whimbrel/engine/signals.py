@@ -1,0 +1,268 @@
+"""Signals: named events sent to a run and received by the activities that wait for them
+(``LauncherSpec.signal``; docs/architecture.md, "Signals").
+
+A signal that finds the only wait of its name READY completes it in **one** conditional
+write (``READY → RUNNING → COMPLETED``, the payload as output, ``signal:<signal_id>`` as
+the actor of the move in its history). Otherwise it is *kept* in the ``signal`` table
+(one ``attribute_not_exists`` put: a ``signal_id`` names one signal of the run) and given
+to a wait when one of its name is READY: the wait's READY move looks for kept signals,
+and so does the sender after keeping one (each writes first and reads after, so at
+least one sees the other). Giving is two conditional writes: the signal is bound to the
+attempt (``consumed_by``: exactly one wait gets it), then the wait completes; a wait that
+was gone by then frees it again, and a binding to an attempt that ended otherwise (a
+hand-over that died half-way) is taken over.
+
+A ``signal_id`` counts once: a resend finds its signal received (the tag in a wait's
+history, or its kept item bound to a wait that completed with it) and changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from whimbrel.contract import checks, waits
+from whimbrel.contract.errors import InvalidInput, StateConflict
+from whimbrel.contract.ids import new_request_id
+from whimbrel.contract.limits import MAX_OUTPUT_BYTES, NAME_PATTERN
+from whimbrel.contract.payloads import encode_payload
+from whimbrel.contract.records import ActivityRecord, SignalRecord, WorkflowRecord
+from whimbrel.contract.states import WORKFLOW_PROCEEDING, ActivityState, Transition
+from whimbrel.engine import rules
+from whimbrel.engine.base import latest_of
+from whimbrel.engine.waits import end_wait
+from whimbrel.settings import DAY_SECONDS
+
+if TYPE_CHECKING:
+    from whimbrel.contract.definitions import WorkflowDefinition
+    from whimbrel.engine.flow import Flow
+
+A = ActivityState
+_NAME = re.compile(NAME_PATTERN)
+
+
+@dataclass(frozen=True)
+class SignalOutcome:
+    """What a sent signal did."""
+
+    signal_id: str
+    #: The attempt that received it; None while it is kept for a wait to come.
+    received_by: str | None
+    #: It had been sent (and received or kept) before under the same ``signal_id``.
+    duplicate: bool = False
+
+
+def tag(signal_id: str) -> str:
+    """The actor of the move that gives a wait its signal (in the wait's history)."""
+    return f"signal:{signal_id}"
+
+
+def waiting_on(defn: WorkflowDefinition, name: str) -> list[str]:
+    """The activities that wait for signal ``name``, in the order that receives first."""
+    return [n for n in defn.topological_order()
+            if defn.activity(n).launcher.kind == waits.SIGNAL
+            and defn.activity(n).launcher.config.get("name") == name]
+
+
+# -- sending -------------------------------------------------------------------------------
+
+def send(engine: Flow, workflow_exec_id: str, name: Any, payload: Any = None, *,
+         signal_id: Any = None) -> SignalOutcome:
+    """Deliver signal ``name`` to a run (or keep it for the wait to come).
+
+    Raises:
+        InvalidInput: a malformed argument, a payload that is not JSON or too large, a
+            name no activity of the run waits for, or a ``signal_id`` sent before with
+            another name or payload.
+        WorkflowNotFound: no such run.
+        SignalRefused: the run has ended (or is ending), or every wait of that name has
+            received a signal or ended.
+    """
+    checks.text(workflow_exec_id, "workflow_exec_id")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise InvalidInput(f"signal name must match {NAME_PATTERN}, not {name!r}"[:300],
+                           field="name")
+    signal_id = new_request_id() if signal_id is None else checks.text(
+        signal_id, "signal_id", max_chars=waits.MAX_SIGNAL_ID_CHARS)
+    text = encode_payload(payload, field="payload", max_bytes=MAX_OUTPUT_BYTES)
+    wf = engine.workflow(workflow_exec_id)
+    defn = engine.definition_of(wf)
+    names = waiting_on(defn, name)
+    if not names:
+        known = sorted({str(a.launcher.config.get("name")) for a in defn.activities
+                        if a.launcher.kind == waits.SIGNAL})
+        raise InvalidInput(
+            f"no activity of workflow {wf.workflow_name!r} waits for signal {name!r}"
+            + (f" (it waits for: {', '.join(known)})" if known else
+               " (it waits for no signal)"), field="name")
+    acts = engine.store.list_activities(workflow_exec_id)
+    holder = _received_by(acts, signal_id)
+    if holder is not None:
+        return SignalOutcome(signal_id, holder, duplicate=True)
+    kept = engine.store.get_signal(workflow_exec_id, signal_id)
+    if kept is not None:
+        _same(kept, name, text)
+        return _offer(engine, defn, kept, acts, duplicate=True)
+    if wf.state not in WORKFLOW_PROCEEDING:
+        raise waits.SignalRefused(
+            f"workflow {workflow_exec_id} is {wf.state.value}: it receives no more signals",
+            workflow_exec_id=workflow_exec_id, workflow_state=wf.state.value, name=name)
+    latest = latest_of(acts)
+    if len(names) == 1 and (wait := latest.get(names[0])) is not None \
+            and wait.state is A.READY:
+        # The one wait of this name can complete only once: its own write arbitrates.
+        try:
+            end_wait(engine, wait, defn, Transition.COMPLETED, output=text,
+                     actor=tag(signal_id))
+            return SignalOutcome(signal_id, wait.activity_exec_id)
+        except StateConflict as lost:
+            if lost.current is not None and _has_tag(lost.current, signal_id):
+                return SignalOutcome(signal_id, wait.activity_exec_id, duplicate=True)
+            if lost.current is not None:
+                latest[names[0]] = lost.current
+    if not _may_still_receive(defn, latest, names):
+        raise waits.SignalRefused(
+            f"every activity of {workflow_exec_id} that waits for signal {name!r} "
+            f"({', '.join(names)}) has received one or ended: nothing would receive it",
+            workflow_exec_id=workflow_exec_id, name=name)
+    now = engine.clock()
+    record = SignalRecord(workflow_exec_id, signal_id, name, now, text,
+                          expires_epoch=_expiry(engine, defn, now))
+    if not engine.store.put_signal(record):
+        found = engine.store.get_signal(workflow_exec_id, signal_id)  # sent at once twice
+        if found is not None:
+            _same(found, name, text)
+            record = found
+    # Kept first, then the activities read again: a wait that became READY meanwhile
+    # either sees this signal in its own READY follow-up or is seen here.
+    return _offer(engine, defn, record,
+                  engine.store.list_activities(workflow_exec_id))
+
+
+def _same(kept: SignalRecord, name: str, payload: str | None) -> None:
+    if kept.signal_name != name or kept.payload != payload:
+        raise InvalidInput(
+            f"signal_id {kept.signal_id!r} was sent to this run before as signal "
+            f"{kept.signal_name!r} with another payload or name; a signal_id names one "
+            "signal", field="signal_id")
+
+
+def _offer(engine: Flow, defn: WorkflowDefinition, signal: SignalRecord,
+           acts: list[ActivityRecord], *, duplicate: bool = False) -> SignalOutcome:
+    """Give a kept signal to the first READY wait of its name that takes it."""
+    holder = _received_by(acts, signal.signal_id)
+    if holder is not None:
+        return SignalOutcome(signal.signal_id, holder, duplicate=True)
+    latest = latest_of(acts)
+    for name in waiting_on(defn, signal.signal_name):
+        wait = latest.get(name)
+        if wait is not None and wait.state is A.READY \
+                and _give(engine, defn, signal, wait, acts):
+            return SignalOutcome(signal.signal_id, wait.activity_exec_id, duplicate)
+    return SignalOutcome(signal.signal_id, None, duplicate)
+
+
+# -- receiving kept signals ----------------------------------------------------------------
+
+def after_ready(engine: Flow, wf: WorkflowRecord, defn: WorkflowDefinition,
+                item: ActivityRecord) -> bool:
+    """A signal wait just became READY (or the reconciler found it READY): give it the
+    oldest signal kept for its name, if any. True if it received one."""
+    spec = defn.activity(item.activity_name)
+    if spec.launcher.kind != waits.SIGNAL or item.state is not A.READY:
+        return False
+    name = spec.launcher.config.get("name")
+    aeid = item.activity_exec_id
+    kept = [s for s in engine.store.list_signals(wf.workflow_exec_id)
+            if s.signal_name == name]
+    # One already given to this attempt first (a hand-over that died half-way), then the
+    # free ones oldest first, then those given to attempts that may have ended.
+    kept.sort(key=lambda s: (s.consumed_by != aeid, s.consumed_by is not None,
+                             s.sent_epoch, s.signal_id))
+    acts: list[ActivityRecord] | None = None
+    for signal in kept:
+        if signal.consumed_by not in (None, aeid) and acts is None:
+            acts = engine.store.list_activities(wf.workflow_exec_id)
+        if _give(engine, defn, signal, item, acts or []):
+            return True
+    return False
+
+
+def _give(engine: Flow, defn: WorkflowDefinition, signal: SignalRecord,
+          wait: ActivityRecord, acts: Sequence[ActivityRecord]) -> bool:
+    """Bind ``signal`` to ``wait``, then complete the wait with it. True if the wait has
+    it now."""
+    aeid, sid, wx = wait.activity_exec_id, signal.signal_id, wait.workflow_exec_id
+    taking: str | None = None
+    if signal.consumed_by not in (None, aeid):
+        holder = next((a for a in acts if a.activity_exec_id == signal.consumed_by), None) \
+            or engine.store.get_activity(str(signal.consumed_by))
+        if holder is not None and (holder.state is None or not holder.state.is_terminal
+                                   or _has_tag(holder, sid)):
+            return False  # a live attempt's (its hand-over is repaired), or received
+        taking = signal.consumed_by
+    now = engine.clock()
+    if not engine.store.bind_signal(wx, sid, aeid, taking_from=taking,
+                                    expires_epoch=_expiry(engine, defn, now)):
+        return False  # another wait got it first
+    try:
+        end_wait(engine, wait, defn, Transition.COMPLETED, output=signal.payload,
+                 actor=tag(sid))
+    except StateConflict as lost:
+        if lost.current is not None and _has_tag(lost.current, sid):
+            return True  # a replay of this very hand-over completed it
+        engine.store.release_signal(wx, sid, aeid)  # cancelled or timed out: free it
+        return False
+    return True
+
+
+# -- repairs (the reconciler) --------------------------------------------------------------
+
+def repair(engine: Flow, wf: WorkflowRecord, defn: WorkflowDefinition,
+           acts: list[ActivityRecord], now: float) -> bool:
+    """A RUNNING run's reconcile visit: give kept signals to READY waits (a hand-over
+    that died half-way, a send racing a READY move), and keep a long run's kept signals
+    from expiring. Costs nothing for a run that waits for no signal."""
+    if not any(a.launcher.kind == waits.SIGNAL for a in defn.activities):
+        return False
+    changed = False
+    for item in latest_of(acts).values():
+        if item.state is A.READY:
+            changed |= after_ready(engine, wf, defn, item)
+    retention = engine.retention(defn)
+    if retention is not None:
+        guard = min(DAY_SECONDS, retention / 2)
+        for signal in engine.store.list_signals(wf.workflow_exec_id):
+            if signal.expires_epoch is not None and signal.expires_epoch < now + guard:
+                engine.store.expire_signal(wf.workflow_exec_id, signal.signal_id,
+                                           _expiry(engine, defn, now) or now)
+    return changed
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+def _has_tag(item: ActivityRecord, signal_id: str) -> bool:
+    return any(h.by == tag(signal_id) for h in item.history)
+
+
+def _received_by(acts: Sequence[ActivityRecord], signal_id: str) -> str | None:
+    return next((a.activity_exec_id for a in acts if _has_tag(a, signal_id)), None)
+
+
+def _may_still_receive(defn: WorkflowDefinition, latest: dict[str, ActivityRecord],
+                       names: Sequence[str]) -> bool:
+    """Whether a wait of one of ``names`` is, or may still become, READY."""
+    for name in names:
+        act = latest.get(name)
+        if act is None or act.state is None or not act.state.is_terminal:
+            return True
+        if act.state in (A.FAILED, A.TIMED_OUT) \
+                and rules.retry_follows(defn.activity(name), act):
+            return True  # its retry is (or will be) created
+    return False
+
+
+def _expiry(engine: Flow, defn: WorkflowDefinition, now: float) -> float | None:
+    return rules.expiry(now + rules.RETENTION_SLACK_SECONDS, engine.retention(defn))

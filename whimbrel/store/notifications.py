@@ -1,0 +1,150 @@
+"""The ``notification`` table: one marker per published event, so none goes out twice.
+
+The notify consumer claims an event's marker before it publishes and marks it sent
+after (docs/events.md, "Exactly once"):
+
+* no marker: it is created PENDING (``attribute_not_exists``) and the event is published;
+* a SENT marker: the event went out already; a redelivered record publishes nothing;
+* a PENDING marker: an earlier delivery claimed it and did not finish (it failed or died
+  before or after publishing). Lambda runs one invocation per shard at a time, so that
+  delivery is over: the marker is taken over (a compare-and-set on its attempt count, so
+  of two deliveries that find it anyway one wins) and the event published again.
+
+A marker costs two writes (claim, sent) and lives ``NOTIFICATION_RETENTION_SECONDS``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from whimbrel.contract.errors import StoreError
+from whimbrel.store import specs
+from whimbrel.store.codec import Expression, Item
+from whimbrel.store.lean import ConditionLost, DynamoClient
+from whimbrel.store.runs import Write
+
+__all__ = ["Claim", "NotificationMarkers"]
+
+PENDING = "PENDING"
+SENT = "SENT"
+_TABLE = specs.NOTIFICATION.logical_name
+_CAPACITY = {"ReturnConsumedCapacity": "INDEXES"}
+
+
+class Claim(StrEnum):
+    """What claiming an event's marker found."""
+
+    #: No marker: created PENDING; publish.
+    NEW = "NEW"
+    #: A PENDING marker of a delivery that did not finish, taken over; publish again.
+    RESUMED = "RESUMED"
+    #: Published already; publish nothing.
+    SENT = "SENT"
+
+
+class NotificationMarkers:
+    """The marker writes, on the store's lean client (mixed into ``Store``)."""
+
+    client: DynamoClient
+    table_prefix: str
+    _write: Write
+
+    @property
+    def notification_table(self) -> str:
+        return specs.NOTIFICATION.table_name(self.table_prefix)
+
+    def claim_notification(self, event_id: str, *, detail_type: str, workflow_exec_id: str,
+                           now: float) -> Claim:
+        """Claim the marker of ``event_id`` before publishing it.
+
+        Raises:
+            StoreError: (retryable) another delivery took the marker over meanwhile, or
+                DynamoDB failed; the record is retried.
+        """
+        item: Item = {
+            "event_id": {"S": event_id},
+            "detail_type": {"S": detail_type},
+            "workflow_exec_id": {"S": workflow_exec_id},
+            "status": {"S": PENDING},
+            "attempts": {"N": "1"},
+            "claimed_epoch": {"N": str(int(now))},
+            "expires_epoch": {"N": str(int(now + specs.NOTIFICATION_RETENTION_SECONDS))},
+        }
+        expr = Expression()
+        # attribute_not_exists: an event id is claimed once; a redelivery finds the marker.
+        params = expr.params(TableName=self.notification_table, Item=item,
+                             ConditionExpression=expr.missing("event_id"),
+                             ReturnValuesOnConditionCheckFailure="ALL_OLD", **_CAPACITY)
+        try:
+            self._write("PutItem", _TABLE, lambda: self.client.call("PutItem", params))
+            return Claim.NEW
+        except ConditionLost as lost:
+            current = lost.item or self._marker(event_id)
+        if current is None:
+            raise StoreError(f"the marker of event {event_id} exists and cannot be read; "
+                             "retrying the record", aws_code=None, retryable=True)
+        if _text(current, "status") == SENT:
+            return Claim.SENT
+        return self._take_over(event_id, int(_number(current, "attempts")), now)
+
+    def _take_over(self, event_id: str, attempts: int, now: float) -> Claim:
+        expr = Expression()
+        update = expr.update({"attempts": attempts + 1, "claimed_epoch": int(now)})
+        # Still PENDING with the attempt count we read: of several deliveries that found
+        # the same unfinished claim, exactly one takes it over.
+        condition = (f"{expr.equals('status', PENDING)} AND "
+                     f"{expr.equals('attempts', attempts)}")
+        params = expr.params(TableName=self.notification_table,
+                             Key={"event_id": {"S": event_id}}, UpdateExpression=update,
+                             ConditionExpression=condition,
+                             ReturnValuesOnConditionCheckFailure="ALL_OLD", **_CAPACITY)
+        try:
+            self._write("UpdateItem", _TABLE, lambda: self.client.call("UpdateItem", params))
+        except ConditionLost as lost:
+            if lost.item is None or _text(lost.item, "status") == SENT:
+                return Claim.SENT
+            raise StoreError(f"event {event_id} is being published by another delivery; "
+                             "retrying the record", aws_code=None, retryable=True) from None
+        return Claim.RESUMED
+
+    def mark_notification_sent(self, event_id: str, *, now: float) -> None:
+        """Record that ``event_id`` was published (its redeliveries then publish nothing)."""
+        expr = Expression()
+        update = expr.update({"status": SENT, "sent_epoch": int(now)})
+        # Only an existing marker: never create a SENT one for an event never claimed.
+        params = expr.params(TableName=self.notification_table,
+                             Key={"event_id": {"S": event_id}}, UpdateExpression=update,
+                             ConditionExpression=expr.exists("event_id"), **_CAPACITY)
+        try:
+            self._write("UpdateItem", _TABLE, lambda: self.client.call("UpdateItem", params))
+        except ConditionLost:
+            pass
+
+    def get_notification(self, event_id: str) -> dict[str, Any] | None:
+        """The marker of ``event_id`` as plain values (tests, operators), or None."""
+        item = self._marker(event_id)
+        if item is None:
+            return None
+        return {k: (int(v["N"]) if "N" in v else v.get("S")) for k, v in item.items()}
+
+    def _marker(self, event_id: str) -> Item | None:
+        resp = self.client.call("GetItem", {"TableName": self.notification_table,
+                                            "Key": {"event_id": {"S": event_id}},
+                                            "ConsistentRead": True, **_CAPACITY})
+        item: Item | None = resp.get("Item") or None
+        return item
+
+
+def _text(item: Item, name: str) -> str | None:
+    value = item.get(name) or {}
+    text = value.get("S")
+    return text if isinstance(text, str) else None
+
+
+def _number(item: Item, name: str) -> float:
+    value = item.get(name) or {}
+    try:
+        return float(value.get("N", 0))
+    except (TypeError, ValueError):
+        return 0.0
