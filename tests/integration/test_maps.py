@@ -235,3 +235,30 @@ def test_retry_an_item_by_hand_keeps_its_element(wb: Whimbrel) -> None:
     assert wb.get_workflow(wx).state is W.RUNNING  # the map FAILED; its handler waits
     with pytest.raises(RetryNotAllowed, match="is a map"):
         wb.retry_activity(f"{wx}:each:1")
+
+
+def test_a_suspended_run_holds_its_map_between_items(wb: Whimbrel) -> None:
+    """Suspend while an item runs: its end is recorded and the lane's next item is
+    created but held in READY (not claimable); the resume lets it be claimed."""
+    defn = WorkflowDefinition("held_map", (
+        Act("each", map_over="$input.xs", max_concurrency=1),  # external items
+    ))
+    wb.register_workflow(defn)
+    wx = wb.start_workflow("held_map", {"xs": ["a", "b"]})
+    first = wb.claim(workflow_name="held_map")
+    assert first is not None and first.activity_name == "each#0"
+    wb.suspend_workflow(wx)
+    wb.transition_activity(first.activity_exec_id, "COMPLETED", output={"got": "a"})
+    held = wb.get_workflow(wx)
+    assert held.state is W.SUSPENDED
+    assert {a.activity_name: a.state for a in held.items} == {"each#0": A.COMPLETED,
+                                                               "each#1": A.READY}
+    assert wb.claim(workflow_name="held_map") is None  # nothing is handed out
+    wb.resume_workflow(wx)
+    second = wb.claim(workflow_name="held_map")
+    assert second is not None and second.activity_name == "each#1"
+    wb.transition_activity(second.activity_exec_id, "COMPLETED", output={"got": "b"})
+    wf = wb.wait(wx, timeout=30)
+    assert wf.state is W.COMPLETED, wf
+    assert wf.activity("each").output == [{"got": "a"}, {"got": "b"}]
+    assert_contract_holds(wf, defn)
