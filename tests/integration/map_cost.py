@@ -1,8 +1,11 @@
 """What a map costs on DynamoDB Local: writes per item, the most writes any single item
-receives (no hot item), units, wall time. Used by ``test_maps.py``; run it alone to print
-the figures of docs/benchmarks.md ("Maps")::
+receives (no hot item), units, wall time. Used by ``test_maps.py``, which asserts the
+write counts; run it alone to print them::
 
     .venv/bin/python tests/integration/map_cost.py 1000 20
+
+The "Maps" section of docs/benchmarks.md is the ``maps`` benchmark
+(``benchmarks/bench_maps.py``), which counts the same writes through the billing proxy.
 """
 
 from __future__ import annotations

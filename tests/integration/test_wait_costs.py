@@ -3,16 +3,21 @@ activity adds to a run, measured with ``Whimbrel.meter`` (DynamoDB Local's
 ``ConsumedCapacity``, index writes included) as the difference between the chain
 ``before → wait → after`` and ``before → after``, driven the same way.
 
-``pytest tests/integration/test_wait_costs.py -s`` prints the table of
-docs/benchmarks.md ("Waits"); the assertions pin the write units, so a change that adds a
-write to a wait fails here."""
+``pytest tests/integration/test_wait_costs.py -s`` prints the table; the assertions pin
+the write units, so a change that adds a write to a wait fails here. The same cases,
+billed by AWS's rules, are the ``waits`` benchmark (``benchmarks/bench_waits.py``), which
+writes the "Waits" section of docs/benchmarks.md."""
 
 from __future__ import annotations
 
-from whimbrel import ActivityDefinition as Act
-from whimbrel import LauncherSpec, Whimbrel, WorkflowDefinition, WorkflowState
-from whimbrel.contract.ids import activity_exec_id
+import sys
+from pathlib import Path
+
+from whimbrel import LauncherSpec, Whimbrel, WorkflowState
 from whimbrel.testing import StepClock
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks/ is not installed
+from benchmarks.bench_waits import definition, drive
 
 #: DynamoDB on-demand (us-east-1) and Step Functions Standard prices, $ per million.
 WRU_PRICE, RRU_PRICE, SFN_TRANSITION_PRICE = 0.625, 0.125, 25.0
@@ -37,31 +42,16 @@ CLOCK = StepClock
 
 
 def _units(wb: Whimbrel, wait: LauncherSpec | None, event: str, n: int) -> tuple[float, float]:
-    """(WRU, RRU) of one run of ``before → [wait] → after``, from its start to its end."""
+    """(WRU, RRU) of one run of ``before → [wait] → after``, from its start to its end,
+    driven as the benchmark drives it."""
     clock = wb.clock
     assert isinstance(clock, StepClock)
     name = f"cost{n}"
-    acts = [Act("before")]
-    if wait is not None:
-        acts.append(Act("w", ("before",), launcher=wait))
-    acts.append(Act("after", ("w" if wait is not None else "before",)))
-    wb.register_workflow(WorkflowDefinition(name, tuple(acts)))
+    wb.register_workflow(definition(name, wait))
     wb.sweep(clock.advance(1000))  # nothing of earlier runs is due during this one
     wb.meter.reset()
-    wx = wb.start_workflow(name)
-    if event == "early":
-        wb.signal(wx, "go", {"paid": 1})
-    for act in ("before", "after"):
-        aeid = activity_exec_id(wx, act, 1)
-        wb.transition_activity(aeid, "RUNNING")
-        wb.transition_activity(aeid, "COMPLETED")
-        if act == "before":
-            if event == "signal":
-                wb.signal(wx, "go", {"paid": 1})
-            elif event == "approve":
-                wb.approve(activity_exec_id(wx, "w", 1), by="alice")
-            # The sweep (a timer's time comes) runs in every case, so its reads cancel out.
-            wb.sweep(clock.advance(61))
+    with Whimbrel(wb.endpoint_url, wb.table_prefix) as view:  # its reads are not metered
+        wx = drive(wb, view, clock, name, event)
     assert wb.engine.workflow(wx).state is WorkflowState.COMPLETED
     return wb.meter.total_write_units, wb.meter.total_read_units
 
