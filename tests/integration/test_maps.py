@@ -255,7 +255,9 @@ def test_a_suspended_run_holds_its_map_between_items(wb: Whimbrel) -> None:
                                                                "each#1": A.READY}
     assert wb.claim(workflow_name="held_map") is None  # nothing is handed out
     wb.resume_workflow(wx)
-    second = wb.claim(workflow_name="held_map")
+    # Claimable again under its map's name, as any item is.
+    assert wb.claim(workflow_name="held_map", activity_name="each#1") is None
+    second = wb.claim(workflow_name="held_map", activity_name="each")
     assert second is not None and second.activity_name == "each#1"
     wb.transition_activity(second.activity_exec_id, "COMPLETED", output={"got": "b"})
     wf = wb.wait(wx, timeout=30)

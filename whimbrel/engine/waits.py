@@ -258,11 +258,13 @@ def repair_claims(engine: Flow, wf: WorkflowRecord, defn: WorkflowDefinition,
     claimable = wf.state is W.RUNNING
     changed = False
     for act in acts:
-        if act.state is not A.READY or not defn.activity(act.activity_name).launcher.is_pull:
+        spec = defn.activity(act.activity_name)  # a map's item: its map's
+        if act.state is not A.READY or not spec.launcher.is_pull:
             continue
         if claimable == (act.claim_key is not None):
             continue
-        intent: Any = (act.workflow_name, act.activity_name) if claimable else REMOVE
+        # The key a claim filters on: the activity's name (a map item's: its map's).
+        intent: Any = (act.workflow_name, spec.name) if claimable else REMOVE
         changed |= engine.store.try_set_activity(act.activity_exec_id,
                                                  {"claimable": intent}, states=[A.READY])
     return changed
