@@ -250,3 +250,32 @@ def test_the_lambdas_report_ends_when_configured_by_the_environment(
     assert [(d.get("ActivityName"), d["State"]) for d in lines] == [
         ("s", "COMPLETED"), (None, "COMPLETED")]
     assert lines[1]["WorkflowsEnded"] == 1.0 and lines[1]["WorkflowName"] == "ev_simple"
+
+
+def test_a_redriven_run_announces_each_of_its_ends(wb: Whimbrel) -> None:
+    """A redrive makes a second end of the same run: a second event, told apart by the
+    run's redrive_count, each still published once however often its record arrives."""
+    wb.register_workflow(WorkflowDefinition("ev_redrive", (Act("a"),)))
+    wx = wb.start_workflow("ev_redrive")
+    first = wb.claim(workflow_name="ev_redrive")
+    assert first is not None
+    wb.transition_activity(first.activity_exec_id, "FAILED", error="broken")
+    wb.redrive_workflow(wx)
+    second = wb.claim(workflow_name="ev_redrive")
+    assert second is not None and second.attempt == 2
+    wb.transition_activity(second.activity_exec_id, "COMPLETED", output={"fixed": True})
+    assert wb.get_workflow(wx).state.value == "COMPLETED"
+
+    publisher = MemoryPublisher()
+    notifier = wb.notifier(publisher)
+    records = notify_records(wb)
+    for record in records + records[::-1]:
+        notifier.process(record)
+    by_id = {n.event_id: n for n in publisher.published}
+    assert sorted(publisher.event_ids()) == sorted(
+        [f"{wx}/ended/0", f"{wx}/ended/1", f"{first.activity_exec_id}/failed"])
+    assert by_id[f"{wx}/ended/0"].detail["state"] == "FAILED"
+    assert by_id[f"{wx}/ended/1"].detail["state"] == "COMPLETED"
+    assert by_id[f"{wx}/ended/1"].detail["redrive_count"] == 1
+    for note in by_id.values():
+        assert schema_errors(note.envelope()) == []
