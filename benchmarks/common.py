@@ -25,6 +25,7 @@ import boto3
 
 from whimbrel import Whimbrel, WorkflowExec, WorkflowNotFound
 from whimbrel.local.dynamodb_local import local_env
+from whimbrel.store import specs
 from whimbrel.testing import dynamodb_local, fresh_table_prefix
 
 #: On-demand prices, us-east-1, in US$ per million.
@@ -43,6 +44,15 @@ class Ctx:
     def size(self, full: Any, quick: Any) -> Any:
         return quick if self.quick else full
 
+    def _notify_streams_off(self, prefix: str) -> None:
+        """Turn off the streams only the notify function reads (the benchmarks run no
+        notify). On AWS a stream does not slow a write; on DynamoDB Local every write to
+        a streamed table pays its stream bookkeeping, which grows as the run goes on."""
+        ddb = boto3.client("dynamodb", endpoint_url=self.endpoint)
+        for consumer in specs.NOTIFY_CONSUMERS:
+            ddb.update_table(TableName=consumer.table.table_name(prefix),
+                             StreamSpecification={"StreamEnabled": False})
+
     @contextmanager
     def client(self, prefix: str | None = None, endpoint: str | None = None,
                **kwargs: Any) -> Iterator[Whimbrel]:
@@ -50,6 +60,7 @@ class Ctx:
         prefix = prefix or fresh_table_prefix()
         with Whimbrel(endpoint or self.endpoint, prefix, **kwargs) as wb:
             wb.create_tables()
+            self._notify_streams_off(prefix)
             try:
                 yield wb
             finally:
