@@ -105,13 +105,15 @@ def _size(ctx: Ctx, n: int) -> dict[str, Any]:
                     report = metered.sweep(now)
                     ms, reqs = (time.perf_counter() - t0) * 1000, meter.drain()
                     s, find = summarize(reqs), summarize([q for q in reqs if q.index])
+                    # A reconcile visit either repairs a run or finds it whole ("checked").
+                    visited = set(report.reconciled) | set(report.checked)
                     runs[kind].append({
                         "ms": ms, "requests": s["requests"], "rru": s["rru_total"],
                         "wru": s["wru_total"], "find_requests": find["requests"],
-                        "find_rru": find["rru_total"], "visits": len(report.reconciled)})
-                    if (len(report.timed_out), set(report.reconciled)) != want or report.errors:
+                        "find_rru": find["rru_total"], "visits": len(visited)})
+                    if (len(report.timed_out), visited) != want or report.errors:
                         problems.append(f"{kind} sweep {r}: timed out {len(report.timed_out)}, "
-                                        f"visited {len(report.reconciled)} of {len(want[1])}")
+                                        f"visited {len(visited)} of {len(want[1])}")
         meter.close()
     return {"running": n, "stale": len(pop.stale), "due": len(pop.due), "load_seconds": load_s,
             "problems": problems, **{f"{k}_sweep": medians(v) for k, v in runs.items()}}
