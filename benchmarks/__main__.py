@@ -134,9 +134,8 @@ def main(argv: list[str] | None = None) -> int:
             _save("environment", {"machine": machine(), "quick": args.quick,
                                   "repeats": repeats, "round_trip": round_trip(endpoint)})
         for name in names:
-            # A fresh DynamoDB Local each: it keeps the stream of every table ever created
-            # (deleted ones too) and looks them up on every write to a streamed table, so
-            # one benchmark's hundreds of tables would slow the next one's writes.
+            # A fresh DynamoDB Local each: nothing one benchmark left behind (tables,
+            # streams, SQLite state) can slow the next one's writes.
             with dynamodb() as endpoint:
                 print(f"benchmark {name} ...", file=sys.stderr, flush=True)
                 started = time.perf_counter()

@@ -46,8 +46,9 @@ class Ctx:
 
     def _notify_streams_off(self, prefix: str) -> None:
         """Turn off the streams only the notify function reads (the benchmarks run no
-        notify). On AWS a stream does not slow a write; on DynamoDB Local every write to
-        a streamed table pays its stream bookkeeping, which grows as the run goes on."""
+        notify). On AWS a stream does not slow a write; on DynamoDB Local the throughput
+        benchmark's writes slowed down as it ran, its SQLite thread busy in stream
+        bookkeeping."""
         ddb = boto3.client("dynamodb", endpoint_url=self.endpoint)
         for consumer in specs.NOTIFY_CONSUMERS:
             ddb.update_table(TableName=consumer.table.table_name(prefix),
