@@ -20,7 +20,7 @@ from whimbrel import (
     WorkflowState,
 )
 from whimbrel.contract.ids import activity_exec_id
-from whimbrel.testing import Crash, FaultInjector, assert_contract_holds
+from whimbrel.testing import Crash, FaultInjector, assert_contract_holds, wait_until
 
 A, W = ActivityState, WorkflowState
 py = LauncherSpec.python
@@ -95,8 +95,11 @@ def test_redrive_a_cancelled_run_and_concurrent_redrives(wb: Whimbrel) -> None:
     latest = wf.latest_activities
     gate_aeid = latest["gate"].activity_exec_id
     assert latest["gate"].attempt == 2 and latest["gate"].state in (A.REQUESTED, A.READY)
-    claimed = wb.claim(workflow_name="held")
-    assert claimed is not None and claimed.activity_exec_id == gate_aeid
+    # "first" may have been cancelled before it ran: its new attempt runs in this
+    # process first, and only then is the gate READY to claim.
+    claimed = wait_until(lambda: wb.claim(workflow_name="held"), timeout=30,
+                         message="the redriven gate was never claimable")
+    assert claimed.activity_exec_id == gate_aeid
     wb.transition_activity(gate_aeid, Transition.COMPLETED)
     done = wb.wait(wx, timeout=30)
     assert done.state is W.COMPLETED
