@@ -3,12 +3,15 @@ data, skip propagation, priority with aging, schedules and pools. No I/O, no clo
 
 from __future__ import annotations
 
+import math
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from whimbrel.contract import checks
 from whimbrel.contract import definitions as defs_module
 from whimbrel.contract.conditions import (
     Decision,
@@ -25,6 +28,7 @@ from whimbrel.contract.conditions import (
 )
 from whimbrel.contract.definitions import ActivityDefinition, WorkflowDefinition
 from whimbrel.contract.errors import InvalidDefinition, InvalidInput
+from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.priority import (
     AGING_SECONDS,
     check_priority,
@@ -32,6 +36,19 @@ from whimbrel.contract.priority import (
     order_key,
     sort_key,
     sort_key_text,
+)
+from whimbrel.contract.schedules import (
+    DEFAULT_CATCHUP_SECONDS,
+    MAX_DUE_FIRES,
+    Overlap,
+    OverlapAction,
+    Schedule,
+    backfill_fires,
+    due_fires,
+    fire_request_id,
+    next_fire,
+    overlap_action,
+    parse_fire_request_id,
 )
 
 
@@ -300,3 +317,209 @@ def test_sort_key_is_the_continuous_aging_rule(p: int, q: int, t: float, s: floa
         assert a < b
     # The stored text sorts like the number.
     assert (sort_key_text(p, t) < sort_key_text(q, s)) == (round(a, 6) < round(b, 6))
+
+
+# -- schedules -----------------------------------------------------------------------------
+
+def _t(text: str) -> float:
+    """An ISO time with its offset as epoch seconds."""
+    return datetime.fromisoformat(text).timestamp()
+
+
+def _utc(fires: list[float]) -> list[str]:
+    return [datetime.fromtimestamp(f, UTC).strftime("%m-%dT%H:%MZ") for f in fires]
+
+
+@pytest.mark.parametrize(("kw", "needle"), [
+    ({"cron": "0 0 30 2 *"}, "never fires: no month it names has a day '30'"),
+    ({"cron": "0 0 31 4,6,9,11 *"}, "never fires"),
+    ({"cron": "61 * * * *"}, "not a valid cron string: Bad minute"),
+    ({"cron": "0 2 * *"}, "must have 5 fields"),
+    ({"cron": "0 0 2 * * *"}, "must have 5 fields"),
+    ({"cron": "0 2 * * *", "timezone": "Mars/Olympus"}, "'Mars/Olympus' is not a known IANA"),
+    ({"cron": "0 2 * * *", "timezone": ""}, "is not a known IANA"),
+    ({}, "exactly one of cron and every_seconds"),
+    ({"cron": "@daily", "every_seconds": 60}, "exactly one of cron and every_seconds"),
+    ({"every_seconds": 0}, "every_seconds must be a whole number"),
+    ({"every_seconds": 1.5}, "every_seconds must be a whole number"),
+    ({"every_seconds": 60, "overlap": "queue"}, "overlap must be one of skip, buffer_one"),
+    ({"every_seconds": 60, "catchup_seconds": 10}, "catchup_seconds must be a number"),
+    ({"every_seconds": 60, "input": {"x": {1, 2}}}, "input is not JSON"),
+    ({"every_seconds": 60, "start_at": 200, "end_at": 100}, "end_at is before start_at"),
+    ({"cron": "0 0 * * *", "start_at": 100, "end_at": 200}, "never fires before end_at"),
+    ({"every_seconds": 60, "start_at": "soon"}, "start_at must be epoch seconds"),
+])
+def test_schedule_validation(kw: dict[str, Any], needle: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        Schedule("nightly", "wf", **kw).validate()
+    assert needle in str(info.value), str(info.value)
+    assert needle in " ".join(info.value.fields["problems"])
+
+
+def test_schedule_ids_are_names() -> None:
+    for bad in ("a@b", "", "9lives", "a b", "x" * 65):
+        assert any("schedule_id must match" in p
+                   for p in Schedule(bad, "wf", every_seconds=60).problems())
+    assert any("workflow_name must match" in p
+               for p in Schedule("s", "bad name", every_seconds=60).problems())
+
+
+def test_schedule_round_trip_and_defaults() -> None:
+    s = Schedule.from_dict({"schedule_id": "nightly", "workflow_name": "etl",
+                            "cron": "0  2 * * *", "timezone": "Europe/Berlin",
+                            "overlap": "buffer_one", "input": {"full": True}})
+    assert s.cron == "0 2 * * *" and s.catchup_seconds == DEFAULT_CATCHUP_SECONDS
+    assert s.to_dict() == {"schedule_id": "nightly", "workflow_name": "etl",
+                           "cron": "0 2 * * *", "timezone": "Europe/Berlin",
+                           "overlap": "buffer_one", "input": {"full": True}}
+    assert Schedule.from_dict(s.to_dict()) == s
+    aware = Schedule("s", "wf", every_seconds=60,
+                     start_at=datetime(2026, 1, 1, tzinfo=UTC))
+    assert aware.start_at == _t("2026-01-01T00:00:00+00:00")
+    with pytest.raises(InvalidInput, match="unknown field"):
+        Schedule.from_dict({"schedule_id": "s", "workflow_name": "wf", "every": 5})
+    with pytest.raises(InvalidInput, match="missing workflow_name"):
+        Schedule.from_dict({"schedule_id": "s", "every_seconds": 5})
+
+
+def test_every_seconds_is_anchored() -> None:
+    hourly = Schedule("h", "wf", every_seconds=3600)
+    assert next_fire(hourly, _t("2026-11-25T10:28:00+00:00")) == _t("2026-11-25T11:00:00+00:00")
+    assert next_fire(hourly, _t("2026-11-25T11:00:00+00:00")) == _t("2026-11-25T12:00:00+00:00")
+    start = _t("2026-11-25T10:28:00.5+00:00")
+    anchored = Schedule("h", "wf", every_seconds=600, start_at=start, end_at=start + 1200)
+    assert next_fire(anchored, 0) == math.ceil(start)
+    assert next_fire(anchored, math.ceil(start)) == math.ceil(start) + 600
+    assert next_fire(anchored, math.ceil(start) + 600) is None  # past end_at
+
+
+def test_cron_in_a_zone_follows_its_offset() -> None:
+    ny = Schedule("ny", "wf", cron="0 9 * * *", timezone="America/New_York")
+    assert _utc([next_fire(ny, _t("2026-07-01T00:00:00+00:00")) or 0]) == ["07-01T13:00Z"]
+    assert _utc([next_fire(ny, _t("2026-12-01T00:00:00+00:00")) or 0]) == ["12-01T14:00Z"]
+
+
+@pytest.mark.parametrize(("zone", "cron", "start", "end", "expected"), [
+    # Europe/Berlin springs forward on 2026-03-29 at 02:00 (to 03:00 CEST): a fixed-time
+    # job in the gap runs at 03:00, once.
+    ("Europe/Berlin", "30 2 * * *", "2026-03-28T00:00:00+01:00", "2026-03-31T00:00:00+02:00",
+     ["03-28T01:30Z", "03-29T01:00Z", "03-30T00:30Z"]),
+    # ... and falls back on 2026-10-25 at 03:00 (to 02:00 CET): 02:30 happens twice, the
+    # job runs the first time only.
+    ("Europe/Berlin", "30 2 * * *", "2026-10-24T00:00:00+02:00", "2026-10-27T00:00:00+01:00",
+     ["10-24T00:30Z", "10-25T00:30Z", "10-26T01:30Z"]),
+    # An hourly job runs every real hour: 5 on the short night, 6 on the long one.
+    ("Europe/Berlin", "0 * * * *", "2026-03-29T00:00:00+01:00", "2026-03-29T04:00:00+02:00",
+     ["03-28T23:00Z", "03-29T00:00Z", "03-29T01:00Z", "03-29T02:00Z"]),
+    ("Europe/Berlin", "0 * * * *", "2026-10-25T00:00:00+02:00", "2026-10-25T04:00:00+01:00",
+     ["10-24T22:00Z", "10-24T23:00Z", "10-25T00:00Z", "10-25T01:00Z", "10-25T02:00Z",
+      "10-25T03:00Z"]),
+    # America/New_York springs forward on 2026-03-08 at 02:00 and falls back on
+    # 2026-11-01 at 02:00 (01:00-02:00 happens twice).
+    ("America/New_York", "0 2 * * *", "2026-03-07T00:00:00-05:00", "2026-03-10T00:00:00-04:00",
+     ["03-07T07:00Z", "03-08T07:00Z", "03-09T06:00Z"]),
+    ("America/New_York", "30 1 * * *", "2026-10-31T00:00:00-04:00", "2026-11-03T00:00:00-05:00",
+     ["10-31T05:30Z", "11-01T05:30Z", "11-02T06:30Z"]),
+    ("America/New_York", "*/30 1 * * *", "2026-11-01T00:00:00-04:00",
+     "2026-11-01T03:00:00-05:00",
+     ["11-01T05:00Z", "11-01T05:30Z", "11-01T06:00Z", "11-01T06:30Z"]),
+])
+def test_dst_days(zone: str, cron: str, start: str, end: str, expected: list[str]) -> None:
+    s = Schedule("dst", "wf", cron=cron, timezone=zone).validate()
+    fires = backfill_fires(s, _t(start), _t(end))
+    assert _utc(fires) == expected
+    # Stepping with next_fire and a catch-up window find the same firings.
+    stepped, after = [], _t(start) - 1
+    while (nxt := next_fire(s, after)) is not None and nxt <= _t(end):
+        stepped.append(nxt)
+        after = nxt
+    assert stepped == fires
+
+
+def test_next_fire_from_inside_a_repeated_hour_never_goes_back() -> None:
+    s = Schedule("b", "wf", cron="30 2 * * *", timezone="Europe/Berlin")
+    second_pass = _t("2026-10-25T02:10:00+01:00")  # 01:10Z, after the 02:30 CEST firing
+    assert _utc([next_fire(s, second_pass) or 0]) == ["10-26T01:30Z"]
+
+
+def test_backfill_is_bounded() -> None:
+    s = Schedule("m", "wf", cron="* * * * *")
+    assert len(backfill_fires(s, 0, 59 * 60)) == 60
+    with pytest.raises(InvalidInput, match="more than 10 firings; split the range"):
+        backfill_fires(s, 0, 3600, limit=10)
+    with pytest.raises(InvalidInput, match="empty"):
+        backfill_fires(s, 10, 0)
+
+
+def test_due_fires_catches_up_and_drops_the_old() -> None:
+    s = Schedule("q", "wf", every_seconds=900, catchup_seconds=3600)
+    now = _t("2026-11-25T12:07:00+00:00")
+    # Down since 08:00: only the firings of the last hour start.
+    got = due_fires(s, _t("2026-11-25T08:00:00+00:00"), now)
+    assert _utc(got) == ["11-25T11:15Z", "11-25T11:30Z", "11-25T11:45Z", "11-25T12:00Z"]
+    assert due_fires(s, got[-1], now) == []
+    assert due_fires(s, got[1], now) == got[2:]
+    assert len(due_fires(Schedule("f", "wf", every_seconds=1), None, now)) == MAX_DUE_FIRES
+
+
+SCHEDULES = st.one_of(
+    st.builds(lambda e, c: Schedule("p", "wf", every_seconds=e, catchup_seconds=c),
+              st.integers(1, 7200), st.floats(60, 20000)),
+    st.builds(lambda cron, z, c: Schedule("p", "wf", cron=cron, timezone=z, catchup_seconds=c),
+              st.sampled_from(["* * * * *", "*/7 * * * *", "30 2 * * *", "0 * * * *",
+                               "15 1,2,3 * * 0"]),
+              st.sampled_from(["UTC", "Europe/Berlin", "America/New_York"]),
+              st.floats(60, 20000)))
+# Around the 2026 switches of both zones, and anywhere in between.
+NOWS = st.one_of(st.floats(_t("2026-03-07T00:00:00+00:00"), _t("2026-03-31T00:00:00+00:00")),
+                 st.floats(_t("2026-10-24T00:00:00+00:00"), _t("2026-11-03T00:00:00+00:00")))
+
+
+@settings(max_examples=60, deadline=None)
+@given(SCHEDULES, NOWS, st.one_of(st.none(), st.floats(0, 30000)))
+def test_due_fires_properties(s: Schedule, now: float, back: float | None) -> None:
+    last = None if back is None else now - back
+    got = due_fires(s, last, now)
+    assert got == sorted(set(got))
+    assert len(got) <= MAX_DUE_FIRES
+    assert all(now - s.catchup_seconds <= f <= now for f in got)
+    assert all(f == int(f) for f in got)
+    if last is not None:
+        assert all(f > last for f in got)
+    if len(got) < MAX_DUE_FIRES:  # nothing due was left out
+        lower = max(now - s.catchup_seconds, last if last is not None else -math.inf)
+        every = [f for f in backfill_fires(s, math.floor(lower), now, limit=100_000)
+                 if f >= now - s.catchup_seconds and (last is None or f > last)]
+        assert got == every
+
+
+def test_fire_request_ids_pass_the_id_rules() -> None:
+    fire = _t("2026-11-25T02:00:00+00:00")
+    rid = fire_request_id("nightly", fire)
+    assert rid == "nightly@2026-11-25T02:00:00Z"
+    assert checks.text(rid, "workflow_request_id") == rid
+    assert workflow_exec_id_for(rid) == workflow_exec_id_for("nightly@2026-11-25T02:00:00Z")
+    assert workflow_exec_id_for(rid) != workflow_exec_id_for(fire_request_id("nightly",
+                                                                              fire + 60))
+    assert parse_fire_request_id(rid) == ("nightly", fire)
+    for other in ("nightly", "a@b@c", "nightly@2026-11-25", "9x@2026-11-25T02:00:00Z"):
+        assert parse_fire_request_id(other) is None
+
+
+@pytest.mark.parametrize(("policy", "live", "buffered", "expected"), [
+    ("skip", False, False, OverlapAction.START),
+    ("skip", True, False, OverlapAction.SKIP),
+    ("buffer_one", False, False, OverlapAction.START),
+    ("buffer_one", True, False, OverlapAction.BUFFER),
+    ("buffer_one", True, True, OverlapAction.SKIP),
+    ("allow", True, True, OverlapAction.START),
+])
+def test_overlap(policy: str, live: bool, buffered: bool, expected: OverlapAction) -> None:
+    assert overlap_action(policy, live, buffered) is expected
+    assert Overlap(policy).value == policy
+
+
+def test_overlap_refuses_unknown() -> None:
+    with pytest.raises(InvalidInput) as info:
+        overlap_action("sometimes", True)
+    assert info.value.field == "overlap"
