@@ -29,6 +29,20 @@ from whimbrel.contract.conditions import (
 from whimbrel.contract.definitions import ActivityDefinition, WorkflowDefinition
 from whimbrel.contract.errors import InvalidDefinition, InvalidInput
 from whimbrel.contract.ids import workflow_exec_id_for
+from whimbrel.contract.pools import (
+    MAX_PROBES,
+    Bucket,
+    Pool,
+    probe_order,
+    rate_shard_key,
+    rate_shards,
+    refill,
+    shard_choice,
+    shard_limits,
+    slot_key,
+    take,
+    wait_seconds,
+)
 from whimbrel.contract.priority import (
     AGING_SECONDS,
     check_priority,
@@ -374,7 +388,7 @@ def test_schedule_round_trip_and_defaults() -> None:
                            "overlap": "buffer_one", "input": {"full": True}}
     assert Schedule.from_dict(s.to_dict()) == s
     aware = Schedule("s", "wf", every_seconds=60,
-                     start_at=datetime(2026, 1, 1, tzinfo=UTC))
+                     start_at=datetime(2026, 1, 1, tzinfo=UTC))  # type: ignore[arg-type]
     assert aware.start_at == _t("2026-01-01T00:00:00+00:00")
     with pytest.raises(InvalidInput, match="unknown field"):
         Schedule.from_dict({"schedule_id": "s", "workflow_name": "wf", "every": 5})
@@ -523,3 +537,87 @@ def test_overlap_refuses_unknown() -> None:
     with pytest.raises(InvalidInput) as info:
         overlap_action("sometimes", True)
     assert info.value.field == "overlap"
+
+
+# -- pools -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("kw", "needle"), [
+    ({"slots": -1}, "slots must be a whole number from 0"),
+    ({"slots": 2.5}, "slots must be a whole number"),
+    ({"slots": True}, "slots must be a whole number"),
+    ({"per_second": -0.5}, "per_second must be a number above 0"),
+    ({"per_second": 0}, "per_second must be a number above 0"),
+    ({"per_second": math.inf}, "per_second must be a number above 0"),
+    ({"per_second": math.nan}, "per_second must be a number above 0"),
+])
+def test_pool_validation(kw: dict[str, Any], needle: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        Pool("api", **kw).validate()
+    assert needle in str(info.value)
+    assert info.value.field in ("slots", "per_second")
+
+
+def test_pool_names_and_limits() -> None:
+    with pytest.raises(InvalidInput) as info:
+        Pool("a#b", slots=1).validate()
+    assert info.value.field == "name"
+    assert Pool("api").validate().unlimited
+    assert not Pool("api", slots=0).unlimited  # closed, not unlimited
+    assert Pool("api", slots=10, per_second=2.5).validate().per_second == 2.5
+    assert slot_key("api", 3) == "pool#api#3" and rate_shard_key("api", 0) == "pool#api#rate#0"
+
+
+@given(st.integers(0, 50), st.text(max_size=20), st.integers(0, 8))
+def test_probe_order(slots: int, seed: str, probes: int) -> None:
+    order = probe_order(slots, seed, probes)
+    assert len(order) == min(slots, probes)
+    assert len(set(order)) == len(order)
+    assert all(0 <= k < slots for k in order)
+    assert order == probe_order(slots, seed, probes)  # a replay probes the same slots
+
+
+def test_probe_order_spreads_load() -> None:
+    firsts = [probe_order(10, f"wx:act:{i}")[0] for i in range(2000)]
+    counts = [firsts.count(k) for k in range(10)]
+    assert min(counts) > 120 and max(counts) < 280  # 200 each when even
+    assert len(probe_order(100_000, "x")) == MAX_PROBES
+
+
+def test_rate_shards_and_choice() -> None:
+    assert rate_shards(0.1) == 1 and rate_shards(100) == 1 and rate_shards(101) == 2
+    assert rate_shards(100_000) == 1000
+    rate, cap = shard_limits(250)
+    assert rate == pytest.approx(250 / 3) and cap == rate
+    assert shard_limits(0.2) == (0.2, 1.0)  # at least one token fits
+    for seed in ("a", "b", "c"):
+        first = shard_choice(5, seed)
+        assert 0 <= first < 5
+        assert shard_choice(5, seed, 1) != first
+        assert shard_choice(1, seed, 1) == 0
+
+
+def test_token_bucket() -> None:
+    rate, cap = 2.0, 2.0
+    ok, b = take(Bucket(0.0, 100.0), 100.0, rate, cap)
+    assert not ok and wait_seconds(b, 100.0, rate, cap) == pytest.approx(0.5)
+    ok, b = take(b, 100.5, rate, cap)
+    assert ok and b == Bucket(0.0, 100.5)
+    full = refill(b, 1000.0, rate, cap)
+    assert full == Bucket(2.0, 1000.0)  # capped at the capacity
+    assert refill(full, 900.0, rate, cap) == full  # a clock behind adds nothing
+    assert wait_seconds(full, 1000.0, rate, cap, n=3) == math.inf
+
+
+@settings(max_examples=100)
+@given(st.floats(0.01, 500), st.lists(st.floats(0, 5), min_size=1, max_size=200))
+def test_bucket_never_admits_more_than_rate_and_burst(per_second: float,
+                                                      gaps: list[float]) -> None:
+    """Over any run of takes, admitted <= capacity + rate * elapsed (per shard)."""
+    rate, cap = shard_limits(per_second)
+    b, now, admitted = Bucket(cap, 0.0), 0.0, 0
+    for gap in gaps:
+        now += gap
+        ok, b = take(b, now, rate, cap)
+        admitted += ok
+        assert 0.0 <= b.tokens <= cap
+        assert admitted <= cap + rate * now + 1e-6
