@@ -149,6 +149,9 @@ def test_switch_on_round_trips_yaml_and_json(flow_on: None) -> None:
     ({"input_from": {"k": "missing"}}, "input_from['k'] reads missing"),
     ({"input_from": {"": "input"}}, "input_from key '' must be non-empty"),
     ({"input_from": ["input"]}, "input_from must be a mapping"),
+    ({"pool": "p", "launcher": {"type": "timer", "seconds": 60}}, "timer wait launches nothing"),
+    ({"map_over": "charge", "input_from": {"k": "input"}},
+     "input_from is not supported on a map"),
 ])
 def test_switch_on_refuses_bad_fields(flow_on: None, change: dict[str, Any],
                                       needle: str) -> None:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from whimbrel.contract import conditions
+from whimbrel.contract import conditions, waits
 from whimbrel.contract.dataflow import handlers
 from whimbrel.contract.limits import NAME_PATTERN
 from whimbrel.contract.priority import DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY
@@ -37,6 +37,9 @@ def activity_problems(spec: ActivityDefinition, where: str) -> list[str]:
     if pool is not None and (not isinstance(pool, str) or not _NAME.match(pool)):
         out.append(f"{where}: pool must be a name matching {NAME_PATTERN} (letters, digits, "
                    f"'_' and '-', starting with a letter), not {pool!r}"[:300])
+    if pool is not None and spec.launcher.kind in waits.WAIT_KINDS:
+        out.append(f"{where}: a {spec.launcher.kind} wait launches nothing, so it takes no "
+                   "pool slot; drop pool")
     pr = spec.priority
     if isinstance(pr, bool) or not isinstance(pr, int) or not MIN_PRIORITY <= pr <= MAX_PRIORITY:
         out.append(f"{where}: priority must be an integer from {MIN_PRIORITY} (first) to "
@@ -50,6 +53,9 @@ def activity_problems(spec: ActivityDefinition, where: str) -> list[str]:
                    f"{', '.join(t.value for t in conditions.Trigger)}, not {spec.trigger!r}"
                    [:300])
     out.extend(_input_from_problems(spec, where))
+    if spec.map_over is not None and spec.input_from:
+        out.append(f"{where}: input_from is not supported on a map (an item's input is its "
+                   "element); build the list upstream, or read the document in the item")
     return out
 
 
