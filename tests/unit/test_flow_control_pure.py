@@ -249,6 +249,46 @@ def test_compiled_expressions_are_cached() -> None:
     assert expression_problem("input.a", {"input"}) is None
 
 
+@settings(max_examples=300)
+@given(st.one_of(st.text(max_size=40),
+                 st.text(alphabet="ab input.[]?*@&|!`'\"{}:,()=<>-0123456789_$ ", max_size=40)))
+def test_expression_checks_never_crash(text: str) -> None:
+    """Any text gets a verdict (a problem or None), never an exception."""
+    for known in (None, {"input", "a", "b"}):
+        verdict = expression_problem(text, known)
+        assert verdict is None or (isinstance(verdict, str) and verdict)
+        if verdict is None:  # it evaluates, or fails inside the error tree
+            try:
+                evaluate_when(text, {"input": {"a": [1, {"b": 2}]}, "a": None})
+            except InvalidInput as exc:
+                assert exc.field == "when"
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.data())
+def test_flow_fields_round_trip(data: st.DataObject) -> None:
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(defs_module, "FLOW_CONTROL_ENABLED", True)
+    try:
+        acts = [{"name": "a", "launcher": "external",
+                 "priority": data.draw(st.integers(0, 9)),
+                 "pool": data.draw(st.one_of(st.none(), st.from_regex(
+                     r"\A[A-Za-z][A-Za-z0-9_-]{0,10}\Z")))},
+                {"name": "b", "launcher": "external", "depends_on": ["a"],
+                 "trigger": data.draw(st.sampled_from(["all_completed", "none_failed"])),
+                 "when": data.draw(st.sampled_from([None, "a", "input.x == `1`", "!a.y"])),
+                 "input_from": data.draw(st.dictionaries(
+                     st.text(min_size=1, max_size=5), st.sampled_from(["a.id", "input"]),
+                     max_size=3))}]
+        top = {"max_running": data.draw(st.one_of(st.none(), st.integers(1, 1000)))}
+        defn = WorkflowDefinition.from_dict(_wf(*acts, **top))
+        assert WorkflowDefinition.from_json(defn.to_json()) == defn
+        assert defn.max_running == top["max_running"]
+        assert defn.activity("b").input_from == acts[1]["input_from"]
+    finally:
+        monkey.undo()
+
+
 # -- skip propagation ----------------------------------------------------------------------
 
 C, S, F, P = Outcome.COMPLETED, Outcome.SKIPPED, Outcome.FAILED, Outcome.PENDING

@@ -116,7 +116,9 @@ def _walk(node: Mapping[str, Any], at_root: bool, roots: set[str], bad: list[str
     against an element of a projection, the right side of a pipe, or an ``&expref``).
     """
     kind = node.get("type")
-    kids: list[Mapping[str, Any]] = list(node.get("children", ()))
+    # A slice's children are its bounds (numbers or None), not nodes.
+    kids: list[Mapping[str, Any]] = [k for k in node.get("children", ())
+                                     if isinstance(k, Mapping)]
     if kind == "field":
         if at_root:
             roots.add(str(node["value"]))
