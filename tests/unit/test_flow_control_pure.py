@@ -145,6 +145,7 @@ def test_switch_on_round_trips_yaml_and_json(flow_on: None) -> None:
     ({"when": "nope(charge)"}, "unknown function nope()"),
     ({"when": "length(charge, charge)"}, "length() takes 1 argument(s), not 2"),
     ({"when": "other.x"}, "reads other, which is neither 'input' nor an activity"),
+    ({"when": "charge.status == `declined`"}, "deprecated `text` literal"),
     ({"input_from": {"k": "a ~ b"}}, "input_from['k'] is not valid JMESPath at position 2"),
     ({"input_from": {"k": "missing"}}, "input_from['k'] reads missing"),
     ({"input_from": {"": "input"}}, "input_from key '' must be non-empty"),
@@ -153,6 +154,7 @@ def test_switch_on_round_trips_yaml_and_json(flow_on: None) -> None:
     ({"map_over": "charge", "input_from": {"k": "input"}},
      "input_from is not supported on a map"),
 ])
+@pytest.mark.filterwarnings("ignore:deprecated string literal")
 def test_switch_on_refuses_bad_fields(flow_on: None, change: dict[str, Any],
                                       needle: str) -> None:
     data = _wf({"name": "charge", "launcher": "external"},
@@ -249,6 +251,7 @@ def test_compiled_expressions_are_cached() -> None:
     assert expression_problem("input.a", {"input"}) is None
 
 
+@pytest.mark.filterwarnings("ignore:deprecated string literal")
 @settings(max_examples=300)
 @given(st.one_of(st.text(max_size=40),
                  st.text(alphabet="ab input.[]?*@&|!`'\"{}:,()=<>-0123456789_$ ", max_size=40)))

@@ -20,6 +20,7 @@ names that are neither ``input`` nor an upstream (they would always be ``null``)
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from functools import lru_cache
@@ -28,6 +29,7 @@ from typing import Any
 import jmespath
 from jmespath import exceptions as jexc
 from jmespath import functions as jfunctions
+from jmespath import lexer as jlexer
 from jmespath.parser import ParsedResult
 
 from whimbrel.contract.errors import InvalidInput
@@ -160,6 +162,12 @@ def expression_problem(expr: Any, known: Iterable[str] | None = None) -> str | N
         parsed = compile_expression(expr)
     except ValueError as exc:
         return str(exc)
+    with warnings.catch_warnings(record=True) as caught:  # registration only, not per run
+        warnings.simplefilter("always")
+        list(jlexer.Lexer().tokenize(expr))  # the parser caches: lex afresh
+    if any("deprecated string literal" in str(w.message) for w in caught):
+        return ("uses the deprecated `text` literal (not JSON between backquotes); write "
+                "'text' or `\"text\"`")
     roots: set[str] = set()
     bad: list[str] = []
     _walk(parsed.parsed, True, roots, bad)
