@@ -37,6 +37,7 @@ from whimbrel.contract.pools import (
     rate_shard_key,
     rate_shards,
     refill,
+    run_pool,
     shard_choice,
     shard_limits,
     slot_key,
@@ -611,6 +612,8 @@ def test_pool_names_and_limits() -> None:
     assert not Pool("api", slots=0).unlimited  # closed, not unlimited
     assert Pool("api", slots=10, per_second=2.5).validate().per_second == 2.5
     assert slot_key("api", 3) == "pool#api#3" and rate_shard_key("api", 0) == "pool#api#rate#0"
+    assert run_pool("etl.daily") == "run:etl.daily"
+    assert Pool(run_pool("etl")).problems()  # a user cannot name a pool so
 
 
 @given(st.integers(0, 50), st.text(max_size=20), st.integers(0, 8))

@@ -35,6 +35,10 @@ is admitted until it is raised.
   by :func:`shard_choice` (a second shard if that one is empty) with an optimistic
   conditional write on the ``(tokens, refilled_at)`` it read; each shard sees at most
   :data:`RATE_PER_SHARD` takes per second.
+* ``WorkflowDefinition.max_running`` is the same machinery: an implicit pool
+  :func:`run_pool` of ``max_running`` slots per definition name, whose holders are
+  workflow executions (a run holds a slot from RUNNING to its end; a start that finds
+  none waits QUEUED among the pool's waiters).
 """
 
 from __future__ import annotations
@@ -119,6 +123,12 @@ class Pool:
 def slot_key(pool: str, k: int) -> str:
     """The key of slot ``k`` of ``pool``: ``pool#<name>#<k>``."""
     return f"{SLOT_PREFIX}{pool}#{k}"
+
+
+def run_pool(workflow_name: str) -> str:
+    """The implicit pool of a definition's ``max_running``: ``run:<workflow_name>``
+    (``:`` is in no pool name a user can give, so the two never collide)."""
+    return f"run:{workflow_name}"
 
 
 def rate_shard_key(pool: str, j: int) -> str:
