@@ -143,6 +143,9 @@ def test_switch_on_round_trips_yaml_and_json(flow_on: None) -> None:
     ({"when": "charge.["}, "when is not valid JMESPath at position 8"),
     ({"when": "charge bar"}, "position 7: unexpected 'bar'"),
     ({"when": ""}, "when must be a non-empty JMESPath expression"),
+    ({"when": ["charge"]}, "when must be a non-empty JMESPath expression, not ['charge']"),
+    ({"when": {"a": 1}}, "when must be a non-empty JMESPath expression"),
+    ({"input_from": {"k": ["x"]}}, "input_from['k'] must be a non-empty JMESPath"),
     ({"when": "nope(charge)"}, "unknown function nope()"),
     ({"when": "length(charge, charge)"}, "length() takes 1 argument(s), not 2"),
     ({"when": "other.x"}, "reads other, which is neither 'input' nor an activity"),
@@ -399,6 +402,13 @@ def _utc(fires: list[float]) -> list[str]:
     ({"cron": "0 0 2 * * *"}, "must have 5 fields"),
     ({"cron": "0 2 * * *", "timezone": "Mars/Olympus"}, "'Mars/Olympus' is not a known IANA"),
     ({"cron": "0 2 * * *", "timezone": ""}, "is not a known IANA"),
+    ({"cron": "0 2 * * *", "timezone": "America"}, "is not a known IANA"),
+    ({"cron": "0 2 * * *", "timezone": "x" * 3000}, "is not a known IANA"),
+    ({"cron": "0 2 * * *", "timezone": "UTC\x00"}, "is not a known IANA"),
+    ({"cron": "0 2 * * *", "timezone": ["UTC"]}, "is not a known IANA"),
+    ({"cron": ["0 2 * * *"]}, "cron must be a string"),
+    ({"cron": "0 2 * * " + "1," * 200 + "1"}, "more than 200"),
+    ({"every_seconds": 60, "overlap": ["skip"]}, "overlap must be one of"),
     ({}, "exactly one of cron and every_seconds"),
     ({"cron": "@daily", "every_seconds": 60}, "exactly one of cron and every_seconds"),
     ({"every_seconds": 0}, "every_seconds must be a whole number"),
@@ -670,3 +680,47 @@ def test_bucket_never_admits_more_than_rate_and_burst(per_second: float,
         admitted += ok
         assert 0.0 <= b.tokens <= cap
         assert admitted <= cap + rate * now + 1e-6
+
+
+# -- bad input stays inside the error tree -----------------------------------------------------
+
+BAD_VALUES = [["a"], {"x": 1}, 5, 1.5, True, None, "", "x" * 2000, math.nan, math.inf, -1,
+              "America", "\x00"]
+
+
+@pytest.mark.filterwarnings("ignore:deprecated string literal")
+@pytest.mark.parametrize("field", ["when", "pool", "priority", "trigger", "input_from",
+                                   "max_running"])
+def test_bad_definition_values_are_invalid_definitions(flow_on: None, field: str) -> None:
+    for bad in BAD_VALUES:
+        act = {"name": "b", "depends_on": ["a"], "launcher": "external"}
+        top: dict[str, Any] = {}
+        (top if field == "max_running" else act)[field] = bad
+        try:
+            WorkflowDefinition.from_dict(_wf({"name": "a", "launcher": "external"}, act, **top))
+        except InvalidDefinition:
+            pass
+
+
+@pytest.mark.parametrize("field", ["schedule_id", "workflow_name", "cron", "every_seconds",
+                                   "timezone", "overlap", "catchup_seconds", "start_at",
+                                   "end_at", "input"])
+def test_bad_schedule_values_are_invalid_input(field: str) -> None:
+    for bad in BAD_VALUES:
+        kw: dict[str, Any] = {"schedule_id": "s", "workflow_name": "w"}
+        if field != "cron":
+            kw["every_seconds"] = 60
+        kw[field] = bad
+        try:
+            Schedule(**kw).validate()
+        except InvalidInput:
+            pass
+
+
+@pytest.mark.parametrize("field", ["name", "slots", "per_second"])
+def test_bad_pool_values_are_invalid_input(field: str) -> None:
+    for bad in BAD_VALUES:
+        try:
+            Pool(**{"name": "p", field: bad}).validate()
+        except InvalidInput:
+            pass

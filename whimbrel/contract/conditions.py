@@ -73,7 +73,6 @@ class Decision(StrEnum):
 
 # -- expressions ---------------------------------------------------------------------------
 
-@lru_cache(maxsize=1024)
 def compile_expression(expr: str) -> ParsedResult:
     """The compiled form of ``expr``, cached (the engine evaluates on every readiness).
 
@@ -81,8 +80,14 @@ def compile_expression(expr: str) -> ParsedResult:
         ValueError: ``expr`` is not a JMESPath expression; the message names the
             position (0-based character offset) and the offending token.
     """
+    # Checked before the cache, which would raise a bare TypeError for a list or a dict.
     if not isinstance(expr, str) or not expr.strip():
-        raise ValueError("must be a non-empty JMESPath expression")
+        raise ValueError(f"must be a non-empty JMESPath expression, not {expr!r}"[:200])
+    return _compile(expr)
+
+
+@lru_cache(maxsize=1024)
+def _compile(expr: str) -> ParsedResult:
     if len(expr) > MAX_EXPRESSION_CHARS:
         raise ValueError(f"is longer than {MAX_EXPRESSION_CHARS} characters")
     try:

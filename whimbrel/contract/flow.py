@@ -48,7 +48,7 @@ def activity_problems(spec: ActivityDefinition, where: str) -> list[str]:
         problem = conditions.expression_problem(spec.when)
         if problem:
             out.append(f"{where}: when {problem}")
-    if spec.trigger not in {t.value for t in conditions.Trigger}:
+    if spec.trigger not in [t.value for t in conditions.Trigger]:  # a list: it may be unhashable
         out.append(f"{where}: trigger must be one of "
                    f"{', '.join(t.value for t in conditions.Trigger)}, not {spec.trigger!r}"
                    [:300])

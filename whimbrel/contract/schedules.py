@@ -168,7 +168,7 @@ class Schedule:
                                or not 1 <= ev <= MAX_EVERY_SECONDS):
             out.append(f"every_seconds must be a whole number from 1 to {MAX_EVERY_SECONDS}, "
                        f"not {ev!r}"[:300])
-        if self.overlap not in {o.value for o in Overlap}:
+        if self.overlap not in [o.value for o in Overlap]:  # a list: it may be unhashable
             out.append(f"overlap must be one of {', '.join(o.value for o in Overlap)}, "
                        f"not {self.overlap!r}"[:300])
         cu = self.catchup_seconds
@@ -204,6 +204,9 @@ class Schedule:
     def _cron_problems(self, out: list[str]) -> None:
         if not isinstance(self.cron, str):
             out.append(f"cron must be a string, not {self.cron!r}"[:300])
+            return
+        if len(self.cron) > 200:
+            out.append(f"cron is {len(self.cron)} characters long, more than 200")
             return
         expr = _MACROS.get(self.cron.lower(), self.cron)
         if len(expr.split()) != 5:
@@ -290,12 +293,12 @@ def zone_of(name: Any) -> tzinfo:
     if name == "UTC":
         return UTC
     try:
-        if not isinstance(name, str) or not name:
+        if not isinstance(name, str) or not 0 < len(name) <= 64:
             raise ValueError(name)
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise InvalidInput(f"timezone {name!r} is not a known IANA time zone (such as "
-                           "'UTC' or 'Europe/Berlin')"[:300], field="timezone") from None
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: "America" (a folder)
+        raise InvalidInput(f"timezone {repr(name)[:80]} is not a known IANA time zone "
+                           "(such as 'UTC' or 'Europe/Berlin')", field="timezone") from None
 
 
 # -- firing times --------------------------------------------------------------------------
