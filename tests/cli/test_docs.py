@@ -12,10 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import typer
 import yaml
 
 from whimbrel.cli import app
+from whimbrel.contract import definitions
+from whimbrel.contract.activities import FLOW_DEFAULTS
 from whimbrel.contract.commands import WORKFLOW_COMMANDS
 from whimbrel.contract.definitions import (
     LAUNCHER_KINDS,
@@ -23,6 +26,7 @@ from whimbrel.contract.definitions import (
     RetryPolicy,
     WorkflowDefinition,
 )
+from whimbrel.contract.errors import InvalidDefinition
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SHARED = {"--endpoint-url", "--table-prefix", "--json", "--debug", "--help"}
@@ -64,16 +68,38 @@ def test_definitions_md_names_every_field() -> None:
             if f"`{n}`" not in text] == []
 
 
+#: Issue 22's flow-control fields: their own example ("Flow control") while the engine
+#: does not enforce them (FLOW_CONTROL_ENABLED); the complete example covers the rest.
+FLOW_WORKFLOW_FIELDS = {"max_running"}
+FLOW_ACTIVITY_FIELDS = set(FLOW_DEFAULTS)
+
+
 def test_definitions_md_example_is_complete_and_valid() -> None:
     defn = WorkflowDefinition.from_yaml(_example())
     raw = yaml.safe_load(_example())
     used = {key for act in raw["activities"] for key in act}
-    assert used == {f.name for f in dataclasses.fields(ActivityDefinition)}
+    assert used == {f.name for f in dataclasses.fields(ActivityDefinition)} \
+        - FLOW_ACTIVITY_FIELDS
     used_retry = {key for act in raw["activities"] for key in (act.get("retry") or {})}
     assert used_retry == {f.name for f in dataclasses.fields(RetryPolicy)}
     assert {a.launcher.kind for a in defn.activities} == set(LAUNCHER_KINDS)
     assert defn.description
-    assert set(raw) == {f.name for f in dataclasses.fields(WorkflowDefinition)}
+    assert set(raw) == {f.name for f in dataclasses.fields(WorkflowDefinition)} \
+        - FLOW_WORKFLOW_FIELDS
+
+
+def test_definitions_md_flow_control_example(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (DOCS / "definitions.md").read_text(encoding="utf-8")
+    section = text.split("## Flow control", 1)[1]
+    example = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)[0]
+    with pytest.raises(InvalidDefinition, match="not supported yet"):
+        WorkflowDefinition.from_yaml(example)
+    monkeypatch.setattr(definitions, "FLOW_CONTROL_ENABLED", True)
+    defn = WorkflowDefinition.from_yaml(example)
+    raw = yaml.safe_load(example)
+    assert set(raw) >= FLOW_WORKFLOW_FIELDS
+    assert {key for act in raw["activities"] for key in act} >= FLOW_ACTIVITY_FIELDS
+    assert defn.activity("receipt").trigger == "none_failed"
 
 
 #: Stands in for the AWS CLI: prints each ``--item`` argument, NUL-terminated.

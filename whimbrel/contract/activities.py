@@ -7,10 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from whimbrel.contract import dataflow, waits
+from whimbrel.contract import dataflow, flow, waits
+from whimbrel.contract.conditions import Trigger
 from whimbrel.contract.errors import InvalidDefinition
 from whimbrel.contract.launching import LauncherSpec, RetryPolicy
 from whimbrel.contract.limits import NAME_PATTERN
+from whimbrel.contract.priority import DEFAULT_PRIORITY
 
 _NAME = re.compile(NAME_PATTERN)
 
@@ -20,6 +22,10 @@ OPTIONAL_SECONDS = ("heartbeat_timeout_seconds", "start_to_close_seconds",
 DEFAULT_START_TIMEOUT_SECONDS = 300.0
 #: The data-driven fields (whimbrel/contract/dataflow.py), written only when set.
 _DATA_FIELDS = ("map_over", "max_concurrency", "tolerated_failures", "on_failure")
+#: The flow-control fields (whimbrel/contract/flow.py) and their defaults: written only
+#: when they differ, so definitions without them keep their canonical JSON.
+FLOW_DEFAULTS: dict[str, Any] = {"pool": None, "priority": DEFAULT_PRIORITY, "when": None,
+                                 "trigger": Trigger.ALL_COMPLETED.value, "input_from": {}}
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,17 @@ class ActivityDefinition:
         on_failure: when this activity fails for good, run the activity named here with
             the error as input, and let dependents run with its output in this one's
             place; ``"continue"``: dependents run, seeing no output.
+        pool: the named pool whose slots and rate this activity's attempts take
+            (:mod:`whimbrel.contract.pools`); None: no pool.
+        priority: 0 (first) to 9; pool admission and ``claim`` serve lower numbers
+            first, then the oldest, with aging (:mod:`whimbrel.contract.priority`).
+        when: a JMESPath condition over ``{"input": ..., "<upstream>": <output>}``;
+            false → the activity ends SKIPPED without launching (a map: the whole map).
+        trigger: ``"all_completed"`` (a SKIPPED upstream skips this one too) or
+            ``"none_failed"`` (runs when every upstream COMPLETED or was SKIPPED and at
+            least one COMPLETED).
+        input_from: input key → JMESPath expression over the same document, evaluated
+            at launch and merged over the input.
     """
 
     name: str
@@ -65,6 +82,11 @@ class ActivityDefinition:
     max_concurrency: int | None = None
     tolerated_failures: int = 0
     on_failure: str | None = None
+    pool: str | None = None
+    priority: int = DEFAULT_PRIORITY
+    when: str | None = None
+    trigger: str = Trigger.ALL_COMPLETED.value
+    input_from: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # Accept lists and strings from callers; store the canonical frozen forms.
@@ -75,6 +97,8 @@ class ActivityDefinition:
         object.__setattr__(self, "launcher", LauncherSpec.parse(self.launcher))
         if isinstance(self.retry, Mapping):
             object.__setattr__(self, "retry", RetryPolicy(**self.retry))
+        if isinstance(self.input_from, Mapping) and not isinstance(self.input_from, dict):
+            object.__setattr__(self, "input_from", dict(self.input_from))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"name": self.name}
@@ -94,6 +118,10 @@ class ActivityDefinition:
         for key in _DATA_FIELDS:
             if getattr(self, key) not in (None, 0):
                 out[key] = getattr(self, key)
+        for key, default in FLOW_DEFAULTS.items():
+            value = getattr(self, key)
+            if value != default:
+                out[key] = dict(value) if isinstance(value, Mapping) else value
         return out
 
     @classmethod
@@ -104,7 +132,7 @@ class ActivityDefinition:
             InvalidDefinition: unknown fields or malformed ``retry`` / ``depends_on``.
         """
         known = {"name", "depends_on", "launcher", "start_timeout_seconds", "retry",
-                 "input", "description", *OPTIONAL_SECONDS, *_DATA_FIELDS}
+                 "input", "description", *OPTIONAL_SECONDS, *_DATA_FIELDS, *FLOW_DEFAULTS}
         unknown = sorted(set(data) - known)
         if unknown:
             raise InvalidDefinition(
@@ -137,6 +165,11 @@ class ActivityDefinition:
             max_concurrency=data.get("max_concurrency"),
             tolerated_failures=data.get("tolerated_failures", 0),
             on_failure=data.get("on_failure"),
+            pool=data.get("pool"),
+            priority=data.get("priority", DEFAULT_PRIORITY),
+            when=data.get("when"),
+            trigger=data.get("trigger", Trigger.ALL_COMPLETED.value),
+            input_from=data.get("input_from") or {},
         )
 
     def problems(self, names: set[str]) -> list[str]:
@@ -169,4 +202,5 @@ class ActivityDefinition:
         if self.input is not None and not isinstance(self.input, Mapping):
             out.append(f"{where}: input must be a mapping")
         out.extend(dataflow.activity_problems(self, where))
+        out.extend(flow.activity_problems(self, where))
         return out

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import yaml
 
-from whimbrel.contract import dataflow
+from whimbrel.contract import dataflow, flow
 from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.errors import InvalidDefinition
 from whimbrel.contract.launching import LAUNCHER_KINDS, LauncherSpec, RetryPolicy
@@ -43,6 +43,13 @@ __all__ = [
 ]
 
 _WORKFLOW_NAME = re.compile(WORKFLOW_NAME_PATTERN)
+
+#: The one switch of issue 22's flow control (``max_running``, ``pool``, ``priority``,
+#: ``when``, ``trigger``, ``input_from``). While False the fields exist and parse, but a
+#: definition that uses any of them is refused ("not supported yet"): nothing is accepted
+#: and then silently ignored by an engine that does not enforce it. The engine wiring
+#: flips it when it enforces them.
+FLOW_CONTROL_ENABLED = False
 _TOO_DEEP = f"the definition is nested deeper than {MAX_DEFINITION_DEPTH} levels"
 
 @dataclass(frozen=True)
@@ -58,6 +65,8 @@ class WorkflowDefinition:
         retention_days: how long the rows of an ended run are kept before DynamoDB's
             TTL deletes them; ``"default"`` takes the engine's setting (30 days unless
             configured), None keeps them forever.
+        max_running: at most this many runs of the definition RUNNING at once; a start
+            beyond it waits QUEUED (docs/contract.md). None: no limit.
     """
 
     name: str
@@ -65,6 +74,7 @@ class WorkflowDefinition:
     description: str = ""
     timeout_seconds: float | None = None
     retention_days: float | Literal["default"] | None = "default"
+    max_running: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "activities", tuple(self.activities))
@@ -177,6 +187,12 @@ class WorkflowDefinition:
         if cycle:
             out.append("cycle: " + " -> ".join(cycle))
         out.extend(dataflow.definition_problems(self))
+        out.extend(flow.definition_problems(self))
+        if not FLOW_CONTROL_ENABLED:
+            used = flow.fields_used(self)
+            if used:
+                out.append(f"not supported yet (flow control comes with its engine wiring): "
+                           f"{'; '.join(used)}"[:1000])
         if not out:
             size = len(self.to_json().encode())
             if size > MAX_DEFINITION_BYTES:
@@ -253,6 +269,8 @@ class WorkflowDefinition:
             out["timeout_seconds"] = self.timeout_seconds
         if self.retention_days != "default":
             out["retention_days"] = self.retention_days
+        if self.max_running is not None:
+            out["max_running"] = self.max_running
         out["activities"] = [a.to_dict() for a in self.activities]
         return out
 
@@ -281,7 +299,7 @@ class WorkflowDefinition:
         name = data.get("name")
         problems: list[str] = []
         unknown = sorted(set(data) - {"name", "description", "activities", "timeout_seconds",
-                                      "retention_days"})
+                                      "retention_days", "max_running"})
         if unknown:
             problems.append(f"unknown field(s) {', '.join(unknown)}")
         raw_acts = data.get("activities")
@@ -305,6 +323,7 @@ class WorkflowDefinition:
             description=str(data.get("description") or ""),
             timeout_seconds=data.get("timeout_seconds"),
             retention_days=data.get("retention_days", "default"),
+            max_running=data.get("max_running"),
         )
         problems.extend(defn.problems() if acts or not problems else [])
         if problems:

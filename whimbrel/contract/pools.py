@@ -1,0 +1,223 @@
+"""Pools (pure; issue 22): named limits shared by activities of any definitions.
+
+A pool has ``slots`` (at most that many attempts hold one at once: RUNNING, or QUEUED /
+PREPARING on their way there) and ``per_second`` (at most that many attempts start per
+second, on average, with a burst of one second's worth). ``None`` is no limit of that
+kind; a pool with both None limits nothing (it only names a group: ``set_pool`` can
+lift its limits without editing definitions). ``slots=0`` closes the pool: nothing new
+is admitted until it is raised.
+
+**Storage without a hot key** (the design the engine wiring follows; DESIGN.md §4):
+
+* *Slots* are one item each, ``pool#<name>#<k>`` for ``k`` in ``0..slots-1``: a slot is
+  free without a ``holder`` and taken with one. An attempt acquires by probing at most
+  :data:`MAX_PROBES` slots in :func:`probe_order` — pseudo-random and fixed by the
+  attempt's id, so load spreads evenly and a replay probes the same slots — each a
+  conditional write ``attribute_not_exists(holder)`` that sets ``holder`` (the attempt's
+  id), ``token`` (unique to this acquisition) and a ``check_at`` in the sparse timers
+  index. The slot ``k`` won is written onto the attempt row by the same actor's
+  ``→ QUEUED`` / claim write; an actor that loses that write releases its own slot
+  (``token = :mine``). Every item is written at most once per admission, so a pool of
+  ``S`` slots spreads its writes over ``S`` partition keys.
+* A slot is **released** by the attempt's end (any terminal state: completed, failed,
+  timed out, cancelled) with a conditional write ``holder = :attempt``; a release
+  replayed finds it free and changes nothing. A slot whose holder died before recording
+  it, or whose holder ended without releasing it, is freed by the sweep at its
+  ``check_at``: free it when the holder's row is terminal, missing, or records another
+  slot. So slots are neither leaked (the sweep) nor counted twice (one holder per item).
+* When every probed slot is taken the activity stays READY/REQUESTED and is written to
+  the pool's *waiters* (``pool_wait#<name>#<shard>`` partitions, sort key
+  :func:`whimbrel.contract.priority.sort_key_text`); a release admits the first waiter
+  of a shard (lower priority number first, then oldest, with aging).
+* *Rate* is a token bucket split over :func:`rate_shards` items
+  ``pool#<name>#rate#<j>``, each refilling at ``per_second / shards`` with a capacity of
+  one second's worth (at least one token). A start takes one token from a shard chosen
+  by :func:`shard_choice` (a second shard if that one is empty) with an optimistic
+  conditional write on the ``(tokens, refilled_at)`` it read; each shard sees at most
+  :data:`RATE_PER_SHARD` takes per second.
+* ``WorkflowDefinition.max_running`` is the same machinery: an implicit pool
+  :func:`run_pool` of ``max_running`` slots per definition name, whose holders are
+  workflow executions (a run holds a slot from RUNNING to its end; a start that finds
+  none waits QUEUED among the pool's waiters).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+
+from whimbrel.contract.errors import InvalidInput
+from whimbrel.contract.limits import NAME_PATTERN
+
+_NAME = re.compile(NAME_PATTERN)
+
+#: The most slots a pool may have (one item each).
+MAX_SLOTS = 100_000
+#: The highest rate a pool may have (starts per second).
+MAX_PER_SECOND = 100_000.0
+#: Slots one admission tries before the activity waits for a release.
+MAX_PROBES = 4
+#: Takes per second one rate shard is sized for (1 WCU each, far below the ~1,000
+#: WCU/s of a partition, and few enough that optimistic writes rarely collide).
+RATE_PER_SHARD = 100.0
+#: The most shards one pool's rate is split over.
+MAX_RATE_SHARDS = 1_000
+SLOT_PREFIX = "pool#"
+
+
+@dataclass(frozen=True)
+class Pool:
+    """A named limit (``Whimbrel.set_pool``).
+
+    Attributes:
+        name: letters, digits, ``_`` and ``-`` (up to 64), starting with a letter.
+        slots: at most this many attempts hold a slot at once; 0 closes the pool;
+            None: no limit.
+        per_second: at most this many starts per second; None: no limit.
+    """
+
+    name: str
+    slots: int | None = None
+    per_second: float | None = None
+
+    def problems(self) -> list[str]:
+        """Every problem with this pool; empty when it is valid."""
+        out: list[str] = []
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            out.append(f"pool name must match {NAME_PATTERN}, not {self.name!r}"[:300])
+        s = self.slots
+        if s is not None and (isinstance(s, bool) or not isinstance(s, int)
+                              or not 0 <= s <= MAX_SLOTS):
+            out.append(f"slots must be a whole number from 0 (closed) to {MAX_SLOTS}, or "
+                       f"None (no limit), not {s!r}"[:300])
+        r = self.per_second
+        if r is not None and (isinstance(r, bool) or not isinstance(r, int | float)
+                              or not 0 < r <= MAX_PER_SECOND):
+            out.append(f"per_second must be a number above 0 and at most "
+                       f"{MAX_PER_SECOND:.0f}, or None (no limit), not {r!r}"[:300])
+        return out
+
+    def validate(self) -> Pool:
+        """Return self when valid.
+
+        Raises:
+            InvalidInput: naming the problems (``field`` is the first bad one).
+        """
+        problems = self.problems()
+        if problems:
+            field = problems[0].split(" ", 1)[0]
+            raise InvalidInput(f"pool {self.name!r}: " + "; ".join(problems),
+                               field="name" if field == "pool" else field,
+                               problems=problems)
+        return self
+
+    @property
+    def unlimited(self) -> bool:
+        return self.slots is None and self.per_second is None
+
+
+# -- keys and shards -----------------------------------------------------------------------
+
+def slot_key(pool: str, k: int) -> str:
+    """The key of slot ``k`` of ``pool``: ``pool#<name>#<k>``."""
+    return f"{SLOT_PREFIX}{pool}#{k}"
+
+
+def run_pool(workflow_name: str) -> str:
+    """The implicit pool of a definition's ``max_running``: ``run:<workflow_name>``
+    (``:`` is in no pool name a user can give, so the two never collide)."""
+    return f"run:{workflow_name}"
+
+
+def rate_shard_key(pool: str, j: int) -> str:
+    """The key of rate shard ``j`` of ``pool``: ``pool#<name>#rate#<j>``."""
+    return f"{SLOT_PREFIX}{pool}#rate#{j}"
+
+
+def _draw(seed: str, i: int) -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}#{i}".encode()).digest()[:8], "big")
+
+
+def probe_order(slots: int, seed: str, probes: int = MAX_PROBES) -> tuple[int, ...]:
+    """The slots an admission tries, in order: ``min(probes, slots)`` distinct numbers in
+    ``0..slots-1``, spread evenly and fixed by ``seed`` (the attempt's id) — hashing, not
+    :mod:`random`, so every version of every process computes the same order."""
+    if slots <= 0 or probes <= 0:
+        return ()
+    if slots <= probes:
+        return tuple(sorted(range(slots), key=lambda k: (_draw(seed, k), k)))
+    out: list[int] = []
+    i = 0
+    while len(out) < probes:
+        k = _draw(seed, i) % slots
+        i += 1
+        if k not in out:
+            out.append(k)
+    return tuple(out)
+
+
+def rate_shards(per_second: float) -> int:
+    """How many items a rate of ``per_second`` is split over (1 up to
+    :data:`MAX_RATE_SHARDS`); each shard refills at least one token per second, so a
+    shard can always admit."""
+    return max(1, min(MAX_RATE_SHARDS, math.ceil(per_second / RATE_PER_SHARD)))
+
+
+def shard_choice(shards: int, seed: str, attempt: int = 0) -> int:
+    """The rate shard an admission takes from (``attempt`` 1 gives its second choice,
+    another shard when there are several)."""
+    first = _draw(seed, -1) % shards
+    if attempt == 0 or shards == 1:
+        return first
+    return (first + 1 + _draw(seed, -2 - attempt) % (shards - 1)) % shards
+
+
+# -- token buckets -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Bucket:
+    """A rate shard's state: tokens left when last written, and when that was."""
+
+    tokens: float
+    refilled_at: float
+
+
+def shard_limits(per_second: float) -> tuple[float, float]:
+    """``(rate, capacity)`` of each shard of a pool's rate: its part of the rate, and a
+    burst of one second's worth (at least one token)."""
+    rate = per_second / rate_shards(per_second)
+    return rate, max(1.0, rate)
+
+
+def refill(bucket: Bucket, now: float, rate: float, capacity: float) -> Bucket:
+    """The bucket at ``now``: tokens grown by ``rate`` per second since ``refilled_at``,
+    capped at ``capacity``. A clock behind ``refilled_at`` adds nothing and does not move
+    it back."""
+    if now <= bucket.refilled_at:
+        return Bucket(min(bucket.tokens, capacity), bucket.refilled_at)
+    grown = bucket.tokens + (now - bucket.refilled_at) * rate
+    return Bucket(min(capacity, grown), now)
+
+
+def take(bucket: Bucket, now: float, rate: float, capacity: float,
+         n: float = 1.0) -> tuple[bool, Bucket]:
+    """Try to take ``n`` tokens at ``now``: ``(True, the bucket after)`` or ``(False,
+    the bucket refilled)``; the store writes the result only if the shard still holds
+    what was read."""
+    cur = refill(bucket, now, rate, capacity)
+    if cur.tokens + 1e-9 >= n:
+        return True, Bucket(max(0.0, cur.tokens - n), cur.refilled_at)
+    return False, cur
+
+
+def wait_seconds(bucket: Bucket, now: float, rate: float, capacity: float,
+                 n: float = 1.0) -> float:
+    """How long until ``n`` tokens are there (0 when they are now; ``inf`` when the
+    bucket can never hold that many)."""
+    if n > capacity:
+        return math.inf
+    cur = refill(bucket, now, rate, capacity)
+    missing = n - cur.tokens
+    return 0.0 if missing <= 1e-9 else missing / rate
