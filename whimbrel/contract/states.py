@@ -195,6 +195,13 @@ ACTIVITY_PENDING: frozenset[ActivityState] = activity_sources(
     Transition.CANCEL, ActivityState.CANCELLED)
 #: Its code may be executing: it reports COMPLETED or FAILED (RUNNING, CANCELLED_RUNNING).
 ACTIVITY_ACTIVE: frozenset[ActivityState] = activity_sources(Transition.COMPLETED)
+#: Launched, not yet running (QUEUED, PREPARING): launched before a suspend, they may
+#: still report RUNNING while the run is SUSPENDED.
+ACTIVITY_LAUNCHED: frozenset[ActivityState] = frozenset(
+    n for (s, t), n in ACTIVITY_TRANSITIONS.items()
+    if t in (Transition.QUEUED, Transition.PREPARING))
+#: Not launched (REQUESTED, READY): their deadlines are held while the run is SUSPENDED.
+ACTIVITY_NOT_LAUNCHED: frozenset[ActivityState] = ACTIVITY_PENDING - ACTIVITY_LAUNCHED
 #: Whoever makes one of these moves starts the activity (QUEUED, PREPARING, RUNNING).
 ACTIVITY_STARTING: frozenset[ActivityState] = frozenset(
     n for (s, t), n in ACTIVITY_TRANSITIONS.items()

@@ -22,7 +22,7 @@ from whimbrel.contract.definitions import ActivityDefinition, WorkflowDefinition
 from whimbrel.contract.notifications import FAILURE_STATES
 from whimbrel.contract.outcomes import retries_left
 from whimbrel.contract.records import REMOVE, ActivityRecord
-from whimbrel.contract.states import ActivityState
+from whimbrel.contract.states import ACTIVITY_LAUNCHED, ActivityState, WorkflowState
 from whimbrel.settings import DAY_SECONDS
 
 A = ActivityState
@@ -168,3 +168,10 @@ def failed_for_good(spec: ActivityDefinition, item: ActivityRecord) -> bool:
     if any(change.state == A.CANCELLED_RUNNING.value for change in item.history):
         return False
     return not retry_follows(spec, item)
+
+
+def may_start_while(wf_state: WorkflowState, source: ActivityState) -> bool:
+    """Whether an attempt in ``source`` may start in a workflow in ``wf_state``: only in a
+    RUNNING one, or, SUSPENDED, when it was launched before the suspend."""
+    return wf_state is WorkflowState.RUNNING or (
+        wf_state is WorkflowState.SUSPENDED and source in ACTIVITY_LAUNCHED)
