@@ -23,6 +23,8 @@ from whimbrel.contract.outcomes import carry, open_activities
 from whimbrel.contract.payloads import clip_error
 from whimbrel.contract.records import ActivityRecord, Change, Changes, WorkflowRecord
 from whimbrel.contract.states import (
+    ACTIVITY_FAILED,
+    ACTIVITY_STARTING,
     ACTIVITY_TRANSITIONS,
     WORKFLOW_PROCEEDING,
     ActivityState,
@@ -69,7 +71,7 @@ def follow_up(engine: Core, item: ActivityRecord, run: RunRead) -> None:
     defn = engine.definition_of(wf)
     if state is A.COMPLETED:
         after_completed(engine, wf, defn, item.activity_name)
-    elif state in (A.FAILED, A.TIMED_OUT):
+    elif state in ACTIVITY_FAILED:
         on_failure(engine, wf, defn, item)
     else:  # CANCELLED while the workflow runs: nothing downstream can ever run
         ending.fail_workflow(engine, wf, f"activity {item.activity_name} was cancelled")
@@ -259,7 +261,7 @@ def advance(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name: st
         moved = engine.move(aeid, source, path, changes)
     except StateConflict:
         return
-    if path[-1] in (A.QUEUED, A.RUNNING):
+    if path[-1] in ACTIVITY_STARTING:
         launch(engine, wf, defn, moved)
     else:
         for feature in engine.features:

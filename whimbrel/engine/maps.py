@@ -37,7 +37,13 @@ from whimbrel.contract.outcomes import (
 )
 from whimbrel.contract.payloads import encode_payload
 from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
-from whimbrel.contract.states import ActivityState, Transition, WorkflowState, activity_path
+from whimbrel.contract.states import (
+    ACTIVITY_NOT_LAUNCHED,
+    ActivityState,
+    Transition,
+    WorkflowState,
+    activity_path,
+)
 from whimbrel.engine import flow, rules
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core, Feature, RunRead
@@ -133,7 +139,7 @@ class Maps(Feature):
     def expand_map(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str, attempt: int,
                source: ActivityState) -> None:
         """Start a map whose upstreams resolved (its attempt is REQUESTED or READY)."""
-        if not flow.proceeds(wf) or source not in (A.REQUESTED, A.READY):
+        if not flow.proceeds(wf) or source not in ACTIVITY_NOT_LAUNCHED:
             return
         spec = defn.activity(name)
         aeid = activity_exec_id(wf.workflow_exec_id, name, attempt)

@@ -29,6 +29,7 @@ from whimbrel.contract.payloads import encode_payload
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import (
     ACTIVITY_ACTIVE,
+    ACTIVITY_RELEASED,
     ACTIVITY_STARTING,
     ACTIVITY_TRANSITIONS,
     WORKFLOW_PROCEEDING,
@@ -153,7 +154,7 @@ def check_guards(engine: Core, item: ActivityRecord, verb: Transition) -> None:
     target = ACTIVITY_TRANSITIONS[(state, verb)]
     defn = engine.definition_of(item)
     spec = defn.activity(item.activity_name)
-    if state is A.REQUESTED and target in (A.READY, A.QUEUED) and spec.depends_on:
+    if state is A.REQUESTED and target in ACTIVITY_RELEASED and spec.depends_on:
         latest = engine.latest_attempts(item.workflow_exec_id)
         # COMPLETED, or a failure its on_failure took over (contract/outcomes.py).
         open_ = [f"{d} ({_state_of(latest.get(d))})" for d in spec.depends_on

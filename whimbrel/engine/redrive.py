@@ -30,8 +30,7 @@ from whimbrel.contract.errors import NotAllowedNow, StateConflict
 from whimbrel.contract.ids import END_NODE
 from whimbrel.contract.outcomes import UNSUCCESSFUL, generation, resolution, unresolved
 from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
-from whimbrel.contract.states import ActivityState, WorkflowState, WorkflowTransition
-from whimbrel.contract.states import workflow_sources as sources_of
+from whimbrel.contract.states import WORKFLOW_REDRIVABLE, ActivityState, WorkflowState
 from whimbrel.engine import flow
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core, Feature, RunRead
@@ -40,7 +39,7 @@ A = ActivityState
 W = WorkflowState
 
 #: The states a run may be redriven from (FAILED, CANCELLED, TIMED_OUT).
-REDRIVABLE = sources_of(WorkflowTransition.REDRIVE)
+REDRIVABLE = WORKFLOW_REDRIVABLE
 
 
 class RedriveNotAllowed(NotAllowedNow):

@@ -22,7 +22,12 @@ from whimbrel.contract.definitions import ActivityDefinition, WorkflowDefinition
 from whimbrel.contract.notifications import FAILURE_STATES
 from whimbrel.contract.outcomes import retries_left
 from whimbrel.contract.records import REMOVE, ActivityRecord
-from whimbrel.contract.states import ACTIVITY_LAUNCHED, ActivityState, WorkflowState
+from whimbrel.contract.states import (
+    ACTIVITY_LAUNCHED,
+    ACTIVITY_NOT_LAUNCHED,
+    ActivityState,
+    WorkflowState,
+)
 from whimbrel.settings import DAY_SECONDS
 
 A = ActivityState
@@ -77,13 +82,13 @@ def changes_for(spec: ActivityDefinition, source: ActivityState, target: Activit
     keys from them.
     """
     out: dict[str, Any] = {}
-    leaves_claim = spec.launcher.is_pull and source in (A.REQUESTED, A.READY)
+    leaves_claim = spec.launcher.is_pull and source in ACTIVITY_NOT_LAUNCHED
     if target is A.READY:
         deadline = start_deadline(spec, now, queued=False)
         out["timer_epoch"] = deadline if deadline is not None else REMOVE
         if spec.launcher.is_pull:
             out["claimable"] = (workflow_name, spec.name)
-    elif target in (A.QUEUED, A.PREPARING):
+    elif target in ACTIVITY_LAUNCHED:
         if leaves_claim:
             out["claimable"] = REMOVE
         if target is A.QUEUED or source is not A.QUEUED:

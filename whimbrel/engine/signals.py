@@ -30,7 +30,7 @@ from whimbrel.contract.ids import new_request_id
 from whimbrel.contract.limits import MAX_OUTPUT_BYTES, NAME_PATTERN
 from whimbrel.contract.payloads import encode_payload
 from whimbrel.contract.records import ActivityRecord, SignalRecord, WorkflowRecord
-from whimbrel.contract.states import WORKFLOW_PROCEEDING, ActivityState, Transition
+from whimbrel.contract.states import ACTIVITY_FAILED, WORKFLOW_PROCEEDING, ActivityState, Transition
 from whimbrel.engine import rules
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.moves import end_wait
@@ -259,7 +259,7 @@ def _may_still_receive(defn: WorkflowDefinition, latest: dict[str, ActivityRecor
         act = latest.get(name)
         if act is None or act.state is None or not act.state.is_terminal:
             return True
-        if act.state in (A.FAILED, A.TIMED_OUT) \
+        if act.state in ACTIVITY_FAILED \
                 and rules.retry_follows(defn.activity(name), act):
             return True  # its retry is (or will be) created
     return False

@@ -30,6 +30,7 @@ from whimbrel.contract.errors import NotAllowedNow, StateConflict
 from whimbrel.contract.records import REMOVE, ActivityRecord, Due, WorkflowRecord
 from whimbrel.contract.states import (
     ACTIVITY_NOT_LAUNCHED,
+    WORKFLOW_PAUSABLE,
     ActivityState,
     WorkflowState,
     WorkflowTransition,
@@ -69,7 +70,7 @@ class Suspend(Feature):
                   acts: list[ActivityRecord], now: float) -> bool:
         """Make the ``claimable`` index agree with the run's state (after a suspend or
         resume that died half-way); a RUNNING run's held deadlines are re-armed."""
-        if wf.state not in (W.RUNNING, W.SUSPENDED):
+        if wf.state not in WORKFLOW_PAUSABLE:
             return False
         changed = repair_claims(self.core, wf, defn, acts)
         if wf.state is W.RUNNING:

@@ -20,6 +20,7 @@ from whimbrel.contract.states import (
     ACTIVITY_ACTIVE,
     ACTIVITY_PENDING,
     ACTIVITY_TERMINAL,
+    ACTIVITY_UNSUCCESSFUL,
     WORKFLOW_LIVE,
     ActivityState,
     WorkflowState,
@@ -246,7 +247,7 @@ def _reconcile_running(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinitio
         elif state is A.READY and spec.launcher.is_push:
             flow.advance(engine, wf, defn, name, act.attempt, A.READY)
             repaired = True
-        elif state in (A.FAILED, A.TIMED_OUT, A.CANCELLED) \
+        elif state in ACTIVITY_UNSUCCESSFUL \
                 and resolution(defn, latest, name) is None:
             flow.after(engine, act)  # a retry (or the failure) whose follow-up was lost
             repaired = True
