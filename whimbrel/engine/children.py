@@ -88,7 +88,7 @@ class Children(Feature):
     def check_at_end(self, wf: WorkflowRecord, now: float) -> float | None:
         return now if wf.parent_activity_exec_id else None  # until the parent has heard
 
-    def ended(self, wf: WorkflowRecord) -> None:
+    def after_end(self, wf: WorkflowRecord) -> None:
         if wf.parent_activity_exec_id:
             self.tell_parent(wf)
 

@@ -44,7 +44,7 @@ def end_workflow(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
     """The end tasks, then the terminal write; False if someone else ended it.
 
     A feature may keep a check time on the ended run (``Feature.check_at_end``: a child
-    run, until its parent's attempt has heard); the run's ``ended`` follow-ups then run
+    run, until its parent's attempt has heard); the run's ``after_end`` follow-ups then run
     here, and again on every reconcile visit until they are done.
     """
     now = engine.clock()
@@ -104,9 +104,9 @@ def before_end(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
 
 def after_end(engine: Core, wf: WorkflowRecord) -> None:
     """Follow-ups of an ended run that still carries a check time (the features'
-    ``ended``); then no more visits."""
+    ``after_end``); then no more visits."""
     for feature in engine.features:
-        feature.ended(wf)
+        feature.after_end(wf)
     engine.store.set_workflow(wf.workflow_exec_id, {"check_epoch": REMOVE},
                               states=[wf.state])
 

@@ -13,14 +13,12 @@ Each feature is one module with one class that subclasses :class:`Feature` (for 
 do-nothing defaults) and overrides the hooks it needs; it sees the engine only as
 :class:`Core`. No feature imports another.
 
-Where the features still to come plug in (docs/architecture.md, "Features"):
-
-* pools / concurrency limits: ``admit`` (asked before an attempt is launched or
-  claimed; False leaves it READY, held for later);
-* conditions (skip an activity): ``advance`` (take over the move and end it skipped);
-* schedules: ``sweep`` (asked once per sweep pass, with its time);
-* tracing: ``moved`` (after every move and its follow-ups), ``launched`` and
-  ``ended`` (a run's end).
+Where the features still to come plug in (docs/architecture.md, "The engine: a core
+and its features"): conditions (skip an activity) take ``advance`` over; pools would add
+an ``admit`` hook (asked in ``flow.advance`` before a launch and in ``moves.claim``
+before a claim), schedules a ``sweep`` hook (once per sweep pass), tracing ``moved``
+plus ``launched`` (in ``flow.launch``) and ``ended`` (after the terminal write in
+``ending.end_workflow``).
 """
 
 from __future__ import annotations
@@ -139,7 +137,7 @@ class Feature(Protocol):
     ``advance``, ``follow_up``, ``before_retry``, ``failed_for_good``, ``stop``,
     ``waiting_attempt``, ``check_at_end``, ``finish_start``, ``due``. Observing (every
     feature, in order): ``new_attempt``, ``ready``, ``readied``, ``refuse``,
-    ``completed``, ``moved``, ``ended``, ``reconcile``.
+    ``completed``, ``moved``, ``after_end``, ``reconcile``.
     """
 
     # -- start ---------------------------------------------------------------------------
@@ -214,10 +212,10 @@ class Feature(Protocol):
         return None
 
     def check_at_end(self, wf: WorkflowRecord, now: float) -> float | None:
-        """Keep a check time on an ended run (visited until ``ended`` has run)."""
+        """Keep a check time on an ended run (visited until ``after_end`` has run)."""
         return None
 
-    def ended(self, wf: WorkflowRecord) -> None:
+    def after_end(self, wf: WorkflowRecord) -> None:
         """A run that kept a check time has ended; its follow-ups."""
         return None
 
