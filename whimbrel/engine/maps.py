@@ -15,6 +15,7 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from whimbrel.contract import states
 from whimbrel.contract.dataflow import (
     is_map_node,
     item_name,
@@ -37,13 +38,7 @@ from whimbrel.contract.outcomes import (
 )
 from whimbrel.contract.payloads import encode_payload
 from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
-from whimbrel.contract.states import (
-    ACTIVITY_NOT_LAUNCHED,
-    ActivityState,
-    Transition,
-    WorkflowState,
-    activity_path,
-)
+from whimbrel.contract.states import ActivityState, Transition, WorkflowState, activity_path
 from whimbrel.engine import flow, rules
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core, Feature, RunRead
@@ -54,8 +49,7 @@ log = logging.getLogger("whimbrel.engine")
 A = ActivityState
 W = WorkflowState
 
-#: Lists of elements this engine keeps, by (run, map, redrive): a chain step reads the
-#: list once per process, not once per item.
+#: Lists this engine keeps, by (run, map, redrive): read once per process, not per item.
 KNOWN_LISTS = 64
 
 #: The error type of a map whose list could not be read.
@@ -139,7 +133,7 @@ class Maps(Feature):
     def expand_map(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str, attempt: int,
                source: ActivityState) -> None:
         """Start a map whose upstreams resolved (its attempt is REQUESTED or READY)."""
-        if not flow.proceeds(wf) or source not in ACTIVITY_NOT_LAUNCHED:
+        if not flow.proceeds(wf) or source not in states.ACTIVITY_NOT_LAUNCHED:
             return
         spec = defn.activity(name)
         aeid = activity_exec_id(wf.workflow_exec_id, name, attempt)
