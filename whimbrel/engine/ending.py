@@ -69,6 +69,8 @@ def end_workflow(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
         return False
     log.info("workflow %s %s", wf.workflow_exec_id, state.value)
     report_workflow_end(engine.metrics, ended)
+    for feature in engine.features:
+        feature.ended(ended)
     if check is not REMOVE:
         after_end(engine, engine.workflow(wf.workflow_exec_id))
     return True

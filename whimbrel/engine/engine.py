@@ -23,7 +23,7 @@ from whimbrel.contract.states import ActivityState, Transition, WorkflowState
 from whimbrel.engine import ending, flow, moves, starting
 from whimbrel.engine.base import RECONCILE_GRACE_SECONDS, EngineBase
 from whimbrel.engine.children import Children
-from whimbrel.engine.feature import Feature
+from whimbrel.engine.feature import Core, Feature
 from whimbrel.engine.handlers import FailureHandlers
 from whimbrel.engine.maps import Maps
 from whimbrel.engine.metrics import EngineMetrics
@@ -39,7 +39,7 @@ F = TypeVar("F", bound=Feature)
 
 #: The features, in the order they are asked at every hook (feature.py). A new feature
 #: is one module and one entry here.
-FEATURES: tuple[Callable[[Any], Feature], ...] = (
+FEATURES: tuple[Callable[[Core], Feature], ...] = (
     Redrive,          # attempts from before a redrive; a redrive's unfinished phase one
     Maps,             # a map's own row and its items
     Children,         # attempts that run a child workflow, and child runs' ends

@@ -14,11 +14,10 @@ do-nothing defaults) and overrides the hooks it needs; it sees the engine only a
 :class:`Core`. No feature imports another.
 
 Where the features still to come plug in (docs/architecture.md, "The engine: a core
-and its features"): conditions (skip an activity) take ``advance`` over; pools would add
-an ``admit`` hook (asked in ``flow.advance`` before a launch and in ``moves.claim``
-before a claim), schedules a ``sweep`` hook (once per sweep pass), tracing ``moved``
-plus ``launched`` (in ``flow.launch``) and ``ended`` (after the terminal write in
-``ending.end_workflow``).
+and its features"): conditions (skip an activity) take ``advance`` over; schedules take
+``sweep`` (once per sweep pass); tracing observes ``moved``, ``launched`` and ``ended``;
+pools need one more hook, ``admit`` (asked in ``flow.advance`` before a move to QUEUED
+or RUNNING and in ``moves.claim`` before a claim), added with the first pool.
 """
 
 from __future__ import annotations
@@ -137,7 +136,8 @@ class Feature(Protocol):
     ``advance``, ``follow_up``, ``before_retry``, ``failed_for_good``, ``stop``,
     ``waiting_attempt``, ``check_at_end``, ``finish_start``, ``due``. Observing (every
     feature, in order): ``new_attempt``, ``ready``, ``readied``, ``refuse``,
-    ``completed``, ``moved``, ``after_end``, ``reconcile``.
+    ``completed``, ``moved``, ``launched``, ``ended``, ``after_end``, ``reconcile``,
+    ``sweep``.
     """
 
     # -- start ---------------------------------------------------------------------------
@@ -188,6 +188,10 @@ class Feature(Protocol):
         """After a move and all its follow-ups."""
         return None
 
+    def launched(self, item: ActivityRecord) -> None:
+        """An attempt was handed to its launcher (one that failed is a move instead)."""
+        return None
+
     # -- failure -------------------------------------------------------------------------
 
     def before_retry(self, wf: WorkflowRecord, defn: WorkflowDefinition,
@@ -215,6 +219,10 @@ class Feature(Protocol):
         """Keep a check time on an ended run (visited until ``after_end`` has run)."""
         return None
 
+    def ended(self, wf: WorkflowRecord) -> None:
+        """A run's terminal write landed (``wf`` as written)."""
+        return None
+
     def after_end(self, wf: WorkflowRecord) -> None:
         """A run that kept a check time has ended; its follow-ups."""
         return None
@@ -230,6 +238,10 @@ class Feature(Protocol):
                   acts: list[ActivityRecord], now: float) -> bool:
         """A live run's reconcile visit: repair this feature's part; True if it did."""
         return False
+
+    def sweep(self, now: float) -> None:
+        """Once per sweep pass, after the due timers and the reconcile visits."""
+        return None
 
     def due(self, item: ActivityRecord, defn: WorkflowDefinition, run: Callable[[], Any],
             now: float, actor: str) -> str | None:

@@ -304,7 +304,10 @@ def launch(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
     except Exception as exc:  # any launch failure fails this attempt, recorded
         log.warning("launch of %s failed: %s", item.activity_exec_id, exc)
         fail_attempt(engine, item, f"launch failed: {type(exc).__name__}: {exc}",
-                          type(exc).__name__)
+                     type(exc).__name__)
+        return
+    for feature in engine.features:
+        feature.launched(item)
 
 
 def apply(engine: Core, item: ActivityRecord, transition: Transition, *,

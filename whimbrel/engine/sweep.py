@@ -95,6 +95,8 @@ def sweep(engine: Core, now: float | None = None, *, limit: int = 1000) -> Sweep
             continue
         {"timed_out": report.workflows_timed_out, "repaired": report.reconciled}.get(
             outcome, report.checked).append(wx)
+    for feature in engine.features:
+        feature.sweep(now)
     return report
 
 
