@@ -29,8 +29,8 @@ from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.outcomes import MapProgress
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
 from whimbrel.contract.waits import NotAnApprover, SignalRefused
-from whimbrel.engine.data import EngineDriven
 from whimbrel.engine.manual import RetryNotAllowed
+from whimbrel.engine.moves import EngineDriven
 from whimbrel.engine.redrive import RedriveNotAllowed
 from whimbrel.engine.sweep import SweepReport
 from whimbrel.engine.views import ActivityExec, WorkflowExec, WorkflowRequest

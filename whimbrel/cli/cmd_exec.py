@@ -9,14 +9,13 @@ from typing import Annotated
 import typer
 
 from whimbrel.cli.app import Cli, CliError, ExitCode, app, command
-from whimbrel.contract.states import ActivityState
+from whimbrel.contract.states import ACTIVITY_STOPPING
 from whimbrel.settings import ENV_ACTIVITY_EXEC_ID, activity_environment
 
 #: Exit code when the activity was cancelled or timed out and the child was stopped
 #: (128 + SIGTERM, what a shell reports for a terminated child).
 STOPPED = 128 + int(signal.SIGTERM)
-STOP_STATES = frozenset({ActivityState.CANCELLED, ActivityState.CANCELLED_RUNNING,
-                         ActivityState.TIMED_OUT})
+STOP_STATES = ACTIVITY_STOPPING
 
 
 @command(app, "exec", example="WHIMBREL_ACTIVITY_EXEC_ID=… whimbrel exec -- ./load.sh --day 1",

@@ -52,6 +52,16 @@ def is_item(name: str) -> bool:
     return split_item(name)[1] is not None
 
 
+def is_map_node(spec: ActivityDefinition, name: str) -> bool:
+    """True for a map's own row (not one of its items)."""
+    return spec.map_over is not None and split_item(name)[1] is None
+
+
+def lanes(spec: ActivityDefinition, size: int) -> int:
+    """How many lanes a map of ``size`` items runs in (``max_concurrency``)."""
+    return min(spec.max_concurrency or size, size)
+
+
 def items_prefix(map_name: str) -> str:
     """What the activity names of a map's items start with (``<map>#``)."""
     return f"{map_name}{ITEM_MARK}"

@@ -23,7 +23,7 @@ from enum import StrEnum
 from typing import Any
 
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
-from whimbrel.contract.states import WORKFLOW_TERMINAL, ActivityState
+from whimbrel.contract.states import ACTIVITY_FAILED, WORKFLOW_TERMINAL, ActivityState
 
 __all__ = [
     "EVENT_SCHEMA",
@@ -41,8 +41,7 @@ __all__ = [
 
 #: The ends of an attempt its retry policy answers: with no retry left, they are failures
 #: for good (``whimbrel.engine.rules.failed_for_good``) and make an event.
-FAILURE_STATES: frozenset[ActivityState] = frozenset({ActivityState.FAILED,
-                                                      ActivityState.TIMED_OUT})
+FAILURE_STATES: frozenset[ActivityState] = ACTIVITY_FAILED
 #: ``source`` of every event (match it in an EventBridge rule).
 EVENT_SOURCE = "whimbrel"
 #: Errors in events are cut to this many characters (the item keeps the whole error).

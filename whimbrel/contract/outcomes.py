@@ -18,13 +18,13 @@ from whimbrel.contract import waits
 from whimbrel.contract.dataflow import CONTINUE, handlers, split_item
 from whimbrel.contract.definitions import ActivityDefinition, WorkflowDefinition
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
-from whimbrel.contract.states import ActivityState
+from whimbrel.contract.states import ACTIVITY_FAILED, ACTIVITY_UNSUCCESSFUL, ActivityState
 
 A = ActivityState
 #: Ends an attempt's retry policy applies to.
-RETRIED = frozenset({A.FAILED, A.TIMED_OUT})
+RETRIED = ACTIVITY_FAILED
 #: The ends of an attempt that are not COMPLETED.
-UNSUCCESSFUL = frozenset({A.FAILED, A.TIMED_OUT, A.CANCELLED})
+UNSUCCESSFUL = ACTIVITY_UNSUCCESSFUL
 
 
 def generation(item: ActivityRecord) -> int:

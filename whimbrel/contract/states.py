@@ -195,6 +195,32 @@ ACTIVITY_PENDING: frozenset[ActivityState] = activity_sources(
     Transition.CANCEL, ActivityState.CANCELLED)
 #: Its code may be executing: it reports COMPLETED or FAILED (RUNNING, CANCELLED_RUNNING).
 ACTIVITY_ACTIVE: frozenset[ActivityState] = activity_sources(Transition.COMPLETED)
+#: Launched, not yet running (QUEUED, PREPARING): launched before a suspend, they may
+#: still report RUNNING while the run is SUSPENDED.
+ACTIVITY_LAUNCHED: frozenset[ActivityState] = frozenset(
+    n for (s, t), n in ACTIVITY_TRANSITIONS.items()
+    if t in (Transition.QUEUED, Transition.PREPARING))
+#: Not launched (REQUESTED, READY): their deadlines are held while the run is SUSPENDED.
+ACTIVITY_NOT_LAUNCHED: frozenset[ActivityState] = ACTIVITY_PENDING - ACTIVITY_LAUNCHED
+#: Where an attempt goes once its upstreams resolved (READY, QUEUED): the moves the
+#: upstream guard checks.
+ACTIVITY_RELEASED: frozenset[ActivityState] = frozenset(
+    n for (s, t), n in ACTIVITY_TRANSITIONS.items()
+    if s is ActivityState.REQUESTED and t is not Transition.CANCEL)
+#: The ends of an attempt that failed or went silent, which its retry policy answers
+#: (FAILED, TIMED_OUT): every end of RUNNING but COMPLETED.
+ACTIVITY_FAILED: frozenset[ActivityState] = frozenset(
+    n for (s, t), n in ACTIVITY_TRANSITIONS.items()
+    if s is ActivityState.RUNNING and n.is_terminal and t is not Transition.COMPLETED)
+#: Every end but COMPLETED (FAILED, TIMED_OUT, CANCELLED).
+ACTIVITY_UNSUCCESSFUL: frozenset[ActivityState] = ACTIVITY_TERMINAL - {
+    ACTIVITY_TRANSITIONS[(ActivityState.RUNNING, Transition.COMPLETED)]}
+#: What tells a running attempt's process to stop (CANCELLED_RUNNING, CANCELLED,
+#: TIMED_OUT): where others' moves take an active attempt — all but its own reports.
+ACTIVITY_STOPPING: frozenset[ActivityState] = frozenset(
+    n for (s, t), n in ACTIVITY_TRANSITIONS.items() if s in ACTIVITY_ACTIVE) - {
+    ACTIVITY_TRANSITIONS[(ActivityState.RUNNING, t)]
+    for t in (Transition.COMPLETED, Transition.FAILED)}
 #: Whoever makes one of these moves starts the activity (QUEUED, PREPARING, RUNNING).
 ACTIVITY_STARTING: frozenset[ActivityState] = frozenset(
     n for (s, t), n in ACTIVITY_TRANSITIONS.items()
@@ -204,6 +230,12 @@ WORKFLOW_SETTLING: frozenset[WorkflowState] = workflow_sources(WorkflowTransitio
 #: Live and not ending: an activity's end is followed up (dependents readied, retries
 #: created), as opposed to settled (REQUESTED, RUNNING, SUSPENDED).
 WORKFLOW_PROCEEDING: frozenset[WorkflowState] = workflow_sources(WorkflowTransition.FAIL)
+#: Ended runs that can run again (FAILED, CANCELLED, TIMED_OUT).
+WORKFLOW_REDRIVABLE: frozenset[WorkflowState] = workflow_sources(WorkflowTransition.REDRIVE)
+#: Runs whose READY pull attempts follow the run's state in or out of the claimable index
+#: (RUNNING, SUSPENDED): those a SUSPEND or RESUME starts from.
+WORKFLOW_PAUSABLE: frozenset[WorkflowState] = workflow_sources(
+    WorkflowTransition.SUSPEND) | workflow_sources(WorkflowTransition.RESUME)
 #: Not terminal.
 WORKFLOW_LIVE: frozenset[WorkflowState] = frozenset(
     s for s in WorkflowState if s not in WORKFLOW_TERMINAL)

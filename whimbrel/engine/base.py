@@ -1,8 +1,8 @@
 """The engine's plumbing: definitions, reads, and what it last saw of each activity.
 
-:class:`~whimbrel.engine.engine.Engine` builds on this: ``ending.py`` adds the
-workflow-level moves, ``flow.py`` the hand-offs (readying, launching, retrying) and
-``engine.py`` the start and the activity moves callers ask for.
+The first part of the core (docs/architecture.md, "The engine"): the other parts are
+functions over it (``starting.py``, ``moves.py``, ``flow.py``, ``ending.py``), and
+:class:`~whimbrel.engine.engine.Engine` adds the features.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from whimbrel.contract import checks
 from whimbrel.contract.definitions import WorkflowDefinition
@@ -212,6 +212,10 @@ class EngineBase:
     def in_background(self, fn: Callable[[str], T], arg: str) -> Future[T]:
         """Run a read on the engine's I/O pool, to overlap it with a write."""
         return self._pool.submit(fn, arg)
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        """Run independent writes on the engine's I/O pool (a start's phase one)."""
+        return self._pool.submit(fn, *args)
 
     def move(self, aeid: str, expected: ActivityState, path: Sequence[ActivityState],
              changes: Changes, *, actor: str | None = None,

@@ -20,11 +20,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from concurrent.futures import Future
-from dataclasses import replace
 from typing import Any
 
+from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.dataflow import child_request_id, is_item
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import InvalidInput, StateConflict
@@ -42,7 +40,7 @@ from whimbrel.contract.states import (
     workflow_sources,
 )
 from whimbrel.engine.base import latest_of
-from whimbrel.engine.flow import Flow
+from whimbrel.engine.feature import Core, Feature
 from whimbrel.engine.inputs import attempt_input
 from whimbrel.engine.ports import LaunchRequest
 
@@ -72,17 +70,42 @@ class ChildLauncher:
         self.engine.start_child(request.activity_exec_id)
 
 
-class Children(Flow):
+class Children(Feature):
     """Starting child runs, ending their parent's attempt, cancelling them."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.launchers[CHILD] = ChildLauncher(self)
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.store = core.store
+        core.launchers[CHILD] = ChildLauncher(self)
 
-    def start(self, name: str, input: Any = None, *, version: int | None = None,
-              request_id: str | None = None, source: str | None = None,
-              write_request: bool = True, parent: str | None = None) -> str:
-        raise NotImplementedError  # the Engine's start (engine.py)
+    # -- hooks ------------------------------------------------------------------------------
+
+    def drives(self, spec: ActivityDefinition, name: str) -> str | None:
+        if spec.launcher.kind == CHILD:
+            return "runs a child workflow (the child's end decides its end)"
+        return None
+
+    def check_at_end(self, wf: WorkflowRecord, now: float) -> float | None:
+        return now if wf.parent_activity_exec_id else None  # until the parent has heard
+
+    def after_end(self, wf: WorkflowRecord) -> None:
+        if wf.parent_activity_exec_id:
+            self.tell_parent(wf)
+
+    def stop(self, act: ActivityRecord, defn: WorkflowDefinition, *,
+             ask_running: bool) -> bool | None:
+        if defn.activity(act.activity_name).launcher.kind != CHILD:
+            return None
+        still = self.core.stop_plainly(act, defn, ask_running=ask_running)
+        if still and ask_running:
+            self.cancel_child(act.activity_exec_id)
+        return still
+
+    def moved(self, item: ActivityRecord) -> None:
+        if item.state is A.TIMED_OUT and item.workflow_version is not None \
+                and self.core.definition_of(item).activity(
+                    item.activity_name).launcher.kind == CHILD:
+            self.cancel_child(item.activity_exec_id)  # past its start_to_close_seconds
 
     # -- start ------------------------------------------------------------------------------
 
@@ -92,12 +115,12 @@ class Children(Flow):
         Raises:
             DefinitionNotFound: the child workflow is not registered (the attempt fails).
         """
-        read = self.take_prefetched_workflow(aeid)
-        item = self.remembered(aeid) or self.activity(aeid)
-        wf = read.result() if read is not None else self.workflow(item.workflow_exec_id)
-        defn = self.definition_of(wf)
+        read = self.core.take_prefetched_workflow(aeid)
+        item = self.core.remembered(aeid) or self.core.activity(aeid)
+        wf = read.result() if read is not None else self.core.workflow(item.workflow_exec_id)
+        defn = self.core.definition_of(wf)
         config = defn.activity(item.activity_name).launcher.config
-        child = self.start(str(config["workflow"]),
+        child = self.core.start(str(config["workflow"]),
                            attempt_input(defn, wf.input, item.input, item.activity_name),
                            version=config.get("version"), request_id=child_request_id(aeid),
                            source=f"child of {aeid}", write_request=False, parent=aeid)
@@ -109,38 +132,13 @@ class Children(Flow):
 
     # -- end --------------------------------------------------------------------------------
 
-    def check_at_end(self, wf: WorkflowRecord, now: float) -> object:
-        if wf.parent_activity_exec_id:
-            return now  # visited again until the parent's attempt has heard
-        return super().check_at_end(wf, now)
-
-    def before_end(self, wf: WorkflowRecord, defn: WorkflowDefinition, state: WorkflowState,
-                   expires: float | None, activities: Sequence[ActivityRecord] | None) -> None:
-        if wf.parent_activity_exec_id:
-            wf = replace(wf, workflow_request_id="")  # a child has no request row
-        super().before_end(wf, defn, state, expires, activities)
-
-    def end_workflow(self, wf: WorkflowRecord, defn: WorkflowDefinition,
-                     expected: Any, state: WorkflowState, *, error: str | None = None,
-                     activities: Sequence[ActivityRecord] | None = None) -> bool:
-        ended = super().end_workflow(wf, defn, expected, state, error=error,
-                                     activities=activities)
-        if ended and wf.parent_activity_exec_id:
-            self.after_end(self.workflow(wf.workflow_exec_id))
-        return ended
-
-    def after_end(self, wf: WorkflowRecord) -> None:
-        if wf.parent_activity_exec_id:
-            self.tell_parent(wf)
-        super().after_end(wf)
-
     def tell_parent(self, child: WorkflowRecord) -> None:
         """End the parent's attempt as the child ended (idempotent)."""
         aeid = str(child.parent_activity_exec_id)
         node = self.store.get_activity(aeid)
         if node is None or node.state not in ACTIVITY_ACTIVE:
             return  # it ended already (or was never started: nothing to end)
-        self.remember(node)
+        self.core.remember(node)
         output: str | None = None
         error: str | None = None
         verb = Transition.COMPLETED
@@ -156,7 +154,7 @@ class Children(Flow):
                 error += f": {child.error}"
         kind = "".join(p.title() for p in child.state.value.split("_"))
         try:
-            self.apply(node, verb, output=output, error=error,
+            self.core.apply(node, verb, output=output, error=error,
                        error_type=None if error is None else f"ChildWorkflow{kind}",
                        actor=f"workflow:{child.workflow_exec_id}")
         except StateConflict:
@@ -168,7 +166,7 @@ class Children(Flow):
         Raises:
             InvalidInput: larger than MAX_OUTPUT_BYTES.
         """
-        defn = self.definition_of(child)
+        defn = self.core.definition_of(child)
         latest = latest_of(self.store.list_activities(child.workflow_exec_id))
         out: dict[str, Any] = {}
         for sink in defn.sinks:
@@ -182,28 +180,17 @@ class Children(Flow):
     def cancel_child(self, aeid: str) -> None:
         child = self.store.get_workflow(child_of(aeid))
         if child is not None and child.state in workflow_sources(WorkflowTransition.CANCEL):
-            self.cancel(child.workflow_exec_id)
-
-    def stop_activity(self, act: ActivityRecord, defn: WorkflowDefinition, *,
-                      ask_running: bool) -> bool:
-        still = super().stop_activity(act, defn, ask_running=ask_running)
-        if still and ask_running and defn.activity(act.activity_name).launcher.kind == CHILD:
-            self.cancel_child(act.activity_exec_id)
-        return still
-
-    def after(self, item: ActivityRecord,
-              wf_read: Future[WorkflowRecord] | None = None) -> None:
-        super().after(item, wf_read)
-        if item.state is A.TIMED_OUT and item.workflow_version is not None \
-                and self.definition_of(item).activity(item.activity_name).launcher.kind == CHILD:
-            self.cancel_child(item.activity_exec_id)  # past its start_to_close_seconds
+            self.core.cancel(child.workflow_exec_id)
 
     # -- repair ---------------------------------------------------------------------------
 
-    def repair_children(self, wf: WorkflowRecord, defn: WorkflowDefinition,
-                        acts: Sequence[ActivityRecord]) -> bool:
-        """The reconciler's part: start a child whose start was lost, end an attempt
-        whose child ended, cancel a child whose attempt was asked to stop."""
+    def reconcile(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                  acts: list[ActivityRecord], now: float) -> bool:
+        """The reconciler's part (a run not SUSPENDED): start a child whose start was
+        lost, end an attempt whose child ended, cancel a child whose attempt was asked
+        to stop."""
+        if wf.state is W.SUSPENDED:
+            return False
         repaired = False
         for act in latest_of(acts).values():
             spec = defn.activity(act.activity_name)
@@ -213,9 +200,9 @@ class Children(Flow):
             child = self.store.get_workflow(child_of(act.activity_exec_id))
             if child is None:
                 if act.state is A.RUNNING and wf.state is W.RUNNING:
-                    self.launch(wf, defn, act)  # the start was lost: start it now
+                    self.core.launch(wf, defn, act)  # the start was lost: start it now
                 else:
-                    self.apply(act, Transition.FAILED, error="its child never started")
+                    self.core.apply(act, Transition.FAILED, error="its child never started")
                 repaired = True
             elif child.state.is_terminal:
                 self.tell_parent(child)
@@ -224,6 +211,6 @@ class Children(Flow):
                                             states=[child.state])
                 repaired = True
             elif act.state is A.CANCELLED_RUNNING and child.state is not W.CANCEL_REQUESTED:
-                self.cancel(child.workflow_exec_id)
+                self.core.cancel(child.workflow_exec_id)
                 repaired = True
         return repaired

@@ -1,4 +1,4 @@
-"""Failure handlers: ``on_failure`` takes over an activity that failed for good.
+"""Failure handlers (a feature): ``on_failure`` takes over an activity that failed for good.
 
 Step Functions' Catch with Next, on the same tables. When an attempt fails for good
 (FAILED or TIMED_OUT with no retry left):
@@ -27,7 +27,7 @@ from whimbrel.contract.limits import MAX_INPUT_BYTES
 from whimbrel.contract.outcomes import resolution
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.engine.base import latest_of
-from whimbrel.engine.flow import Flow
+from whimbrel.engine.feature import Core, Feature
 
 log = logging.getLogger("whimbrel.engine")
 
@@ -44,45 +44,47 @@ def error_input(item: ActivityRecord) -> str:
     return text
 
 
-class FailureHandling(Flow):
+class FailureHandlers(Feature):
     """``on_failure``: continue past a failure, or call its handler."""
 
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
     def failed_for_good(self, wf: WorkflowRecord, defn: WorkflowDefinition,
-                        item: ActivityRecord, why: str) -> None:
+                        item: ActivityRecord, why: str) -> bool:
         spec = defn.activity(item.activity_name)
         if spec.on_failure == CONTINUE:
             log.info("workflow %s: %s; continuing (on_failure: continue)",
                      wf.workflow_exec_id, why)
-            self.after_completed(wf, defn, item.activity_name)
+            self.core.after_completed(wf, defn, item.activity_name)
         elif spec.on_failure is not None:
             self.call_handler(wf, defn, item, spec.on_failure)
         else:
-            super().failed_for_good(wf, defn, item, why)
+            return False
+        return True
 
     def call_handler(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                      failed: ActivityRecord, handler: str) -> None:
         """Create (once) the handler's attempt for ``failed`` and move it on."""
-        acts = self.store.list_activities(wf.workflow_exec_id)
-        current = latest_of(acts).get(handler)
+        core = self.core
+        current = latest_of(core.store.list_activities(wf.workflow_exec_id)).get(handler)
         if current is not None and current.called_by == failed.activity_exec_id:
             attempt = current.attempt  # called already (a replay): only move it on
         else:
             attempt = current.attempt + 1 if current is not None else 1
-            record = self.new_attempt(wf, defn, handler, attempt, self.clock()).with_changes(
+            record = core.new_attempt(wf, defn, handler, attempt, core.clock()).with_changes(
                 input=error_input(failed), called_by=failed.activity_exec_id,
                 retry_base=attempt - 1)
-            self.store.create_activity(record)
-        self.advance(wf, defn, handler, attempt)
+            core.store.create_activity(record)
+        core.advance(wf, defn, handler, attempt)
 
-    def after_completed(self, wf: WorkflowRecord, defn: WorkflowDefinition,
-                        name: str) -> None:
-        super().after_completed(wf, defn, name)
+    def completed(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str) -> None:
         handled = handlers(defn).get(name)
         if handled is None:
             return
         # A handler completed: the failure it was called for is resolved, and the
         # dependents of the failed activity run with its output in that one's place.
-        latest = latest_of(self.store.list_activities(wf.workflow_exec_id))
+        latest = latest_of(self.core.store.list_activities(wf.workflow_exec_id))
         res = resolution(defn, latest, handled)
         if res is not None and res.handled_by is not None:
-            self.after_completed(wf, defn, handled)
+            self.core.after_completed(wf, defn, handled)

@@ -15,15 +15,16 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from whimbrel.contract.dataflow import CONTINUE, items_prefix, split_item
+from whimbrel.contract.dataflow import CONTINUE, items_prefix, parse_map_over, select, split_item
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.limits import MAX_INPUT_BYTES
 from whimbrel.contract.outcomes import map_items, map_output, resolution, upstream_view
 from whimbrel.contract.payloads import decode_payload
-from whimbrel.contract.records import ActivityRecord
+from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState
-from whimbrel.engine.base import EngineBase, latest_of
+from whimbrel.engine.base import latest_of
+from whimbrel.engine.feature import Core
 
 A = ActivityState
 
@@ -60,7 +61,7 @@ def attempt_input(defn: WorkflowDefinition, workflow_input: str | None,
     return base if own is not None else dict(spec.input)
 
 
-def assembled(engine: EngineBase, wx: str, node: ActivityRecord) -> Any:
+def assembled(engine: Core, wx: str, node: ActivityRecord) -> Any:
     """A COMPLETED map's output: the list on its row, or read from its items."""
     if node.output is not None or not node.map_size:
         return decode_payload(node.output, field="output") if node.output else []
@@ -69,7 +70,7 @@ def assembled(engine: EngineBase, wx: str, node: ActivityRecord) -> Any:
     return map_output(items, int(node.map_size))
 
 
-def upstream_values(engine: EngineBase, wx: str, defn: WorkflowDefinition, name: str,
+def upstream_values(engine: Core, wx: str, defn: WorkflowDefinition, name: str,
                     acts: Iterable[ActivityRecord] | None = None,
                     ) -> tuple[dict[str, Any], dict[str, str]]:
     """What an attempt of ``name`` sees of its upstreams: outputs by name, and the
@@ -86,7 +87,7 @@ def upstream_values(engine: EngineBase, wx: str, defn: WorkflowDefinition, name:
     return outputs, errors
 
 
-def upstream_value(engine: EngineBase, wx: str, defn: WorkflowDefinition, up: str) -> Any:
+def upstream_value(engine: Core, wx: str, defn: WorkflowDefinition, up: str) -> Any:
     """The value ``up`` hands its dependents (what a map maps over), read with a Query
     of ``up``'s attempts (and its handlers'), not of the whole run.
 
@@ -109,3 +110,17 @@ def upstream_value(engine: EngineBase, wx: str, defn: WorkflowDefinition, up: st
     if res.handled_by is None and node.state is A.COMPLETED and node.map_size:
         return assembled(engine, wx, node)
     return decode_payload(res.output, field="output") if res.output else None
+
+
+def map_list(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name: str) -> list[Any]:
+    """The list map ``name`` maps over: from the workflow's input or an upstream's output.
+
+    Raises:
+        ValueError: the source is missing, not a list, or too long.
+    """
+    source = parse_map_over(str(defn.activity(name).map_over))
+    if source.upstream is None:
+        value = decode_payload(wf.input, field="input")
+    else:
+        value = upstream_value(engine, wf.workflow_exec_id, defn, source.upstream)
+    return select(value, source)

@@ -24,14 +24,14 @@ from __future__ import annotations
 from whimbrel.contract.dataflow import is_item
 from whimbrel.contract.errors import NotAllowedNow
 from whimbrel.contract.ids import activity_exec_id, parse_activity_exec_id
-from whimbrel.contract.states import ActivityState, WorkflowState
+from whimbrel.contract.states import ACTIVITY_FAILED, ActivityState, WorkflowState
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.views import ActivityExec
 
 A = ActivityState
 W = WorkflowState
 
-RETRYABLE_STATES = frozenset({A.FAILED, A.TIMED_OUT})
+RETRYABLE_STATES = ACTIVITY_FAILED
 
 
 class RetryNotAllowed(NotAllowedNow):

@@ -1,49 +1,27 @@
-"""Maps: an activity that becomes one item per element of a list at run time.
+"""Maps (a feature): an activity that becomes one item per element of a list at run time.
 
-How it runs (docs/architecture.md, "Maps"):
-
-* **Expansion.** When the map's upstreams resolve, whoever advances it reads the list
-  and moves the map's own row ``REQUESTED → READY → RUNNING`` in one write (with
-  ``map_size``; the engine is the actor that runs a map). An empty list ends it
-  COMPLETED with ``[]`` in the same write; a bad list ends it FAILED.
-* **Lanes.** With ``max_concurrency = C`` the items form ``L = min(C, N)`` lanes: lane
-  ``k`` holds items ``k, k + C, k + 2C, …``, one at a time. The winner of the expansion
-  puts one fan-in edge per lane (``<map>#`` / ``k``), then creates the first item of
-  each lane. When an item ends for good (completed, or failed with no retry left), its
-  follow-up creates the next item of its lane — so at most ``C`` items exist unfinished,
-  and items are created lazily, with no counter anywhere.
-* **Completion.** The lane's last item deletes the lane's edge and looks for any edge
-  left (the fan-in trick: of two lanes ending together at least one sees none). The one
-  that sees none reads the items once, and ends the map COMPLETED with the items'
-  outputs in element order (kept on the row when they fit in MAX_OUTPUT_BYTES, read
-  from the items otherwise), or FAILED when more than ``tolerated_failures`` failed.
-* **Items** are activity executions ``<wx>:<map>#<index>:<attempt>`` that run as their
-  map (launcher, deadlines, retry policy); their input is their element. Each item is
-  created REQUESTED and moved on like any dependent, then ends: O(1) writes per item,
-  and no item is written more than a handful of times.
-* **Failing early.** With ``tolerated_failures = 0`` the first item that fails for good
-  fails the map; otherwise each such failure counts the failed items (one Query) and
-  fails the map once there are too many. A failed map asks its unfinished items to stop.
-
-A new item is created before it is moved on, and the workflow item (and, for a map that
-has an ``on_failure``, the map's own row) is read between the two: a cancel, a failure
-or a map's end that lands first is seen, and the item is cancelled instead of launched —
-the canceller moves first and lists second, the creator writes first and reads second.
+Whoever advances the map reads the list and moves its row ``REQUESTED → READY →
+RUNNING`` in one write; the items run in ``min(max_concurrency, N)`` lanes, one at a
+time each, chained by their follow-ups, with one fan-in edge per lane; the lane's last
+item that sees no edge left ends the map. An item is created before the run (and the
+map's row) is read, so a cancel or failure that landed first is seen. How it runs and
+what it costs: docs/architecture.md, "Maps".
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections import OrderedDict
-from concurrent.futures import Future
 from typing import Any
 
+from whimbrel.contract import states
 from whimbrel.contract.dataflow import (
+    is_map_node,
     item_name,
     items_prefix,
     lane_edges,
-    parse_map_over,
-    select,
+    lanes,
     split_item,
 )
 from whimbrel.contract.definitions import ActivityDefinition, WorkflowDefinition
@@ -58,89 +36,78 @@ from whimbrel.contract.outcomes import (
     open_activities,
     retries_left,
 )
-from whimbrel.contract.payloads import decode_payload, encode_payload
+from whimbrel.contract.payloads import encode_payload
 from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState, activity_path
-from whimbrel.engine import rules
+from whimbrel.engine import flow, rules
 from whimbrel.engine.base import latest_of
-from whimbrel.engine.flow import Flow
-from whimbrel.engine.inputs import own_input, upstream_value
+from whimbrel.engine.feature import Core, Feature, RunRead
+from whimbrel.engine.inputs import map_list, own_input
 
 log = logging.getLogger("whimbrel.engine")
 
 A = ActivityState
 W = WorkflowState
 
-#: Lists of elements this engine keeps, by (run, map, redrive): a chain step reads the
-#: list once per process, not once per item.
+#: Lists this engine keeps, by (run, map, redrive): read once per process, not per item.
 KNOWN_LISTS = 64
 
 #: The error type of a map whose list could not be read.
 BAD_LIST = "InvalidMapInput"
 
 
-def lanes(spec: ActivityDefinition, size: int) -> int:
-    return min(spec.max_concurrency or size, size)
-
-
-def is_map_node(spec: ActivityDefinition, name: str) -> bool:
-    """True for a map's own row (not one of its items)."""
-    return spec.map_over is not None and split_item(name)[1] is None
-
-
-class Maps(Flow):
+class Maps(Feature):
     """Expanding maps, chaining their items, ending them."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.store = core.store
+        self._lock = threading.Lock()
         self._lists: OrderedDict[tuple[str, str, int], list[Any]] = OrderedDict()
 
-    # -- hooks into the flow ------------------------------------------------------------------
+    # -- hooks ---------------------------------------------------------------------------------
+
+    def drives(self, spec: ActivityDefinition, name: str) -> str | None:
+        return "is a map (its items decide its end)" if is_map_node(spec, name) else None
 
     def advance(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str, attempt: int,
-                source: ActivityState = A.REQUESTED, *, first: bool = False) -> None:
-        if is_map_node(defn.activity(name), name):
-            self.expand_map(wf, defn, name, attempt, source)
-        else:
-            super().advance(wf, defn, name, attempt, source, first=first)
+                source: ActivityState) -> bool:
+        if not is_map_node(defn.activity(name), name):
+            return False
+        self.expand_map(wf, defn, name, attempt, source)
+        return True
 
-    def after(self, item: ActivityRecord,
-              wf_read: Future[WorkflowRecord] | None = None) -> None:
+    def follow_up(self, item: ActivityRecord, run: RunRead) -> bool:
         if split_item(item.activity_name)[1] is None:
-            super().after(item, wf_read)
-            return
-        wf = self.run_going_on(item, wf_read)
+            return False
+        wf = flow.run_going_on(self.core, item, run)
         if wf is not None:
-            self.after_item(wf, self.definition_of(wf), item)
+            self.after_item(wf, self.core.definition_of(wf), item)
+        return True
 
-    def new_attempt(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
-                    attempt: int, now: float, *, not_before: float | None = None,
-                    actor: str | None = None,
-                    previous: ActivityRecord | None = None) -> ActivityRecord:
-        record = super().new_attempt(wf, defn, name, attempt, now, not_before=not_before,
-                                     actor=actor, previous=previous)
-        if is_map_node(defn.activity(name), name):  # its items heartbeat; it does not
-            record = record.with_changes(heartbeat_timeout_seconds=None)
+    def new_attempt(self, defn: WorkflowDefinition, record: ActivityRecord) -> ActivityRecord:
+        if is_map_node(defn.activity(record.activity_name), record.activity_name):
+            return record.with_changes(heartbeat_timeout_seconds=None)  # its items beat
         return record
 
-    def on_failure(self, wf: WorkflowRecord, defn: WorkflowDefinition,
-                   item: ActivityRecord) -> None:
-        if is_map_node(defn.activity(item.activity_name), item.activity_name):
-            # A map never retries as a whole: its items retried already.
-            why = f"map {item.activity_name} {item.state}"
-            self.failed_for_good(wf, defn, item, f"{why}: {item.error}" if item.error else why)
-            return
-        super().on_failure(wf, defn, item)
+    def before_retry(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                     item: ActivityRecord) -> bool:
+        if not is_map_node(defn.activity(item.activity_name), item.activity_name):
+            return False
+        # A map never retries as a whole: its items retried already.
+        why = f"map {item.activity_name} {item.state}"
+        self.core.failed_for_good(wf, defn, item, f"{why}: {item.error}" if item.error else why)
+        return True
 
-    def stop_activity(self, act: ActivityRecord, defn: WorkflowDefinition, *,
-                      ask_running: bool) -> bool:
+    def stop(self, act: ActivityRecord, defn: WorkflowDefinition, *,
+             ask_running: bool) -> bool | None:
         if act.state is not A.RUNNING or not is_map_node(defn.activity(act.activity_name),
                                                           act.activity_name):
-            return super().stop_activity(act, defn, ask_running=ask_running)
+            return None
         # The engine runs a map; asked to stop, it stops at once (its items are stopped
         # as activities of their own): RUNNING -> CANCELLED_RUNNING -> CANCELLED.
         self.end_map_node(act, activity_path(A.RUNNING, Transition.CANCEL, Transition.FAILED),
-                      defn, error="stopped with its workflow")
+                          defn, error="stopped with its workflow")
         return False
 
     # -- expansion ------------------------------------------------------------------------------
@@ -156,12 +123,7 @@ class Maps(Flow):
             cached = self._lists.get(key)
         if cached is not None:
             return cached
-        source = parse_map_over(str(defn.activity(name).map_over))
-        if source.upstream is None:
-            value = decode_payload(wf.input, field="input")
-        else:
-            value = upstream_value(self, wf.workflow_exec_id, defn, source.upstream)
-        found = select(value, source)
+        found = map_list(self.core, wf, defn, name)
         with self._lock:
             self._lists[key] = found
             while len(self._lists) > KNOWN_LISTS:
@@ -171,7 +133,7 @@ class Maps(Flow):
     def expand_map(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str, attempt: int,
                source: ActivityState) -> None:
         """Start a map whose upstreams resolved (its attempt is REQUESTED or READY)."""
-        if not self.proceeds(wf) or source not in (A.REQUESTED, A.READY):
+        if not flow.proceeds(wf) or source not in states.ACTIVITY_NOT_LAUNCHED:
             return
         spec = defn.activity(name)
         aeid = activity_exec_id(wf.workflow_exec_id, name, attempt)
@@ -190,11 +152,11 @@ class Maps(Flow):
             end = activity_path(path[-1], Transition.COMPLETED)
             self.end_map_node(node, (*path, *end), defn, output="[]", expected=source)
             return
-        now = self.clock()
+        now = self.core.clock()
         try:
             # Whoever advances a map runs it: no other actor moves it between READY and
             # RUNNING, and one write picks one runner (docs/contract.md).
-            self.move(aeid, source, path, {"started_epoch": now, "map_size": len(items),
+            self.core.move(aeid, source, path, {"started_epoch": now, "map_size": len(items),
                                            "timer_epoch": REMOVE})
         except StateConflict:
             return  # expanded by someone else
@@ -220,7 +182,7 @@ class Maps(Flow):
         if busy:
             self.store.put_dependencies(wf.workflow_exec_id, lane_edges(name),
                                         [str(k) for k in busy])
-        self.each(lambda k: self.chain_lane(wf, defn, name, starts[k], k), busy)
+        self.core.each(lambda k: self.chain_lane(wf, defn, name, starts[k], k), busy)
         if len(busy) < len(starts) and not self.store.pending_dependencies(
                 wf.workflow_exec_id, lane_edges(name)):
             self.finish_map(wf, defn, name)
@@ -234,14 +196,14 @@ class Maps(Flow):
         assert index is not None
         spec = defn.activity(name)
         if retries_left(item, spec):
-            super().on_failure(wf, defn, item)  # a new attempt of this item
+            self.core.retry_or_fail(wf, defn, item)  # a new attempt of this item
             return
         if spec.on_failure is not None and not self.map_running(wf, name):
             # A straggler of a map that failed while its workflow goes on: the last one
             # to stop may be all the run waited for.
             if not open_activities(defn, latest_of(self.store.list_activities(
                     wf.workflow_exec_id))):
-                self.complete_if_done(wf, defn)
+                self.core.complete_if_done(wf, defn)
             return
         if item_failed(item, spec) and self.too_many_failures(wf, spec, name):
             why = (item.error or "").strip().splitlines()[:1]
@@ -272,7 +234,7 @@ class Maps(Flow):
         """Create item ``index`` (its next attempt after a redrive) and move it on.
         False when it COMPLETED already (before a redrive): the lane goes on."""
         wx, iname = wf.workflow_exec_id, item_name(name, index)
-        record = self.new_attempt(wf, defn, iname, 1, self.clock()).with_changes(
+        record = self.core.new_attempt(wf, defn, iname, 1, self.core.clock()).with_changes(
             input=own_input(element, f"element {index} of {name}"))
         fresh = self.store.create_activity(record)
         if not fresh:  # a replay, or an item that ran before a redrive
@@ -281,21 +243,21 @@ class Maps(Flow):
                 return False
             record = latest
             if generation(latest) < wf.redrives:  # it failed before the redrive: a new go
-                record = self.new_attempt(wf, defn, iname, latest.attempt + 1, self.clock(),
-                                          ).with_changes(input=latest.input,
-                                                         retry_base=latest.attempt)
+                record = self.core.new_attempt(
+                    wf, defn, iname, latest.attempt + 1, self.core.clock(),
+                ).with_changes(input=latest.input, retry_base=latest.attempt)
                 fresh = self.store.create_activity(record)
         # Created first, read second (a cancel, a failure or the map's end that landed
         # in between is seen here, and the item is not launched).
-        current = self.workflow(wx)
+        current = self.core.workflow(wx)
         spec = defn.activity(name)
-        if not self.proceeds(current) or (
+        if not flow.proceeds(current) or (
                 spec.on_failure is not None and not self.map_running(current, name)):
             if fresh:
-                self.stop_activity(record, defn, ask_running=False)
-            self.settle(wx)
+                self.core.stop_activity(record, defn, ask_running=False)
+            self.core.settle(wx)
             return True
-        self.advance(current, defn, iname, record.attempt)
+        self.core.advance(current, defn, iname, record.attempt)
         return True
 
     # -- the map's own end ------------------------------------------------------------------------
@@ -358,14 +320,14 @@ class Maps(Flow):
         wx, name = node.workflow_exec_id, node.activity_name
         start = expected or node.state or A.RUNNING
         changes = rules.changes_for(defn.activity(name), A.RUNNING, path[-1],
-                                    now=self.clock(), workflow_name=node.workflow_name,
-                                    retention=self.retention(defn), output=output,
+                                    now=self.core.clock(), workflow_name=node.workflow_name,
+                                    retention=self.core.retention(defn), output=output,
                                     error=error, error_type=error_type)
         if start is not A.RUNNING:
-            changes["started_epoch"] = self.clock()
+            changes["started_epoch"] = self.core.clock()
             changes["map_size"] = 0 if output == "[]" else REMOVE
         try:
-            moved = self.move(node.activity_exec_id, start, path, changes)
+            moved = self.core.move(node.activity_exec_id, start, path, changes)
         except StateConflict:
             return
         if path[-1] is not A.COMPLETED:  # lanes nobody will end
@@ -373,17 +335,19 @@ class Maps(Flow):
                 self.store.delete_dependency(wx, lane_edges(name), lane)
         if stop_items:
             for item in self.store.list_activities(wx, items_prefix(name)):
-                self.stop_activity(item, defn, ask_running=True)
+                self.core.stop_activity(item, defn, ask_running=True)
         if path[-1] is not A.CANCELLED:
-            self.after(moved)
+            self.core.after(moved)
 
     # -- repair ---------------------------------------------------------------------------------
 
-    def repair_maps(self, wf: WorkflowRecord, defn: WorkflowDefinition,
-                    acts: list[ActivityRecord]) -> bool:
-        """The reconciler's part for each RUNNING map: start lanes an expansion left
-        unstarted, move on items stuck before they ran, redo a lost chain step or lane
-        end, and end a map whose lanes all ended."""
+    def reconcile(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                  acts: list[ActivityRecord], now: float) -> bool:
+        """The reconciler's part for each RUNNING map (of a run not SUSPENDED): start
+        lanes an expansion left unstarted, move on items stuck before they ran, redo a
+        lost chain step or lane end, and end a map whose lanes all ended."""
+        if wf.state is W.SUSPENDED:
+            return False
         latest = latest_of(acts)
         repaired = False
         for spec in defn.activities:
@@ -415,9 +379,9 @@ class Maps(Flow):
             act = items[mine[-1]]
             state = act.state or A.REQUESTED
             if not state.is_terminal:
-                if (state is A.REQUESTED and not (act.not_before_epoch or 0) > self.clock()) \
-                        or (state is A.READY and spec.launcher.is_push):
-                    self.advance(wf, defn, act.activity_name, act.attempt, state)
+                due = not (act.not_before_epoch or 0) > self.core.clock()
+                if (state is A.REQUESTED and due) or (state is A.READY and spec.launcher.is_push):
+                    self.core.advance(wf, defn, act.activity_name, act.attempt, state)
                     repaired = True
                 continue
             rest = range(mine[-1] + width, size, width)

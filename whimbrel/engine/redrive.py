@@ -1,4 +1,4 @@
-"""Redrive: run an ended run again from where it broke (docs/contract.md, "Redrive").
+"""Redrive (a feature): run an ended run again from where it broke (docs/contract.md, "Redrive").
 
 ``REDRIVE`` is a move of the workflow machine: FAILED / CANCELLED / TIMED_OUT →
 RUNNING, made in one conditional write that also bumps ``redrive_count`` and is
@@ -24,24 +24,22 @@ and their outputs stay; a map keeps its completed items.
 
 from __future__ import annotations
 
-from concurrent.futures import Future
-
 from whimbrel.contract.dataflow import split_item
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import NotAllowedNow, StateConflict
 from whimbrel.contract.ids import END_NODE
 from whimbrel.contract.outcomes import UNSUCCESSFUL, generation, resolution, unresolved
 from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
-from whimbrel.contract.states import ActivityState, WorkflowState, WorkflowTransition
-from whimbrel.contract.states import workflow_sources as sources_of
+from whimbrel.contract.states import WORKFLOW_REDRIVABLE, ActivityState, WorkflowState
+from whimbrel.engine import flow
 from whimbrel.engine.base import latest_of
-from whimbrel.engine.flow import Flow
+from whimbrel.engine.feature import Core, Feature, RunRead
 
 A = ActivityState
 W = WorkflowState
 
 #: The states a run may be redriven from (FAILED, CANCELLED, TIMED_OUT).
-REDRIVABLE = sources_of(WorkflowTransition.REDRIVE)
+REDRIVABLE = WORKFLOW_REDRIVABLE
 
 
 class RedriveNotAllowed(NotAllowedNow):
@@ -54,8 +52,38 @@ class RedriveNotAllowed(NotAllowedNow):
         self.workflow_state = workflow_state
 
 
-class Redriving(Flow):
+class Redrive(Feature):
     """The REDRIVE move and its follow-ups."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.store = core.store
+
+    # -- hooks ------------------------------------------------------------------------------
+
+    def finish_start(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> bool:
+        """A redriven run's first reconcile step: finish its redrive's phase one if a
+        crash cut it short (nothing else may move before)."""
+        return self.followups(wf, defn)
+
+    def waiting_attempt(self, wf: WorkflowRecord, name: str) -> int | None:
+        if not wf.redrives:
+            return None
+        latest = latest_of(self.store.list_activities(wf.workflow_exec_id, f"{name}:"))
+        return latest[name].attempt if name in latest else 1
+
+    def follow_up(self, item: ActivityRecord, run: RunRead) -> bool:
+        if item.state not in UNSUCCESSFUL or split_item(item.activity_name)[1] is not None:
+            return False
+        wf = run.get()
+        if flow.proceeds(wf) and generation(item) < wf.redrives:
+            # An attempt from before the redrive (a late follow-up, a reconcile visit):
+            # its activity got (or gets now) a new attempt; it fails nothing.
+            self.followups(wf, self.core.definition_of(wf))
+            return True
+        return False
+
+    # -- the move ---------------------------------------------------------------------------
 
     def redrive(self, wx: str, *, actor: str | None = None) -> WorkflowRecord:
         """Move an ended run back to RUNNING and start what did not complete.
@@ -65,7 +93,7 @@ class Redriving(Flow):
             RedriveNotAllowed: the run is not FAILED, CANCELLED or TIMED_OUT, an attempt
                 of it still runs, or another redrive won.
         """
-        wf = self.workflow(wx)
+        wf = self.core.workflow(wx)
         state = wf.state.value
         if wf.state not in REDRIVABLE:
             raise RedriveNotAllowed(
@@ -78,9 +106,9 @@ class Redriving(Flow):
                 f"workflow {wx} still has running attempts ({', '.join(running[:5])}); "
                 "redrive it once they have stopped", workflow_exec_id=wx,
                 workflow_state=state)
-        defn = self.definition_of(wf)
-        now = self.clock()
-        check = now + self.reconcile_grace_seconds
+        defn = self.core.definition_of(wf)
+        now = self.core.clock()
+        check = now + self.core.reconcile_grace_seconds
         if defn.timeout_seconds is not None:  # its deadline counts from the redrive
             check = min(check, now + float(defn.timeout_seconds))
         try:
@@ -88,21 +116,21 @@ class Redriving(Flow):
                 wx, REDRIVABLE, W.RUNNING,
                 {"redrive_count": wf.redrives + 1, "redriven_epoch": now, "check_epoch": check,
                  "ended_epoch": REMOVE, "expires_epoch": REMOVE, "error": REMOVE},
-                now=now, actor=actor or self.actor, workflow_name=wf.workflow_name,
+                now=now, actor=actor or self.core.actor, workflow_name=wf.workflow_name,
                 if_unchanged={"redrive_count": wf.redrives})
         except StateConflict as lost:
             current = lost.current.state.value if lost.current is not None else state
             raise RedriveNotAllowed(
                 f"workflow {wx} was redriven by another caller meanwhile (it is {current})",
                 workflow_exec_id=wx, workflow_state=current) from None
-        self.redrive_followups(moved, defn)
+        self.followups(moved, defn)
         return moved
 
-    def redrive_followups(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> bool:
+    def followups(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> bool:
         """Phase one (if not complete) and phase two of the run's latest redrive.
         Idempotent; True if phase one had to be (re)done."""
         gen = wf.redrives
-        if not gen or wf.redrive_ready == gen or not self.proceeds(wf):
+        if not gen or wf.redrive_ready == gen or not flow.proceeds(wf):
             return False
         wx = wf.workflow_exec_id
         latest = latest_of(self.store.list_activities(wx))
@@ -116,44 +144,23 @@ class Redriving(Flow):
         sinks = [s for s in defn.sinks if s in open_]
         if len(defn.sinks) > 1 and sinks:
             self.store.put_dependencies(wx, END_NODE, sinks)
-        now = self.clock()
+        now = self.core.clock()
 
         def successor(name: str) -> ActivityRecord:
             before = latest[name].attempt if name in latest else 0
-            record = self.new_attempt(wf, defn, name, before + 1, now).with_changes(
+            record = self.core.new_attempt(wf, defn, name, before + 1, now).with_changes(
                 retry_base=before)
             self.store.create_activity(record)
             return record
 
-        attempts = {r.activity_name: r.attempt for r in self.each(successor, todo)}
+        attempts = {r.activity_name: r.attempt for r in self.core.each(successor, todo)}
         attempts.update({n: a.attempt for n, a in latest.items()
                          if n in open_ and generation(a) == gen})
         # Only while the run is as judged (not failed or cancelled since).
         self.store.set_workflow(wx, {"redrive_ready": gen}, states=[wf.state])
         ready = [n for n in attempts if all(resolution(defn, latest, d) is not None
                                             for d in defn.activity(n).depends_on)]
-        self.each(lambda n: self.advance(wf, defn, n, attempts[n]), ready)
+        self.core.each(lambda n: self.core.advance(wf, defn, n, attempts[n]), ready)
         if not attempts:
-            self.complete_if_done(wf, defn)  # nothing was left to run
+            self.core.complete_if_done(wf, defn)  # nothing was left to run
         return True
-
-    def waiting_attempt(self, wf: WorkflowRecord, name: str) -> int:
-        if not wf.redrives:
-            return super().waiting_attempt(wf, name)
-        latest = latest_of(self.store.list_activities(wf.workflow_exec_id, f"{name}:"))
-        return latest[name].attempt if name in latest else 1
-
-    def after(self, item: ActivityRecord,
-              wf_read: Future[WorkflowRecord] | None = None) -> None:
-        if item.state not in UNSUCCESSFUL or split_item(item.activity_name)[1] is not None:
-            super().after(item, wf_read)
-            return
-        wf = wf_read.result() if wf_read is not None else self.workflow(item.workflow_exec_id)
-        if self.proceeds(wf) and generation(item) < wf.redrives:
-            # An attempt from before the redrive (a late follow-up, a reconcile visit):
-            # its activity got (or gets now) a new attempt; it fails nothing.
-            self.redrive_followups(wf, self.definition_of(wf))
-            return
-        done: Future[WorkflowRecord] = Future()
-        done.set_result(wf)
-        super().after(item, done)

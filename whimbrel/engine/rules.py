@@ -22,7 +22,12 @@ from whimbrel.contract.definitions import ActivityDefinition, WorkflowDefinition
 from whimbrel.contract.notifications import FAILURE_STATES
 from whimbrel.contract.outcomes import retries_left
 from whimbrel.contract.records import REMOVE, ActivityRecord
-from whimbrel.contract.states import ActivityState
+from whimbrel.contract.states import (
+    ACTIVITY_LAUNCHED,
+    ACTIVITY_NOT_LAUNCHED,
+    ActivityState,
+    WorkflowState,
+)
 from whimbrel.settings import DAY_SECONDS
 
 A = ActivityState
@@ -77,13 +82,13 @@ def changes_for(spec: ActivityDefinition, source: ActivityState, target: Activit
     keys from them.
     """
     out: dict[str, Any] = {}
-    leaves_claim = spec.launcher.is_pull and source in (A.REQUESTED, A.READY)
+    leaves_claim = spec.launcher.is_pull and source in ACTIVITY_NOT_LAUNCHED
     if target is A.READY:
         deadline = start_deadline(spec, now, queued=False)
         out["timer_epoch"] = deadline if deadline is not None else REMOVE
         if spec.launcher.is_pull:
             out["claimable"] = (workflow_name, spec.name)
-    elif target in (A.QUEUED, A.PREPARING):
+    elif target in ACTIVITY_LAUNCHED:
         if leaves_claim:
             out["claimable"] = REMOVE
         if target is A.QUEUED or source is not A.QUEUED:
@@ -168,3 +173,10 @@ def failed_for_good(spec: ActivityDefinition, item: ActivityRecord) -> bool:
     if any(change.state == A.CANCELLED_RUNNING.value for change in item.history):
         return False
     return not retry_follows(spec, item)
+
+
+def may_start_while(wf_state: WorkflowState, source: ActivityState) -> bool:
+    """Whether an attempt in ``source`` may start in a workflow in ``wf_state``: only in a
+    RUNNING one, or, SUSPENDED, when it was launched before the suspend."""
+    return wf_state is WorkflowState.RUNNING or (
+        wf_state is WorkflowState.SUSPENDED and source in ACTIVITY_LAUNCHED)

@@ -1,5 +1,6 @@
 """Signals: named events sent to a run and received by the activities that wait for them
-(``LauncherSpec.signal``; docs/architecture.md, "Signals").
+(``LauncherSpec.signal``; the ``signal`` kind of the waits feature, engine/waits.py;
+docs/architecture.md, "Signals").
 
 A signal that finds the only wait of its name READY completes it in **one** conditional
 write (``READY → RUNNING → COMPLETED``, the payload as output, ``signal:<signal_id>`` as
@@ -29,15 +30,15 @@ from whimbrel.contract.ids import new_request_id
 from whimbrel.contract.limits import MAX_OUTPUT_BYTES, NAME_PATTERN
 from whimbrel.contract.payloads import encode_payload
 from whimbrel.contract.records import ActivityRecord, SignalRecord, WorkflowRecord
-from whimbrel.contract.states import WORKFLOW_PROCEEDING, ActivityState, Transition
+from whimbrel.contract.states import ACTIVITY_FAILED, WORKFLOW_PROCEEDING, ActivityState, Transition
 from whimbrel.engine import rules
 from whimbrel.engine.base import latest_of
-from whimbrel.engine.waits import end_wait
+from whimbrel.engine.moves import end_wait
 from whimbrel.settings import DAY_SECONDS
 
 if TYPE_CHECKING:
     from whimbrel.contract.definitions import WorkflowDefinition
-    from whimbrel.engine.flow import Flow
+    from whimbrel.engine.feature import Core
 
 A = ActivityState
 _NAME = re.compile(NAME_PATTERN)
@@ -68,7 +69,7 @@ def waiting_on(defn: WorkflowDefinition, name: str) -> list[str]:
 
 # -- sending -------------------------------------------------------------------------------
 
-def send(engine: Flow, workflow_exec_id: str, name: Any, payload: Any = None, *,
+def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
          signal_id: Any = None) -> SignalOutcome:
     """Deliver signal ``name`` to a run (or keep it for the wait to come).
 
@@ -149,7 +150,7 @@ def _same(kept: SignalRecord, name: str, payload: str | None) -> None:
             "signal", field="signal_id")
 
 
-def _offer(engine: Flow, defn: WorkflowDefinition, signal: SignalRecord,
+def _offer(engine: Core, defn: WorkflowDefinition, signal: SignalRecord,
            acts: list[ActivityRecord], *, duplicate: bool = False) -> SignalOutcome:
     """Give a kept signal to the first READY wait of its name that takes it."""
     holder = _received_by(acts, signal.signal_id)
@@ -166,7 +167,7 @@ def _offer(engine: Flow, defn: WorkflowDefinition, signal: SignalRecord,
 
 # -- receiving kept signals ----------------------------------------------------------------
 
-def after_ready(engine: Flow, wf: WorkflowRecord, defn: WorkflowDefinition,
+def after_ready(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
                 item: ActivityRecord) -> bool:
     """A signal wait just became READY (or the reconciler found it READY): give it the
     oldest signal kept for its name, if any. True if it received one."""
@@ -190,7 +191,7 @@ def after_ready(engine: Flow, wf: WorkflowRecord, defn: WorkflowDefinition,
     return False
 
 
-def _give(engine: Flow, defn: WorkflowDefinition, signal: SignalRecord,
+def _give(engine: Core, defn: WorkflowDefinition, signal: SignalRecord,
           wait: ActivityRecord, acts: Sequence[ActivityRecord]) -> bool:
     """Bind ``signal`` to ``wait``, then complete the wait with it. True if the wait has
     it now."""
@@ -220,7 +221,7 @@ def _give(engine: Flow, defn: WorkflowDefinition, signal: SignalRecord,
 
 # -- repairs (the reconciler) --------------------------------------------------------------
 
-def repair(engine: Flow, wf: WorkflowRecord, defn: WorkflowDefinition,
+def repair(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
            acts: list[ActivityRecord], now: float) -> bool:
     """A RUNNING run's reconcile visit: give kept signals to READY waits (a hand-over
     that died half-way, a send racing a READY move), and keep a long run's kept signals
@@ -258,11 +259,11 @@ def _may_still_receive(defn: WorkflowDefinition, latest: dict[str, ActivityRecor
         act = latest.get(name)
         if act is None or act.state is None or not act.state.is_terminal:
             return True
-        if act.state in (A.FAILED, A.TIMED_OUT) \
+        if act.state in ACTIVITY_FAILED \
                 and rules.retry_follows(defn.activity(name), act):
             return True  # its retry is (or will be) created
     return False
 
 
-def _expiry(engine: Flow, defn: WorkflowDefinition, now: float) -> float | None:
+def _expiry(engine: Core, defn: WorkflowDefinition, now: float) -> float | None:
     return rules.expiry(now + rules.RETENTION_SLACK_SECONDS, engine.retention(defn))

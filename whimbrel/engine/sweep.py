@@ -20,13 +20,14 @@ from whimbrel.contract.states import (
     ACTIVITY_ACTIVE,
     ACTIVITY_PENDING,
     ACTIVITY_TERMINAL,
+    ACTIVITY_UNSUCCESSFUL,
     WORKFLOW_LIVE,
     ActivityState,
     WorkflowState,
 )
-from whimbrel.engine import rules, signals, waits
+from whimbrel.engine import ending, flow, rules, starting
 from whimbrel.engine.base import latest_of
-from whimbrel.engine.engine import Engine
+from whimbrel.engine.feature import Core
 from whimbrel.settings import DAY_SECONDS
 
 log = logging.getLogger("whimbrel.sweep")
@@ -75,7 +76,7 @@ class SweepReport:
         }
 
 
-def sweep(engine: Engine, now: float | None = None, *, limit: int = 1000) -> SweepReport:
+def sweep(engine: Core, now: float | None = None, *, limit: int = 1000) -> SweepReport:
     """Run one heartbeat-listener pass at ``now`` (the engine's clock when None)."""
     now = engine.clock() if now is None else now
     report = SweepReport(now=now)
@@ -94,10 +95,12 @@ def sweep(engine: Engine, now: float | None = None, *, limit: int = 1000) -> Swe
             continue
         {"timed_out": report.workflows_timed_out, "repaired": report.reconciled}.get(
             outcome, report.checked).append(wx)
+    for feature in engine.features:
+        feature.sweep(now)
     return report
 
 
-def fire_timer(engine: Engine, due: Due, now: float, report: SweepReport) -> None:
+def fire_timer(engine: Core, due: Due, now: float, report: SweepReport) -> None:
     store = engine.store
     item = store.get_activity(due.activity_exec_id)
     if item is None or item.timer_epoch is None or item.timer_epoch > now or item.state is None:
@@ -105,7 +108,7 @@ def fire_timer(engine: Engine, due: Due, now: float, report: SweepReport) -> Non
     defn = engine.definition_of(item)
     spec = defn.activity(item.activity_name)
     state = item.state
-    done = waits.on_due(engine, item, defn, now, actor=LISTENER)
+    done = _due(engine, item, defn, now)
     if done is not None:  # a timer fired, or held while its run is SUSPENDED
         if done == "fired":
             report.timers_fired.append(item.activity_exec_id)
@@ -123,13 +126,13 @@ def fire_timer(engine: Engine, due: Due, now: float, report: SweepReport) -> Non
     elif state is A.REQUESTED:
         wf = store.get_workflow(item.workflow_exec_id)
         if wf is not None and wf.state is W.RUNNING:
-            engine.advance(wf, defn, item.activity_name, item.attempt)
+            flow.advance(engine, wf, defn, item.activity_name, item.attempt)
             report.retries_launched.append(item.activity_exec_id)
         else:
-            if not engine.stop_activity(item, defn, ask_running=False):
+            if not ending.stop_activity(engine, item, defn, ask_running=False):
                 report.cancelled.append(item.activity_exec_id)
             if wf is not None:
-                engine.settle(wf.workflow_exec_id)
+                ending.settle(engine, wf.workflow_exec_id)
     elif state in ACTIVITY_PENDING:
         _time_out(engine, item, defn, now, rules.not_started_reason(item, spec), report)
     else:
@@ -139,7 +142,26 @@ def fire_timer(engine: Engine, due: Due, now: float, report: SweepReport) -> Non
                                {"timer_epoch": REMOVE}, states=[state])
 
 
-def _time_out(engine: Engine, item: ActivityRecord, defn: WorkflowDefinition, now: float, why: str,
+def _due(engine: Core, item: ActivityRecord, defn: WorkflowDefinition,
+         now: float) -> str | None:
+    """The features' part for a due item (``Feature.due``), sharing one read of its run:
+    ``"held"`` (its run is SUSPENDED), ``"fired"`` (a timer), ``"gone"`` (it moved on
+    since the index read), or None when the sweep's own handling applies."""
+    read: list[WorkflowRecord | None] = []
+
+    def run() -> WorkflowRecord | None:
+        if not read:
+            read.append(engine.store.get_workflow(item.workflow_exec_id))
+        return read[0]
+
+    for feature in engine.features:
+        done = feature.due(item, defn, run, now, LISTENER)
+        if done is not None:
+            return done
+    return None
+
+
+def _time_out(engine: Core, item: ActivityRecord, defn: WorkflowDefinition, now: float, why: str,
               report: SweepReport) -> None:
     state = item.state or A.RUNNING
     spec = defn.activity(item.activity_name)
@@ -152,10 +174,10 @@ def _time_out(engine: Engine, item: ActivityRecord, defn: WorkflowDefinition, no
     except StateConflict:
         return  # it moved on (or a heartbeat pushed the deadline) since we read it
     report.timed_out.append(item.activity_exec_id)
-    engine.after(moved)
+    flow.after(engine, moved)
 
 
-def reconcile(engine: Engine, wx: str, now: float | None = None) -> str:
+def reconcile(engine: Core, wx: str, now: float | None = None) -> str:
     """Re-derive and redo every follow-up of one workflow execution. Idempotent.
 
     Returns ``"timed_out"`` (its deadline passed), ``"repaired"`` (something was left
@@ -170,47 +192,45 @@ def reconcile(engine: Engine, wx: str, now: float | None = None) -> str:
     # A redriven run's deadline counts from its redrive.
     if wf.state in WORKFLOW_LIVE and defn.timeout_seconds is not None \
             and now >= wf.running_since + float(defn.timeout_seconds):
-        return "timed_out" if engine.time_out_workflow(wf, defn) else "checked"
+        return "timed_out" if ending.time_out_workflow(engine, wf, defn) else "checked"
     if wf.state is W.REQUESTED:
-        engine.resume_start(wf, defn)
+        starting.resume_start(engine, wf, defn)
         outcome = "repaired"
     elif wf.state is W.RUNNING:
         if _reconcile_running(engine, wf, defn, now):
             outcome = "repaired"
     elif wf.state is W.SUSPENDED:
-        if waits.repair_claims(engine, wf, defn, engine.store.list_activities(wx)):
-            outcome = "repaired"
+        if _repair(engine, wf, defn, engine.store.list_activities(wx), now):
+            outcome = "repaired"  # claims a suspend or resume left half done
     else:
-        if wf.state in WORKFLOW_LIVE and engine.repair_data(
-                wf, defn, engine.store.list_activities(wx)):
+        if wf.state in WORKFLOW_LIVE and _repair(
+                engine, wf, defn, engine.store.list_activities(wx), now):
             outcome = "repaired"  # e.g. a child whose end its failing parent missed
-        engine.settle(wx)
+        ending.settle(engine, wx)
     fresh = engine.store.get_workflow(wx)
     if fresh is not None and fresh.state in WORKFLOW_LIVE:
         age = max(0.0, now - fresh.running_since)
         interval = min(max(engine.reconcile_grace_seconds, age / 2),
                        MAX_RECONCILE_INTERVAL_SECONDS)
-        engine.store.set_workflow(wx, {"check_epoch": engine.next_check(
-            fresh.running_since, now, defn, interval)}, states=WORKFLOW_LIVE)
+        engine.store.set_workflow(wx, {"check_epoch": starting.next_check(
+            engine, fresh.running_since, now, defn, interval)}, states=WORKFLOW_LIVE)
     elif fresh is not None and fresh.check_epoch is not None:
         engine.store.set_workflow(wx, {"check_epoch": REMOVE}, states=[fresh.state])
     return outcome
 
 
-def _reconcile_running(engine: Engine, wf: WorkflowRecord, defn: WorkflowDefinition,
+def _reconcile_running(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
                        now: float) -> bool:
     wx = wf.workflow_exec_id
     acts = engine.store.list_activities(wx)
-    if engine.resume_start(wf, defn, rows=acts):
+    if starting.resume_start(engine, wf, defn, rows=acts):
         return True  # the start died half-way; the next visit checks the rest
-    if engine.finish_redrive(wf, defn):
+    if any(f.finish_start(wf, defn) for f in engine.features):
         return True  # a redrive died half-way (engine/redrive.py); likewise
     latest = latest_of(acts)
     # Maps' lanes and child runs; after a resume: held deadlines re-armed, READY
     # externals claimable again; kept signals given to READY waits.
-    repaired = engine.repair_data(wf, defn, acts) \
-        | waits.repair_running(engine, wf, defn, acts) \
-        | signals.repair(engine, wf, defn, acts, now)
+    repaired = _repair(engine, wf, defn, acts, now)
     for name in defn.topological_order():
         act = latest.get(name)
         if act is None or act.state is None:
@@ -224,25 +244,34 @@ def _reconcile_running(engine: Engine, wf: WorkflowRecord, defn: WorkflowDefinit
             if all(resolution(defn, latest, d) is not None for d in spec.depends_on):
                 for d in spec.depends_on if len(spec.depends_on) > 1 else ():
                     engine.store.delete_dependency(wx, name, d)
-                engine.advance(wf, defn, name, act.attempt)
+                flow.advance(engine, wf, defn, name, act.attempt)
                 repaired = True
         elif state is A.READY and spec.launcher.is_push:
-            engine.advance(wf, defn, name, act.attempt, A.READY)
+            flow.advance(engine, wf, defn, name, act.attempt, A.READY)
             repaired = True
-        elif state in (A.FAILED, A.TIMED_OUT, A.CANCELLED) \
+        elif state in ACTIVITY_UNSUCCESSFUL \
                 and resolution(defn, latest, name) is None:
-            engine.after(act)  # a retry (or the failure) whose follow-up was lost
+            flow.after(engine, act)  # a retry (or the failure) whose follow-up was lost
             repaired = True
     fresh = engine.store.get_workflow(wx)
     if fresh is None or fresh.state is not W.RUNNING:
         return repaired
     if not open_activities(defn, engine.latest_attempts(wx)):
-        return engine.complete_if_done(fresh, defn) or repaired
+        return flow.complete_if_done(engine, fresh, defn) or repaired
     _guard_retention(engine, acts, defn, now)
     return repaired
 
 
-def _guard_retention(engine: Engine, acts: list[ActivityRecord], defn: WorkflowDefinition,
+def _repair(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
+            acts: list[ActivityRecord], now: float) -> bool:
+    """Every feature's part of a live run's visit (``Feature.reconcile``), in order."""
+    repaired = False
+    for feature in engine.features:
+        repaired |= feature.reconcile(wf, defn, acts, now)
+    return repaired
+
+
+def _guard_retention(engine: Core, acts: list[ActivityRecord], defn: WorkflowDefinition,
                      now: float) -> None:
     """Nothing a live run needs may expire: push out rows that would expire soon."""
     retention = engine.retention(defn)

@@ -16,7 +16,12 @@ from typing import Any, Literal
 
 from whimbrel import ActivityExec, WorkflowExec
 from whimbrel.contract.errors import InvalidInput
-from whimbrel.contract.states import ActivityState, WorkflowState
+from whimbrel.contract.states import (
+    ACTIVITY_FAILED,
+    WORKFLOW_REDRIVABLE,
+    ActivityState,
+    WorkflowState,
+)
 
 A = ActivityState
 W = WorkflowState
@@ -75,7 +80,7 @@ def _required(form: Mapping[str, str], name: str) -> str:
 
 
 def _retryable(wf: WorkflowExec, act: ActivityExec | None) -> bool:
-    if act is None or wf.state is not W.RUNNING or act.state not in (A.FAILED, A.TIMED_OUT):
+    if act is None or wf.state is not W.RUNNING or act.state not in ACTIVITY_FAILED:
         return False
     latest = wf.latest_activities.get(act.activity_name)
     # The latest attempt, or the one before a retry that waits for its back-off.
@@ -117,7 +122,7 @@ ACTIONS: tuple[Action, ...] = (
            "Runs the run again from where it broke: every activity that did not complete "
            "gets a new attempt, completed ones keep their output (a map its completed "
            "items).",
-           lambda wf, _: wf.state in (W.FAILED, W.CANCELLED, W.TIMED_OUT),
+           lambda wf, _: wf.state in WORKFLOW_REDRIVABLE,
            lambda wb, wx, form: wb.redrive_workflow(wx), done="Redrive started."),
     _verdict("approve", "Approve", "Records your approval; the activity completes and its "
              "dependents start.", done="Approved."),

@@ -25,8 +25,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from aws_lambda_powertools.utilities.parser import parse
@@ -34,11 +32,8 @@ from pydantic import ValidationError
 
 from whimbrel.contract.commands import Command
 from whimbrel.contract.errors import (
-    ActivityCancelled,
-    ActivityTimedOut,
     IllegalTransition,
     InvalidInput,
-    NotAllowedNow,
     StateConflict,
     WhimbrelError,
 )
@@ -64,12 +59,8 @@ from whimbrel.engine.intake.decode import (
     record_rejection,
 )
 from whimbrel.engine.intake.items import BOOKKEEPING, ActivityEventItem, WorkflowRequestItem
-from whimbrel.engine.intake.wait_rows import (
-    WAIT_ROWS,
-    apply_wait_row,
-    required_activity,
-    required_workflow,
-)
+from whimbrel.engine.intake.result import IntakeResult, Outcome
+from whimbrel.engine.intake.rows import ROWS, actor_of, target
 
 __all__ = [
     "IMPLIED_RUNNING",
@@ -103,28 +94,6 @@ _ENDS = frozenset(t for (s, t), n in ACTIVITY_TRANSITIONS.items()
 SOURCE_WORKFLOW_REQUEST = "workflow_request"
 SOURCE_ACTIVITY_EVENT = "activity_event"
 SOURCE_DEAD_LETTER = "dead_letter"
-
-
-class Outcome(StrEnum):
-    STARTED = "STARTED"
-    APPLIED = "APPLIED"
-    DUPLICATE = "DUPLICATE"
-    IGNORED = "IGNORED"
-    REJECTED = "REJECTED"
-
-
-@dataclass(frozen=True)
-class IntakeResult:
-    """What one record did; the handlers turn it into log lines and metrics."""
-
-    outcome: Outcome
-    workflow_exec_id: str | None = None
-    activity_exec_id: str | None = None
-    transition: str | None = None
-    new_state: str | None = None
-    reason: str | None = None
-    #: True when another actor had moved the activity on (a TransitionConflict).
-    conflict: bool = False
 
 
 class Intake:
@@ -204,65 +173,30 @@ class Intake:
         return result
 
     def _apply_event(self, record: Mapping[str, Any], item: ActivityEventItem) -> IntakeResult:
-        if item.verb is Command.REDRIVE:
-            return self._redrive(item)
-        if item.verb in WAIT_ROWS:
-            return apply_wait_row(self, record, item)
-        aeid = required_activity(item)
-        key = parse_activity_exec_id(aeid)
-        _check_event(item, key.workflow_exec_id, key.activity_name)
         verb = item.verb
-        if verb is Command.HEARTBEAT:
-            return self._heartbeat(aeid)
+        aim = target(item)  # the ids the verb needs, checked
+        if isinstance(verb, Command):
+            return ROWS[verb](self, record, item, aim)
         assert isinstance(verb, Transition)
         # The whole row is checked before anything is applied: its output too.
         output = payload(item.output, "output")
         encode_payload(output, field="output", max_bytes=MAX_OUTPUT_BYTES)
         error = item.error if item.error is None or isinstance(item.error, str) \
             else native(item.error, "error")
-        actor = f"event:{item.activity_event_id}"
+        actor = actor_of(item)
         try:
-            moved = self.engine.transition(aeid, verb, output=output, error=error,
+            moved = self.engine.transition(aim, verb, output=output, error=error,
                                            error_type=item.error_type, actor=actor)
         except (StateConflict, IllegalTransition) as exc:
-            return self._not_applied(record, item, actor, exc, output, error)
+            return self.not_applied(record, item, actor, exc, output, error)
         return IntakeResult(Outcome.APPLIED, workflow_exec_id=moved.workflow_exec_id,
-                            activity_exec_id=aeid, transition=verb.value,
+                            activity_exec_id=aim, transition=verb.value,
                             new_state=moved.state.value)
 
-    def _redrive(self, item: ActivityEventItem) -> IntakeResult:
-        """A REDRIVE row: redrive the run it names (docs/simple-api.md). A redelivered
-        row is recognised by its actor tag in the run's history."""
-        wx, actor = required_workflow(item), f"event:{item.activity_event_id}"
-        try:
-            self.engine.redrive(wx, actor=actor)
-        except NotAllowedNow:
-            wf = self.engine.workflow(wx)
-            if not any(h.by == actor for h in wf.history):
-                raise
-            self.engine.redrive_followups(wf, self.engine.definition_of(wf))
-            return IntakeResult(Outcome.DUPLICATE, workflow_exec_id=wx,
-                                transition=Command.REDRIVE.value, new_state=wf.state.value)
-        return IntakeResult(Outcome.APPLIED, workflow_exec_id=wx,
-                            transition=Command.REDRIVE.value, new_state="RUNNING")
-
-    def _heartbeat(self, aeid: str) -> IntakeResult:
-        wx = parse_activity_exec_id(aeid).workflow_exec_id
-        try:
-            state = self.engine.heartbeat(aeid).value
-        except ActivityCancelled as exc:
-            # Recorded; the sender learns from the row's result_state that it must stop.
-            state = exc.state
-        except ActivityTimedOut as exc:
-            raise InvalidInput(f"{exc} (the heartbeat came too late)",
-                               field="transition") from None
-        return IntakeResult(Outcome.APPLIED, workflow_exec_id=wx, activity_exec_id=aeid,
-                            transition=Command.HEARTBEAT.value, new_state=state)
-
-    def _not_applied(self, record: Mapping[str, Any], item: ActivityEventItem, actor: str,
+    def not_applied(self, record: Mapping[str, Any], item: ActivityEventItem, actor: str,
                      exc: StateConflict | IllegalTransition, output: Any,
                      error: Any) -> IntakeResult:
-        aeid = required_activity(item)
+        aeid = str(item.activity_exec_id)  # checked by rows.target
         verb = item.verb
         current = exc.current if isinstance(exc, StateConflict) and exc.current else \
             self.engine.store.get_activity(aeid)
@@ -305,7 +239,7 @@ class Intake:
         RUNNING move is applied first, by the same reporter (and under the same guards),
         then the end; the late RUNNING event is then recognised as already implied.
         """
-        aeid = required_activity(item)
+        aeid = str(item.activity_exec_id)  # checked by rows.target
         verb = item.verb
         assert isinstance(verb, Transition)
         try:
@@ -389,13 +323,6 @@ class Intake:
 
     def _mark_request(self, request_id: str, result: IntakeResult) -> None:
         self.engine.store.mark_request(request_id, self._marks(result))
-
-
-def _check_event(item: ActivityEventItem, wx: str, name: str) -> None:
-    if item.verb is Transition.TIME_OUT:
-        raise InvalidInput("TIME_OUT is applied only by the heartbeat listener",
-                           field="transition")
-    item.check_ids(wx, name)
 
 
 def _same(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

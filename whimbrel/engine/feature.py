@@ -1,0 +1,251 @@
+"""The one protocol between the engine's core and its features.
+
+The core (``base.py`` plumbing, ``starting.py``, ``moves.py``, ``flow.py``,
+``ending.py``, ``sweep.py``) makes the moves every activity makes. A *feature* (maps,
+child workflows, failure handlers, redrive, suspension, waits) takes part in them
+through the hooks below, and nowhere else. :class:`~whimbrel.engine.engine.Engine` holds
+the features in one tuple (``FEATURES`` in ``engine.py``) and asks them, in that order,
+at each hook. A hook that *takes over* returns a truthy value, and the features after it
+(and the core's own handling) are not asked; an *observing* hook is asked of every
+feature.
+
+Each feature is one module with one class that subclasses :class:`Feature` (for the
+do-nothing defaults) and overrides the hooks it needs; it sees the engine only as
+:class:`Core`. No feature imports another.
+
+Where the features still to come plug in (docs/architecture.md, "The engine: a core
+and its features"): conditions (skip an activity) take ``advance`` over; schedules take
+``sweep`` (once per sweep pass); tracing observes ``moved``, ``launched`` and ``ended``;
+pools need one more hook, ``admit`` (asked in ``flow.advance`` before a move to QUEUED
+or RUNNING and in ``moves.claim`` before a claim), added with the first pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from whimbrel.contract.activities import ActivityDefinition
+from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.records import ActivityRecord, Changes, WorkflowRecord
+from whimbrel.contract.states import ActivityState, Transition
+
+if TYPE_CHECKING:
+    from whimbrel.engine.metrics import EngineMetrics
+    from whimbrel.engine.ports import Launcher, StorePort
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class RunRead:
+    """The workflow item of an attempt's run, read at most once (or taken from a read
+    started ahead): the hooks after a move share it, so no feature reads it again."""
+
+    def __init__(self, read: Callable[[], WorkflowRecord],
+                 started: Future[WorkflowRecord] | None = None) -> None:
+        self._read = read
+        self._started = started
+        self._value: WorkflowRecord | None = None
+
+    def get(self) -> WorkflowRecord:
+        if self._value is None:
+            self._value = self._started.result() if self._started is not None \
+                else self._read()
+        return self._value
+
+    def cancel(self) -> None:
+        """Not needed after all: a read started ahead is cancelled."""
+        if self._started is not None and self._value is None:
+            self._started.cancel()
+
+
+class Core(Protocol):
+    """What a feature sees of the engine: its parts and the core's moves (each move runs
+    the features' hooks, so a feature that calls one is itself seen by the others)."""
+
+    store: StorePort
+    features: tuple[Feature, ...]
+    clock: Callable[[], float]
+    actor: str
+    launchers: dict[str, Launcher]
+    reconcile_grace_seconds: float
+    metrics: EngineMetrics
+
+    # -- plumbing (base.py)
+    def definition(self, name: str,
+                   version: int | None = None) -> tuple[int, WorkflowDefinition]: ...
+    def definition_of(self, record: ActivityRecord | WorkflowRecord) -> WorkflowDefinition: ...
+    def retention(self, defn: WorkflowDefinition) -> float | None: ...
+    def workflow(self, wx: str) -> WorkflowRecord: ...
+    def activity(self, aeid: str) -> ActivityRecord: ...
+    def remember(self, item: ActivityRecord | None) -> None: ...
+    def remembered(self, aeid: str) -> ActivityRecord | None: ...
+    def each(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]: ...
+    def in_background(self, fn: Callable[[str], T], arg: str) -> Future[T]: ...
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]: ...
+    def prefetched_workflow(self, aeid: str, read: Future[WorkflowRecord]) -> None: ...
+    def take_prefetched_workflow(self, aeid: str) -> Future[WorkflowRecord] | None: ...
+    def move(self, aeid: str, expected: ActivityState, path: Sequence[ActivityState],
+             changes: Changes, *, actor: str | None = None, due_by: float | None = None,
+             claimed: bool = False) -> ActivityRecord: ...
+    def latest_attempts(self, wx: str) -> dict[str, ActivityRecord]: ...
+
+    # -- start (starting.py)
+    def start(self, name: str, input: Any = None, *, version: int | None = None,
+              request_id: str | None = None, source: str | None = None,
+              write_request: bool = True, parent: str | None = None) -> str: ...
+
+    # -- moves and hand-offs (flow.py)
+    def after(self, item: ActivityRecord,
+              wf_read: Future[WorkflowRecord] | None = None) -> None: ...
+    def after_completed(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                        name: str) -> None: ...
+    def advance(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
+                attempt: int, source: ActivityState = ActivityState.REQUESTED) -> None: ...
+    def new_attempt(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
+                    attempt: int, now: float, *, not_before: float | None = None,
+                    actor: str | None = None,
+                    previous: ActivityRecord | None = None) -> ActivityRecord: ...
+    def retry_or_fail(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                      item: ActivityRecord) -> None: ...
+    def failed_for_good(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                        item: ActivityRecord, why: str) -> None: ...
+    def complete_if_done(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> bool: ...
+    def launch(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+               item: ActivityRecord) -> None: ...
+    def apply(self, item: ActivityRecord, transition: Transition, *,
+              output: str | None = None, error: str | None = None,
+              error_type: str | None = None, actor: str | None = None,
+              claimed: bool = False) -> ActivityRecord: ...
+
+    # -- ends (ending.py)
+    def settle(self, wx: str) -> None: ...
+    def cancel(self, wx: str) -> None: ...
+    def stop_activity(self, act: ActivityRecord, defn: WorkflowDefinition, *,
+                      ask_running: bool) -> bool: ...
+    def stop_plainly(self, act: ActivityRecord, defn: WorkflowDefinition, *,
+                     ask_running: bool) -> bool: ...
+
+
+class Feature(Protocol):
+    """The hooks a feature may take part in; every default does nothing.
+
+    Taking over (the first feature that returns a truthy value decides): ``drives``,
+    ``advance``, ``follow_up``, ``before_retry``, ``failed_for_good``, ``stop``,
+    ``waiting_attempt``, ``check_at_end``, ``finish_start``, ``due``. Observing (every
+    feature, in order): ``new_attempt``, ``ready``, ``readied``, ``refuse``,
+    ``completed``, ``moved``, ``launched``, ``ended``, ``after_end``, ``reconcile``,
+    ``sweep``.
+    """
+
+    # -- start ---------------------------------------------------------------------------
+
+    def drives(self, spec: ActivityDefinition, name: str) -> str | None:
+        """Whether only the engine moves attempts of ``name`` (a map's own row, a child
+        run's attempt): what it is, for the refusal of an outside caller's move; such a
+        root is created REQUESTED and advanced (never launched directly)."""
+        return None
+
+    def new_attempt(self, defn: WorkflowDefinition, record: ActivityRecord) -> ActivityRecord:
+        """Shape a new attempt before it is created."""
+        return record
+
+    # -- advance -------------------------------------------------------------------------
+
+    def advance(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str, attempt: int,
+                source: ActivityState) -> bool:
+        """Take over moving an attempt on (a map expands; a condition would skip)."""
+        return False
+
+    def ready(self, spec: ActivityDefinition, wf: WorkflowRecord, now: float,
+              changes: dict[str, Any]) -> None:
+        """Add to (or take from) the write that makes an attempt READY."""
+        return None
+
+    def readied(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                item: ActivityRecord) -> None:
+        """An attempt just became READY (by this engine's write)."""
+        return None
+
+    def refuse(self, spec: ActivityDefinition, item: ActivityRecord,
+               verb: Transition) -> None:
+        """Raise when ``verb`` may not be applied to ``item`` by a caller's move."""
+        return None
+
+    # -- after a move --------------------------------------------------------------------
+
+    def follow_up(self, item: ActivityRecord, run: RunRead) -> bool:
+        """Take over the follow-ups of an ended attempt."""
+        return False
+
+    def completed(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str) -> None:
+        """``name`` completed (or counts as completed) and its dependents were released."""
+        return None
+
+    def moved(self, item: ActivityRecord) -> None:
+        """After a move and all its follow-ups."""
+        return None
+
+    def launched(self, item: ActivityRecord) -> None:
+        """An attempt was handed to its launcher (one that failed is a move instead)."""
+        return None
+
+    # -- failure -------------------------------------------------------------------------
+
+    def before_retry(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                     item: ActivityRecord) -> bool:
+        """Take over an ended-unsuccessfully attempt before its retry policy is asked."""
+        return False
+
+    def failed_for_good(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                        item: ActivityRecord, why: str) -> bool:
+        """Take over an attempt with no retry left (otherwise the workflow fails)."""
+        return False
+
+    def waiting_attempt(self, wf: WorkflowRecord, name: str) -> int | None:
+        """The attempt of ``name`` that waits for its upstreams, when not the first."""
+        return None
+
+    # -- stop and end --------------------------------------------------------------------
+
+    def stop(self, act: ActivityRecord, defn: WorkflowDefinition, *,
+             ask_running: bool) -> bool | None:
+        """Take over stopping an attempt: True while it may still run, None: not mine."""
+        return None
+
+    def check_at_end(self, wf: WorkflowRecord, now: float) -> float | None:
+        """Keep a check time on an ended run (visited until ``after_end`` has run)."""
+        return None
+
+    def ended(self, wf: WorkflowRecord) -> None:
+        """A run's terminal write landed (``wf`` as written)."""
+        return None
+
+    def after_end(self, wf: WorkflowRecord) -> None:
+        """A run that kept a check time has ended; its follow-ups."""
+        return None
+
+    # -- reconcile and sweep -------------------------------------------------------------
+
+    def finish_start(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> bool:
+        """A RUNNING run's reconcile visit, first: finish a start-like pass a crash cut
+        short (a redrive's phase one). True: done, and the visit ends there."""
+        return False
+
+    def reconcile(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                  acts: list[ActivityRecord], now: float) -> bool:
+        """A live run's reconcile visit: repair this feature's part; True if it did."""
+        return False
+
+    def sweep(self, now: float) -> None:
+        """Once per sweep pass, after the due timers and the reconcile visits."""
+        return None
+
+    def due(self, item: ActivityRecord, defn: WorkflowDefinition, run: Callable[[], Any],
+            now: float, actor: str) -> str | None:
+        """A due deadline of an attempt not launched (REQUESTED, READY): take it over
+        (``"held"``, ``"fired"``, ``"gone"``), or None for the sweep's own handling.
+        ``run()`` reads the workflow item (once; None if it is gone)."""
+        return None

@@ -1,0 +1,199 @@
+"""The Simple API row kinds besides the contract's moves: one entry each in :data:`ROWS`
+(docs/simple-api.md).
+
+A row is read whole before anything is applied: the intake parses the item
+(``items.py``), :func:`target` checks the ids its verb needs (a run for the verbs of
+``WORKFLOW_COMMANDS``, an attempt for the others), and the kind's ``apply`` decodes what
+else it needs and calls the engine, whose calls check every argument before their first
+write. Each kind is idempotent under redelivery: a heartbeat repeats harmlessly, a
+SIGNAL row's ``signal_id`` (default: the row's id) counts once, and a redrive, decision,
+suspend or resume is recognised by its actor ``event:<activity_event_id>`` in the item's
+history.
+
+A new row kind is its verb in ``contract/commands.py`` and one entry here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from whimbrel.contract.commands import WORKFLOW_COMMANDS, Command
+from whimbrel.contract.errors import (
+    ActivityCancelled,
+    ActivityTimedOut,
+    IllegalTransition,
+    InvalidInput,
+    NotAllowedNow,
+    StateConflict,
+)
+from whimbrel.contract.ids import parse_activity_exec_id
+from whimbrel.contract.states import Transition
+from whimbrel.engine import signals, suspend, waits
+from whimbrel.engine.engine import Engine
+from whimbrel.engine.intake.decode import payload
+from whimbrel.engine.intake.items import ActivityEventItem
+from whimbrel.engine.intake.result import IntakeResult, Outcome
+
+#: ``result_state`` of a SIGNAL row whose signal waits for its activity (kept).
+KEPT = "KEPT"
+
+
+class Context(Protocol):
+    """What a row kind sees of the intake."""
+
+    engine: Engine
+
+    def not_applied(self, record: Mapping[str, Any], item: ActivityEventItem, actor: str,
+                    exc: StateConflict | IllegalTransition, output: Any,
+                    error: Any) -> IntakeResult: ...
+
+
+#: Applies one row whose ids were checked: ``(intake, record, item, target)`` where the
+#: target is the ``workflow_exec_id`` or ``activity_exec_id`` the verb addresses.
+Apply = Callable[[Context, Mapping[str, Any], ActivityEventItem, str], IntakeResult]
+
+
+# -- checking the ids ------------------------------------------------------------------------
+
+def target(item: ActivityEventItem) -> str:
+    """The id the row's verb addresses, checked.
+
+    Raises:
+        InvalidInput: it is missing or malformed, names the wrong kind of execution, or
+            disagrees with the row's ``workflow_exec_id`` / ``activity_name``; a
+            TIME_OUT row (only the heartbeat listener times attempts out).
+    """
+    if item.verb in WORKFLOW_COMMANDS:
+        return required_workflow(item)
+    aeid = required_activity(item)
+    key = parse_activity_exec_id(aeid)
+    if item.verb is Transition.TIME_OUT:
+        raise InvalidInput("TIME_OUT is applied only by the heartbeat listener",
+                           field="transition")
+    item.check_ids(key.workflow_exec_id, key.activity_name)
+    return aeid
+
+
+def required_activity(item: ActivityEventItem) -> str:
+    """The row's ``activity_exec_id``, which its verb needs.
+
+    Raises:
+        InvalidInput: it has none.
+    """
+    if item.activity_exec_id is None:
+        raise InvalidInput(f"{_a(item.verb.value)} row needs activity_exec_id "
+                           "(<workflow_exec_id>:<activity>:<attempt>)",
+                           field="activity_exec_id")
+    return item.activity_exec_id
+
+
+def required_workflow(item: ActivityEventItem) -> str:
+    """The row's ``workflow_exec_id``, for a verb that addresses a whole run.
+
+    Raises:
+        InvalidInput: it has none, or names an activity execution instead.
+    """
+    verb = _a(item.verb.value)
+    if item.activity_exec_id is not None:
+        raise InvalidInput(f"{verb} row addresses a workflow: give workflow_exec_id, "
+                           "not activity_exec_id", field="activity_exec_id")
+    if not item.workflow_exec_id:
+        raise InvalidInput(f"{verb} row needs workflow_exec_id", field="workflow_exec_id")
+    return item.workflow_exec_id
+
+
+def _a(verb: str) -> str:
+    return f"{'an' if verb[:1] in 'AEIOU' else 'a'} {verb}"
+
+
+def actor_of(item: ActivityEventItem) -> str:
+    """The actor a row's move is recorded under (how a redelivery is recognised)."""
+    return f"event:{item.activity_event_id}"
+
+
+# -- the kinds -----------------------------------------------------------------------------
+
+def heartbeat(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
+              aeid: str) -> IntakeResult:
+    wx = parse_activity_exec_id(aeid).workflow_exec_id
+    try:
+        state = intake.engine.heartbeat(aeid).value
+    except ActivityCancelled as exc:
+        # Recorded; the sender learns from the row's result_state that it must stop.
+        state = exc.state
+    except ActivityTimedOut as exc:
+        raise InvalidInput(f"{exc} (the heartbeat came too late)",
+                           field="transition") from None
+    return IntakeResult(Outcome.APPLIED, workflow_exec_id=wx, activity_exec_id=aeid,
+                        transition=Command.HEARTBEAT.value, new_state=state)
+
+
+def redrive(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
+            wx: str) -> IntakeResult:
+    """Redrive the run the row names; a redelivered row is recognised by its actor tag
+    in the run's history."""
+    engine, actor = intake.engine, actor_of(item)
+    try:
+        engine.redrive(wx, actor=actor)
+    except NotAllowedNow:
+        wf = engine.workflow(wx)
+        if not any(h.by == actor for h in wf.history):
+            raise
+        engine.redrive_followups(wf, engine.definition_of(wf))
+        return IntakeResult(Outcome.DUPLICATE, workflow_exec_id=wx,
+                            transition=Command.REDRIVE.value, new_state=wf.state.value)
+    return IntakeResult(Outcome.APPLIED, workflow_exec_id=wx,
+                        transition=Command.REDRIVE.value, new_state="RUNNING")
+
+
+def signal(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
+           wx: str) -> IntakeResult:
+    if not item.signal:
+        raise InvalidInput("a SIGNAL row needs signal (the signal's name)", field="signal")
+    sent = signals.send(intake.engine, wx, item.signal, payload(item.payload, "payload"),
+                        signal_id=item.signal_id or item.activity_event_id)
+    return IntakeResult(Outcome.DUPLICATE if sent.duplicate else Outcome.APPLIED,
+                        workflow_exec_id=wx, activity_exec_id=sent.received_by,
+                        transition=item.verb.value,
+                        new_state="COMPLETED" if sent.received_by else KEPT)
+
+
+def suspension(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
+               wx: str) -> IntakeResult:
+    """SUSPEND or RESUME the run the row names."""
+    actor = actor_of(item)
+    wf = intake.engine.workflow(wx)
+    if any(h.by == actor for h in wf.history):
+        return IntakeResult(Outcome.DUPLICATE, workflow_exec_id=wx,
+                            transition=item.verb.value, new_state=wf.state.value)
+    move = suspend.suspend if item.verb is Command.SUSPEND else suspend.resume
+    wf = move(intake.engine, wx, actor=actor)
+    return IntakeResult(Outcome.APPLIED, workflow_exec_id=wx, transition=item.verb.value,
+                        new_state=wf.state.value)
+
+
+def decision(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
+             aeid: str) -> IntakeResult:
+    """APPROVE or REJECT the approval the row names."""
+    actor = actor_of(item)
+    try:
+        moved = waits.decide(intake.engine, aeid, approve=item.verb is Command.APPROVE,
+                             by=item.by, comment=item.comment, actor=actor)
+    except StateConflict as exc:
+        return intake.not_applied(record, item, actor, exc, None, None)
+    return IntakeResult(Outcome.APPLIED, workflow_exec_id=moved.workflow_exec_id,
+                        activity_exec_id=aeid, transition=item.verb.value,
+                        new_state=moved.state.value if moved.state else None)
+
+
+#: Every row verb that is not a contract move, and how it is applied.
+ROWS: Mapping[Command, Apply] = {
+    Command.HEARTBEAT: heartbeat,
+    Command.REDRIVE: redrive,
+    Command.SIGNAL: signal,
+    Command.APPROVE: decision,
+    Command.REJECT: decision,
+    Command.SUSPEND: suspension,
+    Command.RESUME: suspension,
+}

@@ -1,0 +1,244 @@
+"""Starting a run (part of the core): the workflow item, its activity rows and fan-in
+edges in two phases, and the launch of its roots; and finishing a start that died
+half-way (docs/architecture.md, "Start").
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import fields
+from typing import Any
+
+from whimbrel.contract import checks
+from whimbrel.contract.activities import ActivityDefinition
+from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.errors import InvalidInput, StateConflict
+from whimbrel.contract.ids import (
+    END_NODE,
+    activity_exec_id,
+    new_request_id,
+    workflow_exec_id_for,
+)
+from whimbrel.contract.limits import MAX_INPUT_BYTES
+from whimbrel.contract.payloads import encode_payload
+from whimbrel.contract.records import ActivityRecord, Change, RequestRecord, WorkflowRecord
+from whimbrel.contract.states import ActivityState, Transition, WorkflowState, activity_path
+from whimbrel.contract.waits import check_input
+from whimbrel.engine import ending, flow, rules
+from whimbrel.engine.base import day_of
+from whimbrel.engine.feature import Core
+from whimbrel.engine.ports import runs_in_process
+
+A = ActivityState
+W = WorkflowState
+
+#: Attributes of an activity item, by name: what a READY write sets that a root
+#: created READY carries as fields.
+_FIELDS = frozenset(f.name for f in fields(ActivityRecord))
+
+
+def driven(engine: Core, spec: ActivityDefinition, name: str) -> bool:
+    """Whether a feature moves attempts of ``name`` itself (``Feature.drives``)."""
+    return any(f.drives(spec, name) for f in engine.features)
+
+
+def record_fields(changes: dict[str, Any]) -> dict[str, Any]:
+    """The fields a READY write carries (the features' ``ready`` additions, such as a
+    wait's ``waiting_for``) for a root created READY; the deadline is set apart."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()
+            if k in _FIELDS and k != "timer_epoch"}
+
+
+def start(
+    engine: Core,
+    name: str,
+    input: Any = None,
+    *,
+    version: int | None = None,
+    request_id: str | None = None,
+    source: str | None = None,
+    write_request: bool = True,
+    parent: str | None = None,
+) -> str:
+    """Start (or resume starting) the execution for ``request_id``. Idempotent.
+
+    The starter writes the workflow item RUNNING (REQUESTED → RUNNING in one write:
+    nobody else can act on a run that does not exist yet), creates the activity rows,
+    reads the workflow item back — nothing is launched unless it is still RUNNING —
+    and launches the roots.
+
+    ``parent`` is the activity attempt that starts this run as its child.
+
+    Raises:
+        DefinitionNotFound: unknown workflow name or version.
+        InvalidInput: input too large or not JSON; request id used for another workflow.
+    """
+    payload = encode_payload(input, field="input", max_bytes=MAX_INPUT_BYTES)
+    checks.workflow_name(name)
+    checks.optional_text(source, "source")
+    request_id = new_request_id() if request_id is None else request_id
+    wx = workflow_exec_id_for(request_id)  # refuses an empty or malformed id
+    version, defn = engine.definition(name, version)
+    check_input(defn.activities, input)  # a timer's time must be in the input
+    now = engine.clock()
+    expires = None
+    if write_request:
+        # The trace expires a day after the end of any run shorter than a day, so
+        # the end needs no write to it (ending.py, before_end).
+        expires = rules.expiry(now + rules.RETENTION_SLACK_SECONDS, engine.retention(defn))
+        engine.store.put_request(RequestRecord(
+            request_id, name, now, version=version, input=payload, manual=True,
+            source=source, workflow_exec_id=wx, expires_epoch=expires))
+    record = WorkflowRecord(
+        workflow_exec_id=wx, workflow_name=name, version=version, state=W.RUNNING,
+        workflow_request_id=request_id, input=payload, source=source, created_epoch=now,
+        created_day=day_of(now), updated_epoch=now,
+        check_epoch=next_check(engine, now, now, defn), request_expires_epoch=expires,
+        parent_activity_exec_id=parent,
+        history=(Change(W.REQUESTED.value, now, engine.actor),
+                 Change(W.RUNNING.value, now, engine.actor)))
+    if not engine.store.create_workflow(record):
+        existing = engine.workflow(wx)
+        if existing.workflow_name != name:
+            raise InvalidInput(
+                f"request id {request_id!r} already started workflow "
+                f"{existing.workflow_name!r}, not {name!r}", field="workflow_request_id")
+        resume_start(engine, existing, defn)  # repairs a start that died half-way
+        return wx
+    launch_roots(engine, record, defn, materialize(engine, record, defn))
+    return wx
+
+
+def next_check(engine: Core, created: float, now: float, defn: WorkflowDefinition,
+               interval: float | None = None) -> float:
+    """The next reconcile visit of a live run: after ``interval`` (the grace period
+    when None), and never later than the run's own deadline."""
+    visit = now + (engine.reconcile_grace_seconds if interval is None else interval)
+    if defn.timeout_seconds is not None:
+        return min(visit, created + float(defn.timeout_seconds))
+    return visit
+
+
+def resume_start(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
+                 rows: list[ActivityRecord] | None = None) -> bool:
+    """Finish a start that died half-way (a redelivered request, the reconciler).
+    Idempotent; True if something was missing.
+
+    A root's row is created only once every other row and edge exists (phase two of
+    ``materialize``), so a run with all its roots needs nothing; one with no root
+    redoes phase one (no root ever ran, so no edge was consumed yet).
+    """
+    wx = wf.workflow_exec_id
+    if wf.state is W.REQUESTED:  # an item from before the one-write start
+        materialize(engine, wf, defn)
+        try:
+            wf = engine.store.move_workflow(wx, [W.REQUESTED], W.RUNNING, {},
+                                          now=engine.clock(), actor=engine.actor,
+                                          workflow_name=wf.workflow_name)
+        except StateConflict:
+            pass
+    if wf.state is not W.RUNNING:
+        ending.settle(engine, wx)
+        return False
+    have = {a.activity_name for a in (engine.store.list_activities(wx)
+                                      if rows is None else rows)}
+    missing_roots = [r for r in defn.roots if r not in have]
+    if not missing_roots:
+        return False
+    created = materialize(engine, wf, defn, phase_one=len(missing_roots) == len(defn.roots))
+    launch_roots(engine, wf, defn, created)
+    return True
+
+
+def materialize(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, *,
+                phase_one: bool = True) -> set[str]:
+    """Create a run's activity rows and fan-in edges (idempotently); returns the
+    roots whose rows this call created.
+
+    Phase one: the rows of activities with upstreams (REQUESTED) and the edges.
+    Phase two, once all of phase one is written: the roots, in their first state —
+    QUEUED for a push launcher (its creator launches it), READY for a pull one (it
+    becomes claimable), REQUESTED for an in-process launcher (its one-write move to
+    RUNNING comes after the workflow read, and a crash before that leaves it for
+    the reconciler, not for a time-out).
+    """
+    wx = wf.workflow_exec_id
+    now = engine.clock()
+    if phase_one:
+        jobs: list[Future[Any]] = [
+            engine.submit(engine.store.create_activity,
+                              flow.new_attempt(engine, wf, defn, a.name, 1, now))
+            for a in defn.activities if a.depends_on]
+        # Fan-in edges exist only for activities with two or more upstreams (and for
+        # the workflow's end when it has two or more sinks); one-upstream hand-offs
+        # need none. Unconditional puts: no root exists yet, so none was consumed.
+        for act in defn.activities:
+            if len(act.depends_on) > 1:
+                jobs.append(engine.submit(
+                    engine.store.put_dependencies, wx, act.name, act.depends_on))
+        if len(defn.sinks) > 1:
+            jobs.append(engine.submit(engine.store.put_dependencies, wx, END_NODE,
+                                          defn.sinks))
+        for job in jobs:
+            job.result()
+    created = engine.each(lambda root: root if create_root(engine, wf, defn, root, now)
+                        else None, defn.roots)
+    return {r for r in created if r is not None}
+
+
+def create_root(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
+                now: float) -> bool:
+    spec = defn.activity(name)
+    record = flow.new_attempt(engine, wf, defn, name, 1, now)
+    launcher = engine.launchers.get(spec.launcher.kind)
+    if (spec.launcher.is_push and launcher is not None and runs_in_process(launcher)) \
+            or driven(engine, spec, name):  # a map expands when advanced (maps.py)
+        return engine.store.create_activity(record)
+    verb = Transition.QUEUED if spec.launcher.is_push else Transition.READY
+    path = activity_path(A.REQUESTED, verb)
+    changes = rules.changes_for(spec, A.REQUESTED, path[-1], now=now,
+                                workflow_name=wf.workflow_name,
+                                retention=engine.retention(defn))
+    if path[-1] is A.READY:
+        changes = flow.ready_changes(engine, spec, wf, now, changes)
+    timer = changes.get("timer_epoch")
+    record = record.with_changes(
+        state=path[-1], timer_epoch=timer if isinstance(timer, float) else None,
+        **record_fields(changes),
+        history=record.history + tuple(Change(s.value, now, engine.actor) for s in path))
+    if "claimable" in changes:
+        return engine.store.create_claimable(record)
+    return engine.store.create_activity(record)
+
+
+def launch_roots(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
+                 created: set[str]) -> None:
+    """Launch the roots, if the workflow is (still) RUNNING: a QUEUED root by the actor
+    that created it, an in-process one by the winner of its move to RUNNING."""
+    current = engine.workflow(wf.workflow_exec_id)
+    if current.state is not W.RUNNING:
+        ending.settle(engine, wf.workflow_exec_id)  # cancelled while starting
+        return
+
+    def go(name: str) -> None:
+        spec = defn.activity(name)
+        if driven(engine, spec, name):
+            flow.advance(engine, current, defn, name, 1)  # e.g. expands a map (maps.py)
+            return
+        if not spec.launcher.is_push:  # READY, waiting to be claimed (or its event)
+            if name in created:  # a signal sent while the run started is kept
+                ready = ActivityRecord(
+                    wf.workflow_exec_id, activity_exec_id(wf.workflow_exec_id, name, 1),
+                    name, wf.workflow_name, 1, A.READY, workflow_version=wf.version)
+                for feature in engine.features:
+                    feature.readied(current, defn, ready)
+            return
+        if flow.plan(engine, current, defn, name, A.REQUESTED)[-1:] == (A.RUNNING,):
+            flow.advance(engine, current, defn, name, 1)
+        elif name in created:
+            flow.launch(engine, current, defn, ActivityRecord(
+                wf.workflow_exec_id, activity_exec_id(wf.workflow_exec_id, name, 1),
+                name, wf.workflow_name, 1, A.QUEUED, workflow_version=wf.version))
+
+    engine.each(go, defn.roots)
+
