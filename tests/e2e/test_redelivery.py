@@ -349,9 +349,9 @@ def _check_run(result: RunResult, seed: int | None) -> None:
 
 
 @pytest.fixture(scope="module")
-def baseline(ddb_endpoint: str) -> RunResult:
+def baseline(module_ddb_endpoint: str) -> RunResult:
     """The scenario with single delivery (run once for all seeds)."""
-    result = _run(ddb_endpoint, None)
+    result = _run(module_ddb_endpoint, None)
     _check_run(result, None)
     return result
 

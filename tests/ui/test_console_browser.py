@@ -48,8 +48,8 @@ PIPELINE = WorkflowDefinition("pipeline", (
 
 
 @pytest.fixture(scope="module")
-def ui(ddb_endpoint: str) -> Iterator[tuple[Console, WebDriver]]:
-    wb = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=fresh_table_prefix(),
+def ui(module_ddb_endpoint: str) -> Iterator[tuple[Console, WebDriver]]:
+    wb = Whimbrel(endpoint_url=module_ddb_endpoint, table_prefix=fresh_table_prefix(),
                   actor="test")
     wb.create_tables()
     wb.register_workflow(PIPELINE)

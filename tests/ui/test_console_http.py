@@ -57,8 +57,8 @@ def http(url: str, *, method: str = "GET", form: dict[str, str] | None = None,
 
 
 @pytest.fixture(scope="module")
-def con(ddb_endpoint: str) -> Iterator[Console]:
-    wb = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=fresh_table_prefix())
+def con(module_ddb_endpoint: str) -> Iterator[Console]:
+    wb = Whimbrel(endpoint_url=module_ddb_endpoint, table_prefix=fresh_table_prefix())
     wb.create_tables()
     wb.register_workflow(ONE_STEP)
     with console(wb) as c:
