@@ -418,7 +418,7 @@ def _pump(n: int, invoke: Callable[[dict[str, Any]], Any],
     dead: list[str] = []
     pump = StreamPump(consumer, streams=FakeStreams([_raw(i) for i in range(n)]),
                       stream_arn="arn:test", invoke=invoke, stop=threading.Event(),
-                      dead_letter=lambda recs, why: dead.extend(record_key(r) for r in recs),
+                      dead_letter=lambda recs, why, kind: dead.extend(record_key(r) for r in recs),
                       delivery=delivery, retry_backoff=0.0)
     for _ in range(500):
         if not pump.poll_once():

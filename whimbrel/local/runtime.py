@@ -266,12 +266,14 @@ class LocalRuntime:
                                                     self.publisher))
         return invoke
 
-    def _dead_letter(self, records: list[dict[str, Any]], reason: str) -> None:
+    def _dead_letter(self, records: list[dict[str, Any]], reason: str, error_type: str) -> None:
+        """Record each record given up on as a ``dead_letter`` rejection whose
+        ``error_type`` names the handler's exception (see :data:`DeadLetter`)."""
         for rec in records:
             log.error("dead-lettered %s: %s", rec.get("eventID"), reason)
             try:
                 record_rejection(self.engine.store, source=SOURCE_DEAD_LETTER, record=rec,
-                                 reason=reason, error_type="DeadLetter",
+                                 reason=reason, error_type=error_type,
                                  now=self.engine.clock())
             except WhimbrelError as exc:  # the local DLQ is best effort, like a full queue
                 log.error("could not record dead letter %s: %s", rec.get("eventID"), exc)
