@@ -14,6 +14,7 @@ from typing import Any
 
 from whimbrel import ActivityExec, WorkflowExec
 from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.durations import duration
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.ui import actions
 from whimbrel.ui.dag import NodeInfo
@@ -28,21 +29,9 @@ def when(epoch: float | None) -> str:
 
 
 def span(seconds: float | None) -> str:
-    """``850 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 03 min``, ``3 d 04 h``."""
-    if seconds is None:
-        return ""
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    m, s = divmod(int(seconds), 60)
-    if m < 60:
-        return f"{m} min {s:02d} s"
-    h, m = divmod(m, 60)
-    if h < 48:
-        return f"{h} h {m:02d} min"
-    d, h = divmod(h, 24)
-    return f"{d} d {h:02d} h"
+    """``850 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 03 min``, ``3 d 04 h`` (the spaced
+    style of :func:`whimbrel.contract.durations.duration`, which the CLI shares)."""
+    return duration(seconds, "spaced")
 
 
 def ago(epoch: float | None, now: float) -> str:
