@@ -281,11 +281,20 @@ def test_signals_to_two_waits_of_one_name(rwb: Whimbrel) -> None:
 def test_signal_and_timeout_at_once(rwb: Whimbrel, step_clock: StepClock) -> None:
     rwb.register_workflow(SIGNAL_DEFN)
     outcomes: Counter[str] = Counter()
+    # The signal's completion of the wait and the sweep's time-out of it meet at the store.
+    meet = race_workers.WriteRendezvous(2, "activity_exec")
     for n in range(ROUNDS):
         wx = rwb.start_workflow("sig")
         step_clock.advance(11)
-        sent, report = together(lambda w=wx, i=n: rwb.signal(w, "go", i, signal_id=f"t{i}"),
-                                lambda: rwb.sweep(step_clock()))
+        meet.reset()
+        rwb.store.write_hooks.append(meet)
+        try:
+            sent, report = together(
+                lambda w=wx, i=n: rwb.signal(w, "go", i, signal_id=f"t{i}"),
+                lambda: rwb.sweep(step_clock()))
+        finally:
+            rwb.store.write_hooks.remove(meet)
+        assert meet.met == 2, "the race did not happen: a contender never reached its write"
         RACES["signal vs its timeout (threads)"] += 1
         state = rwb.get_workflow(wx).activity("S").state
         assert state in (A.COMPLETED, A.TIMED_OUT)
