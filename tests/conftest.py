@@ -1,5 +1,10 @@
 """Shared fixtures: one DynamoDB Local per pytest session (per xdist worker).
 
+The server starts when the first test asks for it. A start that fails (slow machine,
+JVM crash) fails that test only: the session object never raises, the per-test
+``ddb_endpoint`` does, and the next test tries again (a bounded number of times; see
+:class:`whimbrel.testing.SharedDynamoDBLocal`).
+
 Set ``WHIMBREL_TEST_ENDPOINT_URL`` to run against a server you started yourself.
 """
 
@@ -10,7 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from whimbrel.testing import dynamodb_local, fresh_table_prefix
+from whimbrel.testing import SharedDynamoDBLocal, fresh_table_prefix
 
 # Dummy credentials so boto3 never looks for real ones; DynamoDB Local (started with
 # -sharedDb) and moto accept anything. moto needs the account-id endpoint mode off
@@ -26,14 +31,23 @@ for _name, _value in {
 
 
 @pytest.fixture(scope="session")
-def ddb_endpoint() -> Iterator[str]:
-    """Endpoint URL of a DynamoDB Local shared by this session's tests."""
-    external = os.environ.get("WHIMBREL_TEST_ENDPOINT_URL")
-    if external:
-        yield external
-        return
-    with dynamodb_local() as server:
-        yield server.endpoint_url
+def dynamodb_server() -> Iterator[SharedDynamoDBLocal]:
+    """The session's DynamoDB Local, not yet started (it never fails here)."""
+    with SharedDynamoDBLocal(os.environ.get("WHIMBREL_TEST_ENDPOINT_URL")) as shared:
+        yield shared
+
+
+@pytest.fixture
+def ddb_endpoint(dynamodb_server: SharedDynamoDBLocal) -> str:
+    """Endpoint URL of the DynamoDB Local shared by this session's tests (started on
+    first use; a failed start fails this test only)."""
+    return dynamodb_server.endpoint_url()
+
+
+@pytest.fixture(scope="module")
+def module_ddb_endpoint(dynamodb_server: SharedDynamoDBLocal) -> str:
+    """``ddb_endpoint`` for module-scoped fixtures (a failed start fails that module)."""
+    return dynamodb_server.endpoint_url()
 
 
 @pytest.fixture

@@ -1,11 +1,16 @@
 """Helpers for testing code that uses Whimbrel, against real DynamoDB Local.
 
-A pytest setup might look like::
+A pytest setup might look like (a slow or failed start fails one test, not every
+test of the session; see :class:`SharedDynamoDBLocal`)::
 
     @pytest.fixture(scope="session")
-    def ddb_endpoint():
-        with dynamodb_local() as ddb:
-            yield ddb.endpoint_url
+    def dynamodb_server():
+        with SharedDynamoDBLocal() as shared:
+            yield shared
+
+    @pytest.fixture
+    def ddb_endpoint(dynamodb_server):
+        return dynamodb_server.endpoint_url()
 
     @pytest.fixture
     def table_prefix():
@@ -38,6 +43,7 @@ from whimbrel.engine.ports import LaunchRequest
 from whimbrel.engine.views import ActivityExec, WorkflowExec
 from whimbrel.local.dynamodb_local import (
     DynamoDBLocal,
+    DynamoDBLocalError,
     find_dynamodb_local,
     install_dynamodb_local,
 )
@@ -46,6 +52,7 @@ __all__ = [
     "Crash",
     "FaultInjector",
     "RecordingLauncher",
+    "SharedDynamoDBLocal",
     "StepClock",
     "assert_contract_holds",
     "contract_violations",
@@ -80,6 +87,94 @@ def dynamodb_local(
     folder = install_dynamodb_local(directory or find_dynamodb_local())
     with DynamoDBLocal(port, directory=folder) as server:
         yield server
+
+
+class SharedDynamoDBLocal:
+    """One DynamoDB Local for many tests, started when the first test asks for it.
+
+    Made for a session-scoped fixture that never fails, read by a per-test fixture::
+
+        @pytest.fixture(scope="session")
+        def dynamodb_server():
+            with SharedDynamoDBLocal() as shared:
+                yield shared
+
+        @pytest.fixture
+        def ddb_endpoint(dynamodb_server):
+            return dynamodb_server.endpoint_url()
+
+    A start that fails (each start already tries twice, see
+    :class:`~whimbrel.local.dynamodb_local.DynamoDBLocal`) fails the one test that asked;
+    the next test tries again. After ``max_failed_starts`` failures every later test
+    fails at once with the last error, so a machine where Java cannot run at all does
+    not spend minutes per test. A server that died is started anew.
+
+    Args:
+        external_url: Use this endpoint and start nothing (``WHIMBREL_TEST_ENDPOINT_URL``).
+        factory: Builds a not yet started server; defaults to an in-memory
+            :class:`DynamoDBLocal` from :func:`find_dynamodb_local` (installed if missing).
+        max_failed_starts: Failed starts after which it stops trying.
+    """
+
+    def __init__(self, external_url: str | None = None, *,
+                 factory: Callable[[], DynamoDBLocal] | None = None,
+                 max_failed_starts: int = 2) -> None:
+        self._external = external_url
+        self._factory = factory or _default_server
+        self._max_failed = max_failed_starts
+        self._server: DynamoDBLocal | None = None
+        self._errors: list[BaseException] = []
+        self._lock = threading.Lock()
+
+    @property
+    def failed_starts(self) -> int:
+        """How many starts have failed so far."""
+        return len(self._errors)
+
+    def endpoint_url(self) -> str:
+        """The endpoint, starting (or restarting) the server when needed.
+
+        Raises:
+            DynamoDBLocalError: This start failed, or earlier ones failed
+                ``max_failed_starts`` times (the message names the last error).
+        """
+        if self._external:
+            return self._external
+        with self._lock:
+            if self._server is not None and self._server.running:
+                return self._server.endpoint_url
+            if self._server is not None:  # it died: start another
+                self._server.stop()
+                self._server = None
+            if len(self._errors) >= self._max_failed:
+                raise DynamoDBLocalError(
+                    f"DynamoDB Local failed to start {len(self._errors)} times in this "
+                    f"test session; not trying again. Last error: {self._errors[-1]}")
+            server = self._factory()
+            try:
+                server.start()
+            except DynamoDBLocalError as exc:
+                self._errors.append(exc)
+                raise
+            self._server = server
+            return server.endpoint_url
+
+    def close(self) -> None:
+        """Stop the server if one was started. Safe to call twice."""
+        with self._lock:
+            if self._server is not None:
+                self._server.stop()
+                self._server = None
+
+    def __enter__(self) -> SharedDynamoDBLocal:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _default_server() -> DynamoDBLocal:
+    return DynamoDBLocal(directory=install_dynamodb_local(find_dynamodb_local()))
 
 
 def fresh_table_prefix() -> str:

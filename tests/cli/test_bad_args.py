@@ -8,6 +8,7 @@ included), print nothing on stdout, and leave every stored item as it was.
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ import pytest
 from cli_helpers import Run
 
 from whimbrel import ActivityDefinition, LauncherSpec, Whimbrel, WorkflowDefinition
+from whimbrel.client.query_input import Filters
 from whimbrel.contract.ids import activity_exec_id
 from whimbrel.contract.limits import MAX_DEFINITION_DEPTH, MAX_INPUT_BYTES
 from whimbrel.store import specs
@@ -42,6 +44,33 @@ def _alias_bomb() -> str:
              "      x0: &x0 [x, x, x, x, x, x, x, x, x]"]
     lines += [f"      x{i}: &x{i} [{', '.join([f'*x{i - 1}'] * 9)}]" for i in range(1, 9)]
     return "\n".join(lines) + "\n"
+
+
+def _forged_cursors() -> list[Bad]:
+    """Cursors of the right shape and filters (so only the values are wrong): issue 20
+    found ``"e": 1e300`` exiting 1 with an OverflowError traceback."""
+    fingerprint = Filters(None, (), None, None).fingerprint()  # `list` with no filter
+
+    def forged(**values: str) -> str:
+        fields = {"v": "1", "e": "1795219200", "x": '"wx"', "f": "1795132800",
+                  "t": "1795219200", "q": json.dumps(fingerprint), **values}
+        body = "{" + ",".join(f'"{k}":{v}' for k, v in fields.items()) + "}"
+        return base64.urlsafe_b64encode(body.encode()).decode().rstrip("=")
+
+    wrong = {"e 1e300": {"e": "1e300"}, "e a 400-digit int": {"e": "9" * 400},
+             "e NaN": {"e": "NaN"}, "e Infinity": {"e": "Infinity"},
+             "e -1e300": {"e": "-1e300"}, "e as text": {"e": '"1795219200"'},
+             "e true": {"e": "true"}, "e a list": {"e": "[1]"}, "f 1e300": {"f": "1e300"},
+             "f a 400-digit int": {"f": "9" * 400}, "t 1e300": {"t": "1e300"},
+             "t -Infinity": {"t": "-Infinity"}, "x a number": {"x": "7"}}
+    out = [Bad(f"forged --cursor, {label}", ("list", "--cursor", forged(**values)),
+               INVALID, "is not a cursor list_workflows returned")
+           for label, values in wrong.items()]
+    # With --days the anchor ("t") is read first, to find "today" of page one.
+    out.append(Bad("forged --cursor, t 1e300 with --days",
+                   ("list", "--days", "2", "--cursor", forged(t="1e300")), INVALID,
+                   "cursor"))
+    return out
 
 
 @pytest.fixture
@@ -214,6 +243,7 @@ def corpus(f: dict[str, str], done: str) -> list[Bad]:
             "--since 'last tuesday' is not a time"),
         Bad("--cursor not a cursor", ("list", "--cursor", "zzz"), INVALID,
             "cursor 'zzz' is not a cursor"),
+        *_forged_cursors(),
         Bad("--workflow not a name", ("list", "--workflow", "a b"), INVALID, "name must match"),
         Bad("malformed activity id", ("retry", "not-an-id"), INVALID,
             "activity_exec_id 'not-an-id' is not of the form"),

@@ -48,25 +48,57 @@ def fixed_run() -> tuple[WorkflowDefinition, WorkflowExec]:
     return defn, wf
 
 
-def _golden(name: str, text: str) -> None:
-    path = GOLDEN / name
-    if os.environ.get("WHIMBREL_UPDATE_GOLDEN"):
-        path.write_text(text, encoding="utf-8")
-    assert text == path.read_text(encoding="utf-8"), f"{name} changed; rerun with " \
-        "WHIMBREL_UPDATE_GOLDEN=1 and review the diff"
+#: Each golden file and how its text is made. ``./scripts/update-golden`` rewrites them
+#: (and only it: a test run compares, whatever the environment says).
+GOLDEN_CASES: dict[str, Callable[[], str]] = {
+    "run.mmd": lambda: to_mermaid(*fixed_run(), now=T0 + 10),
+    "definition.mmd": lambda: to_mermaid(fixed_run()[0]),
+    "run.dot": lambda: to_dot(*fixed_run(), now=T0 + 10),
+    "definition.dot": lambda: to_dot(fixed_run()[0]),
+}
 
 
-def test_mermaid_golden() -> None:
-    defn, wf = fixed_run()
-    _golden("run.mmd", to_mermaid(defn, wf, now=T0 + 10))
-    _golden("definition.mmd", to_mermaid(defn))
+def check_golden(path: Path, text: str) -> None:
+    """Compare ``text`` with the golden file ``path``; never writes it."""
+    assert text == path.read_text(encoding="utf-8"), (
+        f"{path.name} changed; if that is intended, run ./scripts/update-golden and "
+        "review the diff")
 
 
-def test_dot_golden() -> None:
-    defn, wf = fixed_run()
-    _golden("run.dot", to_dot(defn, wf, now=T0 + 10))
-    _golden("definition.dot", to_dot(defn))
+def update_golden(folder: Path = GOLDEN) -> list[str]:
+    """Rewrite every golden file in ``folder``; returns the names whose text changed."""
+    changed = []
+    for name, make in GOLDEN_CASES.items():
+        path, text = folder / name, make()
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            path.write_text(text, encoding="utf-8")
+            changed.append(name)
+    return changed
 
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_CASES))
+def test_golden(name: str) -> None:
+    check_golden(GOLDEN / name, GOLDEN_CASES[name]())
+
+
+def test_a_golden_test_never_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 21: with WHIMBREL_UPDATE_GOLDEN set the golden tests wrote the file they
+    then compared with, and passed whatever the output."""
+    monkeypatch.setenv("WHIMBREL_UPDATE_GOLDEN", "1")
+    stale = tmp_path / "run.mmd"
+    stale.write_text("old text\n", encoding="utf-8")
+    with pytest.raises(AssertionError, match=r"run \./scripts/update-golden"):
+        check_golden(stale, GOLDEN_CASES["run.mmd"]())
+    assert stale.read_text(encoding="utf-8") == "old text\n"
+
+
+def test_update_golden_writes_every_case(tmp_path: Path) -> None:
+    assert update_golden(tmp_path) == list(GOLDEN_CASES)
+    for name, make in GOLDEN_CASES.items():
+        check_golden(tmp_path / name, make())
+    assert update_golden(tmp_path) == []  # nothing changed the second time
+    script = Path(__file__).resolve().parents[2] / "scripts" / "update-golden"
+    assert os.access(script, os.X_OK) and "update_golden" in script.read_text()
 
 @pytest.fixture
 def done_run(run: Run, write_definition: Callable[..., Path], wb: Whimbrel) -> str:

@@ -39,7 +39,8 @@ AWS_HOST = "https://dynamodb.us-east-1.amazonaws.com"
 def bare_env(tmp_path: Path) -> dict[str, str]:
     """The environment of a machine where AWS was never configured."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AWS_", "WHIMBREL_", "POWERTOOLS_"))}
+           if not k.startswith(("AWS_", "WHIMBREL_", "POWERTOOLS_"))
+           or k == "WHIMBREL_DYNAMODB_LOCAL_DIR"}  # where the jar is: not AWS set-up
     for name in ("credentials", "config"):
         (tmp_path / f"aws-{name}").write_text("")
     env.update({
@@ -47,7 +48,8 @@ def bare_env(tmp_path: Path) -> dict[str, str]:
         "AWS_CONFIG_FILE": str(tmp_path / "aws-config"),
         # Keeps today's failure quick: boto3 would otherwise ask EC2's metadata service.
         "AWS_EC2_METADATA_DISABLED": "true",
-        "PYTHONPATH": TESTS,  # wb_test_activities, for the python activities
+        # wb_test_activities, for the python activities; and this checkout's whimbrel.
+        "PYTHONPATH": os.pathsep.join([TESTS, str(Path(TESTS).parent)]),
         "COLUMNS": "200",
     })
     return env
@@ -215,7 +217,7 @@ def test_dev_refuses_a_taken_port_by_name() -> None:
     assert f"--endpoint-url http://127.0.0.1:{port}" in said
     both = runner.invoke(app, ["dev", "--port", "9", "--endpoint-url", "http://127.0.0.1:9"],
                          env=env)
-    assert both.exit_code == 2 and "--port and --data-dir configure" in both.stderr
+    assert both.exit_code == 2 and "--port, --host and --data-dir configure" in both.stderr
 
 
 def test_dev_with_an_exported_endpoint_nobody_serves_says_what_to_do() -> None:
@@ -234,3 +236,50 @@ def test_dev_default_port_is_stable_and_documented() -> None:
                                        env={"COLUMNS": "200"}).stdout.split())
     assert "--port" in text and f"(default {DEV_PORT};" in text
     assert "--data-dir" in text and "across restarts" in text
+
+
+def _other_address() -> str | None:
+    """A non-loopback IPv4 address of this machine, if it has one."""
+    out = subprocess.run(["hostname", "-I"], capture_output=True, text=True,
+                         check=False).stdout
+    return next((a for a in out.split() if a.count(".") == 3 and not a.startswith("127.")),
+                None)
+
+
+def _listening(port: int) -> set[str]:
+    out = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True,
+                         check=True).stdout
+    return {line.split()[3].rsplit(":", 1)[0] for line in out.splitlines() if line.strip()}
+
+
+def _connects(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+def test_dev_listens_on_loopback_only(bare_env: dict[str, str], tmp_path: Path) -> None:
+    """Issue 20: dev's DynamoDB Local answered on every interface, so anyone who reached
+    the machine could read runs and approve with raw rows."""
+    port = _free_port()
+    with dev_server(bare_env, tmp_path / "dev.log", "--port", str(port)) as banner:
+        assert f"listening on 127.0.0.1:{port}\n" in banner
+        bound = _listening(port)
+        assert bound and bound <= {"127.0.0.1", "[::ffff:127.0.0.1]"}, bound
+        assert _connects("127.0.0.1", port)
+        other = _other_address()
+        if other is not None:
+            assert not _connects(other, port), f"dev answers at {other}:{port}"
+
+
+def test_dev_host_opens_it_with_a_warning(bare_env: dict[str, str], tmp_path: Path) -> None:
+    port = _free_port()
+    with dev_server(bare_env, tmp_path / "dev.log", "--port", str(port),
+                    "--host", "0.0.0.0") as banner:
+        assert f"listening on 0.0.0.0:{port} -- WARNING: not loopback" in banner
+        assert _listening(port) & {"*", "0.0.0.0", "[::]", "[::ffff:0.0.0.0]"}
+        other = _other_address()
+        if other is not None:
+            assert _connects(other, port)

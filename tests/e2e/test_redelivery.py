@@ -349,9 +349,9 @@ def _check_run(result: RunResult, seed: int | None) -> None:
 
 
 @pytest.fixture(scope="module")
-def baseline(ddb_endpoint: str) -> RunResult:
+def baseline(module_ddb_endpoint: str) -> RunResult:
     """The scenario with single delivery (run once for all seeds)."""
-    result = _run(ddb_endpoint, None)
+    result = _run(module_ddb_endpoint, None)
     _check_run(result, None)
     return result
 
@@ -418,7 +418,7 @@ def _pump(n: int, invoke: Callable[[dict[str, Any]], Any],
     dead: list[str] = []
     pump = StreamPump(consumer, streams=FakeStreams([_raw(i) for i in range(n)]),
                       stream_arn="arn:test", invoke=invoke, stop=threading.Event(),
-                      dead_letter=lambda recs, why: dead.extend(record_key(r) for r in recs),
+                      dead_letter=lambda recs, why, kind: dead.extend(record_key(r) for r in recs),
                       delivery=delivery, retry_backoff=0.0)
     for _ in range(500):
         if not pump.poll_once():

@@ -45,7 +45,7 @@ def filtered_records(wb: Whimbrel, consumer: specs.StreamConsumerSpec) -> list[d
         got.extend(event["Records"])
         return {"batchItemFailures": []}
 
-    def dead_letter(records: list[dict[str, Any]], reason: str) -> None:
+    def dead_letter(records: list[dict[str, Any]], reason: str, error_type: str) -> None:
         raise AssertionError(f"dead-lettered: {reason}")
 
     pump = StreamPump(consumer, streams=streams, stream_arn=arn, invoke=invoke,

@@ -118,9 +118,9 @@ def walk(wb: Whimbrel, limit: int, **filters: Any) -> list[WorkflowExec]:
 
 
 @pytest.fixture(scope="module")
-def world(ddb_endpoint: str) -> Iterator[tuple[Whimbrel, list[Run]]]:
+def world(module_ddb_endpoint: str) -> Iterator[tuple[Whimbrel, list[Run]]]:
     clock = ThreadClock(NOW)
-    wb = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=fresh_table_prefix(), clock=clock)
+    wb = Whimbrel(endpoint_url=module_ddb_endpoint, table_prefix=fresh_table_prefix(), clock=clock)
     wb.create_tables()
     for name in NAMES:
         wb.register_workflow(one_step(name))

@@ -1,7 +1,9 @@
-"""Code run in separate processes by test_races.py (importable by spawned children)."""
+"""Code run in separate processes by test_races.py (importable by spawned children),
+and the write rendezvous its thread races use to prove the race happened."""
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -49,3 +51,44 @@ def move_once(endpoint: str, prefix: str, aeids: list[str], transition: str,
     finally:
         wb.close()
     return out
+
+
+class WriteRendezvous:
+    """A store write hook that makes a race happen, and says whether it did.
+
+    The first write to ``table`` of each of ``parties`` threads waits (before it is
+    sent) until every party has reached its own: both contenders then send their
+    conditional writes for the contested row at the same moment, and DynamoDB picks one.
+    :attr:`met` counts the parties that got through together: a round where a contender
+    never wrote (refused before it reached the store, or it wrote nothing) leaves it
+    below ``parties`` after the barrier's ``timeout``. Call :meth:`reset` between rounds.
+    """
+
+    def __init__(self, parties: int, table: str, timeout: float = 15.0) -> None:
+        self.parties = parties
+        self.table = table
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self.reset()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._barrier = threading.Barrier(self.parties, timeout=self.timeout)
+            self._seen: set[int] = set()
+            self.met = 0
+
+    def __call__(self, phase: str, operation: str, table: str) -> None:
+        if phase != "before" or not table.endswith(self.table):
+            return
+        me = threading.get_ident()
+        with self._lock:
+            if me in self._seen:
+                return  # only a thread's first write to the table is contested
+            self._seen.add(me)
+            barrier = self._barrier
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            return
+        with self._lock:
+            self.met += 1

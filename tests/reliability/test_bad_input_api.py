@@ -189,9 +189,9 @@ def ctx(rwb: Whimbrel) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def shared(ddb_endpoint: str) -> Iterator[tuple[Whimbrel, dict[str, str]]]:
+def shared(module_ddb_endpoint: str) -> Iterator[tuple[Whimbrel, dict[str, str]]]:
     """One set of tables for all of ``test_boundary_checks`` (creating tables is slow)."""
-    wb = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=fresh_table_prefix(),
+    wb = Whimbrel(endpoint_url=module_ddb_endpoint, table_prefix=fresh_table_prefix(),
                   clock=StepClock())
     wb.create_tables()
     yield wb, _setup(wb)

@@ -115,12 +115,21 @@ def test_complete_and_cancel_at_once(rwb: Whimbrel, step_clock: StepClock) -> No
                 ActivityDefinition("B", ("A",), launcher=EXT))
     rwb.register_workflow(defn)
     outcomes: Counter[str] = Counter()
+    # Both contenders hold at their first activity_exec write until the other reached
+    # its own: the report's COMPLETED and the cancel's stop of A meet at the store.
+    meet = race_workers.WriteRendezvous(2, "activity_exec")
     for _ in range(ROUNDS):
         wx = rwb.start_workflow("cc")
         aeid = activity_exec_id(wx, "A", 1)
         rwb.transition_activity(aeid, T.RUNNING)
-        done, _ = together(lambda a=aeid: rwb.transition_activity(a, T.COMPLETED),
-                           lambda w=wx: rwb.cancel_workflow(w))
+        meet.reset()
+        rwb.store.write_hooks.append(meet)
+        try:
+            done, _ = together(lambda a=aeid: rwb.transition_activity(a, T.COMPLETED),
+                               lambda w=wx: rwb.cancel_workflow(w))
+        finally:
+            rwb.store.write_hooks.remove(meet)
+        assert meet.met == 2, "the race did not happen: a contender never reached its write"
         RACES["complete vs cancel (threads)"] += 1
         step_clock.advance(500)
         rwb.sweep()
@@ -140,12 +149,21 @@ def test_complete_and_cancel_at_once(rwb: Whimbrel, step_clock: StepClock) -> No
 def test_heartbeat_and_time_out_at_once(rwb: Whimbrel, step_clock: StepClock) -> None:
     defn = _one("hb", ActivityDefinition("A", launcher=EXT, heartbeat_timeout_seconds=10))
     rwb.register_workflow(defn)
+    # The heartbeat's write and the sweep's time-out of the same row meet at the store.
+    meet = race_workers.WriteRendezvous(2, "activity_exec")
+    outcomes: Counter[str] = Counter()
     for _ in range(ROUNDS):
         wx = rwb.start_workflow("hb")
         aeid = activity_exec_id(wx, "A", 1)
         rwb.transition_activity(aeid, T.RUNNING)
         step_clock.advance(11)
-        beat, report = together(lambda a=aeid: rwb.heartbeat(a), rwb.sweep)
+        meet.reset()
+        rwb.store.write_hooks.append(meet)
+        try:
+            beat, report = together(lambda a=aeid: rwb.heartbeat(a), rwb.sweep)
+        finally:
+            rwb.store.write_hooks.remove(meet)
+        assert meet.met == 2, "the race did not happen: a contender never reached its write"
         RACES["heartbeat vs time-out (threads)"] += 1
         timed_out = aeid in report.timed_out
         state = rwb.get_activity(aeid).state
@@ -154,9 +172,11 @@ def test_heartbeat_and_time_out_at_once(rwb: Whimbrel, step_clock: StepClock) ->
         else:
             assert beat is None and state is A.RUNNING, (beat, report, state)
             rwb.transition_activity(aeid, T.COMPLETED)
+        outcomes[state.value] += 1
         step_clock.advance(100)
         rwb.sweep()
         _checked(rwb, wx, defn)
+    print("heartbeat vs time-out outcomes:", dict(outcomes))
 
 
 def test_two_sweeps_at_once(rwb: Whimbrel, step_clock: StepClock,
@@ -261,11 +281,20 @@ def test_signals_to_two_waits_of_one_name(rwb: Whimbrel) -> None:
 def test_signal_and_timeout_at_once(rwb: Whimbrel, step_clock: StepClock) -> None:
     rwb.register_workflow(SIGNAL_DEFN)
     outcomes: Counter[str] = Counter()
+    # The signal's completion of the wait and the sweep's time-out of it meet at the store.
+    meet = race_workers.WriteRendezvous(2, "activity_exec")
     for n in range(ROUNDS):
         wx = rwb.start_workflow("sig")
         step_clock.advance(11)
-        sent, report = together(lambda w=wx, i=n: rwb.signal(w, "go", i, signal_id=f"t{i}"),
-                                lambda: rwb.sweep(step_clock()))
+        meet.reset()
+        rwb.store.write_hooks.append(meet)
+        try:
+            sent, report = together(
+                lambda w=wx, i=n: rwb.signal(w, "go", i, signal_id=f"t{i}"),
+                lambda: rwb.sweep(step_clock()))
+        finally:
+            rwb.store.write_hooks.remove(meet)
+        assert meet.met == 2, "the race did not happen: a contender never reached its write"
         RACES["signal vs its timeout (threads)"] += 1
         state = rwb.get_workflow(wx).activity("S").state
         assert state in (A.COMPLETED, A.TIMED_OUT)

@@ -48,8 +48,8 @@ PIPELINE = WorkflowDefinition("pipeline", (
 
 
 @pytest.fixture(scope="module")
-def ui(ddb_endpoint: str) -> Iterator[tuple[Console, WebDriver]]:
-    wb = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=fresh_table_prefix(),
+def ui(module_ddb_endpoint: str) -> Iterator[tuple[Console, WebDriver]]:
+    wb = Whimbrel(endpoint_url=module_ddb_endpoint, table_prefix=fresh_table_prefix(),
                   actor="test")
     wb.create_tables()
     wb.register_workflow(PIPELINE)
@@ -112,6 +112,27 @@ def test_runs_appear_and_nodes_change_colour_live(
     assert "FAILED" in failed_row and "enrich failed" in failed_row
     # All of that without reloading the page.
     assert driver.execute_script("return window.__sameDocument === true")
+
+
+def test_a_live_run_page_says_when_it_stops_refreshing(
+        ui: tuple[Console, WebDriver], ddb_endpoint: str) -> None:
+    """Issue 20: when refreshes fail the page froze with no word of it."""
+    _, driver = ui
+    wb = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=fresh_table_prefix())
+    wb.create_tables()
+    wb.register_workflow(PIPELINE)
+    wx = wb.start_workflow("pipeline")
+    with console(wb) as con:
+        driver.get(con.url(f"/runs/{wx}"))
+        wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "svg.dag"), "no DAG drawn")
+        assert not driver.find_element(By.ID, "stale").is_displayed()
+        wb.store.delete_tables()  # every refresh now fails
+        wait_for(driver, lambda d: d.find_element(By.ID, "stale").is_displayed(),
+                 "no warning while refreshes fail")
+        said = driver.find_element(By.ID, "stale").text
+        assert said.startswith("Not refreshed since ") and "may be out of date" in said
+        assert "answered 503" in said or "answered 404" in said, said
+    wb.close()
 
 
 def test_retry_now_after_confirmation(signed_in: tuple[Console, WebDriver]) -> None:

@@ -57,8 +57,8 @@ def http(url: str, *, method: str = "GET", form: dict[str, str] | None = None,
 
 
 @pytest.fixture(scope="module")
-def con(ddb_endpoint: str) -> Iterator[Console]:
-    wb = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=fresh_table_prefix())
+def con(module_ddb_endpoint: str) -> Iterator[Console]:
+    wb = Whimbrel(endpoint_url=module_ddb_endpoint, table_prefix=fresh_table_prefix())
     wb.create_tables()
     wb.register_workflow(ONE_STEP)
     with console(wb) as c:
@@ -256,7 +256,7 @@ def test_maps_child_runs_and_redrive_in_the_console(con: Console) -> None:
     wx = wb.start_workflow("tree", {"xs": [1, 2, 3]})
     [child] = wb.get_workflow(wx).child_workflow_exec_ids
     page = http(con.url(f"/runs/{wx}"))
-    assert page.status == 200 and "0/3 done, 3 running" in page.body
+    assert page.status == 200 and "0/3 done, 3 waiting" in page.body
     assert f'href="/runs/{child}"' in page.body  # the parent lists its child run
     assert f'href="/runs/{wx}"' in http(con.url(f"/runs/{child}")).body  # and back
     wb.cancel_workflow(wx)

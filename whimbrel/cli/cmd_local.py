@@ -12,7 +12,7 @@ import typer
 
 from whimbrel.cli.app import Cli, CliError, ExitCode, app, command
 from whimbrel.local.credentials import is_local_endpoint, supply_local_credentials
-from whimbrel.local.dynamodb_local import DynamoDBLocalError, PortInUse
+from whimbrel.local.dynamodb_local import LOOPBACK, DynamoDBLocalError, PortInUse
 from whimbrel.local.runtime import DEV_PORT, run_dev
 
 
@@ -39,6 +39,12 @@ def dev(
         "--data-dir", file_okay=False, resolve_path=True,
         help="Keep the tables in this folder (created if missing) across restarts; "
              "without it they live in memory and are gone when dev stops.")] = None,
+    host: Annotated[str, typer.Option(
+        "--host",
+        help="Address the DynamoDB Local it starts listens on. The default lets only this "
+             "machine in; 0.0.0.0 opens it to every network the machine is on, and anyone "
+             "who reaches it can read every run and approve, signal or redrive with raw "
+             "rows (see docs/operations.md).")] = LOOPBACK,
     events_file: Annotated[Path | None, typer.Option(
         "--events-file", dir_okay=False, resolve_path=True,
         help="Run the notify consumers and append every event (a run ended, an activity "
@@ -48,19 +54,21 @@ def dev(
     """Run the serverless side locally until Ctrl-C: DynamoDB Local streams feed the real
     Lambda handlers, and the heartbeat listener sweeps on a schedule.
 
-    Without --endpoint-url it starts DynamoDB Local on http://127.0.0.1:8000 (--port to
-    change; needs Java 17+, and npm the first time). No AWS account is needed: without
+    Without --endpoint-url it starts DynamoDB Local on http://127.0.0.1:8000, reachable
+    from this machine only (--port and --host to change; needs a Java 17+ JDK, and npm the
+    first time). No AWS account is needed: without
     configured credentials, dummy ones are used for the local endpoint.
     """
     cli.check_settings()
     if events_file is not None:
         _check_writable(events_file)
-    endpoint = _dev_endpoint(cli, own_server=port is not None or data_dir is not None)
+    endpoint = _dev_endpoint(cli, own_server=port is not None or data_dir is not None
+                             or host != LOOPBACK)
     port = DEV_PORT if port is None else port
     supply_local_credentials(endpoint or f"http://127.0.0.1:{port}")
     try:
         run_dev(endpoint, cli.table_prefix or "whimbrel_", heartbeat_rate,
-                port=port, data_dir=data_dir, events_file=events_file)
+                port=port, data_dir=data_dir, events_file=events_file, host=host)
     except PortInUse as exc:
         raise CliError(f"{exc}; choose another with `whimbrel dev --port N`, or use the "
                        f"server already there with --endpoint-url http://127.0.0.1:{port}",
@@ -102,10 +110,10 @@ def _dev_endpoint(cli: Cli, *, own_server: bool) -> str | None:
         return None
     if own_server:
         if not cli.endpoint_from_env:
-            raise CliError("--port and --data-dir configure the DynamoDB Local that dev "
+            raise CliError("--port, --host and --data-dir configure the DynamoDB Local that dev "
                            "starts; with --endpoint-url it uses that server instead",
                            ExitCode.USAGE)
-        cli.note(f"ignoring WHIMBREL_ENDPOINT_URL={url}: --port/--data-dir start dev's "
+        cli.note(f"ignoring WHIMBREL_ENDPOINT_URL={url}: --port/--host/--data-dir start dev's "
                  "own DynamoDB Local")
         return None
     if cli.endpoint_from_env and is_local_endpoint(url) and not _answers(url):

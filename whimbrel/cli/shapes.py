@@ -13,6 +13,7 @@ from typing import Any
 from whimbrel import ActivityExec, WorkflowExec
 from whimbrel.cli.datashapes import activity_extras, run_extras
 from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.durations import duration
 
 
 def iso(epoch: float | None) -> str | None:
@@ -22,18 +23,9 @@ def iso(epoch: float | None) -> str | None:
 
 
 def human_duration(seconds: float | None) -> str:
-    """``850ms``, ``12.3s``, ``4m05s``, ``2h03m``; empty for None."""
-    if seconds is None:
-        return ""
-    if seconds < 1:
-        return f"{seconds * 1000:.0f}ms"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    minutes, secs = divmod(int(seconds), 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h{minutes:02d}m"
+    """``850ms``, ``12.3s``, ``4m05s``, ``2h03m``; empty for None (the compact style of
+    :func:`whimbrel.contract.durations.duration`, which the console shares)."""
+    return duration(seconds, "compact")
 
 
 def workflow_duration(wf: WorkflowExec, now: float) -> float:

@@ -181,15 +181,15 @@ def decode_cursor(cursor: Any, filters: Filters) -> Cursor | None:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         body = json.loads(raw)
-        epoch, exec_id, floor = float(body["e"]), body["x"], body["f"]
-        anchor = float(body["t"])
-        ok = (body["v"] == 1 and isinstance(exec_id, str) and exec_id
-              and math.isfinite(anchor)
-              and math.isfinite(epoch) and (floor is None or isinstance(floor, int | float)))
-    except (binascii.Error, ValueError, TypeError, KeyError, AttributeError):
+        epoch, exec_id, floor = _cursor_time(body["e"]), body["x"], body["f"]
+        anchor = _cursor_time(body["t"])
+        ok = (body["v"] == 1 and isinstance(exec_id, str) and exec_id and epoch is not None
+              and anchor is not None and (floor is None or _cursor_time(floor) is not None))
+    except (binascii.Error, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         raise bad from None
     if not ok:
         raise bad
+    assert epoch is not None and anchor is not None
     if body.get("q") != filters.fingerprint():
         raise InvalidInput("cursor belongs to a listing with other filters (name, state, "
                            "since, until): pass the same filters as for the first page",
@@ -218,12 +218,25 @@ def cursor_anchor(cursor: str | None) -> float | None:
         return None
     try:
         body = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        anchor = float(body["t"])
-    except (binascii.Error, ValueError, TypeError, KeyError, AttributeError):
+        return _cursor_time(body["t"])
+    except (binascii.Error, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return None
-    return anchor if math.isfinite(anchor) else None
 
 
+#: The latest time a cursor may carry: the end of year 9999, the last one ``datetime``
+#: can show. A forged ``1e300`` (or a 400-digit integer) would overflow the day walk.
+MAX_CURSOR_EPOCH = 253402300799.0
+
+
+def _cursor_time(value: Any) -> float | None:
+    """A time read from a cursor: a JSON number (not a bool, not text) from 0 to
+    MAX_CURSOR_EPOCH, else None (NaN and infinities included)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if isinstance(value, int) and not 0 <= value <= MAX_CURSOR_EPOCH:
+        return None  # before float(): a huge int would raise OverflowError
+    out = float(value)
+    return out if math.isfinite(out) and 0 <= out <= MAX_CURSOR_EPOCH else None
 
 
 def day_start(epoch: float) -> datetime:

@@ -17,6 +17,15 @@ MAX_SOURCE_CHARS = 256
 MAX_ID_CHARS = 1024
 
 
+def kind(value: Any) -> str:
+    """What ``value`` is, for a message, as a person would say it: ``null`` for None
+    (not "a NoneType"), ``a bool``, ``an int``, ``a list``..."""
+    if value is None:
+        return "null"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 def _shown(value: Any) -> str:
     return repr(value)[:80]
 

@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from whimbrel.contract import checks
+
 if TYPE_CHECKING:
     from whimbrel.contract.activities import ActivityDefinition
     from whimbrel.contract.definitions import WorkflowDefinition
@@ -122,8 +124,7 @@ def select(value: Any, source: MapSource) -> list[Any]:
             raise ValueError(f"map_over {source.describe()}: {where} has no key {key!r}")
         cur = cur[key]
     if not isinstance(cur, list):
-        raise ValueError(f"map_over {source.describe()} is a {type(cur).__name__}, not a "
-                         "list")
+        raise ValueError(f"map_over {source.describe()} is {checks.kind(cur)}, not a list")
     if len(cur) > MAX_MAP_ITEMS:
         raise ValueError(f"map_over {source.describe()} has {len(cur)} elements, more than "
                          f"the limit of {MAX_MAP_ITEMS} items per map")

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-from whimbrel.contract import waits
+from whimbrel.contract import checks, waits
 from whimbrel.contract.limits import WORKFLOW_NAME_PATTERN
 
 _PY_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
@@ -145,7 +145,7 @@ class LauncherSpec:
             data = dict(raw)
             kind = data.pop("type", data.pop("kind", "external"))
             return cls(str(kind), data)
-        raise TypeError(f"launcher must be a string or a mapping, not {type(raw).__name__}")
+        raise TypeError(f"launcher must be a string or a mapping, not {checks.kind(raw)}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.kind, **dict(self.config)}

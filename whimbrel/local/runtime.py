@@ -38,7 +38,12 @@ from whimbrel.engine.engine import Engine
 from whimbrel.engine.intake import SOURCE_DEAD_LETTER, record_rejection
 from whimbrel.engine.ports import Clock, Launcher
 from whimbrel.local.delivery import DeliveryPolicy
-from whimbrel.local.dynamodb_local import DynamoDBLocal, find_dynamodb_local, install_dynamodb_local
+from whimbrel.local.dynamodb_local import (
+    LOOPBACK,
+    DynamoDBLocal,
+    find_dynamodb_local,
+    install_dynamodb_local,
+)
 from whimbrel.local.streams import StreamPump
 from whimbrel.observe.publishers import JsonLinesPublisher, Publisher
 from whimbrel.store import specs
@@ -261,12 +266,14 @@ class LocalRuntime:
                                                     self.publisher))
         return invoke
 
-    def _dead_letter(self, records: list[dict[str, Any]], reason: str) -> None:
+    def _dead_letter(self, records: list[dict[str, Any]], reason: str, error_type: str) -> None:
+        """Record each record given up on as a ``dead_letter`` rejection whose
+        ``error_type`` names the handler's exception (see :data:`DeadLetter`)."""
         for rec in records:
             log.error("dead-lettered %s: %s", rec.get("eventID"), reason)
             try:
                 record_rejection(self.engine.store, source=SOURCE_DEAD_LETTER, record=rec,
-                                 reason=reason, error_type="DeadLetter",
+                                 reason=reason, error_type=error_type,
                                  now=self.engine.clock())
             except WhimbrelError as exc:  # the local DLQ is best effort, like a full queue
                 log.error("could not record dead letter %s: %s", rec.get("eventID"), exc)
@@ -333,12 +340,13 @@ DEV_PORT = 8000
 
 def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds: float, *,
             port: int = DEV_PORT, data_dir: Path | None = None,
-            events_file: Path | None = None) -> None:
+            events_file: Path | None = None, host: str = LOOPBACK) -> None:
     """Run the local runtime until Ctrl-C or SIGTERM (``whimbrel dev``).
 
     Without ``endpoint_url`` it serves DynamoDB Local on ``port``; with ``data_dir`` the
     tables live in that folder (DynamoDB Local's ``-dbPath``) and outlive the process,
-    otherwise they are in memory and gone at stop. With ``events_file`` the notify
+    otherwise they are in memory and gone at stop. It listens on ``host`` (loopback by
+    default: ``0.0.0.0`` lets anyone who reaches the machine in). With ``events_file`` the notify
     consumers append every event to it as JSON lines.
 
     Raises:
@@ -355,7 +363,7 @@ def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds:
     ddb: DynamoDBLocal | None = None
     try:
         if endpoint_url is None:
-            ddb = DynamoDBLocal(port, in_memory=data_dir is None, db_path=data_dir,
+            ddb = DynamoDBLocal(port, in_memory=data_dir is None, db_path=data_dir, host=host,
                                 directory=install_dynamodb_local(find_dynamodb_local()))
             endpoint_url = ddb.start().endpoint_url
         with LocalRuntime(endpoint_url, table_prefix, heartbeat_rate_seconds,
@@ -367,6 +375,10 @@ def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds:
                 print(f"  export WHIMBREL_EVENTS_FILE={events_file}")
                 print("  events: appended there as JSON lines (whimbrel notifications --follow)")
             if ddb is not None:
+                print(f"  listening on {ddb.host}:{ddb.port}" + (
+                    "" if ddb.host == LOOPBACK else
+                    " -- WARNING: not loopback; anyone who reaches it can read and write "
+                    "every table"))
                 print(f"  data: {data_dir} (kept across restarts)" if data_dir else
                       "  data: in memory, gone when this stops (keep it with --data-dir DIR)")
             print(f"  streams: {', '.join(rt.pumps)}; heartbeat every "

@@ -37,7 +37,10 @@ log = logging.getLogger("whimbrel.local.streams")
 #: (event) -> Lambda-style response (``{"batchItemFailures": [...]}``); may raise.
 Invoke = Callable[[dict[str, Any]], Any]
 #: (records, reason) for records given up on.
-DeadLetter = Callable[[list[dict[str, Any]], str], None]
+#: ``(records, reason, error_type)``: the records given up on, why, and the type name of
+#: the exception the handler raised (``BatchItemFailure`` when it reported the records
+#: as failed instead, ``RecordTooOld`` past the maximum record age).
+DeadLetter = Callable[[list[dict[str, Any]], str, str], None]
 
 
 def _wire(value: Any) -> Any:
@@ -275,10 +278,12 @@ class StreamPump(threading.Thread):
             first = 0
             if self.consumer.bisect_batch_on_error and len(batch) > 1:
                 shard.bisect = max(1, len(batch) // 2)
-            reason = f"handler raised {type(error).__name__}: {error}"
+            error_type = type(error).__name__
+            reason = f"handler raised {error_type}: {error}"
             giving_up = batch
         else:
             first = min(failed)
+            error_type = "BatchItemFailure"
             reason = "reported as a batch item failure"
             giving_up = [batch[i] for i in sorted(failed)]
         if first:
@@ -287,7 +292,7 @@ class StreamPump(threading.Thread):
         if shard.attempts > self.consumer.max_retry_attempts:
             self.stats.dead_lettered += len(giving_up)
             self.dead_letter(giving_up, f"{reason}; gave up after {shard.attempts} attempts "
-                                        f"({self.consumer.name} consumer)")
+                                        f"({self.consumer.name} consumer)", error_type)
             self._advance(shard, len(batch) - first)
             shard.bisect = None
             return
@@ -367,4 +372,5 @@ class StreamPump(threading.Thread):
             self._advance(shard, 1)
         if old:
             self.stats.dead_lettered += len(old)
-            self.dead_letter(old, f"record older than {limit} s (max record age)")
+            self.dead_letter(old, f"record older than {limit} s (max record age)",
+                             "RecordTooOld")

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from whimbrel import ActivityExec, WorkflowExec
+from whimbrel.contract import waits
+from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.states import (
     ACTIVITY_FAILED,
@@ -100,7 +102,7 @@ def _verdict(method: str, label: str, explain: str, *, done: str,
         return getattr(wb, method)(aeid, by=_required(form, "by"),
                                    comment=form.get("comment", ""))
     return Action(method, label, "activity", method, explain, _waits_for_approval, call,
-                  fields=(Field("by", "Your name", required=True),
+                  fields=(Field("by", "Your name (a label, not a sign-in)", required=True),
                           Field("comment", "Comment", "textarea")),
                   danger=danger, done=done)
 
@@ -156,6 +158,13 @@ def available(wb: object, wf: WorkflowExec, act: ActivityExec | None,
     """The actions a person may take now on this run (or on this attempt of it)."""
     return [a for a in ACTIONS
             if a.target == target and a.offered(wb) and a.applies(wf, act)]
+
+
+def approvers(defn: WorkflowDefinition, act: ActivityExec) -> tuple[str, ...]:
+    """Who may approve or reject ``act`` (its launcher's ``approvers``; empty: anyone)."""
+    if act.activity_name not in defn.names:
+        return ()
+    return waits.approvers(defn.activity(act.activity_name))
 
 
 def signal_hint(wf: WorkflowExec) -> str:

@@ -8,6 +8,8 @@ facade call (:mod:`whimbrel.ui.actions`), guarded by the token (:mod:`whimbrel.u
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,12 @@ SINCE_CHOICES = (("", "Any time"), ("1h", "Last hour"), ("24h", "Last 24 hours")
                  ("7d", "Last 7 days"), ("30d", "Last 30 days"))
 COUNT_CAP = 1000
 PAGE_SIZE = 50
+#: Seconds a page (or an action) may wait for DynamoDB before the console answers with
+#: an error page: a store that hangs must not hold a browser for botocore's minutes of
+#: read time-outs and retries.
+PAGE_TIMEOUT = 15.0
+#: Threads that read for pages; one hung read ties up one of them, not the server.
+PAGE_THREADS = 8
 
 
 class Console:
@@ -51,14 +59,17 @@ class Console:
         wb: the client every read and action goes through.
         guard: the token checks.
         refresh_seconds: how often live parts of a page reload.
+        page_timeout: seconds a page waits for DynamoDB before it shows an error.
     """
 
     def __init__(self, wb: Whimbrel, guard: Guard, *, refresh_seconds: float = 2.0,
-                 page_size: int = PAGE_SIZE) -> None:
+                 page_size: int = PAGE_SIZE, page_timeout: float = PAGE_TIMEOUT) -> None:
         self.wb = wb
         self.guard = guard
         self.refresh_seconds = refresh_seconds
         self.page_size = page_size
+        self.page_timeout = page_timeout
+        self._pool = ThreadPoolExecutor(PAGE_THREADS, thread_name_prefix="whimbrel-page")
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -79,10 +90,19 @@ class Console:
         return self.page(request, "error.html", status, title=title, message=message)
 
     def guarded(self, fn: Callable[[Request], Response]) -> Callable[[Request], Response]:
-        """Turn the facade's errors into pages a person can act on."""
+        """Turn the facade's errors into pages a person can act on, and a page that waits
+        more than ``page_timeout`` seconds for DynamoDB into a 504 (its read goes on in
+        the background, on one of PAGE_THREADS threads)."""
         def endpoint(request: Request) -> Response:
+            future = self._pool.submit(fn, request)
             try:
-                return fn(request)
+                return future.result(timeout=self.page_timeout)
+            except FutureTimeout:
+                what = ("The action may still be applied: open the run again to see."
+                        if request.method == "POST" else "Try again in a moment.")
+                return self.error(request, 504, "DynamoDB did not answer",
+                                  f"DynamoDB ({self.wb.endpoint_url or 'AWS'}) did not answer "
+                                  f"within {self.page_timeout:g} s. {what}")
             except NotFound as exc:
                 return self.error(request, 404, "Not found", str(exc))
             except InvalidInput as exc:
@@ -167,6 +187,7 @@ class Console:
         return {"wf": wf, "defn": defn, "svg": svg,
                 "attempts": present.attempts(self.wb, wf, defn, now),
                 "timeline": present.timeline(wf), "related": present.related(wf),
+                "maps": present.map_rows(wf, defn),
                 "run_actions": actions.available(self.wb, wf, None, "run"),
                 "duration": (wf.ended_epoch or now) - wf.created_epoch}
 
@@ -239,7 +260,19 @@ class Console:
         wf, act = self._target(action, target)
         return self.page(request, "confirm.html", action=action, target=target, wf=wf,
                          act=act, form={"name": actions.signal_hint(wf)}, problem="",
-                         possible=action.applies(wf, act), csrf_field=CSRF_FIELD)
+                         possible=action.applies(wf, act), csrf_field=CSRF_FIELD,
+                         deciders=self._deciders(action, wf, act))
+
+    def _deciders(self, action: actions.Action, wf: WorkflowExec,
+                  act: ActivityExec | None) -> tuple[str, ...] | None:
+        """Who may approve or reject ``act`` (empty: anyone), None for other actions."""
+        if action.name not in ("approve", "reject") or act is None:
+            return None
+        try:
+            defn = self.wb.get_definition(wf.workflow_name, wf.version)
+        except DefinitionNotFound:
+            return ()
+        return actions.approvers(defn, act)
 
     async def act(self, request: Request) -> Response:
         form = dict(parse_qsl((await request.body()).decode("utf-8", "replace"),
@@ -269,7 +302,8 @@ class Console:
         if problem:
             return self.page(request, "confirm.html", 409, action=action, target=target,
                              wf=wf, act=act, form=form, problem=problem,
-                             possible=action.applies(wf, act), csrf_field=CSRF_FIELD)
+                             possible=action.applies(wf, act), csrf_field=CSRF_FIELD,
+                             deciders=self._deciders(action, wf, act))
         return RedirectResponse(f"/runs/{wf.workflow_exec_id}?done={action.name}",
                                 status_code=303)
 
@@ -281,7 +315,8 @@ class _NoSuchAction(Exception):
 
 def create_app(wb: Whimbrel, *, token: str, open_reads: bool = True,
                allowed_hosts: Iterable[str] | None = ("localhost", "127.0.0.1", "::1"),
-               refresh_seconds: float = 2.0, page_size: int = PAGE_SIZE) -> Starlette:
+               refresh_seconds: float = 2.0, page_size: int = PAGE_SIZE,
+               page_timeout: float = PAGE_TIMEOUT) -> Starlette:
     """The console as an ASGI application (serve it with uvicorn, see :func:`serve`).
 
     Args:
@@ -291,8 +326,10 @@ def create_app(wb: Whimbrel, *, token: str, open_reads: bool = True,
         allowed_hosts: host names the Host header may name; None allows any.
         refresh_seconds: how often live parts reload.
         page_size: runs per page of the runs list.
+        page_timeout: seconds a page waits for DynamoDB before it shows an error (504).
     """
     guard = Guard(token, open_reads=open_reads, allowed_hosts=allowed_hosts)
-    console = Console(wb, guard, refresh_seconds=refresh_seconds, page_size=page_size)
+    console = Console(wb, guard, refresh_seconds=refresh_seconds, page_size=page_size,
+                      page_timeout=page_timeout)
     return Starlette(routes=console.routes(),
                      middleware=[Middleware(GuardMiddleware, guard=guard)])

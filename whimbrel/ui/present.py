@@ -14,6 +14,7 @@ from typing import Any
 
 from whimbrel import ActivityExec, WorkflowExec
 from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.durations import duration
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.ui import actions
 from whimbrel.ui.dag import NodeInfo
@@ -28,21 +29,9 @@ def when(epoch: float | None) -> str:
 
 
 def span(seconds: float | None) -> str:
-    """``850 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 03 min``, ``3 d 04 h``."""
-    if seconds is None:
-        return ""
-    if seconds < 1:
-        return f"{seconds * 1000:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    m, s = divmod(int(seconds), 60)
-    if m < 60:
-        return f"{m} min {s:02d} s"
-    h, m = divmod(m, 60)
-    if h < 48:
-        return f"{h} h {m:02d} min"
-    d, h = divmod(h, 24)
-    return f"{d} d {h:02d} h"
+    """``850 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 03 min``, ``3 d 04 h`` (the spaced
+    style of :func:`whimbrel.contract.durations.duration`, which the CLI shares)."""
+    return duration(seconds, "spaced")
 
 
 def ago(epoch: float | None, now: float) -> str:
@@ -120,7 +109,8 @@ def attempts(wb: object, wf: WorkflowExec, defn: WorkflowDefinition | None,
             duration=None if act.started_epoch is None else max(0.0, end - act.started_epoch),
             heartbeat_late=late, retry_in=_retry_in(act, now),
             waiting_for=actions.waiting_for(act),
-            progress=_progress(act), actions=actions.available(wb, wf, act, "activity")))
+            progress=_progress(act, wf),
+            actions=actions.available(wb, wf, act, "activity")))
     return rows
 
 
@@ -131,10 +121,58 @@ def _retry_in(act: ActivityExec, now: float) -> str:
     return f"in {span(wait)}" if wait > 0 else "due"
 
 
-def _progress(act: ActivityExec) -> str | None:
-    """A map activity's progress (``"120/500"``), once activity views carry it."""
-    value = getattr(act, "progress", None)
-    return None if value is None else str(value)
+#: Item states that mean a worker has it (launched or running); READY and REQUESTED
+#: items wait for one and are not "running".
+_CLAIMED = (ActivityState.QUEUED, ActivityState.PREPARING, ActivityState.RUNNING,
+            ActivityState.CANCELLED_RUNNING)
+
+
+def _progress(act: ActivityExec, wf: WorkflowExec) -> str | None:
+    """A map's progress: ``"120/500 done, 8 running, 40 waiting, 2 failed"``.
+
+    "running" counts the items a worker has claimed; created items that wait for one
+    (READY, REQUESTED) and items not created yet are "waiting".
+    """
+    progress = act.progress
+    if progress is None:
+        return None
+    items = wf.map_items(act.activity_name)
+    running = sum(1 for i in items.values() if i.state in _CLAIMED)
+    waiting = max(0, progress.total - progress.done - progress.failed - running)
+    text = f"{progress.done}/{progress.total} done"
+    for n, word in ((running, "running"), (waiting, "waiting"), (progress.failed, "failed")):
+        if n:
+            text += f", {n} {word}"
+    return text
+
+
+#: Failed items a run page lists per map; the rest are counted.
+MAX_FAILED_ITEMS = 50
+
+
+@dataclass(frozen=True)
+class MapRow:
+    """A map of a run: its progress and the items that ended without completing."""
+
+    name: str
+    progress: str
+    failed: tuple[ActivityExec, ...]
+    more_failed: int
+
+
+def map_rows(wf: WorkflowExec, defn: WorkflowDefinition | None) -> list[MapRow]:
+    """Every expanded map of the run, with its failed items (latest attempts that ended
+    FAILED, TIMED_OUT or CANCELLED) and their errors."""
+    out = []
+    for name, act in wf.latest_activities.items():
+        line = _progress(act, wf)
+        if line is None:
+            continue
+        ended = [i for _, i in sorted(wf.map_items(name).items())
+                 if i.state.is_terminal and i.state is not ActivityState.COMPLETED]
+        out.append(MapRow(name, line, tuple(ended[:MAX_FAILED_ITEMS]),
+                          max(0, len(ended) - MAX_FAILED_ITEMS)))
+    return out
 
 
 def node_info(wf: WorkflowExec | None, defn: WorkflowDefinition,
@@ -147,7 +185,7 @@ def node_info(wf: WorkflowExec | None, defn: WorkflowDefinition,
         bits = [act.state.value.replace("_", " ").lower()]
         if act.attempt > 1:
             bits.append(f"try {act.attempt}")
-        wait, progress = actions.waiting_for(act), _progress(act)
+        wait, progress = actions.waiting_for(act), _progress(act, wf)
         if wait:
             bits.append(wait)
         elif progress:
@@ -182,9 +220,13 @@ def related(wf: WorkflowExec) -> dict[str, Any]:
 
 # -- the runs list -----------------------------------------------------------------------
 
-STATE_ORDER = (WorkflowState.RUNNING, WorkflowState.SUSPENDED, WorkflowState.FAILED_WAITING,
-               WorkflowState.CANCEL_REQUESTED, WorkflowState.REQUESTED,
-               WorkflowState.FAILED, WorkflowState.COMPLETED, WorkflowState.CANCELLED)
+_FIRST = (WorkflowState.RUNNING, WorkflowState.SUSPENDED, WorkflowState.FAILED_WAITING,
+          WorkflowState.CANCEL_REQUESTED, WorkflowState.REQUESTED,
+          WorkflowState.FAILED, WorkflowState.TIMED_OUT, WorkflowState.COMPLETED,
+          WorkflowState.CANCELLED)
+#: The runs list's state filters and counts: every state of the contract (live ones
+#: first), so that "all states" is the sum of what is shown and no state is missing.
+STATE_ORDER = (*_FIRST, *(s for s in WorkflowState if s not in _FIRST))
 
 
 def count_label(count: int, cap: int) -> str:
