@@ -8,12 +8,19 @@ the loser gets :class:`~whimbrel.contract.errors.StateConflict` with ``current``
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 from whimbrel.contract.errors import StateConflict
-from whimbrel.contract.ids import parse_activity_exec_id
-from whimbrel.contract.records import ActivityRecord, Change, Changes, Due, WorkflowRecord
+from whimbrel.contract.ids import parse_activity_exec_id, shard_of
+from whimbrel.contract.records import (
+    REMOVE,
+    ActivityRecord,
+    Change,
+    Changes,
+    Due,
+    WorkflowRecord,
+)
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.store import specs
 from whimbrel.store.codec import (
@@ -24,7 +31,8 @@ from whimbrel.store.codec import (
     to_ddb,
     workflow_record,
 )
-from whimbrel.store.lean import ConditionLost, DynamoClient
+from whimbrel.store.errors import ConditionLost
+from whimbrel.store.lean import RequestObserver, RetryObserver
 
 
 @dataclass(frozen=True)
@@ -41,6 +49,39 @@ def name_state_key(workflow_name: str, state: str) -> str:
     return specs.name_state_key(workflow_name, state)
 
 
+def index_changes(changes: Changes, activity_exec_id: str | None = None,
+                  workflow_exec_id: str | None = None) -> dict[str, Any]:
+    """``changes`` with the sparse-index keys derived from the engine's intent: a change
+    set carrying ``timer_epoch`` arms the sparse ``timers`` index (its shard is added),
+    ``check_epoch`` the ``reconcile`` index, and ``claimable`` (``(workflow_name,
+    activity_name)`` or ``REMOVE``) the ``claimable`` index."""
+    out = dict(changes)
+    if "timer_epoch" in out and activity_exec_id:
+        out["timer_shard"] = (REMOVE if out["timer_epoch"] is REMOVE
+                              else shard_of(activity_exec_id, specs.TIMER_SHARDS))
+    if "check_epoch" in out and workflow_exec_id:
+        out["check_shard"] = (REMOVE if out["check_epoch"] is REMOVE
+                              else shard_of(workflow_exec_id, specs.RECONCILE_SHARDS))
+    if "claimable" in out:
+        claim = out.pop("claimable")
+        if claim is REMOVE or not claim or not activity_exec_id:
+            out["claim_shard"] = out["claim_key"] = REMOVE
+        else:
+            workflow_name, activity_name = claim
+            out["claim_shard"] = shard_of(activity_exec_id, specs.CLAIM_SHARDS)
+            out["claim_key"] = f"{workflow_name}/{activity_name}/{activity_exec_id}"
+    return out
+
+
+class Client(Protocol):
+    """What the tables need of a transport (``whimbrel.store.transport.Transport``)."""
+
+    observers: list[RequestObserver]
+    retry_observers: list[RetryObserver]
+
+    def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]: ...
+
+
 #: (operation, logical table, thunk) -> result; runs the write-hooks around the thunk.
 Write = Callable[[str, str, Callable[[], Any]], Any]
 
@@ -50,7 +91,7 @@ _CAPACITY = {"ReturnConsumedCapacity": "INDEXES"}
 class RunTables:
     """Executions and edges of one table prefix. Thread-safe."""
 
-    def __init__(self, client: DynamoClient, prefix: str, write: Write) -> None:
+    def __init__(self, client: Client, prefix: str, write: Write) -> None:
         self.client = client
         self._write = write
         self.workflow_table = specs.WORKFLOW_EXEC.table_name(prefix)
@@ -124,6 +165,9 @@ class RunTables:
     # -- workflow executions ---------------------------------------------------------------
 
     def create_workflow(self, record: WorkflowRecord) -> bool:
+        if record.check_epoch is not None and record.check_shard is None:
+            record = replace(record, check_shard=shard_of(record.workflow_exec_id,
+                                                          specs.RECONCILE_SHARDS))
         item = record_item(record)
         item["name_state"] = {"S": name_state_key(record.workflow_name, record.state.value)}
         # The id is derived from the request id: only the first start creates it.
@@ -137,6 +181,7 @@ class RunTables:
                       new_state: WorkflowState, changes: Changes, *, now: float,
                       actor: str, workflow_name: str,
                       if_unchanged: Mapping[str, int] | None = None) -> WorkflowRecord:
+        changes = index_changes(changes, workflow_exec_id=workflow_exec_id)
         expr = Expression()
         # The listing index's key moves in the same write as the state (never a second).
         update = expr.update({**changes, "state": new_state.value, "updated_epoch": now,
@@ -166,7 +211,7 @@ class RunTables:
     def set_workflow(self, workflow_exec_id: str, changes: Changes, *,
                      states: Collection[WorkflowState]) -> bool:
         expr = Expression()
-        update = expr.update(changes)
+        update = expr.update(index_changes(changes, workflow_exec_id=workflow_exec_id))
         # Only in one of ``states`` (e.g. a finished run must leave the reconcile index,
         # so re-arming it is refused once it ended); never creates the item.
         condition = expr.one_of("state", sorted(s.value for s in states))
@@ -237,10 +282,28 @@ class RunTables:
     # -- activity executions -----------------------------------------------------------------
 
     def create_activity(self, record: ActivityRecord) -> bool:
+        if record.timer_epoch is not None:
+            record = replace(record, **index_changes({"timer_epoch": record.timer_epoch},
+                                                     record.activity_exec_id))
         # Ids are deterministic (workflow, activity, attempt): a replayed start or retry
         # finds the row and must not reset its state.
         return self._put_new(self.activity_table, "activity_exec", record_item(record),
                              "activity_exec_id")
+
+    def create_claimable(self, record: ActivityRecord) -> bool:
+        """Create an attempt that is READY to be claimed (claim keys derived here)."""
+        keys = index_changes({"claimable": (record.workflow_name, record.activity_name)},
+                             record.activity_exec_id)
+        return self.create_activity(replace(record, **keys))
+
+    def try_set_activity(self, activity_exec_id: str, changes: Changes, *,
+                         states: Collection[ActivityState]) -> bool:
+        """``set_activity`` that reports a refused condition as False."""
+        try:
+            self.set_activity(activity_exec_id, changes, states=states)
+        except StateConflict:
+            return False
+        return True
 
     def get_activity(self, activity_exec_id: str) -> ActivityRecord | None:
         item = self._get(self.activity_table, self._activity_key(activity_exec_id))
@@ -264,6 +327,7 @@ class RunTables:
                       path: Sequence[ActivityState], changes: Changes, *, now: float,
                       actor: str, due_by: float | None = None,
                       claimed: bool = False) -> ActivityRecord:
+        changes = index_changes(changes, activity_exec_id)
         expr = Expression()
         final = path[-1]
         update = expr.update({**changes, "state": final.value, "updated_epoch": now},
@@ -290,7 +354,7 @@ class RunTables:
     def set_activity(self, activity_exec_id: str, changes: Changes, *,
                      states: Collection[ActivityState]) -> ActivityRecord:
         expr = Expression()
-        update = expr.update(changes)
+        update = expr.update(index_changes(changes, activity_exec_id))
         # Attributes other than the state, only while the state is one of ``states``
         # (e.g. a heartbeat only while the activity runs; never on a TIMED_OUT one).
         condition = expr.one_of("state", sorted(s.value for s in states))
