@@ -110,7 +110,7 @@ class ColdTables(RunTables):
         spec = specs.WORKFLOW_DEFINITION
         return sorted({hit["workflow_name"]["S"] for hit in self._query({
             "TableName": self._table(spec), "IndexName": "all_names",
-            "KeyConditionExpression": "catalog = :c",
+            "KeyConditionExpression": "#c = :c", "ExpressionAttributeNames": {"#c": "catalog"},
             "ExpressionAttributeValues": {":c": {"S": specs.CATALOG}}})})
 
     # -- requests, events, rejections ----------------------------------------------------

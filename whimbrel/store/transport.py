@@ -248,3 +248,19 @@ def open_transport(*, endpoint_url: str | None = None, region: str | None = None
     client = botocore_client(endpoint_url=endpoint_url, region=region,
                              boto3_session=boto3_session, botocore_config=botocore_config)
     return transport_for(client, kind=kind, boto3_session=boto3_session, sleep=sleep)
+
+
+def refuse_scans(monkeypatch: Any, message: str) -> None:
+    """For tests: make every transport refuse a ``Scan`` (an ``AssertionError``), so a
+    test can prove a path never scans a table. ``monkeypatch`` is pytest's fixture."""
+    for cls in (LeanTransport, BotocoreTransport):
+        original = cls.call
+
+        def call(self: Any, operation: str, params: dict[str, Any],
+                 _original: Any = original) -> dict[str, Any]:
+            if operation == "Scan":
+                raise AssertionError(message)
+            result: dict[str, Any] = _original(self, operation, params)
+            return result
+
+        monkeypatch.setattr(cls, "call", call)
