@@ -181,7 +181,7 @@ ACTIVITY_EXEC = TableSpec(
     Key("activity_exec_id"),
     attributes=attributes(
         "workflow_exec_id activity_exec_id activity_name workflow_name attempt:I "
-        "workflow_version:I state launcher output:J error error_type created_epoch:N "
+        "workflow_version:I state output:J error error_type created_epoch:N "
         "updated_epoch:N started_epoch:N ended_epoch:N heartbeat_epoch:N "
         "heartbeat_timeout_seconds:N close_epoch:N not_before_epoch:N timer_shard "
         "timer_epoch:N claim_shard claim_key worker history:H expires_epoch:N input:J "
