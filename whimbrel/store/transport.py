@@ -110,6 +110,7 @@ class BotocoreTransport:
         except BotoCoreError as exc:  # connection failures, read timeouts, bad params
             self._observe(operation, params, None)
             raise translate(operation, None, str(exc)) from exc
+        data.pop("ResponseMetadata", None)  # the lean client's responses have none
         self._observe(operation, params, data)
         return data
 
@@ -160,7 +161,8 @@ def botocore_client(*, endpoint_url: str | None = None, region: str | None = Non
     if botocore_config is not None:
         config = config.merge(botocore_config)
         theirs = _retries(botocore_config)
-        if theirs and "retries" in defaults:
+        if theirs and "retries" in defaults and not (
+                {"max_attempts", "total_max_attempts"} & set(theirs)):
             retries: Any = {**defaults["retries"], **theirs}
             config = config.merge(Config(retries=retries))
     region = region or session.region_name or DEFAULT_REGION
