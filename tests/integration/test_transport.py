@@ -257,3 +257,24 @@ def test_a_client_the_lean_path_cannot_honour_falls_back_to_botocore() -> None:
     assert open_transport(boto3_session=session(), botocore_config=config).name == "botocore"
     with pytest.raises(ValueError, match="cannot honour"):
         open_transport(boto3_session=session(), botocore_config=config, kind="lean")
+
+
+def test_whimbrel_takes_a_users_session_and_config(fake: FakeDynamo) -> None:
+    from whimbrel import Whimbrel
+
+    wb = Whimbrel(endpoint_url=fake.url, boto3_session=session("ap-southeast-2"),
+                  botocore_config=Config(user_agent_extra="myapp/1.0",
+                                         retries={"total_max_attempts": 1}))
+    try:
+        fake.script = [Reply(200, {})]
+        assert wb.store.get_workflow("w") is None
+        headers = fake.seen[0].headers
+        assert "myapp/1.0" in headers["User-Agent"]
+        assert "Credential=AKIDWHIMBREL/" in headers["Authorization"]
+        assert "/ap-southeast-2/dynamodb/" in headers["Authorization"]
+        assert wb.store.transport.retry.max_attempts == 1
+        fake.script = [error(500, "InternalServerError")]
+        with pytest.raises(StoreError, match="after 1 attempts"):
+            wb.store.get_workflow("w")  # the user's attempts, not Whimbrel's default
+    finally:
+        wb.close()

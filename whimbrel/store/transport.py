@@ -45,6 +45,10 @@ TRANSPORT_KINDS: tuple[str, ...] = ("auto", "lean", "botocore")
 #: engine's I/O and fan-out pools, heartbeats), and a hot path gives up after 5 tries.
 DEFAULT_POOL_CONNECTIONS = 128
 DEFAULT_MAX_ATTEMPTS = 5
+#: A DynamoDB call answers in milliseconds: fail over to a retry well before botocore's
+#: 60 s defaults.
+DEFAULT_CONNECT_TIMEOUT = 5.0
+DEFAULT_READ_TIMEOUT = 30.0
 DEFAULT_REGION = "us-east-1"
 
 
@@ -150,10 +154,13 @@ def botocore_client(*, endpoint_url: str | None = None, region: str | None = Non
     """The DynamoDB client every decision of the store is taken from.
 
     The caller's ``botocore_config`` wins; Whimbrel adds only what neither it nor the
-    environment/profile sets (pool size, attempts, a ``whimbrel`` User-Agent suffix).
+    environment/profile sets (pool size, timeouts, attempts, a ``whimbrel`` User-Agent
+    suffix).
     """
     session = boto3_session or _default_session()
     defaults: dict[str, Any] = {"max_pool_connections": DEFAULT_POOL_CONNECTIONS,
+                                "connect_timeout": DEFAULT_CONNECT_TIMEOUT,
+                                "read_timeout": DEFAULT_READ_TIMEOUT,
                                 "user_agent_extra": "whimbrel"}
     if session._session.get_config_variable("max_attempts") is None:  # AWS_MAX_ATTEMPTS
         defaults["retries"] = {"total_max_attempts": DEFAULT_MAX_ATTEMPTS}
