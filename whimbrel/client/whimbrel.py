@@ -50,7 +50,8 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows):
     Args:
         endpoint_url: DynamoDB endpoint; None means real AWS.
         table_prefix: prefix of every table name.
-        region: AWS region (default from ``AWS_REGION`` / ``AWS_DEFAULT_REGION``).
+        region: AWS region (default: ``boto3_session``'s, else from ``AWS_REGION`` /
+            ``AWS_DEFAULT_REGION``).
         clock: returns epoch seconds; inject one to drive time in tests.
         launchers: extra or replacement launchers by kind (``lambda``, ``sqs``, …).
         max_workers: threads for ``python`` and ``command`` activities of this process.
@@ -87,7 +88,8 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows):
         transport: str | None = None,
     ) -> None:
         settings = Settings.from_env()
-        region = region or settings.region
+        # A caller's session says its region (it read AWS_REGION itself if not given).
+        region = region or (boto3_session.region_name if boto3_session else settings.region)
         if retention_days is not None:
             retention_days = parse_retention_days(retention_days, "retention_days")
         self.clock: Clock = clock or time.time
