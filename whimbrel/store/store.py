@@ -21,9 +21,10 @@ from whimbrel.settings import DEFAULT_TABLE_PREFIX
 from whimbrel.store import specs
 from whimbrel.store.cold import ColdTables
 from whimbrel.store.errors import translate
+from whimbrel.store.keys import index_changes
 from whimbrel.store.meter import CapacityMeter
 from whimbrel.store.notifications import NotificationMarkers
-from whimbrel.store.runs import WorkflowKeyPage, index_changes
+from whimbrel.store.runs import WorkflowKeyPage
 from whimbrel.store.signals import SignalTables
 from whimbrel.store.transport import (
     BotocoreTransport,
