@@ -278,3 +278,23 @@ def test_whimbrel_takes_a_users_session_and_config(fake: FakeDynamo) -> None:
             wb.store.get_workflow("w")  # the user's attempts, not Whimbrel's default
     finally:
         wb.close()
+
+
+def test_credentials_are_looked_up_until_found(fake: FakeDynamo, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                 "AWS_PROFILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                 "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    transport = open_transport(endpoint_url=fake.url, kind="lean",
+                               boto3_session=boto3.session.Session(region_name="us-east-1"))
+    with pytest.raises(StoreError, match="Unable to locate credentials") as info:
+        transport.call("GetItem", GET)
+    assert not info.value.retryable and not fake.seen
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDLATER")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    assert transport.call("GetItem", GET) == {"Item": {"k": {"S": "v"}}}
+    assert "Credential=AKIDLATER/" in fake.seen[0].headers["Authorization"]

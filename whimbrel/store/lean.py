@@ -19,6 +19,7 @@ translate`); retries are counted on the observers (the store's meter).
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,9 +66,9 @@ class Resolved:
     region: str
     signing_name: str
     user_agent: str | None
-    #: botocore's credentials object (refreshable); None: none found (an error at the
-    #: first call, as botocore would raise).
-    credentials: Any
+    #: Returns botocore's credentials object (refreshable), or None when there are none
+    #: (yet): asked again until it finds some, as botocore's client would.
+    credentials: Callable[[], Any]
     #: botocore's ``URLLib3Session`` of that client (proxies, CA bundle, timeouts, pool).
     http_session: Any
     retry: RetryPolicy
@@ -87,6 +88,8 @@ class LeanTransport:
         self.observers: list[RequestObserver] = []
         self.retry_observers: list[RetryObserver] = []
         self._sleep = sleep
+        self._credentials: Any = None
+        self._lock = threading.Lock()
         self._headers = {"Content-Type": "application/x-amz-json-1.0"}
         if resolved.user_agent:
             self._headers["User-Agent"] = resolved.user_agent
@@ -131,7 +134,12 @@ class LeanTransport:
             observer(operation, params, response)
 
     def _signed(self, operation: str, body: bytes) -> Any:
-        creds = self.resolved.credentials
+        creds = self._credentials
+        if creds is None:
+            with self._lock:
+                if self._credentials is None:
+                    self._credentials = self.resolved.credentials()
+                creds = self._credentials
         if creds is None:
             raise StoreError("Unable to locate credentials (set AWS_ACCESS_KEY_ID/"
                              "AWS_SECRET_ACCESS_KEY, a profile or a role; a local endpoint "

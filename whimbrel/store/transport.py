@@ -187,7 +187,7 @@ class _Probed(Exception):
 
 
 def resolve(client: DynamoDBClient,
-            credentials: Any = None) -> Resolved | None:
+            credentials: Callable[[], Any]) -> Resolved | None:
     """Read what ``client`` decided, without sending anything: one GetItem is prepared
     by botocore as usual (endpoint rules, signing, User-Agent) and stopped at
     ``before-send``. None when the lean path cannot honour the client (a signer other
@@ -239,7 +239,7 @@ def transport_for(client: DynamoDBClient, *, kind: str = "auto",
     if kind == "botocore":
         return BotocoreTransport(client)
     session = boto3_session or _default_session()
-    resolved = resolve(client, session.get_credentials())
+    resolved = resolve(client, session.get_credentials)
     if resolved is None:
         if kind == "lean":
             raise ValueError("the lean transport cannot honour this botocore client "
