@@ -15,6 +15,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from whimbrel.contract import ddbjson
+from whimbrel.contract.ddbjson import from_ddb, number
 from whimbrel.contract.records import REMOVE, ActivityRecord, Change, WorkflowRecord
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.store import specs
@@ -22,58 +24,20 @@ from whimbrel.store import specs
 AttrValue = dict[str, Any]
 Item = dict[str, AttrValue]
 
-
-def number(value: float | int) -> str:
-    if isinstance(value, bool):
-        raise TypeError("a bool is not a number")
-    if isinstance(value, int) or (float(value).is_integer() and abs(value) < 2**53):
-        return str(int(value))
-    return repr(float(value))
+__all__ = ["Expression", "Item", "activity_record", "decode_fields", "encode_fields",
+           "from_ddb", "number", "payload_text", "record_item", "to_ddb", "workflow_record"]
 
 
 def to_ddb(value: Any) -> AttrValue:
-    """A Python value as a DynamoDB attribute value."""
-    if value is None:
-        return {"NULL": True}
-    if isinstance(value, bool):
-        return {"BOOL": value}
-    if isinstance(value, str):
-        return {"S": value}
-    if isinstance(value, int | float):
-        return {"N": number(value)}
+    """A Python value (plain data, or a history :class:`Change`) as DynamoDB JSON."""
     if isinstance(value, Change):
         m: Item = {"state": {"S": value.state}, "at": {"N": number(value.at)}}
         if value.by is not None:
             m["by"] = {"S": value.by}
         return {"M": m}
-    if isinstance(value, Mapping):
-        return {"M": {str(k): to_ddb(v) for k, v in value.items()}}
-    if isinstance(value, list | tuple):
+    if isinstance(value, list | tuple) and any(isinstance(v, Change) for v in value):
         return {"L": [to_ddb(v) for v in value]}
-    raise TypeError(f"cannot store {type(value).__name__}")
-
-
-def from_ddb(av: AttrValue) -> Any:
-    """A DynamoDB attribute value as plain Python (numbers: int when integral)."""
-    (tag, value), = av.items()
-    if tag == "S":
-        return value
-    if tag == "N":
-        text = str(value)
-        return int(text) if text.lstrip("-").isdigit() else float(text)
-    if tag == "BOOL":
-        return bool(value)
-    if tag == "NULL":
-        return None
-    if tag == "M":
-        return {k: from_ddb(v) for k, v in value.items()}
-    if tag == "L":
-        return [from_ddb(v) for v in value]
-    if tag in ("SS", "BS"):
-        return sorted(value)
-    if tag == "NS":
-        return sorted(float(v) for v in value)
-    raise ValueError(f"unknown DynamoDB type {tag}")
+    return ddbjson.to_ddb(value)
 
 
 def _history(raw: Any) -> tuple[Change, ...]:
