@@ -26,6 +26,10 @@ ENV_METRICS = "WHIMBREL_METRICS"
 ENV_EVENT_BUS = "WHIMBREL_EVENT_BUS"
 #: A file the notify consumer appends events to as JSON lines instead (local runs).
 ENV_EVENTS_FILE = "WHIMBREL_EVENTS_FILE"
+#: The store's transport: ``auto`` (the lean client unless it cannot honour the botocore
+#: config; default), ``lean`` or ``botocore`` (docs/operations.md, "The transport").
+ENV_TRANSPORT = "WHIMBREL_TRANSPORT"
+TRANSPORT_CHOICES = ("auto", "lean", "botocore")
 #: What ``WHIMBREL_METRICS`` may say.
 METRICS_CHOICES = ("off", "emf")
 
@@ -91,12 +95,15 @@ class Settings:
     metrics: str | None = None
     event_bus: str | None = None
     events_file: str | None = None
+    #: The store's transport (one of ``TRANSPORT_CHOICES``).
+    transport: str = "auto"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read ``WHIMBREL_ENDPOINT_URL`` (unset: AWS), ``WHIMBREL_TABLE_PREFIX``,
         ``WHIMBREL_RETENTION_DAYS`` (a number, or ``none``), ``WHIMBREL_METRICS``,
-        ``WHIMBREL_EVENT_BUS``, ``WHIMBREL_EVENTS_FILE`` and the AWS region variables.
+        ``WHIMBREL_EVENT_BUS``, ``WHIMBREL_EVENTS_FILE``, ``WHIMBREL_TRANSPORT`` and the AWS
+        region variables.
 
         Raises:
             InvalidInput: a malformed value.
@@ -107,7 +114,12 @@ class Settings:
         if metrics not in METRICS_CHOICES:
             raise InvalidInput(f"{ENV_METRICS} must be one of {', '.join(METRICS_CHOICES)}, "
                                f"not {env.get(ENV_METRICS)!r}", field=ENV_METRICS)
+        transport = (env.get(ENV_TRANSPORT) or "auto").strip().lower()
+        if transport not in TRANSPORT_CHOICES:
+            raise InvalidInput(f"{ENV_TRANSPORT} must be one of {', '.join(TRANSPORT_CHOICES)}"
+                               f", not {env.get(ENV_TRANSPORT)!r}", field=ENV_TRANSPORT)
         return cls(
+            transport=transport,
             endpoint_url=env.get(ENV_ENDPOINT_URL) or None,
             table_prefix=env.get(ENV_TABLE_PREFIX) or DEFAULT_TABLE_PREFIX,
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import pynamodb.models
 import pytest
 from cli_helpers import FANOUT_YAML, Run
 
 from whimbrel import ActivityDefinition, LauncherSpec, Whimbrel, WorkflowDefinition
 from whimbrel.contract.ids import workflow_exec_id_for
+from whimbrel.store.transport import refuse_scans
 
 FAILING = WorkflowDefinition("failing", (
     ActivityDefinition("ok", launcher=LauncherSpec.python("wb_test_activities:echo")),
@@ -115,10 +114,7 @@ def test_list_uses_indexes_not_scan(run: Run, wb: Whimbrel,
     cancelled = ids[0]
     wb.cancel_workflow(cancelled)
 
-    def no_scan(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("whimbrel list must not Scan")
-
-    monkeypatch.setattr(pynamodb.models.Model, "scan", classmethod(no_scan))
+    refuse_scans(monkeypatch, "whimbrel list must not Scan")
 
     def listed(*args: str) -> list[str]:
         return [r["workflow_exec_id"] for r in run.json("list", *args)["items"]]

@@ -49,7 +49,15 @@ def _ident(attrs: dict[str, Any]) -> str:
     return "workflow " + text("workflow_exec_id")
 
 
+#: The run's own tables: the store's other requests (the request trace row, a Simple API
+#: row's marking) are no writes to the run's items.
+_RUN_TABLES = ("workflow_exec", "activity_exec", "activity_exec_dependency")
+
+
 def _keys(operation: str, params: dict[str, Any]) -> list[str]:
+    table = str(params.get("TableName", ""))
+    if "TableName" in params and not table.endswith(_RUN_TABLES):
+        return []
     if operation == "PutItem":
         return [_ident(params["Item"])]
     if operation in ("UpdateItem", "DeleteItem"):

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import pynamodb.models
 import pytest
 
 from whimbrel import (
@@ -31,6 +30,7 @@ from whimbrel import (
     WorkflowState,
 )
 from whimbrel.client.query import DEFAULT_LOOKBACK_DAYS, MAX_DAYS_PER_CALL
+from whimbrel.store.transport import refuse_scans
 from whimbrel.testing import fresh_table_prefix
 
 W = WorkflowState
@@ -132,10 +132,7 @@ def world(module_ddb_endpoint: str) -> Iterator[tuple[Whimbrel, list[Run]]]:
 
 @pytest.fixture(autouse=True)
 def no_scan(monkeypatch: pytest.MonkeyPatch) -> None:
-    def scan(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("listing runs must never Scan")
-
-    monkeypatch.setattr(pynamodb.models.Model, "scan", classmethod(scan))
+    refuse_scans(monkeypatch, "listing runs must never Scan")
 
 
 def test_every_run_exactly_once_newest_first(world: tuple[Whimbrel, list[Run]]) -> None:

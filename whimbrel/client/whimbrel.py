@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from whimbrel.client import query
 from whimbrel.client._activities import Activities
@@ -39,6 +39,10 @@ from whimbrel.store.store import Store
 from whimbrel.worker.command import run_command
 from whimbrel.worker.run import run_activity
 
+if TYPE_CHECKING:
+    import boto3
+    from botocore.config import Config
+
 
 class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows):
     """Entry point of the Full Logic API (and, through the same store, everything else).
@@ -46,7 +50,8 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows):
     Args:
         endpoint_url: DynamoDB endpoint; None means real AWS.
         table_prefix: prefix of every table name.
-        region: AWS region (default from ``AWS_REGION`` / ``AWS_DEFAULT_REGION``).
+        region: AWS region (default: ``boto3_session``'s, else from ``AWS_REGION`` /
+            ``AWS_DEFAULT_REGION``).
         clock: returns epoch seconds; inject one to drive time in tests.
         launchers: extra or replacement launchers by kind (``lambda``, ``sqs``, …).
         max_workers: threads for ``python`` and ``command`` activities of this process.
@@ -57,6 +62,12 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows):
             (None: forever).
         metrics: told of every workflow and activity end this client's engine makes,
             e.g. ``whimbrel.observe.EmfMetrics`` (None: no metrics).
+        boto3_session: a ``boto3.session.Session`` for credentials, profile and region
+            (None: a shared default session), as Powertools' idempotency layer takes it.
+        botocore_config: a ``botocore.config.Config`` (proxies, CA bundle, retries,
+            timeouts, FIPS/dual-stack endpoints); Whimbrel adds only what it leaves unset.
+        transport: the store's transport, ``auto`` (default: the lean client unless it
+            cannot honour the config), ``lean`` or ``botocore`` (docs/operations.md).
     """
 
     def __init__(
@@ -72,12 +83,19 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows):
         actor: str = "client",
         retention_days: float | None = DEFAULT_RETENTION_DAYS,
         metrics: EngineMetrics | None = None,
+        boto3_session: boto3.session.Session | None = None,
+        botocore_config: Config | None = None,
+        transport: str | None = None,
     ) -> None:
-        region = region or Settings.from_env().region
+        settings = Settings.from_env()
+        # A caller's session says its region (it read AWS_REGION itself if not given).
+        region = region or (boto3_session.region_name if boto3_session else settings.region)
         if retention_days is not None:
             retention_days = parse_retention_days(retention_days, "retention_days")
         self.clock: Clock = clock or time.time
-        self.store = Store(table_prefix=table_prefix, endpoint_url=endpoint_url, region=region)
+        self.store = Store(table_prefix=table_prefix, endpoint_url=endpoint_url, region=region,
+                           boto3_session=boto3_session, botocore_config=botocore_config,
+                           transport=transport or settings.transport)
         self.executor: Executor = executor or ThreadPoolExecutor(
             max_workers=max_workers, thread_name_prefix="whimbrel-activity")
         all_launchers: dict[str, Launcher] = {

@@ -1,4 +1,4 @@
-"""DynamoDB: table specs, PynamoDB models, conditional writes, error translation."""
+"""DynamoDB: table specs, one transport and codec, conditional writes, error translation."""
 
 from whimbrel.store.meter import CapacityMeter
 from whimbrel.store.store import Store

@@ -1,73 +1,43 @@
-"""Records to DynamoDB JSON and back, and the expressions of the hot writes.
+"""The store's one DynamoDB-JSON codec: records to items and back, and the expressions
+of its writes.
 
-The attribute names are the schema declared by the models in :mod:`whimbrel.store.models`
-(a unit test checks that every name written here is declared there).
+What each attribute holds comes from the schema in :mod:`whimbrel.store.specs`
+(``TableSpec.attributes``); ``tests/unit/test_schema_agreement.py`` checks that every
+record field, key, index key and model attribute agrees with it. A payload attribute
+(kind ``J``) may hold JSON text (what Whimbrel writes) or a native DynamoDB value (what
+docs/simple-api.md lets a raw client write); either reads back as JSON text.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from whimbrel.contract import ddbjson
+from whimbrel.contract.ddbjson import from_ddb, number
 from whimbrel.contract.records import REMOVE, ActivityRecord, Change, WorkflowRecord
 from whimbrel.contract.states import ActivityState, WorkflowState
+from whimbrel.store import specs
 
 AttrValue = dict[str, Any]
 Item = dict[str, AttrValue]
 
-
-def number(value: float | int) -> str:
-    if isinstance(value, bool):
-        raise TypeError("a bool is not a number")
-    if isinstance(value, int) or (float(value).is_integer() and abs(value) < 2**53):
-        return str(int(value))
-    return repr(float(value))
+__all__ = ["Expression", "Item", "activity_record", "decode_fields", "encode_fields",
+           "from_ddb", "number", "payload_text", "record_item", "to_ddb", "workflow_record"]
 
 
 def to_ddb(value: Any) -> AttrValue:
-    """A Python value as a DynamoDB attribute value."""
-    if value is None:
-        return {"NULL": True}
-    if isinstance(value, bool):
-        return {"BOOL": value}
-    if isinstance(value, str):
-        return {"S": value}
-    if isinstance(value, int | float):
-        return {"N": number(value)}
+    """A Python value (plain data, or a history :class:`Change`) as DynamoDB JSON."""
     if isinstance(value, Change):
         m: Item = {"state": {"S": value.state}, "at": {"N": number(value.at)}}
         if value.by is not None:
             m["by"] = {"S": value.by}
         return {"M": m}
-    if isinstance(value, Mapping):
-        return {"M": {str(k): to_ddb(v) for k, v in value.items()}}
-    if isinstance(value, list | tuple):
+    if isinstance(value, list | tuple) and any(isinstance(v, Change) for v in value):
         return {"L": [to_ddb(v) for v in value]}
-    raise TypeError(f"cannot store {type(value).__name__}")
-
-
-def from_ddb(av: AttrValue) -> Any:
-    """A DynamoDB attribute value as plain Python (numbers: int when integral)."""
-    (tag, value), = av.items()
-    if tag == "S":
-        return value
-    if tag == "N":
-        text = str(value)
-        return int(text) if text.lstrip("-").isdigit() else float(text)
-    if tag == "BOOL":
-        return bool(value)
-    if tag == "NULL":
-        return None
-    if tag == "M":
-        return {k: from_ddb(v) for k, v in value.items()}
-    if tag == "L":
-        return [from_ddb(v) for v in value]
-    if tag in ("SS", "BS"):
-        return sorted(value)
-    if tag == "NS":
-        return sorted(float(v) for v in value)
-    raise ValueError(f"unknown DynamoDB type {tag}")
+    return ddbjson.to_ddb(value)
 
 
 def _history(raw: Any) -> tuple[Change, ...]:
@@ -80,38 +50,71 @@ def _history(raw: Any) -> tuple[Change, ...]:
     return tuple(out)
 
 
-_ACTIVITY_FIELDS = {f.name: f for f in dataclasses.fields(ActivityRecord)}
-_WORKFLOW_FIELDS = {f.name: f for f in dataclasses.fields(WorkflowRecord)}
-_INTS = frozenset({"attempt", "workflow_version", "version", "map_size", "redrive_count",
-                   "retry_base", "redrive_ready"})
-_FLOATS = frozenset(n for n, f in {**_ACTIVITY_FIELDS, **_WORKFLOW_FIELDS}.items()
-                    if "float" in str(f.type))
+_ACTIVITY_FIELDS = tuple(f.name for f in dataclasses.fields(ActivityRecord))
+_WORKFLOW_FIELDS = tuple(f.name for f in dataclasses.fields(WorkflowRecord))
 
 
-def _plain_fields(item: Mapping[str, AttrValue], fields: Iterable[str]) -> dict[str, Any]:
+def payload_text(av: AttrValue) -> str | None:
+    """A payload attribute as JSON text: text as stored, a native value as its JSON."""
+    if "S" in av:
+        text: str = av["S"]
+        return text
+    value = from_ddb(av)
+    if value is None:
+        return None
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def decode_value(kind: str, av: AttrValue) -> Any:
+    """One attribute value as the schema's ``kind`` says (None: absent or NULL)."""
+    if kind == "J":
+        return payload_text(av)
+    value = from_ddb(av)
+    if value is None:
+        return None
+    if kind == "H":
+        return _history(value)
+    if kind == "SL":
+        return tuple(str(v) for v in value)
+    if kind == "I":
+        return int(value)
+    if kind == "N":
+        return float(value)
+    if kind == "BOOL":
+        return bool(value)
+    return value
+
+
+def decode_fields(spec: specs.TableSpec, item: Mapping[str, AttrValue],
+                  fields: Iterable[str]) -> dict[str, Any]:
+    """The ``fields`` an item of ``spec``'s table holds, decoded by the schema (absent
+    and NULL ones left out)."""
     out: dict[str, Any] = {}
     for name in fields:
         av = item.get(name)
         if av is None:
             continue
-        value = from_ddb(av)
-        if value is None:
+        value = decode_value(spec.attributes.get(name, "S"), av)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def encode_fields(record: Any, *, skip: Iterable[str] = ()) -> Item:
+    """The item of a record (a dataclass): None fields and empty histories left out."""
+    skipped = set(skip)
+    out: Item = {}
+    for f in dataclasses.fields(record):
+        value = getattr(record, f.name)
+        if f.name in skipped or value is None or (f.name == "history" and not value):
             continue
-        if name == "history":
-            value = _history(value)
-        elif name == "approvers":
-            value = tuple(str(v) for v in value)
-        elif name in _INTS:
-            value = int(value)
-        elif name in _FLOATS:
-            value = float(value)
-        out[name] = value
+        out[f.name] = to_ddb(value)
     return out
 
 
 def activity_record(item: Mapping[str, AttrValue]) -> ActivityRecord:
     """An ``activity_exec`` item (whole, or as an index projects it) as a record."""
-    data = _plain_fields(item, _ACTIVITY_FIELDS)
+    data = decode_fields(specs.ACTIVITY_EXEC, item, _ACTIVITY_FIELDS)
     state = data.pop("state", None)
     data.setdefault("activity_name", "")
     data.setdefault("workflow_name", "")
@@ -120,7 +123,7 @@ def activity_record(item: Mapping[str, AttrValue]) -> ActivityRecord:
 
 
 def workflow_record(item: Mapping[str, AttrValue]) -> WorkflowRecord:
-    data = _plain_fields(item, _WORKFLOW_FIELDS)
+    data = decode_fields(specs.WORKFLOW_EXEC, item, _WORKFLOW_FIELDS)
     return WorkflowRecord(
         workflow_exec_id=data.pop("workflow_exec_id"),
         workflow_name=data.pop("workflow_name", ""),
@@ -132,13 +135,7 @@ def workflow_record(item: Mapping[str, AttrValue]) -> WorkflowRecord:
 
 def record_item(record: ActivityRecord | WorkflowRecord) -> Item:
     """The whole item for a new record (None fields are left out)."""
-    out: Item = {}
-    for f in dataclasses.fields(record):
-        value = getattr(record, f.name)
-        if value is None or (f.name == "history" and not value):
-            continue
-        out[f.name] = to_ddb(value)
-    return out
+    return encode_fields(record)
 
 
 class Expression:

@@ -1,50 +1,47 @@
-"""A lean DynamoDB client: JSON in, JSON out, one connection pool, no model layer.
+"""The lean transport: DynamoDB JSON in and out, signed and sent the way botocore would.
 
 botocore spends about 1 ms of CPU on each request (parameter validation, endpoint
 rules, event hooks, response parsing) where the request itself takes well under 1 ms on
 a local endpoint; the engine's few hot moves pay that on every activity, and on two
-cores it is what limits a wide fan-out (docs/benchmarks.md). This client builds the
-DynamoDB JSON body itself, signs it with botocore's own SigV4 signer (so credentials,
-session tokens and refresh work exactly as in boto3) and sends it on one urllib3 pool.
-It measured 0.75 ms per GetItem against botocore's 1.86 ms here.
+cores it is what limits a wide fan-out (docs/benchmarks.md). This client skips that
+work and takes every *decision* from a botocore client built once
+(:func:`whimbrel.store.transport.resolve`): the endpoint botocore resolved (custom,
+``AWS_ENDPOINT_URL_DYNAMODB``, FIPS, dual-stack, the ``amazonaws.com.cn`` partition),
+botocore's own HTTP session (proxies from the config or ``HTTPS_PROXY``, the CA bundle
+from the config or ``AWS_CA_BUNDLE``, timeouts, pool size, client certificates), its
+credentials (SigV4 with botocore's signer, so session tokens and refresh work as in
+boto3), its User-Agent and its retry mode and attempts (:class:`RetryPolicy`).
 
-Every error is translated at this one seam: a lost condition raises
-:class:`ConditionLost` (with the item as it is now, when asked for), everything else
-:class:`~whimbrel.contract.errors.StoreError` with the AWS error code, after retrying what
-may succeed later (throttling, 5xx, dropped connections) with capped, jittered back-off.
+Every failure goes through the store's one translator (:func:`~whimbrel.store.errors.
+translate`); retries are counted on the observers (the store's meter).
 """
 
 from __future__ import annotations
 
 import json
-import random
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-import urllib3
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
-from botocore.httpsession import get_cert_path
-from botocore.session import Session
+from botocore.exceptions import BotoCoreError, SSLError
 
 from whimbrel.contract.errors import StoreError
-from whimbrel.store.errors import CONDITION_FAILED, RETRYABLE_CODES
+from whimbrel.store.errors import (
+    RETRYABLE_CODES,
+    THROTTLING_CODES,
+    ConditionLost,
+    RetryPolicy,
+    translate,
+)
 
-__all__ = ["ConditionLost", "DynamoClient", "RequestObserver", "RETRYABLE_CODES"]
+__all__ = ["RETRYABLE_CODES", "ConditionLost", "DynamoClient", "LeanTransport",
+           "Resolved", "RequestObserver", "RetryObserver"]
 
 TARGET_PREFIX = "DynamoDB_20120810."
-
-
-class ConditionLost(Exception):
-    """A conditional write lost. ``item`` is the item as it is now (DynamoDB JSON), when
-    the request asked for it with ``ReturnValuesOnConditionCheckFailure``; None when the
-    item does not exist. Never leaves the store package: the store turns it into the
-    engine's terms."""
-
-    def __init__(self, operation: str, item: dict[str, Any] | None) -> None:
-        super().__init__(f"{operation}: condition failed")
-        self.item = item
 
 
 class RequestObserver(Protocol):
@@ -54,45 +51,52 @@ class RequestObserver(Protocol):
                  response: dict[str, Any] | None) -> None: ...
 
 
-class DynamoClient:
-    """Thread-safe; share one per store.
+class RetryObserver(Protocol):
+    """Told of every retry: why (AWS code, ``HTTP 5xx``, ``connection``) and the wait."""
 
-    Args:
-        endpoint_url: None for AWS (``https://dynamodb.<region>.amazonaws.com``).
-        region: signing region.
-        max_attempts: tries per request for retryable errors.
-        pool_size: connections kept to the endpoint (a busy process has many threads).
-    """
+    def __call__(self, operation: str, reason: str, delay: float, *,
+                 throttled: bool) -> None: ...
 
-    def __init__(self, endpoint_url: str | None, region: str, *, max_attempts: int = 5,
-                 pool_size: int = 128, connect_timeout: float = 5.0,
-                 read_timeout: float = 30.0) -> None:
-        self.url = endpoint_url or f"https://dynamodb.{region}.amazonaws.com"
-        self.region = region
-        self.max_attempts = max_attempts
+
+@dataclass(frozen=True)
+class Resolved:
+    """What a botocore client decided for DynamoDB, read once."""
+
+    url: str
+    region: str
+    signing_name: str
+    user_agent: str | None
+    #: Returns botocore's credentials object (refreshable), or None when there are none
+    #: (yet): asked again until it finds some, as botocore's client would.
+    credentials: Callable[[], Any]
+    #: botocore's ``URLLib3Session`` of that client (proxies, CA bundle, timeouts, pool).
+    http_session: Any
+    retry: RetryPolicy
+
+
+class LeanTransport:
+    """Thread-safe; share one per store."""
+
+    name = "lean"
+
+    def __init__(self, resolved: Resolved, *,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.resolved = resolved
+        self.url = resolved.url
+        self.region = resolved.region
+        self.retry = resolved.retry
         self.observers: list[RequestObserver] = []
-        self._session = Session()
+        self.retry_observers: list[RetryObserver] = []
+        self._sleep = sleep
         self._credentials: Any = None
         self._lock = threading.Lock()
-        kwargs: dict[str, Any] = {}
-        if self.url.startswith("https:"):
-            kwargs["ca_certs"] = get_cert_path(True)
-        self._pool = urllib3.PoolManager(
-            num_pools=4, maxsize=pool_size, retries=False, block=False,
-            timeout=urllib3.Timeout(connect=connect_timeout, read=read_timeout), **kwargs)
+        self._headers = {"Content-Type": "application/x-amz-json-1.0"}
+        if resolved.user_agent:
+            self._headers["User-Agent"] = resolved.user_agent
 
-    def _frozen_credentials(self) -> Any:
-        creds = self._credentials
-        if creds is None:
-            with self._lock:
-                if self._credentials is None:
-                    self._credentials = self._session.get_credentials()
-                creds = self._credentials
-        if creds is None:
-            raise StoreError("Unable to locate credentials (set AWS_ACCESS_KEY_ID/"
-                             "AWS_SECRET_ACCESS_KEY, a profile or a role; a local endpoint "
-                             "accepts any value)", aws_code=None, retryable=False)
-        return creds.get_frozen_credentials()
+    @property
+    def max_attempts(self) -> int:
+        return self.retry.max_attempts
 
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         """Send one request; returns the parsed JSON response.
@@ -108,11 +112,15 @@ class DynamoClient:
             try:
                 data = self._send(operation, body)
             except _Retryable as exc:
-                if attempt >= self.max_attempts:
+                if attempt >= self.retry.max_attempts:
                     self._observe(operation, params, None)
-                    raise StoreError(f"{operation}: {exc.message} (after {attempt} attempts)",
-                                     aws_code=exc.code, retryable=True) from None
-                time.sleep(min(2.0, 0.05 * 2 ** (attempt - 1)) * random.uniform(0.5, 1.0))
+                    raise translate(operation, exc.code,
+                                    f"{exc.message} (after {attempt} attempts)") from None
+                delay = self.retry.delay(attempt, exc.code)
+                for retry_observer in self.retry_observers:
+                    retry_observer(operation, exc.reason, delay,
+                                   throttled=exc.code in THROTTLING_CODES)
+                self._sleep(delay)
                 continue
             except (ConditionLost, StoreError):
                 self._observe(operation, params, None)
@@ -125,39 +133,57 @@ class DynamoClient:
         for observer in self.observers:
             observer(operation, params, response)
 
-    def _send(self, operation: str, body: bytes) -> dict[str, Any]:
+    def _signed(self, operation: str, body: bytes) -> Any:
+        creds = self._credentials
+        if creds is None:
+            with self._lock:
+                if self._credentials is None:
+                    self._credentials = self.resolved.credentials()
+                creds = self._credentials
+        if creds is None:
+            raise StoreError("Unable to locate credentials (set AWS_ACCESS_KEY_ID/"
+                             "AWS_SECRET_ACCESS_KEY, a profile or a role; a local endpoint "
+                             "accepts any value)", aws_code=None, retryable=False)
         request = AWSRequest(method="POST", url=self.url, data=body, headers={
-            "Content-Type": "application/x-amz-json-1.0",
-            "X-Amz-Target": TARGET_PREFIX + operation,
-        })
-        SigV4Auth(self._frozen_credentials(), "dynamodb", self.region).add_auth(request)
+            **self._headers, "X-Amz-Target": TARGET_PREFIX + operation})
+        SigV4Auth(creds.get_frozen_credentials(), self.resolved.signing_name,
+                  self.region).add_auth(request)
+        return request.prepare()
+
+    def _send(self, operation: str, body: bytes) -> dict[str, Any]:
+        prepared = self._signed(operation, body)
         try:
-            resp = self._pool.request("POST", self.url, body=body,
-                                      headers=dict(request.headers.items()))
-        except urllib3.exceptions.HTTPError as exc:  # refused, reset, timed out
-            raise _Retryable(None, f"Could not connect to the endpoint URL: {self.url!r} "
-                                   f"({type(exc).__name__}: {exc})") from None
+            resp = self.resolved.http_session.send(prepared)
+        except SSLError as exc:  # a certificate problem does not heal by retrying
+            raise StoreError(f"{operation}: {exc}", aws_code=None, retryable=False) from exc
+        except BotoCoreError as exc:  # refused, reset, timed out, proxy failed
+            raise _Retryable(None, "connection", f"Could not connect to the endpoint URL: "
+                             f"{self.url!r} ({type(exc).__name__}: {exc})") from None
+        content: bytes = resp.content
         try:
-            data: dict[str, Any] = json.loads(resp.data) if resp.data else {}
+            data: dict[str, Any] = json.loads(content) if content else {}
         except ValueError:
-            data = {"message": resp.data[:200].decode("utf-8", "replace")}
-        if resp.status == 200:
+            data = {"message": content[:200].decode("utf-8", "replace")}
+        if not isinstance(data, dict):
+            data = {"message": str(data)[:200]}
+        status = int(resp.status_code)
+        if status == 200:
             return data
         code = str(data.get("__type", "")).rpartition("#")[2] or None
-        message = str(data.get("message") or data.get("Message") or f"HTTP {resp.status}")
-        if code == CONDITION_FAILED:
-            raise ConditionLost(operation, data.get("Item"))
-        if code in RETRYABLE_CODES or resp.status >= 500:
-            raise _Retryable(code, f"{code}: {message}")
-        if code == "ResourceNotFoundException":
-            raise StoreError(f"{operation}: table not found ({message}); run "
-                             "`whimbrel tables create`", aws_code=code, retryable=False)
-        raise StoreError(f"{operation}: {code}: {message}", aws_code=code, retryable=False)
+        message = str(data.get("message") or data.get("Message") or f"HTTP {status}")
+        if code in RETRYABLE_CODES or status >= 500:
+            raise _Retryable(code, code or f"HTTP {status}",
+                             message if code else f"HTTP {status}: {message}")
+        raise translate(operation, code, message, status=status, item=data.get("Item"))
+
+
+#: The lean client's former name.
+DynamoClient = LeanTransport
 
 
 class _Retryable(Exception):
-    def __init__(self, code: str | None, message: str) -> None:
+    def __init__(self, code: str | None, reason: str, message: str) -> None:
         super().__init__(message)
         self.code = code
+        self.reason = reason
         self.message = message
-

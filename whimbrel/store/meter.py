@@ -28,6 +28,13 @@ class CapacityMeter:
     #: Items (or index entries) each read operation returned or examined, by operation:
     #: a cost measure that does not depend on item size.
     items_read: Counter[str] = field(default_factory=Counter)
+    #: Retries the store's transport made, by reason (the AWS code, ``HTTP 5xx`` or
+    #: ``connection``), and the seconds it waited before them.
+    retries: Counter[str] = field(default_factory=Counter)
+    backoff_seconds: float = 0.0
+    #: Retries after throttling (capacity exceeded), by operation: the store's back-off
+    #: under throttling, as a counter (also ``snapshot()["throttles"]``).
+    throttles: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def record(self, operation: str, response: dict[str, Any] | None) -> None:
@@ -51,6 +58,19 @@ class CapacityMeter:
                 self.read_units[table] += reads
                 self.write_units[table] += writes
 
+    def record_retry(self, operation: str, reason: str, delay: float, *,
+                     throttled: bool) -> None:
+        """A call that failed and is tried again after ``delay`` seconds."""
+        with self._lock:
+            self.retries[reason] += 1
+            self.backoff_seconds += delay
+            if throttled:
+                self.throttles[operation] += 1
+
+    @property
+    def total_throttles(self) -> int:
+        return sum(self.throttles.values())
+
     @property
     def total_read_units(self) -> float:
         return sum(self.read_units.values())
@@ -69,6 +89,9 @@ class CapacityMeter:
             self.write_units.clear()
             self.calls.clear()
             self.items_read.clear()
+            self.retries.clear()
+            self.throttles.clear()
+            self.backoff_seconds = 0.0
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
@@ -77,6 +100,9 @@ class CapacityMeter:
                 "write_units": dict(self.write_units),
                 "calls": dict(self.calls),
                 "items_read": dict(self.items_read),
+                "retries": dict(self.retries),
+                "throttles": dict(self.throttles),
+                "backoff_seconds": self.backoff_seconds,
             }
 
 

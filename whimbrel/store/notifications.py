@@ -21,8 +21,8 @@ from typing import Any
 from whimbrel.contract.errors import StoreError
 from whimbrel.store import specs
 from whimbrel.store.codec import Expression, Item
-from whimbrel.store.lean import ConditionLost, DynamoClient
-from whimbrel.store.runs import Write
+from whimbrel.store.errors import ConditionLost
+from whimbrel.store.runs import Client, Write
 
 __all__ = ["Claim", "NotificationMarkers"]
 
@@ -46,7 +46,7 @@ class Claim(StrEnum):
 class NotificationMarkers:
     """The marker writes, on the store's lean client (mixed into ``Store``)."""
 
-    client: DynamoClient
+    client: Client
     table_prefix: str
     _write: Write
 

@@ -8,12 +8,18 @@ the loser gets :class:`~whimbrel.contract.errors.StateConflict` with ``current``
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 from whimbrel.contract.errors import StateConflict
-from whimbrel.contract.ids import parse_activity_exec_id
-from whimbrel.contract.records import ActivityRecord, Change, Changes, Due, WorkflowRecord
+from whimbrel.contract.ids import parse_activity_exec_id, shard_of
+from whimbrel.contract.records import (
+    ActivityRecord,
+    Change,
+    Changes,
+    Due,
+    WorkflowRecord,
+)
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.store import specs
 from whimbrel.store.codec import (
@@ -24,7 +30,12 @@ from whimbrel.store.codec import (
     to_ddb,
     workflow_record,
 )
-from whimbrel.store.lean import ConditionLost, DynamoClient
+from whimbrel.store.errors import ConditionLost
+from whimbrel.store.keys import index_changes, name_state_key
+from whimbrel.store.lean import RequestObserver, RetryObserver
+
+__all__ = ["Client", "RunTables", "WorkflowKeyPage", "Write", "index_changes",
+           "name_state_key"]
 
 
 @dataclass(frozen=True)
@@ -36,9 +47,13 @@ class WorkflowKeyPage:
     last_key: dict[str, Any] | None
 
 
-def name_state_key(workflow_name: str, state: str) -> str:
-    """The ``by_name_state`` hash key of a run of ``workflow_name`` in ``state``."""
-    return specs.name_state_key(workflow_name, state)
+class Client(Protocol):
+    """What the tables need of a transport (``whimbrel.store.transport.Transport``)."""
+
+    observers: list[RequestObserver]
+    retry_observers: list[RetryObserver]
+
+    def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]: ...
 
 
 #: (operation, logical table, thunk) -> result; runs the write-hooks around the thunk.
@@ -50,7 +65,7 @@ _CAPACITY = {"ReturnConsumedCapacity": "INDEXES"}
 class RunTables:
     """Executions and edges of one table prefix. Thread-safe."""
 
-    def __init__(self, client: DynamoClient, prefix: str, write: Write) -> None:
+    def __init__(self, client: Client, prefix: str, write: Write) -> None:
         self.client = client
         self._write = write
         self.workflow_table = specs.WORKFLOW_EXEC.table_name(prefix)
@@ -124,6 +139,9 @@ class RunTables:
     # -- workflow executions ---------------------------------------------------------------
 
     def create_workflow(self, record: WorkflowRecord) -> bool:
+        if record.check_epoch is not None and record.check_shard is None:
+            record = replace(record, check_shard=shard_of(record.workflow_exec_id,
+                                                          specs.RECONCILE_SHARDS))
         item = record_item(record)
         item["name_state"] = {"S": name_state_key(record.workflow_name, record.state.value)}
         # The id is derived from the request id: only the first start creates it.
@@ -137,6 +155,7 @@ class RunTables:
                       new_state: WorkflowState, changes: Changes, *, now: float,
                       actor: str, workflow_name: str,
                       if_unchanged: Mapping[str, int] | None = None) -> WorkflowRecord:
+        changes = index_changes(changes, workflow_exec_id=workflow_exec_id)
         expr = Expression()
         # The listing index's key moves in the same write as the state (never a second).
         update = expr.update({**changes, "state": new_state.value, "updated_epoch": now,
@@ -166,7 +185,7 @@ class RunTables:
     def set_workflow(self, workflow_exec_id: str, changes: Changes, *,
                      states: Collection[WorkflowState]) -> bool:
         expr = Expression()
-        update = expr.update(changes)
+        update = expr.update(index_changes(changes, workflow_exec_id=workflow_exec_id))
         # Only in one of ``states`` (e.g. a finished run must leave the reconcile index,
         # so re-arming it is refused once it ended); never creates the item.
         condition = expr.one_of("state", sorted(s.value for s in states))
@@ -237,10 +256,28 @@ class RunTables:
     # -- activity executions -----------------------------------------------------------------
 
     def create_activity(self, record: ActivityRecord) -> bool:
+        if record.timer_epoch is not None:
+            record = replace(record, **index_changes({"timer_epoch": record.timer_epoch},
+                                                     record.activity_exec_id))
         # Ids are deterministic (workflow, activity, attempt): a replayed start or retry
         # finds the row and must not reset its state.
         return self._put_new(self.activity_table, "activity_exec", record_item(record),
                              "activity_exec_id")
+
+    def create_claimable(self, record: ActivityRecord) -> bool:
+        """Create an attempt that is READY to be claimed (claim keys derived here)."""
+        keys = index_changes({"claimable": (record.workflow_name, record.activity_name)},
+                             record.activity_exec_id)
+        return self.create_activity(replace(record, **keys))
+
+    def try_set_activity(self, activity_exec_id: str, changes: Changes, *,
+                         states: Collection[ActivityState]) -> bool:
+        """``set_activity`` that reports a refused condition as False."""
+        try:
+            self.set_activity(activity_exec_id, changes, states=states)
+        except StateConflict:
+            return False
+        return True
 
     def get_activity(self, activity_exec_id: str) -> ActivityRecord | None:
         item = self._get(self.activity_table, self._activity_key(activity_exec_id))
@@ -264,6 +301,7 @@ class RunTables:
                       path: Sequence[ActivityState], changes: Changes, *, now: float,
                       actor: str, due_by: float | None = None,
                       claimed: bool = False) -> ActivityRecord:
+        changes = index_changes(changes, activity_exec_id)
         expr = Expression()
         final = path[-1]
         update = expr.update({**changes, "state": final.value, "updated_epoch": now},
@@ -290,7 +328,7 @@ class RunTables:
     def set_activity(self, activity_exec_id: str, changes: Changes, *,
                      states: Collection[ActivityState]) -> ActivityRecord:
         expr = Expression()
-        update = expr.update(changes)
+        update = expr.update(index_changes(changes, activity_exec_id))
         # Attributes other than the state, only while the state is one of ``states``
         # (e.g. a heartbeat only while the activity runs; never on a TIMED_OUT one).
         condition = expr.one_of("state", sorted(s.value for s in states))

@@ -12,8 +12,8 @@ from typing import Any
 from whimbrel.contract.records import REMOVE, SignalRecord
 from whimbrel.store import specs
 from whimbrel.store.codec import Expression, Item, from_ddb, to_ddb
-from whimbrel.store.lean import ConditionLost, DynamoClient
-from whimbrel.store.runs import _CAPACITY, RunTables, Write
+from whimbrel.store.errors import ConditionLost
+from whimbrel.store.runs import _CAPACITY, Client, RunTables, Write
 
 _FIELDS = tuple(SignalRecord.__dataclass_fields__)
 
@@ -29,7 +29,7 @@ def _record(item: Item) -> SignalRecord:
 class SignalTables(RunTables):
     """Signals of one table prefix, on the lean client."""
 
-    def __init__(self, client: DynamoClient, prefix: str, write: Write) -> None:
+    def __init__(self, client: Client, prefix: str, write: Write) -> None:
         super().__init__(client, prefix, write)
         self.signal_table = specs.SIGNAL.table_name(prefix)
 

@@ -18,6 +18,13 @@ from whimbrel.settings import DEFAULT_TABLE_PREFIX
 __all__ = ["DEFAULT_TABLE_PREFIX"]  # and the specs below
 
 AttrType = Literal["S", "N"]
+#: What an attribute holds (the item's schema, declared once here; the codec and the
+#: agreement test read it): ``S`` text, ``N`` a number read as float, ``I`` a number read
+#: as int, ``BOOL``, ``J`` a payload (JSON text, or a native DynamoDB value that a raw
+#: client wrote; read back as JSON text), ``H`` a state history (list of maps), ``SL`` a
+#: list of text.
+AttrKind = Literal["S", "N", "I", "BOOL", "J", "H", "SL"]
+ATTR_KINDS: tuple[str, ...] = ("S", "N", "I", "BOOL", "J", "H", "SL")
 Projection = Literal["KEYS_ONLY", "INCLUDE", "ALL"]
 
 TTL_ATTRIBUTE = "expires_epoch"
@@ -29,6 +36,21 @@ CLAIM_SHARDS = 4
 #: The one value of a definition's ``catalog`` attribute: every definition item is in
 #: the ``all_names`` index, so the registered names are one Query away (never a Scan).
 CATALOG = "definitions"
+
+
+def attributes(text: str) -> dict[str, AttrKind]:
+    """``"name:kind name:kind ..."`` (kind ``S`` when left out) as a schema mapping."""
+    out: dict[str, AttrKind] = {}
+    for word in text.split():
+        name, _, kind = word.partition(":")
+        if (kind or "S") not in ATTR_KINDS:
+            raise ValueError(f"{name}: unknown attribute kind {kind!r}")
+        out[name] = kind or "S"  # type: ignore[assignment]
+    return out
+
+
+#: Written by Whimbrel on a Simple API row after processing it.
+_OUTCOME = "outcome processed_epoch:N result_state reason"
 
 
 @dataclass(frozen=True)
@@ -59,6 +81,8 @@ class TableSpec:
     stream: Literal["NEW_IMAGE", "NEW_AND_OLD_IMAGES"] | None = None
     ttl_attribute: str | None = TTL_ATTRIBUTE
     purpose: str = ""
+    #: Every attribute an item may hold, keys and index keys included.
+    attributes: Mapping[str, AttrKind] = field(default_factory=dict)
 
     def table_name(self, prefix: str = DEFAULT_TABLE_PREFIX) -> str:
         return f"{prefix}{self.logical_name}"
@@ -74,6 +98,10 @@ class TableSpec:
                     keys[k.name] = k
         return list(keys.values())
 
+    def kind(self, attribute: str) -> AttrKind:
+        """The declared kind of ``attribute`` (KeyError: not in the schema)."""
+        return self.attributes[attribute]
+
     def index(self, name: str) -> IndexSpec:
         for idx in self.indexes:
             if idx.name == name:
@@ -85,6 +113,8 @@ WORKFLOW_DEFINITION = TableSpec(
     "workflow_definition",
     Key("workflow_name"),
     Key("version", "N"),
+    attributes=attributes("workflow_name version:I catalog definition created_epoch:N "
+                          "description expires_epoch:N"),
     indexes=(
         IndexSpec(
             "all_names",
@@ -101,6 +131,8 @@ WORKFLOW_DEFINITION = TableSpec(
 WORKFLOW_REQUEST = TableSpec(
     "workflow_request",
     Key("workflow_request_id"),
+    attributes=attributes("workflow_request_id workflow_name version:I input:J manual:BOOL "
+                          "source when_epoch:N workflow_exec_id expires_epoch:N " + _OUTCOME),
     # Old images too: a row written again under the same id is rejected with what it
     # held before (the content that started the run).
     stream="NEW_AND_OLD_IMAGES",
@@ -110,6 +142,11 @@ WORKFLOW_REQUEST = TableSpec(
 WORKFLOW_EXEC = TableSpec(
     "workflow_exec",
     Key("workflow_exec_id"),
+    attributes=attributes(
+        "workflow_exec_id workflow_name version:I state workflow_request_id input:J error "
+        "source created_epoch:N created_day updated_epoch:N ended_epoch:N name_state "
+        "check_shard check_epoch:N request_expires_epoch:N history:H expires_epoch:N "
+        "parent_activity_exec_id redrive_count:I redriven_epoch:N redrive_ready:I"),
     indexes=(
         IndexSpec(
             "by_day",
@@ -142,6 +179,14 @@ ACTIVITY_EXEC = TableSpec(
     "activity_exec",
     Key("workflow_exec_id"),
     Key("activity_exec_id"),
+    attributes=attributes(
+        "workflow_exec_id activity_exec_id activity_name workflow_name attempt:I "
+        "workflow_version:I state output:J error error_type created_epoch:N "
+        "updated_epoch:N started_epoch:N ended_epoch:N heartbeat_epoch:N "
+        "heartbeat_timeout_seconds:N close_epoch:N not_before_epoch:N timer_shard "
+        "timer_epoch:N claim_shard claim_key worker history:H expires_epoch:N input:J "
+        "map_size:I called_by redrive_count:I retry_base:I waiting_for approvers:SL "
+        "held_epoch:N"),
     indexes=(
         IndexSpec(
             "timers",
@@ -171,12 +216,16 @@ ACTIVITY_EXEC_DEPENDENCY = TableSpec(
     "activity_exec_dependency",
     Key("dependency_key"),
     Key("upstream"),
+    attributes=attributes("dependency_key upstream expires_epoch:N"),
     purpose="Pending fan-in edges; an edge is deleted when its upstream completes.",
 )
 
 ACTIVITY_EVENT = TableSpec(
     "activity_event",
     Key("activity_event_id"),
+    attributes=attributes("activity_event_id activity_exec_id activity_name workflow_exec_id "
+                          "workflow_name transition output:J error:J source when_epoch:N "
+                          "error_type expires_epoch:N " + _OUTCOME),
     stream="NEW_AND_OLD_IMAGES",
     purpose="Simple Lambda API: one item reports one activity transition.",
 )
@@ -185,12 +234,16 @@ REJECTION = TableSpec(
     "rejection",
     Key("rejection_day"),
     Key("rejection_id"),
+    attributes=attributes("rejection_day rejection_id source reason error_type record "
+                          "when_epoch:N expires_epoch:N"),
     purpose="Records that can never succeed, with the reason; listed by `whimbrel rejections`.",
 )
 
 NOTIFICATION = TableSpec(
     "notification",
     Key("event_id"),
+    attributes=attributes("event_id detail_type workflow_exec_id status attempts:I "
+                          "claimed_epoch:N sent_epoch:N expires_epoch:N"),
     purpose="One marker per event the notify consumer publishes, created (attribute_not_"
     "exists) before the event is sent and marked sent after: a redelivered stream record "
     "publishes nothing twice. Expires NOTIFICATION_RETENTION_SECONDS after it was written.",
@@ -200,6 +253,8 @@ SIGNAL = TableSpec(
     "signal",
     Key("workflow_exec_id"),
     Key("signal_id"),
+    attributes=attributes("workflow_exec_id signal_id signal_name sent_epoch:N payload:J "
+                          "consumed_by expires_epoch:N"),
     purpose="Signals sent to a run before a wait of their name was READY, kept until one "
     "is (a run's signals are one Query of its partition); a signal_id names one signal.",
 )

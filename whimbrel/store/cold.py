@@ -1,0 +1,170 @@
+"""The cold tables: definitions, Simple API rows (requests, events) and rejections.
+
+On the same transport and codec as the hot tables (:mod:`whimbrel.store.runs`): one
+request per call, no model layer. A row a raw client wrote may hold native DynamoDB
+values where the docs allow them (a payload as a map); the codec reads any of them back,
+and the bookkeeping writes on a row (``mark_*``, ``expire_request``) return nothing, so
+they never decode the row at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from whimbrel.contract.records import (
+    Changes,
+    DefinitionRecord,
+    EventRecord,
+    RejectionRecord,
+    RequestRecord,
+)
+from whimbrel.store import specs
+from whimbrel.store.codec import Expression, Item, decode_fields, encode_fields
+from whimbrel.store.errors import ConditionLost
+from whimbrel.store.runs import _CAPACITY, RunTables
+
+_REQUEST_FIELDS = tuple(RequestRecord.__dataclass_fields__)
+_REJECTION_FIELDS = tuple(RejectionRecord.__dataclass_fields__)
+_DEFINITION_FIELDS = tuple(DefinitionRecord.__dataclass_fields__)
+
+
+class ColdTables(RunTables):
+    """Definitions, requests, events and rejections of one table prefix."""
+
+    table_prefix: str
+
+    def _table(self, spec: specs.TableSpec) -> str:
+        return spec.table_name(self.table_prefix)
+
+    def _put_row(self, spec: specs.TableSpec, item: Item, key_attr: str) -> bool:
+        return self._put_new(self._table(spec), spec.logical_name, item, key_attr)
+
+    def _mark_row(self, spec: specs.TableSpec, key: Item, changes: Changes,
+                  also: str | None = None, expr: Expression | None = None) -> None:
+        expr = expr or Expression()
+        # Only an existing row: a record replayed after the row expired is not revived.
+        condition = expr.exists(spec.hash_key.name)
+        if also:
+            condition += f" AND ({also})"
+        params = expr.params(TableName=self._table(spec), Key=key,
+                             UpdateExpression=expr.update(changes),
+                             ConditionExpression=condition, **_CAPACITY)
+        try:
+            self._write("UpdateItem", spec.logical_name,
+                        lambda: self.client.call("UpdateItem", params))
+        except ConditionLost:
+            pass
+
+    # -- definitions -----------------------------------------------------------------
+
+    def _definitions(self, params: dict[str, Any],
+                     limit: int | None = None) -> Iterator[DefinitionRecord]:
+        spec = specs.WORKFLOW_DEFINITION
+        for item in self._query({"TableName": self._table(spec), **params}, limit=limit):
+            yield DefinitionRecord(**decode_fields(spec, item, _DEFINITION_FIELDS))
+
+    def latest_definition(self, name: str) -> DefinitionRecord | None:
+        for record in self._definitions({
+                "KeyConditionExpression": "workflow_name = :n", "ConsistentRead": True,
+                "ExpressionAttributeValues": {":n": {"S": name}},
+                "ScanIndexForward": False}, limit=1):
+            return record
+        return None
+
+    def get_definition(self, name: str, version: int) -> DefinitionRecord | None:
+        spec = specs.WORKFLOW_DEFINITION
+        item = self._get(self._table(spec), {"workflow_name": {"S": name},
+                                             "version": {"N": str(int(version))}})
+        return DefinitionRecord(**decode_fields(spec, item, _DEFINITION_FIELDS)) \
+            if item else None
+
+    def put_definition(self, record: DefinitionRecord) -> bool:
+        """Write a new version; False if that version exists already."""
+        item = encode_fields(record)
+        item["catalog"] = {"S": specs.CATALOG}
+        # Versions are immutable: never overwrite one (a concurrent register of the same
+        # version loses here and retries with the next number).
+        return self._put_row(specs.WORKFLOW_DEFINITION, item, "version")
+
+    def list_definitions(self) -> Iterator[DefinitionRecord]:
+        """All versions of all definitions (an operator listing, not a per-run path)."""
+        spec = specs.WORKFLOW_DEFINITION
+        params: dict[str, Any] = {"TableName": self._table(spec), **_CAPACITY}
+        while True:
+            resp = self.client.call("Scan", params)
+            for item in resp.get("Items", []):
+                yield DefinitionRecord(**decode_fields(spec, item, _DEFINITION_FIELDS))
+            start = resp.get("LastEvaluatedKey")
+            if not start:
+                return
+            params["ExclusiveStartKey"] = start
+
+    def definition_versions(self, name: str) -> list[DefinitionRecord]:
+        return list(self._definitions({
+            "KeyConditionExpression": "workflow_name = :n", "ScanIndexForward": False,
+            "ExpressionAttributeValues": {":n": {"S": name}}}))
+
+    def workflow_names(self) -> list[str]:
+        """Every registered workflow name (one Query of the catalog index)."""
+        spec = specs.WORKFLOW_DEFINITION
+        return sorted({hit["workflow_name"]["S"] for hit in self._query({
+            "TableName": self._table(spec), "IndexName": "all_names",
+            "KeyConditionExpression": "#c = :c", "ExpressionAttributeNames": {"#c": "catalog"},
+            "ExpressionAttributeValues": {":c": {"S": specs.CATALOG}}})})
+
+    # -- requests, events, rejections ----------------------------------------------------
+
+    def put_request(self, record: RequestRecord) -> bool:
+        item = encode_fields(record, skip=("outcome", "reason", "processed_epoch"))
+        item.setdefault("manual", {"BOOL": False})
+        # A request id names one request forever; a retry of the same put is a no-op.
+        return self._put_row(specs.WORKFLOW_REQUEST, item, "workflow_request_id")
+
+    def get_request(self, request_id: str) -> RequestRecord | None:
+        spec = specs.WORKFLOW_REQUEST
+        item = self._get(self._table(spec), {"workflow_request_id": {"S": request_id}})
+        if not item:
+            return None
+        fields = decode_fields(spec, item, _REQUEST_FIELDS)
+        fields.setdefault("workflow_name", "")
+        fields.setdefault("when_epoch", 0.0)
+        return RequestRecord(**fields)
+
+    def mark_request(self, request_id: str, changes: Changes) -> None:
+        """Record what processing did with a client's request row."""
+        expr = Expression()
+        # Only a client's row (never a Full Logic trace, whose run is its record).
+        also = f"{expr.missing('manual')} OR {expr.equals('manual', False)}"
+        self._mark_row(specs.WORKFLOW_REQUEST, {"workflow_request_id": {"S": request_id}},
+                       changes, also, expr)
+
+    def expire_request(self, request_id: str, expires_epoch: float) -> None:
+        self._mark_row(specs.WORKFLOW_REQUEST, {"workflow_request_id": {"S": request_id}},
+                       {"expires_epoch": expires_epoch})
+
+    def put_event(self, record: EventRecord) -> bool:
+        item = encode_fields(record, skip=("extra",))
+        # Event ids are unique; a retried put must not create a second event.
+        return self._put_row(specs.ACTIVITY_EVENT, item, "activity_event_id")
+
+    def mark_event(self, event_id: str, changes: Changes) -> None:
+        self._mark_row(specs.ACTIVITY_EVENT, {"activity_event_id": {"S": event_id}}, changes)
+
+    def put_rejection(self, record: RejectionRecord) -> None:
+        spec = specs.REJECTION
+        params = {"TableName": self._table(spec), "Item": encode_fields(record), **_CAPACITY}
+        # Rejections are a log: the id is unique per record, so a replay overwrites the
+        # same row with the same content (no condition).
+        self._write("PutItem", spec.logical_name, lambda: self.client.call("PutItem", params))
+
+    def list_rejections(self, day: str, limit: int | None = None) -> list[RejectionRecord]:
+        spec = specs.REJECTION
+        out = []
+        for item in self._query({
+                "TableName": self._table(spec), "ScanIndexForward": False,
+                "KeyConditionExpression": "rejection_day = :d",
+                "ExpressionAttributeValues": {":d": {"S": day}}}, limit=limit):
+            out.append(RejectionRecord(**decode_fields(spec, item, _REJECTION_FIELDS)))
+        return out
+
