@@ -24,7 +24,9 @@ from aws_lambda_powertools.utilities.batch import (
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from whimbrel.client.whimbrel import Whimbrel
+from whimbrel.contract.errors import LaunchError
 from whimbrel.engine.intake import Intake, IntakeResult, Outcome, record_keys
+from whimbrel.engine.ports import Launcher, LaunchRequest
 from whimbrel.launch.aws import aws_launchers
 
 SERVICE = "whimbrel"
@@ -35,6 +37,35 @@ _lock = threading.Lock()
 _client: Whimbrel | None = None
 
 
+#: The facade's launchers that run an activity in this process: a Lambda refuses them.
+IN_PROCESS_KINDS = ("python", "command")
+
+
+class InProcessRefused:
+    """Stands in for an in-process launcher in a Lambda: an activity started there would
+    run on a thread of a Lambda container that is frozen, or gone, once the handler
+    returns. The launch fails, so the engine fails the attempt with this message on the
+    activity (its ``error``, the run's error, the console), and the record is done."""
+
+    in_process = False  # nothing runs here: the engine queues the attempt as for a push
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def launch(self, request: LaunchRequest) -> None:
+        raise LaunchError(
+            f"activity {request.activity_name!r} of workflow {request.workflow_name!r} has "
+            f"the in-process {self.kind!r} launcher, which the deployed Lambdas refuse (it "
+            "would run on a Lambda thread after the handler returns): give it an "
+            "'external', 'lambda', 'sqs' or 'ecs' launcher, or start the run with the Full "
+            "Logic API from a process that runs it")
+
+
+def lambda_launchers() -> dict[str, Launcher]:
+    """The launchers of a deployed Lambda: AWS's push launchers; in-process ones refused."""
+    return {**aws_launchers(), **{k: InProcessRefused(k) for k in IN_PROCESS_KINDS}}
+
+
 def client_for(context: Any) -> Whimbrel:
     """The client to use: the one the caller put on ``context``, else this container's."""
     given = getattr(context, "whimbrel_client", None)
@@ -43,7 +74,7 @@ def client_for(context: Any) -> Whimbrel:
     global _client
     with _lock:
         if _client is None:
-            _client = Whimbrel.from_env(launchers=aws_launchers(), actor="lambda")
+            _client = Whimbrel.from_env(launchers=lambda_launchers(), actor="lambda")
         return _client
 
 
