@@ -192,13 +192,14 @@ class Meter:
                 ask("ReturnValues", "ALL_NEW" if op == "UpdateItem" else "ALL_OLD", "Attributes")
             if "ConditionExpression" in params:
                 ask("ReturnValuesOnConditionCheckFailure", "ALL_OLD", "Item")
-            before, spec = None, self.specs[params["TableName"]]
+            before, spec = None, self.specs.get(str(params.get("TableName")))
             if op == "UpdateItem" or (self.throttle and op in ("PutItem", "DeleteItem")):
                 # its before image, read just before it
                 got = self._send({**headers, "X-Amz-Target": _API + "GetItem"}, json.dumps({
                     "TableName": params["TableName"], "Key": params.get("Key") or {
-                        k.name: params["Item"][k.name] for k in (spec.hash_key, spec.range_key)
-                        if k}, "ConsistentRead": True}).encode())
+                        k.name: params["Item"][k.name]
+                        for k in (spec.hash_key, spec.range_key) if spec and k},
+                    "ConsistentRead": True}).encode())
                 before = json.loads(got[2]).get("Item") if got[0] < 300 else None
             if refused := self._refused(op, params, before):
                 req = Request(op, t0, time.time(), False, params.get("IndexName"),
@@ -235,15 +236,17 @@ class Meter:
         """The throttling mode's refusal of a request, from the keys it would touch."""
         if not self.throttle:
             return None
-        spec = self.specs[params["TableName"]]
-        if op in ("PutItem", "DeleteItem", "UpdateItem"):
-            after = keys.predicted_after(op, params, before)
-            return self.throttle.refuse("w", list(keys.write_keys(spec, before, after, 1)[0]))
         if op == "BatchWriteItem":
             return self.throttle.refuse("w", [
                 k for tbl, reqs in params["RequestItems"].items() for r in reqs
                 for k in keys.write_keys(self.specs[tbl], r.get("DeleteRequest", {}).get(
                     "Key"), r.get("PutRequest", {}).get("Item"), 1)[0]])
+        spec = self.specs.get(str(params.get("TableName")))
+        if spec is None:  # BatchGetItem: not limited
+            return None
+        if op in ("PutItem", "DeleteItem", "UpdateItem"):
+            after = keys.predicted_after(op, params, before)
+            return self.throttle.refuse("w", list(keys.write_keys(spec, before, after, 1)[0]))
         if op == "GetItem":
             return self.throttle.refuse("r", [(spec.logical_name, keys.scalar(
                 params["Key"].get(spec.hash_key.name)))])
