@@ -136,8 +136,8 @@ def runs(ctx: Ctx, n: int) -> dict[str, Any]:
 
 def maps(ctx: Ctx, n: int, upstream: bool) -> dict[str, Any]:
     with metered(ctx) as (meter, wb):
-        acts = (ActivityDefinition("each", launcher=NOOP, map_over="$input.xs",
-                                   max_concurrency=20),)
+        acts: tuple[ActivityDefinition, ...] = (ActivityDefinition(
+            "each", launcher=NOOP, map_over="$input.xs", max_concurrency=20),)
         if upstream:
             acts = (ActivityDefinition("produce", launcher=LauncherSpec.python(
                 "benchmarks.bench_scale:produce")),
@@ -145,8 +145,10 @@ def maps(ctx: Ctx, n: int, upstream: bool) -> dict[str, Any]:
                                        map_over="produce.xs", max_concurrency=20))
         wb.register_workflow(WorkflowDefinition("scale_map", acts))
         given = {"n": n} if upstream else {"xs": list(range(n))}
-        reqs, s = _measure(meter, lambda: wait_end(
-            wb, wb.start_workflow("scale_map", given), 1800, 0.25) and None)
+
+        def go() -> None:
+            wait_end(wb, wb.start_workflow("scale_map", given), 1800, 0.25)
+        reqs, s = _measure(meter, go)
     where = "from an upstream" if upstream else "in the run's input"
     return {"unit": "items/s", "what": f"one run mapping over {n:,} items, list {where}",
             "seconds": s, **model(reqs, n)}
