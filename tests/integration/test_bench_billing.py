@@ -93,6 +93,13 @@ def test_units_go_to_the_partition_key_of_the_table_and_of_each_index(
                           ("workflow_exec.by_name_state", "orders#RUNNING"): 2.0,
                           ("workflow_exec.by_name_state", "orders#COMPLETED"): 1.0}
         assert reads == {("workflow_exec.by_day", "2026-11-25"): 0.5}
+        # A batch of puts: each to its own item's key.
+        client.batch_write_item(RequestItems={f"{table_prefix}activity_exec_dependency": [
+            {"PutRequest": {"Item": {"dependency_key": {"S": f"w1/d{i}"},
+                                     "upstream": {"S": "u"}}}} for i in range(2)]})
+        (batch,) = meter.drain()
+        assert batch.wkeys == {("activity_exec_dependency", "w1/d0"): 1.0,
+                               ("activity_exec_dependency", "w1/d1"): 1.0}
         # The per-key units add up to the per-table ones.
         s = summarize(reqs)
         assert sum(writes.values()) == s["wru_total"]
@@ -129,6 +136,17 @@ def test_throttling_mode_answers_as_dynamodb_and_writes_nothing(
                                              Key={"workflow_exec_id": {"S": "b"}})
         assert throttle.throttled == {
             "ProvisionedThroughputExceededException workflow_exec.by_day": 1}
+        throttle.throttled.clear()
+        # An update that would move another item's entry onto the exhausted key is
+        # refused before it is sent: the item keeps its old entry.
+        client.put_item(TableName=table, Item={"workflow_exec_id": {"S": "c"}})
+        with pytest.raises(ClientError) as moved:
+            client.update_item(TableName=table, Key={"workflow_exec_id": {"S": "c"}},
+                               UpdateExpression="SET created_day = :d, created_epoch = :e",
+                               ExpressionAttributeValues={":d": {"S": "d"}, ":e": {"N": "2"}})
+        assert moved.value.response["Error"]["Code"] == "ProvisionedThroughputExceededException"
+        assert "created_day" not in client.get_item(
+            TableName=table, Key={"workflow_exec_id": {"S": "c"}})["Item"]
         # The table quota: 40 writes to distinct keys with no index entry exhaust it.
         codes = set()
         for i in range(60):
