@@ -5,11 +5,17 @@ throttling visible (the proxy's throttled answers; the store meter's back-off co
 too, when the store has one).
 
 NOT in the test suite: today's engine does not survive it (issue 19; docs/benchmarks.md,
-Scale). The ``python`` activity's COMPLETED write is throttled past the store's 5
-attempts (``whimbrel/store/lean.py``), the ``StoreError`` escapes ``run_activity``
-(``whimbrel/worker/run.py`` -> ``Engine.finish`` -> ``store.move_activity``) on the
-activity's thread, the attempt stays RUNNING with nothing to time it out, and its run
-never ends. Once the engine backs off for good (or the keys are sharded, item 3), move
+Scale). Seen on 2026-11-25: the 100 runs completed; the map's run was still RUNNING
+after 300 s, its map activity RUNNING. 13 ``StoreError``s
+(``ProvisionedThroughputExceededException`` on the run's ``activity_exec`` partition,
+after the store's 5 attempts, ``whimbrel/store/lean.py``) escaped on ``python``
+activity threads (logged by ``whimbrel/launch/python.py``): 8 from an item's COMPLETED
+write (``worker/run.py`` ``run_activity`` -> ``Engine.finish`` -> ``flow.apply`` ->
+``base.move`` -> ``store.move_activity``: the item stays RUNNING, and nothing times it
+out), 5 from the follow-up that starts the lane's next item (``Engine.finish`` ->
+``flow.apply`` -> ``maps.after`` -> ``after_item`` -> ``chain_lane`` -> ``start_item``
+-> ``store.create_activity``: the item COMPLETED, its lane's next item never created).
+The sweep, every second, did not repair either within the 300 s. Once the engine backs off for good (or the keys are sharded, item 3), move
 this file to ``tests/integration/test_throttling.py`` (drop the two fixtures below,
 ``tests/conftest.py`` has them). Run it on its own:
 
