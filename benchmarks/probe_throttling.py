@@ -15,7 +15,8 @@ write (``worker/run.py`` ``run_activity`` -> ``Engine.finish`` -> ``flow.apply``
 out), 5 from the follow-up that starts the lane's next item (``Engine.finish`` ->
 ``flow.apply`` -> ``maps.after`` -> ``after_item`` -> ``chain_lane`` -> ``start_item``
 -> ``store.create_activity``: the item COMPLETED, its lane's next item never created).
-The sweep, every second, did not repair either within the 300 s. Once the engine backs off for good (or the keys are sharded, item 3), move
+The sweep, every second, did not repair either within the 300 s.
+Once the engine backs off for good (or the keys are sharded, item 3), move
 this file to ``tests/integration/test_throttling.py`` (drop the two fixtures below,
 ``tests/conftest.py`` has them). Run it on its own:
 
