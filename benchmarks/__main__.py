@@ -1,5 +1,7 @@
 """Run the benchmarks on DynamoDB Local and write ``docs/benchmarks.md`` and its charts
 (``--quick``: small sizes; ``--render-only``: from ``benchmarks/results/*.json``).
+With ``--only``, only those sections (and the targets table) of the report are
+rewritten; the others, and their charts, stay as they are.
 
 Adding a benchmark: a module with ``run(ctx) -> dict`` (JSON-able results) and
 ``render(results, img_dir) -> dict`` (the values its template needs; charts go to
@@ -21,7 +23,6 @@ from typing import Any, NamedTuple
 
 from benchmarks.bench_cost import chain_full
 from benchmarks.bench_maps import biggest
-from benchmarks.bench_peers import ms_per_step
 from benchmarks.common import Ctx, dynamodb, machine, round_trip
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,6 +41,8 @@ BENCHMARKS = {
     "waits": "benchmarks.bench_waits",
     "maps": "benchmarks.bench_maps",
     "peers": "benchmarks.bench_peers",
+    "scale": "benchmarks.bench_scale",
+    "stream": "benchmarks.bench_stream",
 }
 
 
@@ -59,6 +62,8 @@ class Target(NamedTuple):
 
 def _vs(engine: str, shape: int) -> Callable[[Results], tuple[str, float]]:
     def measure(r: Results) -> tuple[str, float]:
+        from benchmarks.bench_peers import ms_per_step  # temporalio: only when peers ran
+
         key = r["peers"]["shapes"][shape]["key"]
         push, pull, theirs = (ms_per_step(r["peers"], e, key)
                               for e in ("whimbrel_push", "whimbrel_pull", engine))
@@ -103,6 +108,10 @@ TARGETS = [
 ]
 
 
+#: The benchmarks the targets read: the table is rewritten when one of them ran.
+TARGET_SOURCES = {"cost", "latency", "peers", "maps"}
+
+
 def targets_table(results: Results) -> str:
     rows = ["| target | measured | |", "|---|---|---|"]
     for t in TARGETS:
@@ -119,20 +128,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes, 2 repeats")
-    parser.add_argument("--only", default=",".join(BENCHMARKS), help="comma list of names")
+    parser.add_argument("--only", help="comma list of names (default: all); only their "
+                        "sections of the report are rewritten")
     parser.add_argument("--repeats", type=int, help="measured runs per figure (median)")
     parser.add_argument("--render-only", action="store_true", help="re-render saved results")
     args = parser.parse_args(argv)
-    names = [n.strip() for n in args.only.split(",") if n.strip()]
+    names = [n.strip() for n in (args.only or ",".join(BENCHMARKS)).split(",") if n.strip()]
     if unknown := sorted(set(names) - set(BENCHMARKS)):
         parser.error(f"unknown {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     RESULTS.mkdir(parents=True, exist_ok=True)
     if not args.render_only:
         repeats = args.repeats or (2 if args.quick else 5)
-        with dynamodb() as endpoint:
-            _save("environment", {"machine": machine(), "quick": args.quick,
-                                  "repeats": repeats, "round_trip": round_trip(endpoint)})
+        # With --only, the report's machine and round trip (other sections' context)
+        # stay those of the run that wrote it.
+        if not args.only or not (RESULTS / "environment.json").exists():
+            with dynamodb() as endpoint:
+                _save("environment", {"machine": machine(), "quick": args.quick,
+                                      "repeats": repeats, "round_trip": round_trip(endpoint)})
         for name in names:
             # A fresh DynamoDB Local each: nothing one benchmark left behind (tables,
             # streams, SQLite state) can slow the next one's writes.
@@ -144,7 +157,10 @@ def main(argv: list[str] | None = None) -> int:
                 result["seconds"] = round(time.perf_counter() - started)
                 _save(name, result)
                 print(f"benchmark {name}: {result['seconds']} s", file=sys.stderr, flush=True)
-    render()
+    if args.only and DOC.exists():
+        render_sections(names)
+    else:
+        render()
     print(f"wrote {DOC.relative_to(ROOT)}", file=sys.stderr)
     return 0
 
@@ -153,17 +169,50 @@ def _save(name: str, result: dict[str, Any]) -> None:
     (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
 
 
+def _load() -> tuple[dict[str, Any], Results]:
+    loaded = {p.stem: json.loads(p.read_text()) for p in RESULTS.glob("*.json")}
+    env = loaded.get("environment") or {"machine": {}, "repeats": "?", "round_trip": {}}
+    return env, {name: loaded[name] for name in BENCHMARKS if name in loaded}
+
+
+def _section(name: str, env: dict[str, Any], results: Results) -> str:
+    if name not in results:
+        return f"## {name}\n\n_Not run yet: `./scripts/bench --only {name}`._\n"
+    return (TEMPLATES / f"{name}.md").read_text().format_map({
+        **importlib.import_module(BENCHMARKS[name]).render(results[name], IMG), "env": env,
+        "seconds": results[name].get("seconds", "?")})
+
+
+def render_sections(names: list[str]) -> None:
+    """Rewrite only ``names``' sections of the report (a section runs from its heading to
+    the next section's) and its targets table; a section not there yet is added in
+    :data:`BENCHMARKS` order."""
+    IMG.mkdir(parents=True, exist_ok=True)
+    env, results = _load()
+    doc = DOC.read_text()
+    heads = {n: f"\n{(TEMPLATES / f'{n}.md').read_text().splitlines()[0]}\n"
+             for n in BENCHMARKS if n in results}  # headings hold no placeholders
+    for name in names:
+        new = _section(name, env, results)
+        at = doc.find(heads.get(name, "\0"))
+        later = [doc.find(heads[n]) for n in list(BENCHMARKS)[list(BENCHMARKS).index(name) + 1:]
+                 if n in heads and doc.find(heads[n]) > at]
+        end = min(later, default=len(doc))
+        if at < 0:  # new: before the next section there, else at the end
+            doc = doc[:end].rstrip("\n") + "\n\n" + new + doc[end:]
+        else:
+            doc = doc[:at + 1] + new + doc[end:]
+    start = doc.find("| target |")
+    if start >= 0 and TARGET_SOURCES & set(names):
+        doc = doc[:start] + targets_table(results) + doc[doc.find("\n\n", start):]
+    DOC.write_text(doc)
+
+
 def render() -> None:
     """Fill the templates from the saved results."""
     IMG.mkdir(parents=True, exist_ok=True)
-    loaded = {p.stem: json.loads(p.read_text()) for p in RESULTS.glob("*.json")}
-    env = loaded.get("environment") or {"machine": {}, "repeats": "?", "round_trip": {}}
-    results = {name: loaded[name] for name in BENCHMARKS if name in loaded}
-    sections = [(TEMPLATES / f"{name}.md").read_text().format_map({
-        **importlib.import_module(module).render(results[name], IMG), "env": env,
-        "seconds": results[name].get("seconds", "?")}) if name in results else
-        f"## {name}\n\n_Not run yet: `./scripts/bench --only {name}`._\n"
-        for name, module in BENCHMARKS.items()]
+    env, results = _load()
+    sections = [_section(name, env, results) for name in BENCHMARKS]
     DOC.write_text((TEMPLATES / "report.md").read_text().format_map({
         "env": env, "targets": targets_table(results),
         "machine": "\n".join(f"| {k} | {v} |" for k, v in env["machine"].items()),

@@ -9,6 +9,10 @@ write ceil(existing item / 1 KB); an index costs 1 WRU when its entry appears, d
 or has a projected attribute changed, 2 when its key changes; a read ceil(size / 4 KB)
 RRU summed over a Query (half when eventually consistent), at least one unit.
 Transactions, which Whimbrel does not use, are left at 0 (the cross-check flags them).
+Every unit is also charged to the partition-key value it lands on, table and index alike
+(``Request.wkeys`` / ``rkeys``, :mod:`benchmarks.keys`): the capacity model of
+``bench_scale``. Given a :class:`~benchmarks.throttle.Throttle`, the proxy also enforces
+AWS's per-key and per-table limits, scaled down (:mod:`benchmarks.throttle`).
 The images come from DynamoDB: ``ReturnValues``, a consistent
 GetItem just before each UpdateItem and ``ReturnValuesOnConditionCheckFailure``. The
 proxy also asks for ``ReturnConsumedCapacity=INDEXES`` and keeps DynamoDB Local's
@@ -29,6 +33,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlparse
 
+from benchmarks import keys
+from benchmarks.throttle import Throttle, answer
 from whimbrel.store import specs
 
 WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem",
@@ -83,14 +89,22 @@ class Request:
     reported_wru: defaultdict[str, float] = field(default_factory=_units)
     reported_rru: defaultdict[str, float] = field(default_factory=_units)
     items: list[str] = field(default_factory=list)  # "table key" of every item written
+    #: units by (table or table.index, partition-key value)
+    wkeys: keys.KeyUnits = field(default_factory=dict)
+    rkeys: keys.KeyUnits = field(default_factory=dict)
+
+    def charge(self, into: keys.KeyUnits, units: keys.KeyUnits) -> None:
+        for k, n in units.items():
+            into[k] = into.get(k, 0.0) + n
 
 
 class Meter:
     """A billing proxy to ``upstream`` for the tables of ``prefix`` (others pass
-    through unbilled). Thread-safe."""
+    through unbilled). Thread-safe. ``throttle``: enforce AWS's limits, scaled down."""
 
-    def __init__(self, upstream: str, prefix: str) -> None:
+    def __init__(self, upstream: str, prefix: str, throttle: Throttle | None = None) -> None:
         self.specs = {s.table_name(prefix): s for s in specs.TABLES}
+        self.throttle = throttle
         up = urlparse(upstream)
         self._up = (up.hostname or "127.0.0.1", up.port or 80)
         self._local = threading.local()
@@ -178,32 +192,67 @@ class Meter:
                 ask("ReturnValues", "ALL_NEW" if op == "UpdateItem" else "ALL_OLD", "Attributes")
             if "ConditionExpression" in params:
                 ask("ReturnValuesOnConditionCheckFailure", "ALL_OLD", "Item")
-            before = None
-            if op == "UpdateItem":  # its before image, read just before it
+            before, spec = None, self.specs.get(str(params.get("TableName")))
+            if op == "UpdateItem" or (self.throttle and op in ("PutItem", "DeleteItem")):
+                # its before image, read just before it
                 got = self._send({**headers, "X-Amz-Target": _API + "GetItem"}, json.dumps({
-                    "TableName": params["TableName"], "Key": params["Key"],
+                    "TableName": params["TableName"], "Key": params.get("Key") or {
+                        k.name: params["Item"][k.name]
+                        for k in (spec.hash_key, spec.range_key) if spec and k},
                     "ConsistentRead": True}).encode())
                 before = json.loads(got[2]).get("Item") if got[0] < 300 else None
+            if refused := self._refused(op, params, before):
+                req = Request(op, t0, time.time(), False, params.get("IndexName"),
+                              label=f"{op} {self._name(params['TableName'])} throttled")
+                with self._lock:
+                    self.requests.append(req)
+                return answer(*refused)
             status, rheaders, out = self._send(headers, json.dumps(params).encode())
         finally:
             with self._lock:
                 t1 = self._last = time.time()
                 self._busy -= 1
-        answer = json.loads(out or b"{}")
+        got = json.loads(out or b"{}")
         req = Request(op, t0, t1, status < 300, params.get("IndexName"), label=op)
-        self._bill(req, params, answer, before)
-        self._reported(req, answer.get("ConsumedCapacity"))
+        self._bill(req, params, got, before)
+        self._reported(req, got.get("ConsumedCapacity"))
+        if self.throttle:
+            self.throttle.draw("w", req.wkeys)
+            self.throttle.draw("r", req.rkeys)
         with self._lock:
             self.requests.append(req)
         for key in added + ["ConsumedCapacity"] * (asked == "NONE"):
-            answer.pop(key, None)
-        for c in _entries(answer.get("ConsumedCapacity")) if asked == "TOTAL" else []:
+            got.pop(key, None)
+        for c in _entries(got.get("ConsumedCapacity")) if asked == "TOTAL" else []:
             c.pop("Table", None)  # the caller asked for totals: the detail was ours
             c.pop("GlobalSecondaryIndexes", None)
-        out = json.dumps(answer).encode()
+        out = json.dumps(got).encode()
         rheaders = [(k, str(zlib.crc32(out)) if k.lower() == "x-amz-crc32" else v)
                     for k, v in rheaders]
         return status, rheaders, out
+
+    def _refused(self, op: str, params: dict[str, Any],
+                 before: dict[str, Any] | None) -> tuple[str, str] | None:
+        """The throttling mode's refusal of a request, from the keys it would touch."""
+        if not self.throttle:
+            return None
+        if op == "BatchWriteItem":
+            return self.throttle.refuse("w", [
+                k for tbl, reqs in params["RequestItems"].items() for r in reqs
+                for k in keys.write_keys(self.specs[tbl], r.get("DeleteRequest", {}).get(
+                    "Key"), r.get("PutRequest", {}).get("Item"), 1)[0]])
+        spec = self.specs.get(str(params.get("TableName")))
+        if spec is None:  # BatchGetItem: not limited
+            return None
+        if op in ("PutItem", "DeleteItem", "UpdateItem"):
+            after = keys.predicted_after(op, params, before)
+            return self.throttle.refuse("w", list(keys.write_keys(spec, before, after, 1)[0]))
+        if op == "GetItem":
+            return self.throttle.refuse("r", [(spec.logical_name, keys.scalar(
+                params["Key"].get(spec.hash_key.name)))])
+        if op == "Query":
+            return self.throttle.refuse("r", [keys.query_key(spec, params)])
+        return None
 
     # -- the rules ---------------------------------------------------------------------
 
@@ -218,17 +267,14 @@ class Meter:
     def _write(self, req: Request, table: str, before: dict[str, Any] | None,
                after: dict[str, Any] | None) -> None:
         name = self._name(table)
-        req.wru[name] += write_units(max(item_size(before), item_size(after)))
+        units = float(write_units(max(item_size(before), item_size(after))))
+        req.wru[name] += units
         req.items.append(f"{name} {self._key(table, after or before or {})}")
-        for idx in self.specs[table].indexes:
-            keys = [k.name for k in (idx.hash_key, idx.range_key) if k]
-            kb, ka = ([x[k] for k in keys] if x and all(k in x for k in keys) else None
-                      for x in (before, after))
-            units = 0.0 if kb is None and ka is None else 1.0 if kb is None or ka is None \
-                else 2.0 if kb != ka else float(any(
-                    (before or {}).get(a) != (after or {}).get(a) for a in idx.non_key_attributes))
-            if units:
-                req.wru[f"{name}.{idx.name}"] += units
+        by_key, _ = keys.write_keys(self.specs[table], before, after, units)
+        req.charge(req.wkeys, by_key)
+        for (cat, _key), n in by_key.items():
+            if cat != name:
+                req.wru[cat] += n
 
     def _bill(self, req: Request, params: dict[str, Any], answer: dict[str, Any],
               before: dict[str, Any] | None) -> None:
@@ -239,6 +285,10 @@ class Meter:
             lost = "Condition" in str(answer.get("__type"))
             req.wru[name] = float(write_units(item_size(old))) if lost else 0.0
             req.items.append(f"{name} {self._key(table, params.get('Item') or params['Key'])}")
+            spec = self.specs[table]
+            if lost:
+                req.charge(req.wkeys, {(name, keys.scalar((params.get("Item") or params[
+                    "Key"]).get(spec.hash_key.name))): req.wru[name]})
             req.label = f"{op} {name} (condition failed" + (
                 f", item {st})" if (st := _state(old)) else ")")
         elif op in ("PutItem", "DeleteItem", "UpdateItem"):
@@ -262,6 +312,10 @@ class Meter:
             cat = f"{name}.{index}" if index else name
             items = [answer.get("Item")] if op == "GetItem" else answer.get("Items", [])
             req.rru[cat] = read_units(sum(map(item_size, items)), consistent) if req.ok else 0
+            spec = self.specs[table]
+            where = keys.query_key(spec, params) if op == "Query" else (cat, "(scan)") \
+                if op == "Scan" else (cat, keys.scalar(params["Key"].get(spec.hash_key.name)))
+            req.charge(req.rkeys, {where: req.rru[cat]})
             req.label = f"{op} {cat}{' consistent' if consistent else ''}" + (
                 "" if op == "GetItem" else f" ({len(items)} item{'s' * (len(items) != 1)})")
         elif op == "BatchGetItem":
@@ -269,6 +323,10 @@ class Meter:
                 consistent = bool(params["RequestItems"][tbl].get("ConsistentRead"))
                 req.rru[self._name(tbl)] = sum(read_units(item_size(i), consistent)
                                                for i in items)
+                spec = self.specs[tbl]
+                for i in items:
+                    req.charge(req.rkeys, {(spec.logical_name, keys.scalar(i.get(
+                        spec.hash_key.name))): read_units(item_size(i), consistent)})
 
     def _reported(self, req: Request, consumed: Any) -> None:
         into = req.reported_rru if req.op in READS else req.reported_wru

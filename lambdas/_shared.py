@@ -1,5 +1,7 @@
 """What the handlers share: the Engine (one per container), Logger and Metrics, and
-Powertools batch processing of stream events.
+the batch processing of stream events (records of a batch handled at the same time,
+those of one activity or run in order; partial batch failures as Powertools reports
+them).
 
 Configuration comes from the environment through ``Whimbrel.from_env`` (``whimbrel.settings``:
 ``WHIMBREL_TABLE_PREFIX``, ``WHIMBREL_ENDPOINT_URL`` — unset: real DynamoDB —,
@@ -10,21 +12,19 @@ process.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import (
-    BatchProcessor,
-    EventType,
-    process_partial_response,
-)
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from whimbrel.client.whimbrel import Whimbrel
+from whimbrel.contract.errors import LaunchError
 from whimbrel.engine.intake import Intake, IntakeResult, Outcome, record_keys
+from whimbrel.engine.ports import Launcher, LaunchRequest
 from whimbrel.launch.aws import aws_launchers
 
 SERVICE = "whimbrel"
@@ -35,6 +35,35 @@ _lock = threading.Lock()
 _client: Whimbrel | None = None
 
 
+#: The facade's launchers that run an activity in this process: a Lambda refuses them.
+IN_PROCESS_KINDS = ("python", "command")
+
+
+class InProcessRefused:
+    """Stands in for an in-process launcher in a Lambda: an activity started there would
+    run on a thread of a Lambda container that is frozen, or gone, once the handler
+    returns. The launch fails, so the engine fails the attempt with this message on the
+    activity (its ``error``, the run's error, the console), and the record is done."""
+
+    in_process = False  # nothing runs here: the engine queues the attempt as for a push
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def launch(self, request: LaunchRequest) -> None:
+        raise LaunchError(
+            f"activity {request.activity_name!r} of workflow {request.workflow_name!r} has "
+            f"the in-process {self.kind!r} launcher, which the deployed Lambdas refuse (it "
+            "would run on a Lambda thread after the handler returns): give it an "
+            "'external', 'lambda', 'sqs' or 'ecs' launcher, or start the run with the Full "
+            "Logic API from a process that runs it")
+
+
+def lambda_launchers() -> dict[str, Launcher]:
+    """The launchers of a deployed Lambda: AWS's push launchers; in-process ones refused."""
+    return {**aws_launchers(), **{k: InProcessRefused(k) for k in IN_PROCESS_KINDS}}
+
+
 def client_for(context: Any) -> Whimbrel:
     """The client to use: the one the caller put on ``context``, else this container's."""
     given = getattr(context, "whimbrel_client", None)
@@ -43,7 +72,7 @@ def client_for(context: Any) -> Whimbrel:
     global _client
     with _lock:
         if _client is None:
-            _client = Whimbrel.from_env(launchers=aws_launchers(), actor="lambda")
+            _client = Whimbrel.from_env(launchers=lambda_launchers(), actor="lambda")
         return _client
 
 
@@ -73,33 +102,84 @@ def log_result(result: IntakeResult) -> None:
 
 def process_stream(event: dict[str, Any], context: Any,
                    apply: Callable[[Intake, dict[str, Any]], IntakeResult]) -> dict[str, Any]:
-    """Run ``apply`` on each record of a DynamoDB-stream batch; failed records (only
+    """Run ``apply`` on each record of a DynamoDB-stream batch (:func:`process_batch`:
+    concurrently, one activity's or one run's records in order); failed records (only
     retryable errors reach here) become ``batchItemFailures``."""
     intake = client_for(context).intake
 
     def handle(record: dict[str, Any]) -> None:
         result = apply(intake, record)
-        count(result)
-        log_result(result)
+        with emit_lock:
+            count(result)
+            log_result(result)
 
     return process_batch(event, context, handle)
 
 
+#: Threads handling one batch's records (per container). A record's work is a few
+#: DynamoDB round trips, waiting on the network, not on the CPU.
+RECORD_THREADS = 10
+#: Held while metrics are added from a record's thread (Powertools' metric set is shared).
+emit_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+
+
+def order_key(record: dict[str, Any]) -> str:
+    """Records with the same key are handled in stream order: those of one activity
+    (``activity_exec_id``), else of one run or request (``workflow_exec_id``, which a
+    request's id gives), else of one item. The rest may be handled at the same time."""
+    keys = record_keys(record)
+    for name in ("activity_exec_id", "workflow_exec_id"):
+        if name in keys:
+            return f"{name} {keys[name]}"
+    return json.dumps((record.get("dynamodb") or {}).get("Keys"), sort_keys=True)
+
+
 def process_batch(event: dict[str, Any], context: Any,
                   handle: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-    """Powertools batch processing of a DynamoDB-stream event: ``handle`` each record
-    (with its ids in the log context); a record whose ``handle`` raises becomes a
-    ``batchItemFailures`` entry, and the others go on."""
-    metrics.add_metric(name="RecordsReceived", unit=MetricUnit.Count,
-                       value=len(event.get("Records") or []))
+    """Handle a DynamoDB-stream batch: records grouped by :func:`order_key`, the groups
+    at the same time (``RECORD_THREADS``), each group's records one after another, with
+    their ids in the log context.
 
-    def record_handler(record: DynamoDBRecord) -> None:
-        with logger.append_context_keys(**record_keys(record.raw_event)):
-            handle(record.raw_event)
+    A record whose ``handle`` raises is a ``batchItemFailures`` entry, and so is every
+    record after it in its group, which is not handled (it must not overtake the failed
+    one): nothing after a failure in the same group is reported done. Lambda retries
+    from the lowest sequence number reported (records of other groups after it arrive
+    again; every handler is idempotent), as Powertools' ``BatchProcessor`` answers."""
+    records = list(event.get("Records") or [])
+    metrics.add_metric(name="RecordsReceived", unit=MetricUnit.Count, value=len(records))
+    groups: dict[str, list[int]] = {}
+    for i, record in enumerate(records):
+        groups.setdefault(order_key(record), []).append(i)
+    failed: set[int] = set()
 
-    # A fresh processor per call: it holds the batch's state.
-    processor = BatchProcessor(event_type=EventType.DynamoDBStreams,
-                               raise_on_entire_batch_failure=False)
-    response = process_partial_response(event=event, record_handler=record_handler,
-                                        processor=processor, context=context)
-    return dict(response)
+    def run(group: list[int]) -> None:
+        for n, i in enumerate(group):
+            keys = record_keys(records[i])
+            logger.thread_safe_append_keys(**keys)
+            try:
+                handle(records[i])
+            except Exception:
+                logger.exception("record failed; it and the %d after it in its group are "
+                                 "retried", len(group) - n - 1)
+                failed.update(group[n:])
+                return
+            finally:
+                logger.thread_safe_remove_keys(list(keys))
+
+    if len(groups) <= 1:
+        for group in groups.values():
+            run(group)
+    else:
+        for done in [_executor().submit(run, g) for g in groups.values()]:
+            done.result()
+    return {"batchItemFailures": [{"itemIdentifier": records[i]["dynamodb"]["SequenceNumber"]}
+                                  for i in sorted(failed)]}
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(RECORD_THREADS, thread_name_prefix="whimbrel-record")
+        return _pool

@@ -8,7 +8,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from lambdas._shared import client_for, logger, metrics, process_batch
+from lambdas._shared import client_for, emit_lock, logger, metrics, process_batch
 from whimbrel.observe import NotifyOutcome, NotifyResult, Publisher, publisher_from_settings
 from whimbrel.settings import Settings
 
@@ -52,6 +52,10 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
     def handle(record: dict[str, Any]) -> None:
         result = notifier.process(record)
+        with emit_lock:
+            emit(result)
+
+    def emit(result: NotifyResult) -> None:
         count(result)
         if result.outcome is NotifyOutcome.REJECTED:
             logger.warning("record rejected", extra={"reason": result.reason})

@@ -93,6 +93,7 @@ _CONTEXT_KEYS = tuple(
         "deletionProtection",
         "heartbeatRateMinutes",
         "lambdaMemoryMb",
+        "parallelizationFactor",
         "kmsKeyArn",
         "alarmTopicArn",
         "alarms",
@@ -123,6 +124,8 @@ def props_from_context(ctx: Mapping[str, Any]) -> WhimbrelProps:
         kwargs["heartbeat_rate"] = Duration.minutes(int(minutes))
     if (memory := ctx.get(f"{_PREFIX}lambdaMemoryMb")) is not None:
         kwargs["lambda_memory_mb"] = int(memory)
+    if (factor := ctx.get(f"{_PREFIX}parallelizationFactor")) is not None:
+        kwargs["parallelization_factor"] = int(factor)
     if (alarms := ctx.get(f"{_PREFIX}alarms")) is not None:
         kwargs["alarms"] = _flag(alarms)
     if (policies := ctx.get(f"{_PREFIX}managedPolicies")) is not None:

@@ -121,7 +121,8 @@ def build_functions(
             else:
                 grant_engine_access(fn, tables)
             functions[name] = fn
-        fn.add_event_source(_stream_source(consumer, tables[consumer.table.logical_name], dlq))
+        fn.add_event_source(_stream_source(consumer, tables[consumer.table.logical_name], dlq,
+                                           props.parallelization_factor))
         fed[name] = (*fed.get(name, ()), consumer)
 
     heartbeat = _function(
@@ -202,7 +203,8 @@ def _function(
 
 
 def _stream_source(
-    consumer: StreamConsumerSpec, table: dynamodb.Table, dlq: sqs.Queue
+    consumer: StreamConsumerSpec, table: dynamodb.Table, dlq: sqs.Queue,
+    parallelization_factor: int,
 ) -> sources.DynamoEventSource:
     return sources.DynamoEventSource(
         table,
@@ -213,7 +215,9 @@ def _stream_source(
         max_record_age=Duration.seconds(consumer.max_record_age_seconds),
         bisect_batch_on_error=consumer.bisect_batch_on_error,
         report_batch_item_failures=consumer.report_batch_item_failures,
-        parallelization_factor=consumer.parallelization_factor,
+        # The deployment's, not the spec's (1, which the local pump keeps: it runs one
+        # invocation at a time and handles a batch's records concurrently itself).
+        parallelization_factor=parallelization_factor,
         on_failure=sources.SqsDlq(dlq),
         # The spec holds Lambda's filter JSON already; only serialise it.
         filters=[{"pattern": json.dumps(pattern)} for pattern in consumer.filter_patterns],

@@ -25,6 +25,11 @@ from whimbrel.store.specs import DEFAULT_TABLE_PREFIX, HEARTBEAT_RATE_SECONDS_AW
 
 #: Lambda memory; also buys CPU. 512 MB keeps a cold import of pydantic + PynamoDB short.
 DEFAULT_LAMBDA_MEMORY_MB = 512
+#: Concurrent batches per stream shard (Lambda's ParallelizationFactor, 1..10). Records
+#: of one item (one request, one event row) stay in order at any factor; the engine
+#: takes events of one activity in any order (every move is conditional). At 10 a shard
+#: feeds ten invocations at once instead of one (docs/benchmarks.md, Simple API).
+DEFAULT_PARALLELIZATION_FACTOR = 10
 #: A stream batch is at most ``batch_size`` records of a few conditional writes each;
 #: a minute is generous and still bounds a stuck invocation (and the shard it blocks).
 STREAM_FUNCTION_TIMEOUT_SECONDS = 60
@@ -58,6 +63,8 @@ class WhimbrelProps:
         encryption_key: A customer-managed KMS key for the tables and the dead-letter
             queue. ``None`` uses AWS-managed keys (no key to pay for or manage).
         lambda_memory_mb: Memory of each of the three functions.
+        parallelization_factor: Concurrent batches per shard of every stream the
+            functions consume (Lambda's ``ParallelizationFactor``, 1..10; default 10).
         lambda_runtime: ``None`` picks the newest Python runtime this aws-cdk-lib offers.
         log_retention: Retention of the functions' log groups.
         alarms: Deploy the CloudWatch alarms (DLQ not empty, errors, iterator age,
@@ -81,6 +88,7 @@ class WhimbrelProps:
     heartbeat_enabled: bool = True
     encryption_key: kms.IKey | None = None
     lambda_memory_mb: int = DEFAULT_LAMBDA_MEMORY_MB
+    parallelization_factor: int = DEFAULT_PARALLELIZATION_FACTOR
     lambda_runtime: lambda_.Runtime | None = None
     log_retention: logs.RetentionDays = DEFAULT_LOG_RETENTION
     alarms: bool = True
@@ -102,6 +110,9 @@ class WhimbrelProps:
             raise ValueError(f"table_prefix {self.table_prefix!r} makes a table name > 255 chars")
         if not 128 <= self.lambda_memory_mb <= 10240:
             raise ValueError(f"lambda_memory_mb must be 128..10240, not {self.lambda_memory_mb}")
+        if not 1 <= self.parallelization_factor <= 10:  # Lambda's bounds
+            raise ValueError("parallelization_factor must be 1..10, not "
+                             f"{self.parallelization_factor}")
 
     @property
     def effective_deletion_protection(self) -> bool:

@@ -163,6 +163,7 @@ def test_props_from_context_parse_cli_strings() -> None:
             "whimbrel:removalPolicy": "destroy",
             "whimbrel:heartbeatRateMinutes": "5",
             "whimbrel:lambdaMemoryMb": "1024",
+            "whimbrel:parallelizationFactor": "3",
             "whimbrel:alarms": "false",
             "whimbrel:managedPolicies": "true",
         }
@@ -171,7 +172,7 @@ def test_props_from_context_parse_cli_strings() -> None:
     assert props.removal_policy == RemovalPolicy.DESTROY
     assert props.effective_deletion_protection is False
     assert props.effective_heartbeat_rate.to_minutes() == 5
-    assert props.lambda_memory_mb == 1024
+    assert props.lambda_memory_mb == 1024 and props.parallelization_factor == 3
     assert props.alarms is False and props.managed_policies is True
 
 
@@ -192,7 +193,8 @@ def test_props_defaults_keep_data() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"table_prefix": "bad prefix/"}, {"table_prefix": "x" * 250}, {"lambda_memory_mb": 64}],
+    [{"table_prefix": "bad prefix/"}, {"table_prefix": "x" * 250}, {"lambda_memory_mb": 64},
+     {"parallelization_factor": 0}, {"parallelization_factor": 11}],
 )
 def test_props_reject_values_aws_would_reject(kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError):

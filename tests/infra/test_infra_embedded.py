@@ -48,6 +48,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             heartbeat_enabled=False,
             encryption_key=key,
             lambda_memory_mb=1024,
+            parallelization_factor=4,
             alarms=False,
             managed_policies=False,
             event_bus=bus,
@@ -107,6 +108,12 @@ def test_prefix_reaches_table_names_and_functions(template: dict[str, Any]) -> N
     for fn in _of_type(template, "AWS::Lambda::Function"):
         assert fn["Properties"]["Environment"]["Variables"][TABLE_PREFIX_ENV] == PREFIX
         assert fn["Properties"]["MemorySize"] == 1024
+
+
+def test_the_parallelization_factor_reaches_every_stream_mapping(
+        template: dict[str, Any]) -> None:
+    mappings = _of_type(template, "AWS::Lambda::EventSourceMapping")
+    assert mappings and {m["Properties"]["ParallelizationFactor"] for m in mappings} == {4}
 
 
 def test_customer_managed_key_encrypts_tables_and_queue(template: dict[str, Any]) -> None:

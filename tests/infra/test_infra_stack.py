@@ -20,6 +20,7 @@ from aws_cdk import Validations
 from cdk_nag import AwsSolutionsChecks
 from whimbrel_infra.bundling import RUNTIME_PROVIDED, newest_python_runtime
 from whimbrel_infra.functions import TABLE_PREFIX_ENV
+from whimbrel_infra.props import DEFAULT_PARALLELIZATION_FACTOR
 
 from whimbrel.contract.records import WorkflowRecord
 from whimbrel.contract.states import WorkflowState
@@ -224,7 +225,8 @@ def test_event_source_mapping_matches_its_consumer_spec(
     assert mapping["MaximumRetryAttempts"] == consumer.max_retry_attempts
     assert mapping["MaximumRecordAgeInSeconds"] == consumer.max_record_age_seconds
     assert mapping["BisectBatchOnFunctionError"] is consumer.bisect_batch_on_error
-    assert mapping["ParallelizationFactor"] == consumer.parallelization_factor
+    # The app's default: ten concurrent batches per shard (issue 19).
+    assert mapping["ParallelizationFactor"] == DEFAULT_PARALLELIZATION_FACTOR == 10
     response_types = mapping.get("FunctionResponseTypes", [])
     assert ("ReportBatchItemFailures" in response_types) is consumer.report_batch_item_failures
     patterns = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]

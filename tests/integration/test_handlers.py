@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # lambdas/ sits next to whimbrel/ in the checkout
     sys.path.append(str(ROOT))
 
-from lambdas import activity_event, heartbeat, workflow_request  # noqa: E402
+from lambdas import _shared, activity_event, heartbeat, workflow_request  # noqa: E402
 
 EVENTS = Path(__file__).parent / "lambda_events"
 
@@ -52,15 +52,17 @@ def ctx(wb: Whimbrel) -> LambdaContext:
 
 def test_workflow_request_batch(wb: Whimbrel) -> None:
     event = load("workflow_request_batch.json")
-    calls = {"n": 0}
+    failed: list[str] = []
 
     def hook(phase: str, operation: str, table: str) -> None:
-        # The first record writes workflow_exec once (created RUNNING); fail the third
-        # record's create with a retryable error.
-        if table == "workflow_exec" and phase == "before":
-            calls["n"] += 1
-            if calls["n"] == 2:
-                raise StoreError("throttled", aws_code="ThrottlingException", retryable=True)
+        # Fail the third record's create once with a retryable error. The batch's records are
+        # handled at the same time: the hook knows the record from the log context of
+        # the thread handling it.
+        keys = _shared.logger.thread_safe_get_current_keys()
+        if (table == "workflow_exec" and phase == "before"
+                and keys.get("workflow_request_id") == "req-throttled" and not failed):
+            failed.append(operation)
+            raise StoreError("throttled", aws_code="ThrottlingException", retryable=True)
 
     wb.store.write_hooks.append(hook)
     response = workflow_request.handler(event, ctx(wb))

@@ -1,0 +1,251 @@
+"""Scale: where each workload's units land, key by key, and the ceiling the hottest key
+implies at AWS's per-partition limits (issue 19's capacity model).
+
+Every request of the measured client goes through :class:`benchmarks.billing.Meter`,
+which charges each unit to the partition-key value it lands on, for every table and
+every index (:mod:`benchmarks.keys`). For a workload of ``work`` units of work (starts,
+map items, activities), a key that took ``u`` WCU can take at most 1,000 WCU/s on AWS,
+so the workload can go no faster than ``1,000 * work / u`` per second; likewise 3,000
+RCU/s for reads, and 40,000 WCU/s for a table's total (the default table quota). The
+lowest of these is the workload's ceiling, and the key that sets it is named.
+
+Workloads, scaled down with the same mix:
+
+* ``runs``: N runs of one definition (a chain of 3 no-op ``python`` activities) started
+  at once (issue: 500);
+* ``map_input`` / ``map_upstream``: one run mapping over N items, the list in the run's
+  input, then produced by an upstream activity (issue: 10,000);
+* ``heartbeats``: external activities claimed by workers, each heartbeating 10 times
+  before it completes (1 M activities an hour of 5 minutes heartbeating every 30 s is
+  10 heartbeats per activity);
+* ``simple_api``: runs requested with ``workflow_request`` rows, their external
+  activities completed with ``activity_event`` rows, through the real stream handlers
+  (the local runtime).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from benchmarks.billing import Meter, Request
+from benchmarks.common import Ctx, Workers, md_table, wait_end
+from benchmarks.shapes import EXTERNAL, NOOP, chain
+from benchmarks.throttle import KEY_RCU, KEY_WCU, TABLE_UNITS
+from whimbrel import ActivityDefinition, LauncherSpec, Whimbrel, WorkflowDefinition
+from whimbrel.contract.ids import workflow_exec_id_for
+from whimbrel.local.runtime import LocalRuntime
+from whimbrel.testing import fresh_table_prefix
+
+WORKERS = 32
+
+
+def sizes(ctx: Ctx) -> dict[str, int]:
+    """Issue 19's 500 runs and 10,000 items scaled down to what one DynamoDB Local on two
+    cores runs in minutes; the shares and units per unit of work hardly move with size
+    (the run's item grows with its input: see the report)."""
+    return {"runs": ctx.size(300, 60), "map": ctx.size(1000, 200),
+            "heartbeats": ctx.size(200, 40), "simple_api": ctx.size(100, 30)}
+
+
+def produce(run: object) -> dict[str, Any]:
+    """The upstream of ``map_upstream``: the list to map over (size from the input)."""
+    n = int(getattr(run, "input", {}).get("n", 0))
+    return {"xs": list(range(n))}
+
+
+# -- the model -------------------------------------------------------------------------
+
+
+def model(requests: list[Request], work: int) -> dict[str, Any]:
+    """Per table and index: the hottest key by writes and by reads, its share, the
+    units per unit of work it took, and the ceilings they imply."""
+    w: dict[tuple[str, str], float] = {}
+    r: dict[tuple[str, str], float] = {}
+    polls = [q for q in requests if q.label.startswith("Query activity_exec.claimable")
+             and q.label.endswith("(0 items)")]
+    for req in requests:
+        req.charge(w, req.wkeys)
+        if not (req.label.startswith("Query activity_exec.claimable")
+                and req.label.endswith("(0 items)")):
+            req.charge(r, req.rkeys)  # an idle worker's empty claim: counted apart
+    rows: dict[str, dict[str, Any]] = {}
+    for kind, units, limit in (("w", w, KEY_WCU), ("r", r, KEY_RCU)):
+        for cat in sorted({c for c, _ in units}):
+            keys = {k: n for (c, k), n in units.items() if c == cat}
+            key, hot = max(keys.items(), key=lambda kv: kv[1])
+            total = sum(keys.values())
+            row = rows.setdefault(cat, {"cat": cat})
+            row[kind] = {"key": key, "units": hot, "total": total, "keys": len(keys),
+                         "share": hot / total if total else 0.0,
+                         "per_work": hot / work, "ceiling": limit * work / hot if hot else None}
+            if kind == "w" and "." not in cat:  # the table quota, on the table's total
+                row["quota_ceiling"] = TABLE_UNITS * work / total if total else None
+    limits = [(row[k]["ceiling"], f"{cat} {'WCU' if k == 'w' else 'RCU'} key "
+               f"{row[k]['key'][:60]}") for cat, row in rows.items() for k in ("w", "r")
+              if k in row and row[k]["ceiling"]]
+    limits += [(row["quota_ceiling"], f"{cat} table quota") for cat, row in rows.items()
+               if row.get("quota_ceiling")]
+    ceiling, bound = min(limits) if limits else (None, "")
+    return {"work": work, "rows": rows, "ceiling": ceiling, "bound_by": bound,
+            "wru": sum(w.values()), "rru": sum(r.values()), "empty_claims": len(polls),
+            "empty_claim_rru": sum(sum(q.rru.values()) for q in polls)}
+
+
+# -- the workloads ---------------------------------------------------------------------
+
+
+@contextmanager
+def metered(ctx: Ctx) -> Iterator[tuple[Meter, Whimbrel]]:
+    prefix = fresh_table_prefix()
+    meter = Meter(ctx.endpoint, prefix)
+    try:
+        with ctx.client(prefix, endpoint=meter.url, max_workers=WORKERS) as wb:
+            yield meter, wb
+    finally:
+        meter.close()
+
+
+def _measure(meter: Meter, go: Callable[[], None]) -> tuple[list[Request], float]:
+    meter.settle()
+    meter.drain()
+    t0 = time.perf_counter()
+    go()
+    seconds = time.perf_counter() - t0
+    meter.settle()
+    return meter.drain(), seconds
+
+
+def runs(ctx: Ctx, n: int) -> dict[str, Any]:
+    with metered(ctx) as (meter, wb):
+        wb.register_workflow(chain(3).definition("scale_runs"))
+
+        def go() -> None:
+            with ThreadPoolExecutor(16) as pool:
+                ids = list(pool.map(lambda _: wb.start_workflow("scale_runs"), range(n)))
+            for wx in ids:
+                wait_end(wb, wx, 900, 0.25)
+        reqs, s = _measure(meter, go)
+    return {"unit": "starts/s", "what": f"{n} runs of one definition (chain of 3)",
+            "seconds": s, **model(reqs, n)}
+
+
+def maps(ctx: Ctx, n: int, upstream: bool) -> dict[str, Any]:
+    with metered(ctx) as (meter, wb):
+        acts: tuple[ActivityDefinition, ...] = (ActivityDefinition(
+            "each", launcher=NOOP, map_over="$input.xs", max_concurrency=20),)
+        if upstream:
+            acts = (ActivityDefinition("produce", launcher=LauncherSpec.python(
+                "benchmarks.bench_scale:produce")),
+                    ActivityDefinition("each", ("produce",), launcher=NOOP,
+                                       map_over="produce.xs", max_concurrency=20))
+        wb.register_workflow(WorkflowDefinition("scale_map", acts))
+        given = {"n": n} if upstream else {"xs": list(range(n))}
+
+        def go() -> None:
+            wait_end(wb, wb.start_workflow("scale_map", given), 1800, 0.25)
+        reqs, s = _measure(meter, go)
+    where = "from an upstream" if upstream else "in the run's input"
+    return {"unit": "items/s", "what": f"one run mapping over {n:,} items, list {where}",
+            "seconds": s, **model(reqs, n)}
+
+
+def heartbeats(ctx: Ctx, n: int, beats: int = 10) -> dict[str, Any]:
+    with metered(ctx) as (meter, wb):
+        wb.register_workflow(WorkflowDefinition("scale_hb", (ActivityDefinition(
+            "work", launcher=EXTERNAL, heartbeat_timeout_seconds=300),)))
+
+        def worker() -> None:
+            while (act := wb.claim(workflow_name="scale_hb")) is not None:
+                for _ in range(beats):
+                    wb.heartbeat(act.activity_exec_id)
+                wb.transition_activity(act.activity_exec_id, "COMPLETED")
+
+        def go() -> None:
+            ids = [wb.start_workflow("scale_hb") for _ in range(n)]
+            with ThreadPoolExecutor(8) as pool:
+                for f in [pool.submit(worker) for _ in range(8)]:
+                    f.result()
+            for wx in ids:
+                wait_end(wb, wx, 900, 0.25)
+        reqs, s = _measure(meter, go)
+    return {"unit": "activities/s", "what": f"{n} external activities, {beats} heartbeats "
+            "each", "seconds": s, **model(reqs, n)}
+
+
+def simple_api(ctx: Ctx, n: int) -> dict[str, Any]:
+    prefix = fresh_table_prefix()
+    meter = Meter(ctx.endpoint, prefix)
+    try:
+        with LocalRuntime(meter.url, prefix, heartbeat_rate_seconds=0,
+                          lambda_log_level="WARNING") as rt:
+            wb = rt.client
+            wb.register_workflow(chain(2).definition("scale_simple", launcher=EXTERNAL))
+            workers = Workers(wb, "scale_simple", 8, events=True)
+
+            def go() -> None:
+                ids = [workflow_exec_id_for(wb.request_workflow("scale_simple"))
+                       for _ in range(n)]
+                for wx in ids:
+                    wait_end(wb, wx, 900, 0.25)
+            try:
+                reqs, s = _measure(meter, go)
+            finally:
+                workers.close()
+    finally:
+        meter.close()
+    return {"unit": "activities/s", "what": f"{n} runs (chain of 2 external activities) "
+            "through workflow_request and activity_event rows and the stream handlers",
+            "seconds": s, **model(reqs, 2 * n)}
+
+
+def run(ctx: Ctx) -> dict[str, Any]:
+    n = sizes(ctx)
+    return {"workloads": {
+        "runs": runs(ctx, n["runs"]),
+        "map_input": maps(ctx, n["map"], upstream=False),
+        "map_upstream": maps(ctx, n["map"], upstream=True),
+        "heartbeats": heartbeats(ctx, n["heartbeats"]),
+        "simple_api": simple_api(ctx, n["simple_api"])}, "sizes": n}
+
+
+# -- the report ------------------------------------------------------------------------
+
+
+def _fmt(x: float | None) -> str:
+    return "—" if x is None else f"{x:,.0f}" if x >= 10 else f"{x:.2g}"
+
+
+def table(result: dict[str, Any]) -> str:
+    rows = []
+    for name, wl in result["workloads"].items():
+        for cat, row in sorted(wl["rows"].items()):
+            w, r = row.get("w"), row.get("r")
+            rows.append([
+                name, f"`{cat}`",
+                f"`{w['key'][:36]}` {w['share']:.0%} of {w['keys']:,} keys" if w else "—",
+                f"{w['per_work']:.2f}" if w else "—", _fmt(w["ceiling"]) if w else "—",
+                f"`{r['key'][:36]}` {r['share']:.0%} of {r['keys']:,} keys" if r else "—",
+                f"{r['per_work']:.2f}" if r else "—", _fmt(r["ceiling"]) if r else "—",
+                _fmt(row.get("quota_ceiling"))])
+    return md_table(["workload", "table / index", "hottest key by WCU (share)",
+                     "its WCU per unit of work", "ceiling at 1,000 WCU/s", "hottest key "
+                     "by RCU (share)", "its RCU per unit", "ceiling at 3,000 RCU/s",
+                     "ceiling at the 40,000 WCU/s table quota"], rows)
+
+
+def summary(result: dict[str, Any]) -> str:
+    return md_table(["workload", "what", "units of work", "WRU / unit", "RRU / unit",
+                     "ceiling at AWS limits", "set by", "empty claims (RRU) apart"], [
+        [name, wl["what"], f"{wl['work']:,}", f"{wl['wru'] / wl['work']:.2f}",
+         f"{wl['rru'] / wl['work']:.2f}", f"**{_fmt(wl['ceiling'])} {wl['unit']}**",
+         wl["bound_by"], f"{wl['empty_claims']:,} ({wl['empty_claim_rru']:,.0f})"]
+        for name, wl in result["workloads"].items()])
+
+
+def render(result: dict[str, Any], img: Path) -> dict[str, Any]:
+    return {"summary": summary(result), "table": table(result), **result["sizes"]}
