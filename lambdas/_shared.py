@@ -132,7 +132,13 @@ def order_key(record: dict[str, Any]) -> str:
     for name in ("activity_exec_id", "workflow_exec_id"):
         if name in keys:
             return f"{name} {keys[name]}"
-    return json.dumps((record.get("dynamodb") or {}).get("Keys"), sort_keys=True)
+    # A malformed record (no ``dynamodb`` mapping, odd keys) is a group of its own: the
+    # handler rejects it, and it must never stop the grouping of the records around it.
+    ddb = record.get("dynamodb") if isinstance(record, dict) else None
+    item_keys = ddb.get("Keys") if isinstance(ddb, dict) else None
+    if not isinstance(item_keys, dict):
+        return f"record {id(record)}"
+    return json.dumps(item_keys, sort_keys=True, default=repr)
 
 
 def process_batch(event: dict[str, Any], context: Any,
