@@ -307,12 +307,13 @@ def test_every_engine_function_can_start_child_runs(synthesized: Synthesized) ->
     """A child workflow is started by the engine in whichever function runs the parent's
     hand-off (a stream record, a sweep): it reads the definition and creates the child's
     workflow item, activity rows and edges — never a request row (issue 14)."""
-    needed = {ACTIVITY_EXEC: {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query",
-                              "dynamodb:GetItem"},
-              WORKFLOW_EXEC: {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem"},
-              ACTIVITY_EXEC_DEPENDENCY: {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem",
-                                         "dynamodb:Query"},
-              WORKFLOW_DEFINITION: {"dynamodb:Query", "dynamodb:GetItem"}}
+    # (spec, actions) pairs: a TableSpec holds its attributes as a dict, so it is no key.
+    needed = [(ACTIVITY_EXEC, {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query",
+                              "dynamodb:GetItem"}),
+              (WORKFLOW_EXEC, {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem"}),
+              (ACTIVITY_EXEC_DEPENDENCY, {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem",
+                                         "dynamodb:Query"}),
+              (WORKFLOW_DEFINITION, {"dynamodb:Query", "dynamodb:GetItem"})]
     # The engine's functions: all but notify (it only reads the streams and publishes).
     roles = {r["Properties"]["Role"]["Fn::GetAtt"][0]
              for r in synthesized.of_type("AWS::Lambda::Function").values()
@@ -326,7 +327,7 @@ def test_every_engine_function_can_start_child_runs(synthesized: Synthesized) ->
             for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
                 for table_id in _table_arn_references(statement["Resource"]):
                     allowed.setdefault(table_id, set()).update(_listify(statement["Action"]))
-        for spec, actions in needed.items():
+        for spec, actions in needed:
             assert actions <= allowed.get(_table_id(synthesized, spec), set()), (role, spec)
 
 
