@@ -168,7 +168,7 @@ def test_a_late_completed_is_kept_as_late_output_and_raises_activity_timed_out(
 
 
 def test_a_late_failed_is_kept_as_late_error(wb: Whimbrel, clock: StepClock) -> None:
-    wx, first = _timed_out(wb, clock, "i20_late_fail")
+    _, first = _timed_out(wb, clock, "i20_late_fail")
     with pytest.raises(ActivityTimedOut):
         wb.transition_activity(first, "FAILED", error="disk full")
     after = wb.get_activity(first)
