@@ -269,8 +269,11 @@ class Store(SignalTables, NotificationMarkers):
         # Only an existing row: a record replayed after the row expired is not revived.
         condition = key_attr.exists() if also is None else key_attr.exists() & also
         try:
-            self._cold_write("UpdateItem", table, lambda: m(key).update(
-                actions=actions, condition=condition))
+            # Through the connection, asking nothing back: Model.update would read the
+            # whole row back through the model, and a client's row may hold native
+            # types (an ``input`` map) where the model expects JSON text.
+            self._cold_write("UpdateItem", table, lambda: m._get_connection().update_item(
+                key, actions=actions, condition=condition, return_values="NONE"))
         except ConditionFailed:
             pass
 
