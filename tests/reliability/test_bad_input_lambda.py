@@ -189,6 +189,8 @@ def test_bad_activity_events(lwb: Whimbrel) -> None:
     pool = wb.start_workflow("pool", request_id="pool")
     waiting, ended = waiting_runs(wb)
     gate = activity_exec_id(waiting, "G", 1)
+    signalled = wb.start_workflow("waiting", request_id="signalled")
+    wb.signal(signalled, "go", {"n": 1}, signal_id="once")  # S received it
     free = iter(range(POOL))
     stream = Stream(f"{wb.table_prefix}activity_event", "activity_event_id")
 
@@ -350,6 +352,9 @@ def test_bad_activity_events(lwb: Whimbrel) -> None:
              "no workflow execution 'no-such-run'"),
         Case("CANCEL of a run that ended", ev(verb="CANCEL", activity_exec_id=DROP,
                                               workflow_exec_id=S(ended)), "CANCELLED"),
+        Case("SIGNAL reusing a delivered signal_id with another payload",
+             wev("SIGNAL", signalled, signal_id=S("once"), payload=S('{"n": 2}')),
+             "a signal_id names one signal"),
     ]
 
     def good() -> tuple[dict[str, Any], str]:
