@@ -149,7 +149,7 @@ def _script(shape: str, i: int) -> list[Step]:
 
 EXPECTED = {"rd_py_diamond": "COMPLETED", "rd_ext_diamond": "COMPLETED",
             "rd_mixed": "COMPLETED", "rd_retry": "COMPLETED", "rd_exhaust": "FAILED",
-            "rd_cancel": "CANCELLED", "rd_cancel_event": "FAILED", "rd_map": "COMPLETED",
+            "rd_cancel": "CANCELLED", "rd_cancel_event": "CANCELLED", "rd_map": "COMPLETED",
             "rd_handler": "COMPLETED", "rd_child": "COMPLETED", "rd_redrive": "COMPLETED",
             "rd_kid": "COMPLETED", "rd_waits": "COMPLETED"}
 

@@ -12,6 +12,8 @@ error tree (now checked by ``whimbrel.contract.checks``).
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -125,6 +127,19 @@ CORPUS: list[Case] = [
         WorkflowDefinition("ok", (ActivityDefinition("T", launcher={
             "type": "timer", "seconds": -5}),))), InvalidDefinition,
      "timer launcher seconds must be a number > 0"),
+    # -- issue 20: cycles through child workflows, forged cursors ----------------------------
+    ("register: a workflow whose child is itself", lambda wb, c: wb.register_workflow(
+        WorkflowDefinition("self_child", (ActivityDefinition(
+            "sub", launcher=LauncherSpec.workflow("self_child")),))), InvalidDefinition,
+     "self_child → self_child"),
+    ("register: a child that closes a cycle", lambda wb, c: wb.register_workflow(
+        WorkflowDefinition("cyc_b", (ActivityDefinition(
+            "sub", launcher=LauncherSpec.workflow("cyc_a")),))), InvalidDefinition,
+     "cyc_a → cyc_b → cyc_a"),
+    ("list_workflows: a forged cursor with an epoch of 1e300", lambda wb, c: wb.list_workflows(
+        limit=1, cursor=_forged_cursor(wb, e=1e300)), InvalidInput, "cursor"),
+    ("list_workflows: a forged cursor with an epoch of -1e300", lambda wb, c: wb.list_workflows(
+        limit=1, cursor=_forged_cursor(wb, e=-1e300)), InvalidInput, "cursor"),
     # -- waits (issue 13) ----------------------------------------------------------------
     ("signal: run id None", lambda wb, c: wb.signal(None, "go"),  # type: ignore[arg-type]
      InvalidInput, "workflow_exec_id must be a non-empty string"),
@@ -171,7 +186,21 @@ CORPUS: list[Case] = [
 ]
 
 
+def _forged_cursor(wb: Whimbrel, **fields: Any) -> str:
+    """A cursor ``list_workflows(limit=1)`` returned, with ``fields`` replaced (its filter
+    fingerprint stays valid, so only the forged values can make it fail)."""
+    cursor = wb.list_workflows(limit=1).cursor
+    assert cursor is not None, "the corpus' tables hold more than one run"
+    body = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    body.update(fields)
+    raw = json.dumps(body, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
 def _setup(wb: Whimbrel) -> dict[str, str]:
+    # One half of a cycle (issue 20): registering cyc_b, whose child is cyc_a, closes it.
+    wb.register_workflow(WorkflowDefinition("cyc_a", (ActivityDefinition(
+        "sub", launcher=LauncherSpec.workflow("cyc_b")),)))
     wb.register_workflow(WorkflowDefinition("ok", (
         ActivityDefinition("A", launcher=EXT), ActivityDefinition("B", launcher=EXT),
         ActivityDefinition("C", ("A",), launcher=EXT))))

@@ -189,6 +189,8 @@ def test_bad_activity_events(lwb: Whimbrel) -> None:
     pool = wb.start_workflow("pool", request_id="pool")
     waiting, ended = waiting_runs(wb)
     gate = activity_exec_id(waiting, "G", 1)
+    signalled = wb.start_workflow("waiting", request_id="signalled")
+    wb.signal(signalled, "go", {"n": 1}, signal_id="once")  # S received it
     free = iter(range(POOL))
     stream = Stream(f"{wb.table_prefix}activity_event", "activity_event_id")
 
@@ -336,6 +338,23 @@ def test_bad_activity_events(lwb: Whimbrel) -> None:
              "a RESUME row needs workflow_exec_id"),
         Case("RUNNING on a wait", ev(activity_exec_id(waiting, "S", 1), "RUNNING"),
              "ends only by a signal"),
+        # -- issue 20: the rows of the finding "rejected, but the row never marked" --------
+        # (That the row itself gets outcome REJECTED and a reason is checked on real rows
+        # in tests/e2e/test_i20_rows.py: these records come from no stored row.)
+        Case("COMPLETE for COMPLETED (a typo)", ev(verb="COMPLETE"), "(got 'COMPLETE')"),
+        Case("APPROVE with by as a list", ev(gate, "APPROVE", by={"L": [S("alice")]}),
+             "by: Input should be a valid string (got DynamoDB type L)"),
+        Case("CANCEL with workflow_exec_id as N", ev(verb="CANCEL", activity_exec_id=DROP,
+                                                     workflow_exec_id=N("5")),
+             "workflow_exec_id: Input should be a valid string"),
+        Case("CANCEL of an unknown run", ev(verb="CANCEL", activity_exec_id=DROP,
+                                            workflow_exec_id=S("no-such-run")),
+             "no workflow execution 'no-such-run'"),
+        Case("CANCEL of a run that ended", ev(verb="CANCEL", activity_exec_id=DROP,
+                                              workflow_exec_id=S(ended)), "CANCELLED"),
+        Case("SIGNAL reusing a delivered signal_id with another payload",
+             wev("SIGNAL", signalled, signal_id=S("once"), payload=S('{"n": 2}')),
+             "a signal_id names one signal"),
     ]
 
     def good() -> tuple[dict[str, Any], str]:

@@ -226,8 +226,8 @@ class Model:
                     self.ready(wf, nxt, now)
             else:
                 self.fail(wf)
-        else:
-            self.fail(wf)
+        else:  # cancelled alone: the run is cancelled (issue 20), not failed
+            self.cancel(wf)
 
     def fail(self, wf: MWorkflow) -> None:
         if wf.state in (W.RUNNING, W.REQUESTED, W.SUSPENDED):

@@ -230,6 +230,8 @@ class DataModel(base.Model):
             self.retry(wf, a, now)
         elif a.state is A.COMPLETED or (self.for_good(wf, a) and spec.on_failure == CONTINUE):
             self.resolve(wf, a.name)
+        elif a.state is A.CANCELLED:  # cancelled alone: the run is cancelled (issue 20)
+            self.cancel(wf)
         else:
             self.fail(wf)
 

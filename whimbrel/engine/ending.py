@@ -125,8 +125,9 @@ def fail_workflow(engine: Core, wf: WorkflowRecord, error: str) -> None:
     engine.settle(wf.workflow_exec_id)
 
 
-def cancel(engine: Core, wx: str) -> None:
-    """Request cancellation and stop what can be stopped. Idempotent.
+def cancel(engine: Core, wx: str, *, actor: str | None = None) -> None:
+    """Request cancellation and stop what can be stopped. Idempotent. ``actor`` is
+    recorded in the run's history (a CANCEL row's tag, to recognise its redelivery).
 
     Raises:
         WorkflowNotFound: no such execution.
@@ -135,7 +136,7 @@ def cancel(engine: Core, wx: str) -> None:
     if wf.state in workflow_sources(WT.CANCEL):
         try:
             engine.store.move_workflow(wx, workflow_sources(WT.CANCEL), W.CANCEL_REQUESTED,
-                                     {}, now=engine.clock(), actor=engine.actor,
+                                     {}, now=engine.clock(), actor=actor or engine.actor,
                                      workflow_name=wf.workflow_name)
         except StateConflict:
             pass  # finished or cancelled meanwhile; settle sorts it out

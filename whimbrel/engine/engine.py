@@ -185,13 +185,13 @@ class Engine(EngineBase):
     def settle(self, wx: str) -> None:
         ending.settle(self, wx)
 
-    def cancel(self, wx: str) -> None:
+    def cancel(self, wx: str, *, actor: str | None = None) -> None:
         """Request cancellation and stop what can be stopped. Idempotent.
 
         Raises:
             WorkflowNotFound: no such execution.
         """
-        ending.cancel(self, wx)
+        ending.cancel(self, wx, actor=actor)
 
     def fail_workflow(self, wf: WorkflowRecord, error: str) -> None:
         ending.fail_workflow(self, wf, error)

@@ -73,8 +73,11 @@ def follow_up(engine: Core, item: ActivityRecord, run: RunRead) -> None:
         after_completed(engine, wf, defn, item.activity_name)
     elif state in ACTIVITY_FAILED:
         on_failure(engine, wf, defn, item)
-    else:  # CANCELLED while the workflow runs: nothing downstream can ever run
-        ending.fail_workflow(engine, wf, f"activity {item.activity_name} was cancelled")
+    else:
+        # CANCELLED while the workflow runs: nothing downstream can ever run, and a
+        # cancel is a request to stop, not a fault: the run is cancelled (it ends
+        # CANCELLED once nothing runs; a failure that came first keeps it FAILED).
+        ending.cancel(engine, wf.workflow_exec_id)
 
 
 def run_going_on(engine: Core, item: ActivityRecord, run: RunRead) -> WorkflowRecord | None:

@@ -13,12 +13,21 @@ attempt (``consumed_by``: exactly one wait gets it), then the wait completes; a 
 was gone by then frees it again, and a binding to an attempt that ended otherwise (a
 hand-over that died half-way) is taken over.
 
-A ``signal_id`` counts once: a resend finds its signal received (the tag in a wait's
-history, or its kept item bound to a wait that completed with it) and changes nothing.
+A ``signal_id`` names one signal, always. Every send first creates the signal's item,
+keyed by (run, ``signal_id``), with ``attribute_not_exists``: of concurrent senders of one
+id exactly one creates it, and every later send (while it is kept, after it was
+delivered, after the run ended) compares its name and payload with the item's. The same
+signal again changes nothing; another payload under the same id raises
+``SignalRefused``. The creator then delivers it: to the one READY wait of its name in
+one more write (the item is created already bound to that wait, so a crash between is
+a half-done hand-over the reconciler finishes), otherwise by offering it as a kept
+signal. A kept signal no wait received by the end of its run is reported: a rejection
+record (source ``signal``) names its id (:func:`report_undelivered`).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,10 +38,15 @@ from whimbrel.contract.errors import InvalidInput, StateConflict
 from whimbrel.contract.ids import new_request_id
 from whimbrel.contract.limits import MAX_OUTPUT_BYTES, NAME_PATTERN
 from whimbrel.contract.payloads import encode_payload
-from whimbrel.contract.records import ActivityRecord, SignalRecord, WorkflowRecord
+from whimbrel.contract.records import (
+    ActivityRecord,
+    RejectionRecord,
+    SignalRecord,
+    WorkflowRecord,
+)
 from whimbrel.contract.states import ACTIVITY_FAILED, WORKFLOW_PROCEEDING, ActivityState, Transition
 from whimbrel.engine import rules
-from whimbrel.engine.base import latest_of
+from whimbrel.engine.base import day_of, latest_of
 from whimbrel.engine.moves import end_wait
 from whimbrel.settings import DAY_SECONDS
 
@@ -75,11 +89,11 @@ def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
 
     Raises:
         InvalidInput: a malformed argument, a payload that is not JSON or too large, a
-            name no activity of the run waits for, or a ``signal_id`` sent before with
-            another name or payload.
+            name no activity of the run waits for.
         WorkflowNotFound: no such run.
-        SignalRefused: the run has ended (or is ending), or every wait of that name has
-            received a signal or ended.
+        SignalRefused: the run has ended (or is ending), every wait of that name has
+            received a signal or ended, or the ``signal_id`` names another signal (sent
+            before, or at the same moment, with another name or payload).
     """
     checks.text(workflow_exec_id, "workflow_exec_id")
     if not isinstance(name, str) or not _NAME.match(name):
@@ -98,44 +112,56 @@ def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
             f"no activity of workflow {wf.workflow_name!r} waits for signal {name!r}"
             + (f" (it waits for: {', '.join(known)})" if known else
                " (it waits for no signal)"), field="name")
+    kept = engine.store.get_signal(workflow_exec_id, signal_id)
+    if kept is not None:  # sent before: the same signal, or refused
+        _same(kept, name, text)
+        return _offer(engine, defn, kept, engine.store.list_activities(workflow_exec_id),
+                      duplicate=True)
     acts = engine.store.list_activities(workflow_exec_id)
     holder = _received_by(acts, signal_id)
-    if holder is not None:
+    if holder is not None:  # received, and its item expired since (a very long run)
         return SignalOutcome(signal_id, holder, duplicate=True)
-    kept = engine.store.get_signal(workflow_exec_id, signal_id)
-    if kept is not None:
-        _same(kept, name, text)
-        return _offer(engine, defn, kept, acts, duplicate=True)
     if wf.state not in WORKFLOW_PROCEEDING:
         raise waits.SignalRefused(
             f"workflow {workflow_exec_id} is {wf.state.value}: it receives no more signals",
             workflow_exec_id=workflow_exec_id, workflow_state=wf.state.value, name=name)
     latest = latest_of(acts)
-    if len(names) == 1 and (wait := latest.get(names[0])) is not None \
-            and wait.state is A.READY:
-        # The one wait of this name can complete only once: its own write arbitrates.
-        try:
-            end_wait(engine, wait, defn, Transition.COMPLETED, output=text,
-                     actor=tag(signal_id))
-            return SignalOutcome(signal_id, wait.activity_exec_id)
-        except StateConflict as lost:
-            if lost.current is not None and _has_tag(lost.current, signal_id):
-                return SignalOutcome(signal_id, wait.activity_exec_id, duplicate=True)
-            if lost.current is not None:
-                latest[names[0]] = lost.current
     if not _may_still_receive(defn, latest, names):
         raise waits.SignalRefused(
             f"every activity of {workflow_exec_id} that waits for signal {name!r} "
             f"({', '.join(names)}) has received one or ended: nothing would receive it",
             workflow_exec_id=workflow_exec_id, name=name)
+    wait = latest.get(names[0]) if len(names) == 1 else None
+    bound = wait if wait is not None and wait.state is A.READY else None
     now = engine.clock()
     record = SignalRecord(workflow_exec_id, signal_id, name, now, text,
+                          consumed_by=bound.activity_exec_id if bound else None,
                           expires_epoch=_expiry(engine, defn, now))
     if not engine.store.put_signal(record):
-        found = engine.store.get_signal(workflow_exec_id, signal_id)  # sent at once twice
-        if found is not None:
-            _same(found, name, text)
-            record = found
+        # Sent at the same moment by another sender: its item decides.
+        found = engine.store.get_signal(workflow_exec_id, signal_id)
+        if found is None:  # expired between the two writes: nothing to compare with
+            raise waits.SignalRefused(
+                f"signal_id {signal_id!r} is being sent to {workflow_exec_id} by another "
+                "sender; send it again", workflow_exec_id=workflow_exec_id, name=name)
+        _same(found, name, text)
+        return _offer(engine, defn, found, engine.store.list_activities(workflow_exec_id),
+                      duplicate=True)
+    if bound is not None:
+        # The one wait of this name, READY: the item was created bound to it, so this
+        # one write completes it (the wait's own condition arbitrates a cancel or a
+        # timeout); a crash before it is a hand-over the reconciler finishes (_give).
+        try:
+            end_wait(engine, bound, defn, Transition.COMPLETED, output=text,
+                     actor=tag(signal_id))
+            return SignalOutcome(signal_id, bound.activity_exec_id)
+        except StateConflict as lost:
+            if lost.current is not None and _has_tag(lost.current, signal_id):
+                return SignalOutcome(signal_id, bound.activity_exec_id)
+            engine.store.release_signal(workflow_exec_id, signal_id,
+                                        bound.activity_exec_id)
+            record = SignalRecord(workflow_exec_id, signal_id, name, now, text,
+                                  expires_epoch=record.expires_epoch)
     # Kept first, then the activities read again: a wait that became READY meanwhile
     # either sees this signal in its own READY follow-up or is seen here.
     return _offer(engine, defn, record,
@@ -143,11 +169,17 @@ def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
 
 
 def _same(kept: SignalRecord, name: str, payload: str | None) -> None:
+    """A send of a ``signal_id`` that exists: it must be the same signal.
+
+    Raises:
+        SignalRefused: another name or payload.
+    """
     if kept.signal_name != name or kept.payload != payload:
-        raise InvalidInput(
+        raise waits.SignalRefused(
             f"signal_id {kept.signal_id!r} was sent to this run before as signal "
             f"{kept.signal_name!r} with another payload or name; a signal_id names one "
-            "signal", field="signal_id")
+            "signal", workflow_exec_id=kept.workflow_exec_id, name=name,
+            signal_id=kept.signal_id)
 
 
 def _offer(engine: Core, defn: WorkflowDefinition, signal: SignalRecord,
@@ -240,6 +272,55 @@ def repair(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
                 engine.store.expire_signal(wf.workflow_exec_id, signal.signal_id,
                                            _expiry(engine, defn, now) or now)
     return changed
+
+
+# -- at the run's end ----------------------------------------------------------------------
+
+#: ``source`` of the rejection record that reports a kept signal no wait received.
+SOURCE_SIGNAL = "signal"
+#: How long such a record is kept (as the intake's rejections).
+_REPORT_TTL_SECONDS = 30 * DAY_SECONDS
+
+
+def undelivered(engine: Core, wf: WorkflowRecord) -> list[SignalRecord]:
+    """The run's kept signals no wait received (free, or bound to an attempt that ended
+    without it). One Query, plus a read per bound signal; nothing for a run that waits
+    for no signal."""
+    defn = engine.definition_of(wf)
+    if not any(a.launcher.kind == waits.SIGNAL for a in defn.activities):
+        return []
+    left = []
+    for signal in engine.store.list_signals(wf.workflow_exec_id):
+        if signal.consumed_by is not None:
+            holder = engine.store.get_activity(signal.consumed_by)
+            if holder is not None and _has_tag(holder, signal.signal_id):
+                continue
+        left.append(signal)
+    return left
+
+
+def report_undelivered(engine: Core, wf: WorkflowRecord) -> int:
+    """Report each kept signal of an ended run that no wait received: a rejection record
+    naming its id, where an operator lists rejected rows. Idempotent: the record's id is
+    derived from the run's end and the signal id, so a replay rewrites the same row."""
+    left = undelivered(engine, wf)
+    now = engine.clock()
+    ended = float(wf.ended_epoch or now)
+    for signal in left:
+        sid = signal.signal_id
+        reason = (f"signal {signal.signal_name!r} (signal_id {sid!r}) was kept for run "
+                  f"{wf.workflow_exec_id}, but no wait received it before the run ended "
+                  f"{wf.state.value}: it was not delivered")
+        engine.store.put_rejection(RejectionRecord(
+            rejection_day=day_of(ended),
+            rejection_id=f"{int(ended * 1000):013d}-{SOURCE_SIGNAL}-"
+                         f"{wf.workflow_exec_id}-{sid}",
+            source=SOURCE_SIGNAL, reason=reason, error_type="SignalUndelivered",
+            record=json.dumps({"workflow_exec_id": wf.workflow_exec_id, "signal_id": sid,
+                               "signal": signal.signal_name, "payload": signal.payload,
+                               "sent_epoch": signal.sent_epoch}, default=str),
+            when_epoch=now, expires_epoch=float(int(now + _REPORT_TTL_SECONDS))))
+    return len(left)
 
 
 # -- helpers -------------------------------------------------------------------------------

@@ -148,6 +148,14 @@ class Waits(Feature):
             return None
         return kind.due(self.core, item, defn, wf, now, actor)
 
+    def check_at_end(self, wf: WorkflowRecord, now: float) -> float | None:
+        """A run ending with kept signals no wait received keeps a check time, so they
+        are reported (``after_end``) even if this process dies after the end."""
+        return now if signals.undelivered(self.core, wf) else None
+
+    def after_end(self, wf: WorkflowRecord) -> None:
+        signals.report_undelivered(self.core, wf)
+
     def reconcile(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                   acts: list[ActivityRecord], now: float) -> bool:
         if wf.state is not W.RUNNING:

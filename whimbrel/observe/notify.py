@@ -22,12 +22,14 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from whimbrel.contract import notifications as events
+from whimbrel.contract.dataflow import CONTINUE, split_item
 from whimbrel.contract.definitions import ActivityDefinition
 from whimbrel.contract.errors import InvalidInput, WhimbrelError
 from whimbrel.contract.notifications import FAILURE_STATES, Notification
 from whimbrel.contract.payloads import decode_payload
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import WORKFLOW_TERMINAL, ActivityState, WorkflowState
+from whimbrel.contract.waits import WAIT_KINDS
 from whimbrel.engine import rules
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.intake.decode import ddb_part, record_rejection
@@ -181,7 +183,7 @@ class Notifier:
         found: list[Notification] = []
         if state in FAILURE_STATES and previous not in _FAILED:
             spec = self._spec(item)
-            if rules.failed_for_good(spec, item):
+            if rules.failed_for_good(spec, item) and not _expected_timeout(spec, item):
                 found.append(events.activity_failed(
                     item, previous=previous, max_attempts=spec.retry.max_attempts))
         waiting_for = _text(image, "waiting_for")
@@ -193,17 +195,26 @@ class Notifier:
 
 
     def _spec(self, item: ActivityRecord) -> ActivityDefinition:
-        """The definition of ``item``'s activity in the version its run captured.
+        """The definition of ``item``'s activity in the version its run captured (a map's
+        item ``m#3`` runs as its map ``m``).
 
         Raises:
             DefinitionNotFound: that version is not registered.
             InvalidInput: the version has no such activity.
         """
         defn = self.engine.definition_of(item)
-        if item.activity_name not in defn.names:
+        if split_item(item.activity_name)[0] not in defn.names:
             raise InvalidInput(f"workflow {defn.name!r} has no activity "
                                f"{item.activity_name!r}", field="activity_name")
         return defn.activity(item.activity_name)
+
+
+def _expected_timeout(spec: ActivityDefinition, item: ActivityRecord) -> bool:
+    """A wait that timed out with ``on_failure: continue``: the run goes on as designed
+    (no signal or decision came in time, so the next step runs); that is no failure to
+    announce."""
+    return spec.launcher.kind in WAIT_KINDS and item.state is ActivityState.TIMED_OUT \
+        and spec.on_failure == CONTINUE
 
 
 def _decoded(decode: Any, image: Mapping[str, Any]) -> Any:

@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import ValidationError
 
-from whimbrel.contract.commands import Command
 from whimbrel.contract.errors import (
     IllegalTransition,
     InvalidInput,
@@ -90,6 +89,9 @@ _BEFORE_RUNNING = activity_sources(Transition.RUNNING)
 _ENDS = frozenset(t for (s, t), n in ACTIVITY_TRANSITIONS.items()
                   if s is A.RUNNING and n.is_terminal and t is not Transition.TIME_OUT)
 
+#: DynamoDB's limit on a partition key value: a longer id can name no row.
+MAX_KEY_BYTES = 2048
+
 #: Where rejected records of each stream are recorded; the local runtime adds DEAD_LETTER.
 SOURCE_WORKFLOW_REQUEST = "workflow_request"
 SOURCE_ACTIVITY_EVENT = "activity_event"
@@ -128,8 +130,10 @@ class Intake:
                               request_id=request_id, source=item.source or "simple-api",
                               write_request=False)
         except ValidationError as exc:
-            return self._reject(SOURCE_WORKFLOW_REQUEST, record,
-                                describe_validation(exc, record), "ValidationError")
+            result = self._reject(SOURCE_WORKFLOW_REQUEST, record,
+                                  describe_validation(exc, record), "ValidationError")
+            self._mark_unparsed(record, "workflow_request_id", self._mark_request, result)
+            return result
         except WhimbrelError as exc:
             if exc.retryable:
                 raise
@@ -163,6 +167,9 @@ class Intake:
         except ValidationError as exc:
             result = self._reject(SOURCE_ACTIVITY_EVENT, record,
                                   describe_validation(exc, record), "ValidationError")
+            if event_id is None:
+                self._mark_unparsed(record, "activity_event_id", self._mark_event, result)
+                return result
         except WhimbrelError as exc:
             if exc.retryable:
                 raise
@@ -173,10 +180,16 @@ class Intake:
         return result
 
     def _apply_event(self, record: Mapping[str, Any], item: ActivityEventItem) -> IntakeResult:
-        verb = item.verb
         aim = target(item)  # the ids the verb needs, checked
-        if isinstance(verb, Command):
-            return ROWS[verb](self, record, item, aim)
+        kind = ROWS.get(item.verb)
+        if kind is not None:
+            return kind(self, record, item, aim)
+        return self.move(record, item, aim)
+
+    def move(self, record: Mapping[str, Any], item: ActivityEventItem,
+             aim: str) -> IntakeResult:
+        """Apply the contract move a row reports to the attempt ``aim``."""
+        verb = item.verb
         assert isinstance(verb, Transition)
         # The whole row is checked before anything is applied: its output too.
         output = payload(item.output, "output")
@@ -323,6 +336,30 @@ class Intake:
 
     def _mark_request(self, request_id: str, result: IntakeResult) -> None:
         self.engine.store.mark_request(request_id, self._marks(result))
+
+    def _mark_unparsed(self, record: Mapping[str, Any], key: str,
+                       mark: Callable[[str, IntakeResult], None],
+                       result: IntakeResult) -> None:
+        """Mark a row that failed validation (its sender polls it for ``outcome``), when
+        its key can be read from the raw image. A key that is itself malformed cannot
+        address the row: the rejection record is then the only trace, and the records
+        behind it go on."""
+        image = ddb_part(record).get("NewImage")
+        typed = image.get(key) if isinstance(image, Mapping) else None
+        value = typed.get("S") if isinstance(typed, Mapping) else None
+        if not isinstance(value, str) or not value:
+            return
+        try:
+            if len(value.encode("utf-8")) > MAX_KEY_BYTES:
+                return
+        except UnicodeEncodeError:
+            return  # lone surrogates: no item can have this key
+        try:
+            mark(value, result)  # conditional on the row existing (store._mark)
+        except WhimbrelError as exc:
+            if exc.retryable:
+                raise
+            log.warning("could not mark rejected %s row %r: %s", key, value[:200], exc)
 
 
 def _same(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

@@ -10,7 +10,9 @@ SIGNAL row's ``signal_id`` (default: the row's id) counts once, and a redrive, d
 suspend or resume is recognised by its actor ``event:<activity_event_id>`` in the item's
 history.
 
-A new row kind is its verb in ``contract/commands.py`` and one entry here.
+A new row kind is its verb in ``contract/commands.py`` and one entry here. A contract
+verb may have an entry too, for a row shape beside the plain move: ``CANCEL`` with only
+``workflow_exec_id`` cancels the whole run (:func:`cancel`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ class Context(Protocol):
 
     engine: Engine
 
+    def move(self, record: Mapping[str, Any], item: ActivityEventItem,
+             aeid: str) -> IntakeResult: ...
+
     def not_applied(self, record: Mapping[str, Any], item: ActivityEventItem, actor: str,
                     exc: StateConflict | IllegalTransition, output: Any,
                     error: Any) -> IntakeResult: ...
@@ -64,7 +69,7 @@ def target(item: ActivityEventItem) -> str:
             disagrees with the row's ``workflow_exec_id`` / ``activity_name``; a
             TIME_OUT row (only the heartbeat listener times attempts out).
     """
-    if item.verb in WORKFLOW_COMMANDS:
+    if item.verb in WORKFLOW_COMMANDS or addresses_run(item):
         return required_workflow(item)
     aeid = required_activity(item)
     key = parse_activity_exec_id(aeid)
@@ -82,8 +87,10 @@ def required_activity(item: ActivityEventItem) -> str:
         InvalidInput: it has none.
     """
     if item.activity_exec_id is None:
+        also = (", or only workflow_exec_id to cancel the whole run"
+                if item.verb in RUN_VERBS else "")
         raise InvalidInput(f"{_a(item.verb.value)} row needs activity_exec_id "
-                           "(<workflow_exec_id>:<activity>:<attempt>)",
+                           f"(<workflow_exec_id>:<activity>:<attempt>){also}",
                            field="activity_exec_id")
     return item.activity_exec_id
 
@@ -101,6 +108,13 @@ def required_workflow(item: ActivityEventItem) -> str:
     if not item.workflow_exec_id:
         raise InvalidInput(f"{verb} row needs workflow_exec_id", field="workflow_exec_id")
     return item.workflow_exec_id
+
+
+def addresses_run(item: ActivityEventItem) -> bool:
+    """A row of a contract verb that names a whole run instead of one attempt (only
+    ``workflow_exec_id``): ``CANCEL`` of a run."""
+    return item.verb in RUN_VERBS and item.activity_exec_id is None \
+        and item.workflow_exec_id is not None
 
 
 def _a(verb: str) -> str:
@@ -173,6 +187,32 @@ def suspension(intake: Context, record: Mapping[str, Any], item: ActivityEventIt
                         new_state=wf.state.value)
 
 
+def cancel(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
+           aim: str) -> IntakeResult:
+    """CANCEL: of one attempt (the contract's move), or, when the row names only
+    ``workflow_exec_id``, of the whole run (as ``cancel_workflow``). A redelivered run
+    cancel is recognised by its actor tag in the run's history.
+
+    Raises:
+        NotAllowedNow: the run has ended (nothing to cancel).
+    """
+    if not addresses_run(item):
+        return intake.move(record, item, aim)
+    engine, actor = intake.engine, actor_of(item)
+    wf = engine.workflow(aim)
+    if any(h.by == actor for h in wf.history):
+        engine.settle(aim)  # the earlier delivery may have died before settling
+        return IntakeResult(Outcome.DUPLICATE, workflow_exec_id=aim,
+                            transition=item.verb.value,
+                            new_state=engine.workflow(aim).state.value)
+    if wf.state.is_terminal:
+        raise NotAllowedNow(f"workflow {aim} is {wf.state.value}: only a live run can be "
+                            "cancelled", workflow_exec_id=aim, state=wf.state.value)
+    engine.cancel(aim, actor=actor)
+    return IntakeResult(Outcome.APPLIED, workflow_exec_id=aim, transition=item.verb.value,
+                        new_state=engine.workflow(aim).state.value)
+
+
 def decision(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
              aeid: str) -> IntakeResult:
     """APPROVE or REJECT the approval the row names."""
@@ -187,8 +227,13 @@ def decision(intake: Context, record: Mapping[str, Any], item: ActivityEventItem
                         new_state=moved.state.value if moved.state else None)
 
 
-#: Every row verb that is not a contract move, and how it is applied.
-ROWS: Mapping[Command, Apply] = {
+#: Contract verbs whose row may name a whole run (only ``workflow_exec_id``).
+RUN_VERBS = frozenset({Transition.CANCEL})
+
+#: Every row verb that is not (only) a contract move, and how it is applied; the verbs
+#: of the contract's other moves are applied by ``Intake.move``.
+ROWS: Mapping[Command | Transition, Apply] = {
+    Transition.CANCEL: cancel,
     Command.HEARTBEAT: heartbeat,
     Command.REDRIVE: redrive,
     Command.SIGNAL: signal,
