@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 from whimbrel.contract.activities import ActivityDefinition
@@ -28,8 +29,7 @@ from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import InvalidInput, StateConflict
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.limits import MAX_OUTPUT_BYTES
-from whimbrel.contract.outcomes import resolution
-from whimbrel.contract.payloads import decode_payload, encode_payload
+from whimbrel.contract.payloads import encode_payload
 from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import (
     ACTIVITY_ACTIVE,
@@ -41,7 +41,7 @@ from whimbrel.contract.states import (
 )
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core, Feature
-from whimbrel.engine.inputs import attempt_input
+from whimbrel.engine.inputs import UNRESOLVED, attempt_input, resolved_value
 from whimbrel.engine.ports import LaunchRequest
 
 log = logging.getLogger("whimbrel.engine")
@@ -50,6 +50,10 @@ A = ActivityState
 W = WorkflowState
 
 CHILD = "workflow"
+
+
+class OutputTooLarge(InvalidInput):
+    """A completed child's output is larger than its parent's attempt may hold."""
 
 
 def child_of(activity_exec_id: str) -> str:
@@ -142,9 +146,12 @@ class Children(Feature):
         output: str | None = None
         error: str | None = None
         verb = Transition.COMPLETED
+        kind = "".join(p.title() for p in child.state.value.split("_"))
         if child.state is W.COMPLETED:
             try:
                 output = self.child_output(child)
+            except OutputTooLarge as exc:  # failed, never passed on as null
+                verb, error, kind = Transition.FAILED, str(exc), "OutputTooLarge"
             except InvalidInput as exc:
                 verb, error = Transition.FAILED, f"child workflow output rejected: {exc}"
         else:
@@ -152,28 +159,39 @@ class Children(Feature):
             error = f"child workflow {child.workflow_exec_id} ended {child.state.value}"
             if child.error:
                 error += f": {child.error}"
-        kind = "".join(p.title() for p in child.state.value.split("_"))
         try:
             self.core.apply(node, verb, output=output, error=error,
-                       error_type=None if error is None else f"ChildWorkflow{kind}",
+                       error_type=None if error is None else
+                       kind if kind == "OutputTooLarge" else f"ChildWorkflow{kind}",
                        actor=f"workflow:{child.workflow_exec_id}")
         except StateConflict:
             pass  # moved on meanwhile (timed out, or told by another actor)
 
     def child_output(self, child: WorkflowRecord) -> str | None:
-        """A completed child's output: its sinks' outputs, by name (JSON text).
+        """A completed child's output: its sinks' outputs, by name (JSON text). A map
+        sink's list is read from its items when it was too large for the map's row.
 
         Raises:
-            InvalidInput: larger than MAX_OUTPUT_BYTES.
+            OutputTooLarge: larger than MAX_OUTPUT_BYTES (the attempt fails: an output is
+                kept whole or not at all).
+            InvalidInput: not JSON.
         """
         defn = self.core.definition_of(child)
-        latest = latest_of(self.store.list_activities(child.workflow_exec_id))
+        wx = child.workflow_exec_id
+        latest = latest_of(self.store.list_activities(wx))
         out: dict[str, Any] = {}
         for sink in defn.sinks:
-            res = resolution(defn, latest, sink)
-            out[sink] = decode_payload(res.output, field="output") \
-                if res is not None and res.output else None
-        return encode_payload(out, field="output", max_bytes=MAX_OUTPUT_BYTES)
+            value = resolved_value(self.core, wx, defn, latest, sink)
+            out[sink] = None if value is UNRESOLVED else value
+        text = encode_payload(out, field="output", max_bytes=sys.maxsize)
+        size = len(text.encode()) if text is not None else 0
+        if size > MAX_OUTPUT_BYTES:
+            raise OutputTooLarge(
+                f"child workflow {wx} output too large: {size} bytes of JSON (the outputs of "
+                f"its sinks {', '.join(sorted(out))}), more than the limit of "
+                f"{MAX_OUTPUT_BYTES} an attempt's output may hold; hand large data over by "
+                "reference (a key in a bucket or table)", field="output")
+        return text
 
     # -- stop -------------------------------------------------------------------------------
 
