@@ -27,7 +27,7 @@ from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.records import ActivityRecord, Changes, DefinitionRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.engine import rules
-from whimbrel.engine.dataviews import run_view
+from whimbrel.engine.dataviews import run_view, with_child
 from whimbrel.engine.metrics import NO_METRICS, EngineMetrics, report_activity_end
 from whimbrel.engine.ports import Clock, Launcher, StorePort
 from whimbrel.engine.views import ActivityExec, WorkflowExec
@@ -272,7 +272,13 @@ class EngineBase:
         return run_view(defn, wf, self.store.list_activities(wx))
 
     def get_activity(self, aeid: str) -> ActivityExec:
-        return ActivityExec.from_record(self.activity(aeid))
+        item = self.activity(aeid)
+        view = ActivityExec.from_record(item)
+        try:
+            defn = self.definition_of(item)
+        except DefinitionNotFound:
+            return view  # still show the attempt (without its child link)
+        return with_child(defn, view, item.child_workflow_exec_id)
 
     def latest_attempts(self, wx: str) -> dict[str, ActivityRecord]:
         return latest_of(self.store.list_activities(wx))

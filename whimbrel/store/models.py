@@ -146,6 +146,8 @@ class ActivityExecModel(Model):
     approvers = ListAttribute(of=UnicodeAttribute, null=True)
     #: A deadline held back while the workflow is SUSPENDED (re-armed on resume).
     held_epoch = NumberAttribute(null=True)
+    #: A redrive's attempt that adopts the child run of the attempt before it.
+    child_workflow_exec_id = UnicodeAttribute(null=True)
 
 
 class SignalModel(Model):
