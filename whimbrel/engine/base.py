@@ -13,13 +13,14 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from whimbrel.contract import checks
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import (
     ActivityNotFound,
     DefinitionNotFound,
+    InvalidDefinition,
     InvalidInput,
     WorkflowNotFound,
 )
@@ -32,6 +33,9 @@ from whimbrel.engine.metrics import NO_METRICS, EngineMetrics, report_activity_e
 from whimbrel.engine.ports import Clock, Launcher, StorePort
 from whimbrel.engine.views import ActivityExec, WorkflowExec
 from whimbrel.settings import DEFAULT_RETENTION_DAYS
+
+if TYPE_CHECKING:
+    from whimbrel.engine.feature import Feature
 
 log = logging.getLogger("whimbrel.engine")
 
@@ -67,6 +71,10 @@ class EngineBase:
             (None: forever).
         metrics: told of every workflow and attempt end this engine makes (none: off).
     """
+
+    #: The features (set by :class:`~whimbrel.engine.engine.Engine`); asked at
+    #: registration here, at every hook elsewhere.
+    features: tuple[Feature, ...] = ()
 
     def __init__(
         self,
@@ -115,6 +123,9 @@ class EngineBase:
                                " (load text with WorkflowDefinition.from_yaml/from_json)",
                                field="definition")
         definition.validate()
+        problems = [p for f in self.features for p in f.registering(definition)]
+        if problems:
+            raise InvalidDefinition(definition.name, problems)
         text = definition.to_json()
         while True:
             latest = self.store.latest_definition(definition.name)

@@ -9,6 +9,7 @@ from dataclasses import replace
 from whimbrel.contract.dataflow import child_request_id, split_item
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.ids import workflow_exec_id_for
+from whimbrel.contract.launching import LAUNCH_FAILED
 from whimbrel.contract.outcomes import map_items, map_output, map_progress
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState
@@ -59,8 +60,9 @@ def with_child(defn: WorkflowDefinition, act: ActivityExec,
     spec = defn.activity(base)
     runs_child = spec.launcher.kind == "workflow" and (
         spec.map_over is None or act.item_index is not None)
-    if not runs_child or not _started(act):
-        return act
+    if not runs_child or not _started(act) or (
+            act.error is not None and act.error.startswith(LAUNCH_FAILED)):
+        return act  # (a failed launch started no child: too deep, not registered...)
     child = adopted or workflow_exec_id_for(child_request_id(act.activity_exec_id))
     return replace(act, child_workflow_exec_id=child)
 
