@@ -12,10 +12,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from whimbrel.contract import checks
+from whimbrel.contract.dataflow import items_prefix
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import (
     ActivityNotFound,
@@ -25,6 +27,7 @@ from whimbrel.contract.errors import (
     WorkflowNotFound,
 )
 from whimbrel.contract.ids import parse_activity_exec_id
+from whimbrel.contract.outcomes import map_items, map_output
 from whimbrel.contract.records import ActivityRecord, Changes, DefinitionRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.engine import rules
@@ -285,6 +288,11 @@ class EngineBase:
     def get_activity(self, aeid: str) -> ActivityExec:
         item = self.activity(aeid)
         view = ActivityExec.from_record(item)
+        if item.state is ActivityState.COMPLETED and item.map_size and item.output is None:
+            # A map's list too large for its row is kept on its items: never None here.
+            items = map_items(self.store.list_activities(
+                item.workflow_exec_id, items_prefix(item.activity_name)), item.activity_name)
+            view = replace(view, output=map_output(items, item.map_size))
         try:
             defn = self.definition_of(item)
         except DefinitionNotFound:
