@@ -45,10 +45,16 @@ def test_redrive_a_failed_run_and_see_the_child_links(run: Run, wb: Whimbrel) ->
     inner = run("status", child).stdout
     assert f"child of {wx}" in inner
     assert run.json("status", child)["parent_workflow_exec_id"] == wx
+    # A child run is redriven through its parent, never by hand (issue 20).
+    refused = run("redrive", child, code=5)
+    assert f"redrive the parent {wx}" in refused.stderr
     assert run.json("redrive", wx) == {"workflow_exec_id": wx, "state": "RUNNING",
                                        "redrive_count": 1}
     again = run.json("status", wx)
-    assert again["redrive_count"] == 1 and len(again["child_workflow_exec_ids"]) == 2
+    # The parent's new attempt adopted the same child, redriven in place: one child.
+    assert again["redrive_count"] == 1 and again["child_workflow_exec_ids"] == [child]
+    assert [a["child_workflow_exec_id"] for a in again["activities"]] == [child, child]
+    assert run.json("status", child)["redrive_count"] == 1
     assert "redriven 1 time(s)" in run("status", wx).stdout
     result = run("redrive", wx, code=5)
     assert "is RUNNING: only a FAILED, CANCELLED or TIMED_OUT run" in result.stderr

@@ -213,3 +213,45 @@ def test_get_activity_names_the_child_of_a_running_attempt(wb: Whimbrel) -> None
     got = wb.get_activity(aeid)
     assert got.state is A.RUNNING
     assert got.child_workflow_exec_id == kid
+
+
+def test_a_parent_redrive_that_crashed_at_any_write_redrives_the_same_child(
+        wb: Whimbrel, clock: object) -> None:
+    """Every crash point of the parent's redrive (the parent's move, the new attempt, its
+    RUNNING write, the child's redrive...): the reconciler finishes it, and the child is
+    the same run, redriven in place; no second child is ever started."""
+    from whimbrel.contract.dataflow import child_request_id
+    from whimbrel.contract.ids import workflow_exec_id_for
+    from whimbrel.testing import Crash, FaultInjector
+
+    at = 0
+    while True:
+        at += 1
+        wx, kid = _failed_parent_with_failed_child(wb)
+        crash = FaultInjector(at=at, phase="after")
+        wb.store.write_hooks.append(crash)
+        try:
+            wb.redrive_workflow(wx)
+        except Crash:
+            pass
+        finally:
+            wb.store.write_hooks.remove(crash)
+        again = activity_exec_id(kid, "second", 2)
+        for _ in range(6):  # the reconciler repairs what the crash left
+            row = wb.store.get_activity(again)
+            if row is not None and row.state is A.READY:
+                break
+            clock.advance(200)  # type: ignore[attr-defined]
+            wb.sweep()
+        assert wb.get_activity(again).state is A.READY, f"crash at {crash.fired}"
+        sub2 = activity_exec_id(wx, "sub", 2)
+        assert wb.get_activity(sub2).child_workflow_exec_id == kid, crash.fired
+        assert wb.store.get_workflow(workflow_exec_id_for(child_request_id(sub2))) is None
+        _run_external(wb, again, output={"second": 2})
+        assert wb.wait(wx, timeout=30).state is W.COMPLETED, crash.fired
+        firsts = [a for a in wb.get_workflow(kid).activities if a.activity_name == "first"]
+        assert len(firsts) == 1, crash.fired
+        if crash.fired is None:
+            break  # every write of the redrive was a crash point once
+    assert at > 4
+    assert wb.count_workflows(name="i20_kid") == at

@@ -11,6 +11,10 @@ from typing import Any, overload
 from whimbrel.contract import checks, waits
 from whimbrel.contract.limits import WORKFLOW_NAME_PATTERN
 
+#: How the error of an attempt whose launch failed begins (engine/flow.py): such an
+#: attempt never ran (a child launcher's attempt started no child run).
+LAUNCH_FAILED = "launch failed: "
+
 _PY_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _WORKFLOW_NAME = re.compile(WORKFLOW_NAME_PATTERN)
 

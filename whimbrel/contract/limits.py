@@ -19,3 +19,7 @@ MAX_OUTPUT_BYTES = 64_000
 MAX_ERROR_CHARS = 8_000
 #: Depth of nested JSON accepted in inputs and outputs.
 MAX_JSON_DEPTH = 32
+#: Runs nested through ``workflow`` launchers: a top run is at depth 1, its child at 2.
+#: A child that would start deeper fails its parent's attempt (cycles are refused at
+#: registration; this bounds what two registrations racing could still close).
+MAX_NESTING_DEPTH = 10

@@ -94,6 +94,9 @@ class ActivityRecord:
     approvers: tuple[str, ...] | None = None
     #: A deadline the sweep held back while the workflow was SUSPENDED (re-armed on resume).
     held_epoch: float | None = None
+    #: An attempt of a redrive that adopts the child run of the attempt before it (which
+    #: it redrives in place); absent, an attempt's child is derived from its own id.
+    child_workflow_exec_id: str | None = None
 
     def with_changes(self, **changes: Any) -> ActivityRecord:
         return replace(self, **changes)

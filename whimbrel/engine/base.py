@@ -12,26 +12,33 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from whimbrel.contract import checks
+from whimbrel.contract.dataflow import items_prefix
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import (
     ActivityNotFound,
     DefinitionNotFound,
+    InvalidDefinition,
     InvalidInput,
     WorkflowNotFound,
 )
 from whimbrel.contract.ids import parse_activity_exec_id
+from whimbrel.contract.outcomes import map_items, map_output
 from whimbrel.contract.records import ActivityRecord, Changes, DefinitionRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.engine import rules
-from whimbrel.engine.dataviews import run_view
+from whimbrel.engine.dataviews import run_view, with_child
 from whimbrel.engine.metrics import NO_METRICS, EngineMetrics, report_activity_end
 from whimbrel.engine.ports import Clock, Launcher, StorePort
 from whimbrel.engine.views import ActivityExec, WorkflowExec
 from whimbrel.settings import DEFAULT_RETENTION_DAYS
+
+if TYPE_CHECKING:
+    from whimbrel.engine.feature import Feature
 
 log = logging.getLogger("whimbrel.engine")
 
@@ -67,6 +74,10 @@ class EngineBase:
             (None: forever).
         metrics: told of every workflow and attempt end this engine makes (none: off).
     """
+
+    #: The features (set by :class:`~whimbrel.engine.engine.Engine`); asked at
+    #: registration here, at every hook elsewhere.
+    features: tuple[Feature, ...] = ()
 
     def __init__(
         self,
@@ -115,6 +126,9 @@ class EngineBase:
                                " (load text with WorkflowDefinition.from_yaml/from_json)",
                                field="definition")
         definition.validate()
+        problems = [p for f in self.features for p in f.registering(definition)]
+        if problems:
+            raise InvalidDefinition(definition.name, problems)
         text = definition.to_json()
         while True:
             latest = self.store.latest_definition(definition.name)
@@ -272,7 +286,18 @@ class EngineBase:
         return run_view(defn, wf, self.store.list_activities(wx))
 
     def get_activity(self, aeid: str) -> ActivityExec:
-        return ActivityExec.from_record(self.activity(aeid))
+        item = self.activity(aeid)
+        view = ActivityExec.from_record(item)
+        if item.state is ActivityState.COMPLETED and item.map_size and item.output is None:
+            # A map's list too large for its row is kept on its items: never None here.
+            items = map_items(self.store.list_activities(
+                item.workflow_exec_id, items_prefix(item.activity_name)), item.activity_name)
+            view = replace(view, output=map_output(items, item.map_size))
+        try:
+            defn = self.definition_of(item)
+        except DefinitionNotFound:
+            return view  # still show the attempt (without its child link)
+        return with_child(defn, view, item.child_workflow_exec_id)
 
     def latest_attempts(self, wx: str) -> dict[str, ActivityRecord]:
         return latest_of(self.store.list_activities(wx))

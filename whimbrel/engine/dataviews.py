@@ -9,6 +9,7 @@ from dataclasses import replace
 from whimbrel.contract.dataflow import child_request_id, split_item
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.ids import workflow_exec_id_for
+from whimbrel.contract.launching import LAUNCH_FAILED
 from whimbrel.contract.outcomes import map_items, map_output, map_progress
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState
@@ -22,19 +23,19 @@ def run_view(defn: WorkflowDefinition | None, wf: WorkflowRecord,
     view = WorkflowExec.from_record(wf, tuple(ActivityExec.from_record(r) for r in records))
     if defn is None:
         return view
-    children: list[tuple[float, str]] = []
+    adopted = {r.activity_exec_id: r.child_workflow_exec_id for r in records}
+    children: dict[str, float] = {}
 
     def shaped(act: ActivityExec) -> ActivityExec:
+        act = with_child(defn, act, adopted.get(act.activity_exec_id))
         base = split_item(act.activity_name)[0]
+        if act.child_workflow_exec_id is not None:  # one child, however many attempts
+            at = act.started_epoch or act.created_epoch
+            children[act.child_workflow_exec_id] = min(
+                at, children.get(act.child_workflow_exec_id, at))
         if base not in defn.names:
             return act
         spec = defn.activity(base)
-        runs_child = spec.launcher.kind == "workflow" and (
-            spec.map_over is None or act.item_index is not None)  # a map's items do
-        if runs_child and _started(act):
-            child = workflow_exec_id_for(child_request_id(act.activity_exec_id))
-            children.append((act.started_epoch or act.created_epoch, child))
-            act = replace(act, child_workflow_exec_id=child)
         if spec.map_over is not None and act.item_index is None and act.map_size is not None:
             items = map_items(records, base)
             act = replace(act, progress=map_progress(items, act.map_size, spec))
@@ -44,7 +45,26 @@ def run_view(defn: WorkflowDefinition | None, wf: WorkflowRecord,
 
     return replace(view, activities=tuple(shaped(a) for a in view.activities),
                    items=tuple(shaped(a) for a in view.items),
-                   child_workflow_exec_ids=tuple(c for _, c in sorted(children)))
+                   child_workflow_exec_ids=tuple(
+                       c for c, _ in sorted(children.items(), key=lambda kv: kv[1])))
+
+
+def with_child(defn: WorkflowDefinition, act: ActivityExec,
+               adopted: str | None = None) -> ActivityExec:
+    """The attempt naming the child run it started (``LauncherSpec.workflow``; a map's
+    items do, its own row does not): the one it adopted in a redrive, or the one its id
+    derives (engine/children.py)."""
+    base = split_item(act.activity_name)[0]
+    if base not in defn.names:
+        return act
+    spec = defn.activity(base)
+    runs_child = spec.launcher.kind == "workflow" and (
+        spec.map_over is None or act.item_index is not None)
+    if not runs_child or not _started(act) or (
+            act.error is not None and act.error.startswith(LAUNCH_FAILED)):
+        return act  # (a failed launch started no child: too deep, not registered...)
+    child = adopted or workflow_exec_id_for(child_request_id(act.activity_exec_id))
+    return replace(act, child_workflow_exec_id=child)
 
 
 def _started(act: ActivityExec) -> bool:

@@ -216,16 +216,19 @@ class Engine(EngineBase):
 
     # -- what only a feature offers ------------------------------------------------------
 
-    def redrive(self, wx: str, *, actor: str | None = None) -> WorkflowRecord:
+    def redrive(self, wx: str, *, actor: str | None = None,
+                parent: str | None = None) -> WorkflowRecord:
         """Move an ended run back to RUNNING and start what did not complete
-        (engine/redrive.py).
+        (engine/redrive.py). ``parent``: only for a child run, the parent's attempt that
+        adopts it (engine/children.py).
 
         Raises:
             WorkflowNotFound: no such execution.
             RedriveNotAllowed: the run is not FAILED, CANCELLED or TIMED_OUT, an attempt
-                of it still runs, or another redrive won.
+                of it still runs, another redrive won, or it is a child run (redrive the
+                parent).
         """
-        return self.feature(Redrive).redrive(wx, actor=actor)
+        return self.feature(Redrive).redrive(wx, actor=actor, parent=parent)
 
     def redrive_followups(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> bool:
         return self.feature(Redrive).followups(wf, defn)

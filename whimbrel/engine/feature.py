@@ -128,6 +128,10 @@ class Core(Protocol):
     def stop_plainly(self, act: ActivityRecord, defn: WorkflowDefinition, *,
                      ask_running: bool) -> bool: ...
 
+    # -- what a feature offers the others (engine.py)
+    def redrive(self, wx: str, *, actor: str | None = None,
+                parent: str | None = None) -> WorkflowRecord: ...
+
 
 class Feature(Protocol):
     """The hooks a feature may take part in; every default does nothing.
@@ -137,8 +141,15 @@ class Feature(Protocol):
     ``waiting_attempt``, ``check_at_end``, ``finish_start``, ``due``. Observing (every
     feature, in order): ``new_attempt``, ``ready``, ``readied``, ``refuse``,
     ``completed``, ``moved``, ``launched``, ``ended``, ``after_end``, ``reconcile``,
-    ``sweep``.
+    ``sweep``, ``registering``.
     """
+
+    # -- registration --------------------------------------------------------------------
+
+    def registering(self, defn: WorkflowDefinition) -> list[str]:
+        """Problems of a valid definition about to be registered that only the
+        registered ones show (a cycle of child workflows); none: it may be stored."""
+        return []
 
     # -- start ---------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import StateConflict, WhimbrelError
 from whimbrel.contract.ids import END_NODE, activity_exec_id, unit_random
+from whimbrel.contract.launching import LAUNCH_FAILED
 from whimbrel.contract.outcomes import carry, open_activities
 from whimbrel.contract.payloads import clip_error
 from whimbrel.contract.records import ActivityRecord, Change, Changes, WorkflowRecord
@@ -306,7 +307,7 @@ def launch(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
         launcher.launch(request)
     except Exception as exc:  # any launch failure fails this attempt, recorded
         log.warning("launch of %s failed: %s", item.activity_exec_id, exc)
-        fail_attempt(engine, item, f"launch failed: {type(exc).__name__}: {exc}",
+        fail_attempt(engine, item, f"{LAUNCH_FAILED}{type(exc).__name__}: {exc}",
                      type(exc).__name__)
         return
     for feature in engine.features:

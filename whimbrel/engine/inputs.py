@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from whimbrel.contract.dataflow import CONTINUE, items_prefix, parse_map_over, select, split_item
@@ -103,13 +103,36 @@ def upstream_value(engine: Core, wx: str, defn: WorkflowDefinition, up: str) -> 
         latest[cur] = found
         handler = defn.activity(cur).on_failure
         cur = None if handler == CONTINUE else handler
-    res = resolution(defn, latest, up)
-    if res is None:
+    value = resolved_value(engine, wx, defn, latest, up)
+    if value is UNRESOLVED:
         raise ValueError(f"upstream {up} has not completed")
-    node = latest[up]
+    return value
+
+
+#: What :func:`resolved_value` returns for an activity that is not resolved yet.
+UNRESOLVED: Any = object()
+
+
+def resolved_value(engine: Core, wx: str, defn: WorkflowDefinition,
+                   latest: Mapping[str, ActivityRecord], name: str) -> Any:
+    """The value ``name`` hands on as resolved (its output, its handler's in its place,
+    None past a ``continue``), or :data:`UNRESOLVED`. A map's list is read from its
+    items when it was too large for the map's own row: never None in its place."""
+    res = resolution(defn, latest, name)
+    if res is None:
+        return UNRESOLVED
+    node = latest[name]
     if res.handled_by is None and node.state is A.COMPLETED and node.map_size:
         return assembled(engine, wx, node)
     return decode_payload(res.output, field="output") if res.output else None
+
+
+def output_of(engine: Core, node: ActivityRecord) -> Any:
+    """A COMPLETED attempt's output as its readers see it (a map's list read from its
+    items when it was too large for the map's own row)."""
+    if node.state is A.COMPLETED and node.map_size and node.output is None:
+        return assembled(engine, node.workflow_exec_id, node)
+    return decode_payload(node.output, field="output")
 
 
 def map_list(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name: str) -> list[Any]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from whimbrel.contract.dataflow import split_item
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import NotAllowedNow, StateConflict
-from whimbrel.contract.ids import END_NODE
+from whimbrel.contract.ids import END_NODE, parse_activity_exec_id
 from whimbrel.contract.outcomes import UNSUCCESSFUL, generation, resolution, unresolved
 from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import WORKFLOW_REDRIVABLE, ActivityState, WorkflowState
@@ -85,16 +85,27 @@ class Redrive(Feature):
 
     # -- the move ---------------------------------------------------------------------------
 
-    def redrive(self, wx: str, *, actor: str | None = None) -> WorkflowRecord:
+    def redrive(self, wx: str, *, actor: str | None = None,
+                parent: str | None = None) -> WorkflowRecord:
         """Move an ended run back to RUNNING and start what did not complete.
+
+        A child run is redriven only by its parent's redrive (``parent``: the parent's
+        new attempt, which adopts the child; engine/children.py), never by itself: its
+        parent would not hear of it.
 
         Raises:
             WorkflowNotFound: no such execution.
             RedriveNotAllowed: the run is not FAILED, CANCELLED or TIMED_OUT, an attempt
-                of it still runs, or another redrive won.
+                of it still runs, another redrive won, or it is a child run.
         """
         wf = self.core.workflow(wx)
         state = wf.state.value
+        if wf.parent_activity_exec_id and parent is None:
+            up = parse_activity_exec_id(wf.parent_activity_exec_id).workflow_exec_id
+            raise RedriveNotAllowed(
+                f"workflow {wx} is a child run (started by {wf.parent_activity_exec_id}): "
+                f"redrive the parent {up}; its redrive redrives this run in place",
+                workflow_exec_id=wx, workflow_state=state)
         if wf.state not in REDRIVABLE:
             raise RedriveNotAllowed(
                 f"workflow {wx} is {state}: only a FAILED, CANCELLED or TIMED_OUT run can "
@@ -111,11 +122,14 @@ class Redrive(Feature):
         check = now + self.core.reconcile_grace_seconds
         if defn.timeout_seconds is not None:  # its deadline counts from the redrive
             check = min(check, now + float(defn.timeout_seconds))
+        changes = {"redrive_count": wf.redrives + 1, "redriven_epoch": now,
+                   "check_epoch": check, "ended_epoch": REMOVE, "expires_epoch": REMOVE,
+                   "error": REMOVE}
+        if parent is not None:  # the adopting attempt, in the same write as the move
+            changes["parent_activity_exec_id"] = parent
         try:
             moved = self.store.move_workflow(
-                wx, REDRIVABLE, W.RUNNING,
-                {"redrive_count": wf.redrives + 1, "redriven_epoch": now, "check_epoch": check,
-                 "ended_epoch": REMOVE, "expires_epoch": REMOVE, "error": REMOVE},
+                wx, REDRIVABLE, W.RUNNING, changes,
                 now=now, actor=actor or self.core.actor, workflow_name=wf.workflow_name,
                 if_unchanged={"redrive_count": wf.redrives})
         except StateConflict as lost:

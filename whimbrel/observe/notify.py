@@ -26,12 +26,12 @@ from whimbrel.contract.dataflow import CONTINUE, split_item
 from whimbrel.contract.definitions import ActivityDefinition
 from whimbrel.contract.errors import InvalidInput, WhimbrelError
 from whimbrel.contract.notifications import FAILURE_STATES, Notification
-from whimbrel.contract.payloads import decode_payload
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import WORKFLOW_TERMINAL, ActivityState, WorkflowState
 from whimbrel.contract.waits import WAIT_KINDS
 from whimbrel.engine import rules
 from whimbrel.engine.engine import Engine
+from whimbrel.engine.inputs import output_of
 from whimbrel.engine.intake.decode import ddb_part, record_rejection
 from whimbrel.observe.publishers import Publisher
 from whimbrel.store.codec import activity_record, workflow_record
@@ -173,7 +173,7 @@ class Notifier:
         """The outputs of the run's sinks (what a caller of ``wait`` would look at)."""
         defn = self.engine.definition_of(wf)
         latest = self.engine.latest_attempts(wf.workflow_exec_id)
-        return {name: decode_payload(latest[name].output, field="output")
+        return {name: output_of(self.engine, latest[name])  # a map's list whole
                 for name in defn.sinks if name in latest
                 and latest[name].state is ActivityState.COMPLETED}
 

@@ -186,7 +186,7 @@ ACTIVITY_EXEC = TableSpec(
         "heartbeat_timeout_seconds:N close_epoch:N not_before_epoch:N timer_shard "
         "timer_epoch:N claim_shard claim_key worker history:H expires_epoch:N input:J "
         "map_size:I called_by redrive_count:I retry_base:I waiting_for approvers:SL "
-        "held_epoch:N"),
+        "held_epoch:N child_workflow_exec_id"),
     indexes=(
         IndexSpec(
             "timers",
