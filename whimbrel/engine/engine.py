@@ -25,6 +25,7 @@ from whimbrel.engine.base import RECONCILE_GRACE_SECONDS, EngineBase
 from whimbrel.engine.children import Children
 from whimbrel.engine.feature import Core, Feature
 from whimbrel.engine.handlers import FailureHandlers
+from whimbrel.engine.lost import Lost
 from whimbrel.engine.maps import Maps
 from whimbrel.engine.metrics import EngineMetrics
 from whimbrel.engine.ports import Clock, Launcher, StorePort
@@ -46,6 +47,7 @@ FEATURES: tuple[Callable[[Core], Feature], ...] = (
     FailureHandlers,  # on_failure: continue, or call a handler
     Suspend,          # held deadlines and claims of a SUSPENDED run
     Waits,            # timer, signal and approval waits
+    Lost,             # missing attempt rows: LOST tombstones; a created retry never again
 )
 
 

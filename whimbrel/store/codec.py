@@ -83,7 +83,7 @@ def _history(raw: Any) -> tuple[Change, ...]:
 _ACTIVITY_FIELDS = {f.name: f for f in dataclasses.fields(ActivityRecord)}
 _WORKFLOW_FIELDS = {f.name: f for f in dataclasses.fields(WorkflowRecord)}
 _INTS = frozenset({"attempt", "workflow_version", "version", "map_size", "redrive_count",
-                   "retry_base", "redrive_ready"})
+                   "retry_base", "redrive_ready", "retry_created"})
 _FLOATS = frozenset(n for n, f in {**_ACTIVITY_FIELDS, **_WORKFLOW_FIELDS}.items()
                     if "float" in str(f.type))
 

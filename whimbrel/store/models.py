@@ -100,6 +100,8 @@ class WorkflowExecModel(Model):
     redrive_count = NumberAttribute(null=True)
     redriven_epoch = NumberAttribute(null=True)
     redrive_ready = NumberAttribute(null=True)
+    #: When the start had created every first attempt (engine/lost.py).
+    roots_ready = NumberAttribute(null=True)
 
 
 class ActivityExecModel(Model):
@@ -146,6 +148,12 @@ class ActivityExecModel(Model):
     approvers = ListAttribute(of=UnicodeAttribute, null=True)
     #: A deadline held back while the workflow is SUSPENDED (re-armed on resume).
     held_epoch = NumberAttribute(null=True)
+    #: A late report after TIMED_OUT or LOST (docs/contract.md, "Late output"), and the
+    #: retry's attempt once created (engine/lost.py).
+    late_output = UnicodeAttribute(null=True)
+    late_error = UnicodeAttribute(null=True)
+    late_epoch = NumberAttribute(null=True)
+    retry_created = NumberAttribute(null=True)
 
 
 class SignalModel(Model):
