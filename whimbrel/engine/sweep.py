@@ -127,10 +127,15 @@ def fire_timer(engine: Core, due: Due, now: float, report: SweepReport) -> None:
             report.timers_fired.append(item.activity_exec_id)
         return
     if state in ACTIVITY_ACTIVE:
-        why = rules.fired(item, spec, now)
-        if why is None:  # a heartbeat moved the deadline on: arm the next one
+        # A result written before the deadline may still be on the stream: wait the
+        # in-flight grace past it (docs/architecture.md, "Results written in time").
+        grace = engine.in_flight_grace_seconds
+        why = rules.fired(item, spec, now - grace)
+        if why is None:  # a heartbeat moved the deadline on (or in grace): arm the next
             nxt = rules.running_deadline(spec, heartbeat_epoch=float(
                 item.heartbeat_epoch or item.started_epoch or now), close_epoch=item.close_epoch)
+            if nxt is not None and nxt <= now:
+                nxt += grace  # passed, within the grace: look again when it is over
             store.try_set_activity(item.activity_exec_id,
                                    {"timer_epoch": nxt if nxt is not None else REMOVE},
                                    states=[state])
