@@ -13,6 +13,7 @@ the ``reconcile`` index, and ``claimable`` (``(workflow_name, activity_name)`` o
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
@@ -39,6 +40,7 @@ from whimbrel.contract.records import (
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.settings import DEFAULT_TABLE_PREFIX
 from whimbrel.store import specs
+from whimbrel.store.codec import from_ddb
 from whimbrel.store.errors import ConditionFailed, translated
 from whimbrel.store.lean import DynamoClient
 from whimbrel.store.meter import CapacityMeter
@@ -241,13 +243,23 @@ class Store(SignalTables, NotificationMarkers):
         return True
 
     def get_request(self, request_id: str) -> RequestRecord | None:
-        m = self.models.workflow_request
+        # Read raw, not through the model: a client's row may carry ``input`` as a native
+        # map or list (docs/simple-api.md allows it), which is kept here as JSON text.
         with translated("GetItem workflow_request"):
-            try:
-                item = m.get(request_id, consistent_read=True)
-            except m.DoesNotExist:
-                return None
-        fields: dict[str, Any] = {k: getattr(item, k, None) for k in _fields_of(RequestRecord)}
+            item = self._get(self.table_name("workflow_request"),
+                             {"workflow_request_id": {"S": request_id}})
+        if item is None:
+            return None
+        fields: dict[str, Any] = {}
+        for name in _fields_of(RequestRecord):
+            if name in item:
+                value = from_ddb(item[name])
+                if name == "input" and value is not None and not isinstance(value, str):
+                    value = json.dumps(value)
+                fields[name] = value
+        fields.setdefault("workflow_name", "")
+        fields.setdefault("when_epoch", 0.0)
+        fields["manual"] = bool(fields.get("manual", False))
         return RequestRecord(**fields)
 
 
@@ -268,9 +280,12 @@ class Store(SignalTables, NotificationMarkers):
         actions = [getattr(m, k).set(v) for k, v in changes.items()]
         # Only an existing row: a record replayed after the row expired is not revived.
         condition = key_attr.exists() if also is None else key_attr.exists() & also
+        # ReturnValues NONE: the row is never read back into the model, so a client's
+        # native-typed attribute (an ``input`` or ``output`` map) cannot fail the mark of
+        # a row already applied (issue 20).
         try:
-            self._cold_write("UpdateItem", table, lambda: m(key).update(
-                actions=actions, condition=condition))
+            self._cold_write("UpdateItem", table, lambda: m._get_connection().update_item(
+                key, actions=actions, condition=condition, return_values="NONE"))
         except ConditionFailed:
             pass
 
