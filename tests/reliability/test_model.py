@@ -553,7 +553,9 @@ class WorkflowMachine(RuleBasedStateMachine):
             assert before.state not in (W.RUNNING, W.SUSPENDED)
             return
         assert self.model.resume(wf)
-        # The resume fires what fell due while the run was suspended.
+        # The resume is a reconcile visit (lost rows become LOST), then it fires what
+        # fell due while the run was suspended.
+        self.model.visit(wf, self.clock())
         self._match_sweep(wf.wx, deepcopy(self.model.wfs[wf.wx]), self.clock())
 
     @rule(seconds=st.sampled_from([5.0, 31.0, 60.0, 130.0, 400.0]))
