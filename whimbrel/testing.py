@@ -34,6 +34,8 @@ from typing import TypeVar
 from whimbrel.contract import dataflow
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.states import (
+    ACTIVITY_FAILED,
+    ACTIVITY_TOMBSTONES,
     ACTIVITY_TRANSITIONS,
     WORKFLOW_TRANSITIONS,
     ActivityState,
@@ -351,8 +353,11 @@ def contract_violations(wf: WorkflowExec, definition: WorkflowDefinition | None 
     every = (*wf.activities, *wf.items)
     by_name: dict[str, dict[int, ActivityExec]] = {}
     for act in every:
+        # A tombstone (LOST) is created in its state by the reconciler: its history is
+        # that one state.
+        first = act.state if act.state in ACTIVITY_TOMBSTONES else ActivityState.REQUESTED
         out += _path_problems(act.activity_exec_id, [h.state for h in act.history],
-                              ActivityState.REQUESTED.value, _ACTIVITY_MOVES, act.state.value)
+                              first.value, _ACTIVITY_MOVES, act.state.value)
         by_name.setdefault(act.activity_name, {})[act.attempt] = act
     for name, attempts in by_name.items():
         for n in sorted(attempts):
@@ -384,7 +389,7 @@ def _may_follow(prev: ActivityExec | None, cur: ActivityExec, wf: WorkflowExec) 
     """Whether attempt ``cur`` may exist after ``prev`` (the one before it)."""
     if prev is None or not prev.state.is_terminal:
         return False
-    if prev.state in (ActivityState.FAILED, ActivityState.TIMED_OUT):
+    if prev.state in ACTIVITY_FAILED:  # FAILED, TIMED_OUT, LOST: the retry policy's
         return True
     if cur.called_by is not None and cur.called_by != prev.called_by:
         return True  # a handler called again, for another failure
@@ -429,8 +434,8 @@ class _Resolved:
                  if h.state == ActivityState.COMPLETED.value]
         handler = self.defn.activity(name).on_failure
         last = self._latest(name)
-        if handler == dataflow.CONTINUE and last is not None and last.state in (
-                ActivityState.FAILED, ActivityState.TIMED_OUT):
+        if handler == dataflow.CONTINUE and last is not None \
+                and last.state in ACTIVITY_FAILED:
             times.append(last.history[-1].at)
         elif handler and handler in self.by_name and depth < 8:
             mine = {a.activity_exec_id for a in (self.by_name.get(name) or {}).values()}
@@ -447,7 +452,7 @@ class _Resolved:
             return False
         if last.state is ActivityState.COMPLETED:
             return True
-        if last.state not in (ActivityState.FAILED, ActivityState.TIMED_OUT):
+        if last.state not in ACTIVITY_FAILED:
             return False
         handler = self.defn.activity(name).on_failure
         if handler == dataflow.CONTINUE:

@@ -1,5 +1,5 @@
 """CloudWatch alarms: records dead-lettered, handler errors, streams falling behind,
-workflows that failed."""
+workflows that failed, sweep items that failed."""
 
 from __future__ import annotations
 
@@ -10,7 +10,13 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from whimbrel.contract.states import WorkflowState
-from whimbrel.observe.emf import DIM_PREFIX, DIM_STATE, NAMESPACE, WORKFLOWS_ENDED
+from whimbrel.observe.emf import (
+    DIM_PREFIX,
+    DIM_STATE,
+    NAMESPACE,
+    SWEEP_ERRORS,
+    WORKFLOWS_ENDED,
+)
 
 from .functions import EngineFunctions
 from .props import ITERATOR_AGE_ALARM_FRACTION
@@ -74,6 +80,7 @@ def build_alarms(
             )
         )
     alarms.append(_workflows_failed(scope, prefix))
+    alarms.append(_sweep_errors(scope, prefix))
     if topic is not None:
         for alarm in alarms:
             alarm.add_alarm_action(actions.SnsAction(topic))
@@ -106,6 +113,29 @@ def _workflows_failed(scope: Construct, prefix: str) -> cloudwatch.Alarm:
             using_metrics=dict(ended),
             period=_PERIOD,
             label="Workflows FAILED or TIMED_OUT",
+        ),
+        threshold=0,
+        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluation_periods=1,
+        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+    )
+
+
+def _sweep_errors(scope: Construct, prefix: str) -> cloudwatch.Alarm:
+    """Items a sweep pass could not handle (the pass went on with the others; the item
+    is visited again next pass), from the engine's EMF ``SweepErrors`` metric."""
+    return cloudwatch.Alarm(
+        scope,
+        "SweepErrorsAlarm",
+        alarm_name=f"{prefix}sweep_errors",
+        alarm_description="A sweep pass failed on some items (the others were handled); "
+        "`whimbrel sweep` names them under errors, the listener's log has the traceback.",
+        metric=cloudwatch.Metric(
+            namespace=NAMESPACE,
+            metric_name=SWEEP_ERRORS,
+            dimensions_map={DIM_PREFIX: prefix},
+            period=_PERIOD,
+            statistic=cloudwatch.Stats.SUM,
         ),
         threshold=0,
         comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,

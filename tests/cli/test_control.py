@@ -15,7 +15,7 @@ from whimbrel import (
     WorkflowDefinition,
     WorkflowState,
 )
-from whimbrel.contract.records import RejectionRecord
+from whimbrel.contract.records import REMOVE, RejectionRecord
 
 A = ActivityState
 #: An external activity with one automatic retry after a long back-off.
@@ -137,7 +137,9 @@ def test_sweep_says_checked_not_reconciled_for_a_healthy_run(run: Run, wb: Whimb
     wb.store.client.call("DeleteItem", {
         "TableName": f"{wb.table_prefix}activity_exec",
         "Key": {"workflow_exec_id": {"S": wx2}, "activity_exec_id": {"S": f"{wx2}:step:1"}}})
-    wb.store.set_workflow(wx2, {"check_epoch": time.time() - 1},
+    # ... before it said its roots were created (a row missing after that was lost:
+    # LOST, never re-created; tests/integration/test_i20_lost_late.py).
+    wb.store.set_workflow(wx2, {"check_epoch": time.time() - 1, "roots_ready": REMOVE},
                           states=[WorkflowState.RUNNING])
     repaired = run.json("sweep")
     assert repaired["reconciled"] == [wx2]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -150,7 +149,7 @@ def test_silent_activity_is_timed_out_and_the_workflow_fails(runtime: LocalRunti
     wait_until(lambda: runtime.client.store.get_activity(aeid) is not None
                and runtime.client.get_activity(aeid).state is ActivityState.READY)
     raw.event(aeid, "RUNNING")  # ... and then never a heartbeat
-    wf = wait_workflow(runtime, request_id, timeout=10)
+    wf = wait_workflow(runtime, request_id, timeout=30)  # 0.5 s + the in-flight grace
     assert wf.state is WorkflowState.FAILED
     quiet = wf.activity("quiet")
     assert quiet.state is ActivityState.TIMED_OUT
@@ -158,30 +157,13 @@ def test_silent_activity_is_timed_out_and_the_workflow_fails(runtime: LocalRunti
     assert any(h.by == "heartbeat-listener" for h in quiet.history)
     assert wf.activity("fine").state is ActivityState.COMPLETED
 
-    # A late result is refused: TIMED_OUT never changes, and the refusal is recorded.
+    # A late result never changes TIMED_OUT; it is kept as late output (issue 20).
     raw.event(aeid, "COMPLETED", output={"late": True})
-    rejected = wait_until(lambda: [r for r in runtime.client.list_rejections()
-                                   if r.error_type == "StateConflict"])
-    assert "TIMED_OUT" in rejected[0].reason
+    wait_until(lambda: runtime.client.get_activity(aeid).late_output == {"late": True})
     assert runtime.client.get_activity(aeid).state is ActivityState.TIMED_OUT
 
 
-def test_heartbeats_through_the_full_logic_api_keep_an_activity_alive(
-        runtime: LocalRuntime) -> None:
-    defn = WorkflowDefinition("beating", (Act("worker", heartbeat_timeout_seconds=0.6),))
-    runtime.client.register_workflow(defn)
-    wx = runtime.client.start_workflow("beating")
-    aeid = activity_exec_id(wx, "worker", 1)
-    wait_until(lambda: runtime.client.get_activity(aeid).state is ActivityState.READY)
-    runtime.client.send_activity_event(aeid, "RUNNING")
-    wait_until(lambda: runtime.client.get_activity(aeid).state is ActivityState.RUNNING)
-    runs = runtime.heartbeat_runs
-    # Outlive the timeout several times over, heartbeating; sweeps keep running meanwhile.
-    deadline = time.monotonic() + 1.5
-    while time.monotonic() < deadline:
-        runtime.client.heartbeat(aeid)
-        wait_until(lambda r=runtime.heartbeat_runs: runtime.heartbeat_runs > r, timeout=2)
-    assert runtime.heartbeat_runs >= runs + 3
-    assert runtime.client.get_activity(aeid).state is ActivityState.RUNNING
-    runtime.client.send_activity_event(aeid, "COMPLETED")
-    assert runtime.client.wait(wx, timeout=10).state is WorkflowState.COMPLETED
+# test_heartbeats_through_the_full_logic_api_keep_an_activity_alive was removed (issue 20):
+# it raced a 0.6 s real-time heartbeat timeout and failed under load. Its deterministic
+# replacement, on an injected clock, is tests/e2e/test_i20_rows.py::
+# test_heartbeats_keep_an_activity_alive_on_an_injected_clock.

@@ -408,6 +408,26 @@ def test_failed_workflows_alarm_reads_the_engines_emf_metric(synthesized: Synthe
     assert alarm["TreatMissingData"] == "notBreaching"
 
 
+def test_sweep_errors_alarm_reads_the_engines_emf_metric(synthesized: Synthesized) -> None:
+    """Issue 20: one bad item no longer stops a sweep pass; it is counted, and alarmed."""
+    [alarm] = [
+        r["Properties"]
+        for r in synthesized.of_type("AWS::CloudWatch::Alarm").values()
+        if r["Properties"]["AlarmName"] == f"{PREFIX}sweep_errors"
+    ]
+    out = io.StringIO()
+    EmfMetrics(PREFIX, stream=out).sweep_failed("reconcile", "wx-1", "KeyError")
+    written: dict[str, Any] = json.loads(out.getvalue())
+    [cloudwatch] = written["_aws"]["CloudWatchMetrics"]
+    assert alarm["MetricName"] in {m["Name"] for m in cloudwatch["Metrics"]}
+    assert alarm["Namespace"] == cloudwatch["Namespace"]
+    dimensions = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
+    assert dimensions == {"TablePrefix": PREFIX}
+    assert sorted(dimensions) in [sorted(s) for s in cloudwatch["Dimensions"]]
+    assert written["SweepErrors"] == 1.0 and written["Part"] == "reconcile"
+    assert alarm["Threshold"] == 0 and alarm["Statistic"] == "Sum"
+
+
 def _emf_line(state: str) -> dict[str, Any]:
     out = io.StringIO()
     EmfMetrics(PREFIX, stream=out).workflow_ended(WorkflowRecord(

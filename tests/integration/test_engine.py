@@ -159,6 +159,8 @@ def test_heartbeat_time_out_through_sweep(wb: Whimbrel, clock: Callable[[], floa
     clock.advance(8)  # type: ignore[attr-defined]
     assert wb.sweep().timed_out == []  # the heartbeat moved the deadline
     clock.advance(3)  # type: ignore[attr-defined]
+    assert wb.sweep().timed_out == []  # past the deadline, within the in-flight grace
+    clock.advance(wb.engine.in_flight_grace_seconds)  # type: ignore[attr-defined]
     assert wb.sweep().timed_out == [act.activity_exec_id]
     wf = wb.get_workflow(wx)
     assert wf.activity("worker").state is A.TIMED_OUT
@@ -167,8 +169,11 @@ def test_heartbeat_time_out_through_sweep(wb: Whimbrel, clock: Callable[[], floa
     assert wf.state is WorkflowState.FAILED
     with pytest.raises(ActivityTimedOut):
         wb.heartbeat(act.activity_exec_id)
-    with pytest.raises(StateConflict):
-        wb.transition_activity(act.activity_exec_id, Transition.COMPLETED)
+    # Its late result is kept as late output, never its state (issue 20).
+    with pytest.raises(ActivityTimedOut):
+        wb.transition_activity(act.activity_exec_id, Transition.COMPLETED, output=7)
+    late = wb.get_activity(act.activity_exec_id)
+    assert late.state is A.TIMED_OUT and late.late_output == 7
 
 
 def test_eight_threads_race_one_transition(wb: Whimbrel) -> None:

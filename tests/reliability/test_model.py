@@ -3,11 +3,15 @@ workflows against DynamoDB Local and compares every activity attempt and workflo
 with a pure model of the contract after every step.
 
 The model knows the engine's policies (retries with a not-before time, settling a
-failing or cancelled workflow, time-outs by the sweep), and since issue 13 signal waits
-(kept signals, which wait receives which signal, timeouts) and suspend/resume (held
-deadlines). The only freedom it allows the engine is the order in which one sweep (or a
-resume) fires several due timers of one workflow: it accepts any order whose outcome
-matches.
+failing or cancelled workflow, time-outs by the sweep after the in-flight grace), and
+since issue 13 signal waits (kept signals, which wait receives which signal, timeouts)
+and suspend/resume (held deadlines); since issue 20 lost rows (a raw DeleteItem of a
+READY, RUNNING or CANCELLED_RUNNING attempt's row: LOST at the run's next reconcile
+visit, then its retry policy; no attempt id handed out is ever handed out again) and
+late results (a COMPLETED/FAILED of a TIMED_OUT or LOST attempt: ActivityTimedOut, kept
+as late output, its state unchanged). The only freedom it allows the engine is the
+order in which one sweep (or a resume) fires several due timers of one workflow: it
+accepts any order whose outcome matches.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from whimbrel import (
 )
 from whimbrel.contract.errors import (
     ActivityCancelled,
+    ActivityTimedOut,
     IllegalTransition,
     InvalidInput,
     NotAllowedNow,
@@ -50,6 +55,7 @@ from whimbrel.contract.states import (
     Transition,
     WorkflowState,
 )
+from whimbrel.engine.base import IN_FLIGHT_GRACE_SECONDS
 from whimbrel.testing import StepClock, assert_contract_holds
 
 A, W, T = ActivityState, WorkflowState, Transition
@@ -73,6 +79,15 @@ class MAct:
     state: ActivityState
     deadline: float | None = None  # armed timer: heartbeat, retry not-before, wait timeout
     signal: str | None = None  # the signal id a signal wait received
+    lost: bool = False  # its row was deleted; not yet noticed by a reconcile visit
+
+    def due_at(self) -> float | None:
+        """When the sweep fires its deadline: a running attempt's after the in-flight
+        grace (a result written in time may still be on its way)."""
+        if self.deadline is None:
+            return None
+        active = self.state in (A.RUNNING, A.CANCELLED_RUNNING)
+        return self.deadline + (IN_FLIGHT_GRACE_SECONDS if active else 0.0)
 
 
 @dataclass
@@ -216,7 +231,7 @@ class Model:
             if wf.state is W.RUNNING and all(
                     wf.latest(s).state is A.COMPLETED for s in defn.sinks):
                 wf.state = W.COMPLETED
-        elif a.state in (A.FAILED, A.TIMED_OUT):
+        elif a.state in (A.FAILED, A.TIMED_OUT, A.LOST):
             spec = defn.activity(a.name)
             if a.attempt < spec.retry.max_attempts:
                 delay = spec.retry.delay_after(a.attempt)
@@ -245,8 +260,8 @@ class Model:
         cancelling = wf.state is W.CANCEL_REQUESTED
         active = False
         for a in wf.acts:
-            if a.state.is_terminal:
-                continue
+            if a.state.is_terminal or a.lost:
+                continue  # a vanished row runs nothing the engine can see
             if a.state is A.CANCELLED_RUNNING:
                 active = True
             elif a.state is A.RUNNING:
@@ -260,7 +275,8 @@ class Model:
 
     def sweep_workflow(self, wf: MWorkflow, order: list[MAct], now: float) -> None:
         for a in order:
-            if a.deadline is None or a.deadline > now:
+            due = a.due_at()
+            if due is None or due > now:
                 continue
             if wf.state is W.SUSPENDED and a.state in (A.READY, A.REQUESTED):
                 continue  # held until the resume
@@ -280,10 +296,24 @@ class Model:
         a wait arms its deadline)."""
         self.ready(wf, a, now)
 
+    def lose(self, wf: MWorkflow, a: MAct) -> None:
+        """Its row is deleted: no timer, no row, until a reconcile visit notices."""
+        a.lost, a.deadline = True, None
+
+    def visit(self, wf: MWorkflow, now: float) -> None:
+        """A reconcile visit: a RUNNING run's lost rows become LOST (tombstones, in the
+        order of the definition), each followed by its retry policy."""
+        for name in wf.defn.names:
+            for a in [x for x in wf.acts if x.name == name and x.lost]:
+                if wf.state is not W.RUNNING:
+                    return
+                a.lost, a.state = False, A.LOST
+                self.after(wf, a, now)
+
     def snapshot(self, wx: str) -> tuple[str, dict[str, str]]:
         wf = self.wfs[wx]
         return wf.state.value, {activity_exec_id(wx, a.name, a.attempt): a.state.value
-                                for a in wf.acts}
+                                for a in wf.acts if not a.lost}
 
 
 Shape = list[tuple[list[int], float | None, int, float, str | None]]
@@ -311,6 +341,8 @@ class WorkflowMachine(RuleBasedStateMachine):
                            clock=self.clock, max_workers=1)
         self.model = Model()
         self.defs = 0
+        #: Every attempt id handed out to run (moved to RUNNING by a claim).
+        self.handed_out: set[str] = set()
 
     def teardown(self) -> None:
         self.wb.close()
@@ -318,7 +350,7 @@ class WorkflowMachine(RuleBasedStateMachine):
     # -- helpers ----------------------------------------------------------------------
     def _attempts(self, *states: ActivityState) -> list[tuple[MWorkflow, MAct]]:
         return [(wf, a) for wf in self.model.wfs.values() for a in wf.acts
-                if not states or a.state in states]
+                if not a.lost and (not states or a.state in states)]
 
     def _aeid(self, wf: MWorkflow, a: MAct) -> str:
         return activity_exec_id(wf.wx, a.name, a.attempt)
@@ -350,12 +382,59 @@ class WorkflowMachine(RuleBasedStateMachine):
                 if wf.state is W.RUNNING and wf.signal_name(a.name) is None]
 
     @precondition(lambda self: self._claimable())
-    @rule(pick=st.integers(0, 99))
-    def claim(self, pick: int) -> None:
+    @rule(pick=st.integers(0, 99), by_claim=st.booleans())
+    def claim(self, pick: int, by_claim: bool) -> None:
         cands = self._claimable()
         wf, a = cands[pick % len(cands)]
-        self.wb.transition_activity(self._aeid(wf, a), T.RUNNING)
+        if by_claim:  # a worker's claim(): any READY external attempt of the run's workflow
+            got = self.wb.claim(workflow_name=wf.defn.name)
+            assert got is not None
+            wf, a = self.model.find(got.activity_exec_id)
+            assert (wf, a) in cands, got
+        else:
+            self.wb.transition_activity(self._aeid(wf, a), T.RUNNING)
+        aeid = self._aeid(wf, a)
+        assert aeid not in self.handed_out, f"{aeid} handed out twice"
+        self.handed_out.add(aeid)
         self.model.move(wf, a, T.RUNNING, self.clock())
+
+    def _losable(self) -> list[tuple[MWorkflow, MAct]]:
+        return [(wf, a) for wf, a in self._attempts(A.READY, A.RUNNING, A.CANCELLED_RUNNING)
+                if wf.state is W.RUNNING and wf.signal_name(a.name) is None]
+
+    @precondition(lambda self: self._losable())
+    @rule(pick=st.integers(0, 99))
+    def lose_row(self, pick: int) -> None:
+        """An operator's mistake: a raw DeleteItem of a live attempt's row."""
+        cands = self._losable()
+        wf, a = cands[pick % len(cands)]
+        self.wb.store.client.call("DeleteItem", {
+            "TableName": f"{self.prefix}activity_exec",
+            "Key": {"workflow_exec_id": {"S": wf.wx},
+                    "activity_exec_id": {"S": self._aeid(wf, a)}}})
+        self.model.lose(wf, a)
+        WAIT_COUNTS["lost rows"] = WAIT_COUNTS.get("lost rows", 0) + 1
+
+    @precondition(lambda self: self._attempts(A.TIMED_OUT, A.LOST))
+    @rule(pick=st.integers(0, 99), verb=st.sampled_from([T.COMPLETED, T.FAILED]))
+    def late_finish(self, pick: int, verb: Transition) -> None:
+        """The attempt the system gave up on finishes after all: kept, never its state."""
+        cands = self._attempts(A.TIMED_OUT, A.LOST)
+        wf, a = cands[pick % len(cands)]
+        aeid = self._aeid(wf, a)
+        try:
+            self.wb.transition_activity(aeid, verb, output={"late": pick}, error="late")
+        except ActivityTimedOut:
+            pass
+        else:
+            raise AssertionError(f"late {verb.value} of {a.state.value} {aeid} was applied")
+        got = self.wb.get_activity(aeid)
+        assert got.state is a.state
+        if verb is T.COMPLETED:
+            assert got.late_output == {"late": pick}, got
+        else:
+            assert got.late_error == "late", got
+        WAIT_COUNTS[f"late {a.state.value}"] = WAIT_COUNTS.get(f"late {a.state.value}", 0) + 1
 
     @precondition(lambda self: self._attempts(A.RUNNING, A.CANCELLED_RUNNING))
     @rule(pick=st.integers(0, 99), verb=st.sampled_from([T.COMPLETED, T.FAILED]))
@@ -404,6 +483,8 @@ class WorkflowMachine(RuleBasedStateMachine):
             self.wb.transition_activity(self._aeid(wf, a), verb)
         except (IllegalTransition, StateConflict):
             pass
+        except ActivityTimedOut:  # a late report: kept as late output, never the state
+            assert a.state in (A.TIMED_OUT, A.LOST) and verb in (T.COMPLETED, T.FAILED)
         else:
             raise AssertionError(f"{verb.value} from {a.state.value} was accepted")
 
@@ -419,6 +500,9 @@ class WorkflowMachine(RuleBasedStateMachine):
             self.wb.transition_activity(self._aeid(wf, a), verb, output={"o": 1}, error="e")
         except (IllegalTransition, StateConflict, NotAllowedNow) as exc:
             assert not allowed, f"{verb.value} on {a.state.value} refused: {exc}"
+            return
+        except ActivityTimedOut:  # a late report: kept as late output, never the state
+            assert a.state in (A.TIMED_OUT, A.LOST) and verb in (T.COMPLETED, T.FAILED)
             return
         assert allowed, f"{verb.value} on {a.state.value} ({wf.state.value}) was accepted"
         self.model.move(wf, a, verb, self.clock())
@@ -469,21 +553,31 @@ class WorkflowMachine(RuleBasedStateMachine):
             assert before.state not in (W.RUNNING, W.SUSPENDED)
             return
         assert self.model.resume(wf)
-        # The resume fires what fell due while the run was suspended.
+        # The resume is a reconcile visit (lost rows become LOST), then it fires what
+        # fell due while the run was suspended.
+        self.model.visit(wf, self.clock())
         self._match_sweep(wf.wx, deepcopy(self.model.wfs[wf.wx]), self.clock())
 
     @rule(seconds=st.sampled_from([5.0, 31.0, 60.0, 130.0, 400.0]))
     def advance_and_sweep(self, seconds: float) -> None:
         now = self.clock.advance(seconds)
         before = deepcopy(self.model)
+        # Runs with a lost row whose reconcile visit (the engine's schedule) is due now.
+        visits = [wx for wx, wf in before.wfs.items()
+                  if any(a.lost for a in wf.acts) and self._visit_due(wx, now)]
         report = self.wb.sweep(now)
         assert report.errors == []
         for wx, wf in before.wfs.items():
-            self._match_sweep(wx, wf, now)
+            self._match_sweep(wx, wf, now, visit=wx in visits)
 
-    def _match_sweep(self, wx: str, wf: MWorkflow, now: float) -> None:
-        """Adopt the order of firing ``wf``'s due deadlines whose outcome is the tables'."""
-        due = [a for a in wf.acts if a.deadline is not None and a.deadline <= now]
+    def _visit_due(self, wx: str, now: float) -> bool:
+        run = self.wb.store.get_workflow(wx)
+        return run is not None and run.check_epoch is not None and run.check_epoch <= now
+
+    def _match_sweep(self, wx: str, wf: MWorkflow, now: float, *, visit: bool = False) -> None:
+        """Adopt the order of firing ``wf``'s due deadlines whose outcome is the tables'
+        (then, with ``visit``, its reconcile visit: lost rows become LOST)."""
+        due = [a for a in wf.acts if (d := a.due_at()) is not None and d <= now]
         actual = self._actual(wx)
         tried = []
         for order in itertools.permutations(range(len(due))):
@@ -491,6 +585,8 @@ class WorkflowMachine(RuleBasedStateMachine):
             m = Model()
             m.wfs[wx] = trial
             m.sweep_workflow(trial, [trial.acts[wf.acts.index(due[i])] for i in order], now)
+            if visit:
+                m.visit(trial, now)
             tried.append(m.snapshot(wx))
             if tried[-1] == actual:
                 self.model.wfs[wx] = trial
@@ -513,6 +609,17 @@ class WorkflowMachine(RuleBasedStateMachine):
                 assert {a.state for a in wf.latest_activities.values()} == {A.COMPLETED}, wf
             if wf.state.is_terminal:
                 assert all(a.state is not A.RUNNING for a in wf.activities), wf
+
+    @invariant()
+    def no_attempt_id_comes_back(self) -> None:
+        """An attempt id handed out and then lost is LOST for good (or still missing,
+        until its visit): never READY or running again."""
+        for wf in self.model.wfs.values():
+            for a in wf.acts:
+                aeid = self._aeid(wf, a)
+                if aeid in self.handed_out and (a.lost or a.state is A.LOST):
+                    row = self.wb.store.get_activity(aeid)
+                    assert row is None or row.state is A.LOST, row
 
     @invariant()
     def tables_match_the_model(self) -> None:

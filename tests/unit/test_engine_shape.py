@@ -11,6 +11,7 @@ import whimbrel
 from whimbrel.contract.commands import WORKFLOW_COMMANDS, Command
 from whimbrel.contract.states import (
     ACTIVITY_FAILED,
+    ACTIVITY_GAVE_UP,
     ACTIVITY_LAUNCHED,
     ACTIVITY_NOT_LAUNCHED,
     ACTIVITY_RELEASED,
@@ -28,7 +29,7 @@ from whimbrel.engine.intake.rows import ROWS, RUN_VERBS
 A, W = ActivityState, WorkflowState
 PACKAGE = Path(whimbrel.__file__).parent
 #: The modules that make up the features (signals.py is the waits feature's signal kind).
-FEATURE_MODULES = {"maps", "children", "handlers", "redrive", "suspend", "waits"}
+FEATURE_MODULES = {"maps", "children", "handlers", "redrive", "suspend", "waits", "lost"}
 
 
 def _imports() -> dict[str, set[str]]:
@@ -88,9 +89,10 @@ def test_every_row_verb_beside_the_moves_has_one_entry() -> None:
 
 
 def test_state_sets_are_the_contracts() -> None:
-    assert {A.FAILED, A.TIMED_OUT} == ACTIVITY_FAILED
-    assert {A.FAILED, A.TIMED_OUT, A.CANCELLED} == ACTIVITY_UNSUCCESSFUL
-    assert {A.CANCELLED, A.CANCELLED_RUNNING, A.TIMED_OUT} == ACTIVITY_STOPPING
+    assert {A.FAILED, A.TIMED_OUT, A.LOST} == ACTIVITY_FAILED
+    assert {A.FAILED, A.TIMED_OUT, A.LOST, A.CANCELLED} == ACTIVITY_UNSUCCESSFUL
+    assert {A.CANCELLED, A.CANCELLED_RUNNING, A.TIMED_OUT, A.LOST} == ACTIVITY_STOPPING
+    assert {A.TIMED_OUT, A.LOST} == ACTIVITY_GAVE_UP
     assert {A.READY, A.QUEUED} == ACTIVITY_RELEASED
     assert {A.QUEUED, A.PREPARING} == ACTIVITY_LAUNCHED
     assert {A.REQUESTED, A.READY} == ACTIVITY_NOT_LAUNCHED

@@ -60,7 +60,6 @@ class ExitCode(IntEnum):
     CONFLICT = 5  #: the current state does not allow the operation
     STORE = 6  #: DynamoDB/AWS refused or failed (missing tables, no endpoint, throttling)
     UNAVAILABLE = 7  #: an optional part is missing (Graphviz, the dev runtime, ...)
-    PARTIAL = 8  #: the command ran but some items failed (sweep)
     WORKFLOW_FAILED = 10  #: the awaited workflow ended FAILED
     WORKFLOW_CANCELLED = 11  #: the awaited workflow ended CANCELLED
     WAIT_TIMEOUT = 12  #: gave up waiting (--timeout) while the workflow still runs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,6 +40,7 @@ STATE_COLOURS: Mapping[str, tuple[str, str]] = {
     A.CANCELLED_RUNNING.value: ("magenta", "#f8bbd0"),
     A.CANCELLED.value: ("magenta", "#e1bee7"),
     A.TIMED_OUT.value: ("bold red", "#ffab91"),
+    A.LOST.value: ("bold red", "#bcaaa4"),
     A.FAILED.value: ("bold red", "#ef9a9a"),
     A.COMPLETED.value: ("green", "#c8e6c9"),
     W.FAILED_WAITING.value: ("red", "#ffcdd2"),
@@ -106,10 +108,27 @@ def activities_table(wf: WorkflowExec, defn: WorkflowDefinition | None, now: flo
             human_duration(activity_duration(act, now)),
             _heartbeat(act, now),
             deps,
-            Text(first_line(act.error, 80) or _waiting(act, now),
-                 style="red" if act.error else "dim"),
+            _error_cell(act, now),
         )
     return table
+
+
+def late_text(act: ActivityExec) -> str | None:
+    """What an attempt given up on reported late (docs/contract.md, "Late output")."""
+    if act.late_output is not None:
+        return f"late output: {json.dumps(act.late_output, default=str)}"
+    if act.late_error is not None:
+        return f"late error: {act.late_error}"
+    return None
+
+
+def _error_cell(act: ActivityExec, now: float) -> Text:
+    late = late_text(act)
+    text = Text(first_line(act.error, 80) or ("" if late else _waiting(act, now)),
+                style="red" if act.error else "dim")
+    if late:
+        text.append(("; " if act.error else "") + first_line(late, 80), style="yellow")
+    return text
 
 
 def activities_tree(wf: WorkflowExec, defn: WorkflowDefinition | None, now: float) -> Tree:

@@ -74,6 +74,8 @@ def activity_dict(act: ActivityExec, *, latest: bool, now: float,
         "not_before_epoch": act.not_before_epoch,
         "output": act.output,
         "error": act.error,
+        "late_output": act.late_output,
+        "late_error": act.late_error,
         **activity_extras(act),
         "waiting_for": act.waiting_for,
     }

@@ -186,14 +186,21 @@ class ActivityCancelled(ActivityStopped):
 
 
 class ActivityTimedOut(ActivityStopped):
-    """The system gave up on the activity (TIMED_OUT); its results will be ignored."""
+    """The system gave up on the activity (TIMED_OUT, or LOST: its row vanished); its
+    results no longer move it. A late COMPLETED or FAILED is kept on its row as late
+    output (``kept=True``), never as its state."""
 
-    def __init__(self, activity_exec_id: str, state: str = "TIMED_OUT") -> None:
+    def __init__(self, activity_exec_id: str, state: str = "TIMED_OUT", *,
+                 kept: bool = False) -> None:
+        what = "timed out" if state == "TIMED_OUT" else "was given up"
+        tail = (f"its result was kept as late output (late_output/late_error); its state "
+                f"stays {state}" if kept else "its result will not change its state")
         super().__init__(
-            f"activity {activity_exec_id} timed out ({state}); its result will be ignored",
+            f"activity {activity_exec_id} {what} ({state}); {tail}",
             activity_exec_id=activity_exec_id,
             state=state,
         )
+        self.kept = kept
 
 
 class LaunchError(WhimbrelError):

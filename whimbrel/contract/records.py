@@ -97,6 +97,15 @@ class ActivityRecord:
     #: An attempt of a redrive that adopts the child run of the attempt before it (which
     #: it redrives in place); absent, an attempt's child is derived from its own id.
     child_workflow_exec_id: str | None = None
+    #: What the attempt reported after the system gave up on it (TIMED_OUT, LOST): its
+    #: late COMPLETED's output (JSON text) or late FAILED's error, when that report was
+    #: written (``late_epoch``: DynamoDB's time for a Simple API row); never a state.
+    late_output: str | None = None
+    late_error: str | None = None
+    late_epoch: float | None = None
+    #: Its retry's attempt, once that row was created (a retry row missing after this is
+    #: lost, never created again: engine/lost.py).
+    retry_created: int | None = None
 
     def with_changes(self, **changes: Any) -> ActivityRecord:
         return replace(self, **changes)
@@ -132,6 +141,9 @@ class WorkflowRecord:
     redrive_count: int | None = None
     redriven_epoch: float | None = None
     redrive_ready: int | None = None
+    #: When the start had created every first attempt (roots included): a first attempt
+    #: missing after this was lost, never created again (engine/lost.py).
+    roots_ready: float | None = None
 
     @property
     def redrives(self) -> int:

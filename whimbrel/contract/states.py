@@ -27,6 +27,11 @@ class ActivityState(StrEnum):
     TIMED_OUT = "TIMED_OUT"
     FAILED = "FAILED"
     COMPLETED = "COMPLETED"
+    #: The attempt's row vanished while its run was live (a raw DeleteItem, a bad
+    #: restore). Written only by the reconciler, as a tombstone: it creates the missing
+    #: row in this state, so the attempt id can never be created (or handed out) again
+    #: (docs/contract.md, "LOST"). No move leads here and none leaves.
+    LOST = "LOST"
 
     @property
     def is_terminal(self) -> bool:
@@ -132,9 +137,13 @@ ACTIVITY_TRANSITIONS: Mapping[tuple[ActivityState, Transition], ActivityState] =
     }
 )
 
+#: States no move leads to: a row is only ever *created* in them (LOST, the reconciler's
+#: tombstone of a missing attempt row). Terminal, and answered by the retry policy.
+ACTIVITY_TOMBSTONES: frozenset[ActivityState] = frozenset({A.LOST})
+
 ACTIVITY_TERMINAL: frozenset[ActivityState] = frozenset(
     {A.CANCELLED, A.TIMED_OUT, A.FAILED, A.COMPLETED}
-)
+) | ACTIVITY_TOMBSTONES
 
 WORKFLOW_TRANSITIONS: Mapping[tuple[WorkflowState, WorkflowTransition], WorkflowState] = (
     MappingProxyType(
@@ -207,20 +216,29 @@ ACTIVITY_NOT_LAUNCHED: frozenset[ActivityState] = ACTIVITY_PENDING - ACTIVITY_LA
 ACTIVITY_RELEASED: frozenset[ActivityState] = frozenset(
     n for (s, t), n in ACTIVITY_TRANSITIONS.items()
     if s is ActivityState.REQUESTED and t is not Transition.CANCEL)
-#: The ends of an attempt that failed or went silent, which its retry policy answers
-#: (FAILED, TIMED_OUT): every end of RUNNING but COMPLETED.
+#: The ends of an attempt that failed, went silent or was lost, which its retry policy
+#: answers (FAILED, TIMED_OUT, LOST): every end of RUNNING but COMPLETED, and the
+#: tombstones.
 ACTIVITY_FAILED: frozenset[ActivityState] = frozenset(
     n for (s, t), n in ACTIVITY_TRANSITIONS.items()
-    if s is ActivityState.RUNNING and n.is_terminal and t is not Transition.COMPLETED)
+    if s is ActivityState.RUNNING and n.is_terminal and t is not Transition.COMPLETED
+) | ACTIVITY_TOMBSTONES
 #: Every end but COMPLETED (FAILED, TIMED_OUT, CANCELLED).
 ACTIVITY_UNSUCCESSFUL: frozenset[ActivityState] = ACTIVITY_TERMINAL - {
     ACTIVITY_TRANSITIONS[(ActivityState.RUNNING, Transition.COMPLETED)]}
 #: What tells a running attempt's process to stop (CANCELLED_RUNNING, CANCELLED,
-#: TIMED_OUT): where others' moves take an active attempt — all but its own reports.
-ACTIVITY_STOPPING: frozenset[ActivityState] = frozenset(
+#: TIMED_OUT, LOST): where others' moves (and the reconciler's tombstone) take an active
+#: attempt — all but its own reports.
+ACTIVITY_STOPPING: frozenset[ActivityState] = (frozenset(
     n for (s, t), n in ACTIVITY_TRANSITIONS.items() if s in ACTIVITY_ACTIVE) - {
     ACTIVITY_TRANSITIONS[(ActivityState.RUNNING, t)]
-    for t in (Transition.COMPLETED, Transition.FAILED)}
+    for t in (Transition.COMPLETED, Transition.FAILED)}) | ACTIVITY_TOMBSTONES
+#: Where the system gave up on an attempt that may still be running (TIMED_OUT, LOST):
+#: its own late COMPLETED or FAILED is kept on its row (``late_output``/``late_error``)
+#: and never changes its state (docs/contract.md, "Late output").
+ACTIVITY_GAVE_UP: frozenset[ActivityState] = frozenset(
+    n for (s, t), n in ACTIVITY_TRANSITIONS.items()
+    if s in ACTIVITY_ACTIVE and t is Transition.TIME_OUT) | ACTIVITY_TOMBSTONES
 #: Whoever makes one of these moves starts the activity (QUEUED, PREPARING, RUNNING).
 ACTIVITY_STARTING: frozenset[ActivityState] = frozenset(
     n for (s, t), n in ACTIVITY_TRANSITIONS.items()

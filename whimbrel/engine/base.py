@@ -49,6 +49,10 @@ R = TypeVar("R")
 
 #: First reconcile visit after a workflow starts; later visits back off (sweep.py).
 RECONCILE_GRACE_SECONDS = 120.0
+#: How long past a running attempt's deadline the heartbeat listener waits before it
+#: times the attempt out: a Simple API result row written before the deadline may still
+#: be in flight on the stream (docs/architecture.md, "Results written in time").
+IN_FLIGHT_GRACE_SECONDS = 5.0
 
 #: How many activity items an engine remembers from its own writes and reads.
 KNOWN_ITEMS = 4096
@@ -70,6 +74,8 @@ class EngineBase:
         launchers: how activities start, by launcher kind.
         actor: recorded in the history of every move this engine makes.
         reconcile_grace_seconds: first reconcile visit after a start.
+        in_flight_grace_seconds: how long past a running attempt's deadline it is timed
+            out (results written in time may still be on their way).
         retention_days: how long ended runs are kept when their definition does not say
             (None: forever).
         metrics: told of every workflow and attempt end this engine makes (none: off).
@@ -89,8 +95,10 @@ class EngineBase:
         reconcile_grace_seconds: float = RECONCILE_GRACE_SECONDS,
         retention_days: float | None = DEFAULT_RETENTION_DAYS,
         metrics: EngineMetrics | None = None,
+        in_flight_grace_seconds: float = IN_FLIGHT_GRACE_SECONDS,
     ) -> None:
         self.store = store
+        self.in_flight_grace_seconds = in_flight_grace_seconds
         self.metrics: EngineMetrics = metrics or NO_METRICS
         self.clock = clock
         self.launchers: dict[str, Launcher] = dict(launchers or {})

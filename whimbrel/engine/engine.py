@@ -21,10 +21,15 @@ from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
 from whimbrel.engine import ending, flow, moves, starting
-from whimbrel.engine.base import RECONCILE_GRACE_SECONDS, EngineBase
+from whimbrel.engine.base import (
+    IN_FLIGHT_GRACE_SECONDS,
+    RECONCILE_GRACE_SECONDS,
+    EngineBase,
+)
 from whimbrel.engine.children import Children
 from whimbrel.engine.feature import Core, Feature
 from whimbrel.engine.handlers import FailureHandlers
+from whimbrel.engine.lost import Lost
 from whimbrel.engine.maps import Maps
 from whimbrel.engine.metrics import EngineMetrics
 from whimbrel.engine.ports import Clock, Launcher, StorePort
@@ -46,6 +51,7 @@ FEATURES: tuple[Callable[[Core], Feature], ...] = (
     FailureHandlers,  # on_failure: continue, or call a handler
     Suspend,          # held deadlines and claims of a SUSPENDED run
     Waits,            # timer, signal and approval waits
+    Lost,             # missing attempt rows: LOST tombstones; a created retry never again
 )
 
 
@@ -59,6 +65,8 @@ class Engine(EngineBase):
         actor: recorded in the history of every move this engine makes.
         reconcile_grace_seconds: first reconcile visit after a start.
         retention_days: default retention of ended runs (None: forever).
+        in_flight_grace_seconds: how long past a running attempt's deadline it is timed
+            out (``IN_FLIGHT_GRACE_SECONDS``: results written in time may be on their way).
         metrics: told of every workflow and attempt end this engine makes (none: off).
     """
 
@@ -72,10 +80,12 @@ class Engine(EngineBase):
         reconcile_grace_seconds: float = RECONCILE_GRACE_SECONDS,
         retention_days: float | None = DEFAULT_RETENTION_DAYS,
         metrics: EngineMetrics | None = None,
+        in_flight_grace_seconds: float = IN_FLIGHT_GRACE_SECONDS,
     ) -> None:
         super().__init__(store, clock=clock, launchers=launchers, actor=actor,
                          reconcile_grace_seconds=reconcile_grace_seconds,
-                         retention_days=retention_days, metrics=metrics)
+                         retention_days=retention_days, metrics=metrics,
+                         in_flight_grace_seconds=in_flight_grace_seconds)
         self.features: tuple[Feature, ...] = tuple(make(self) for make in FEATURES)
 
     def feature(self, kind: type[F]) -> F:
@@ -110,12 +120,13 @@ class Engine(EngineBase):
     def transition(self, activity_exec_id_: str, transition: Transition | str, *,
                    output: Any = None, error: Any = None, error_type: str | None = None,
                    actor: str | None = None,
-                   assume: ActivityRecord | None = None) -> ActivityExec:
+                   assume: ActivityRecord | None = None,
+                   written_epoch: float | None = None) -> ActivityExec:
         """Apply one contract move asked for by a caller outside the engine, with its
         guards and follow-ups (see :func:`whimbrel.engine.moves.transition`)."""
         return moves.transition(self, activity_exec_id_, transition, output=output,
                                 error=error, error_type=error_type, actor=actor,
-                                assume=assume)
+                                assume=assume, written_epoch=written_epoch)
 
     def finish(self, aeid: str, transition: Transition, *, output: Any = None,
                error: Any = None, error_type: str | None = None, actor: str = "worker",

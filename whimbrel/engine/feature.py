@@ -71,6 +71,7 @@ class Core(Protocol):
     actor: str
     launchers: dict[str, Launcher]
     reconcile_grace_seconds: float
+    in_flight_grace_seconds: float
     metrics: EngineMetrics
 
     # -- plumbing (base.py)

@@ -182,6 +182,11 @@ def retry_or_fail(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
         nxt = new_attempt(engine, wf, defn, item.activity_name, attempt + 1, now,
                                not_before=not_before, previous=item)
         engine.store.create_activity(nxt)
+        # Say the retry's row exists (only while the attempt is still where we saw it):
+        # from now on a missing row of it was lost, never created again (engine/lost.py).
+        if item.retry_created is None and item.state is not None:
+            engine.store.try_set_activity(item.activity_exec_id,
+                                          {"retry_created": attempt + 1}, states=[item.state])
         if not_before <= now:
             advance(engine, wf, defn, item.activity_name, attempt + 1)
         return

@@ -1,4 +1,5 @@
-"""The engine's metrics port: what it reports when a workflow or an activity attempt ends.
+"""The engine's metrics port: what it reports when a workflow or an activity attempt ends,
+and when one item of a sweep pass failed.
 
 The engine calls the port right after the write that won the move (so each end is
 reported once, by the one actor that made it), from every path that runs the engine —
@@ -16,7 +17,7 @@ from typing import Protocol
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 
 __all__ = ["NO_METRICS", "EngineMetrics", "NoMetrics", "report_activity_end",
-           "report_workflow_end"]
+           "report_sweep_error", "report_workflow_end"]
 
 log = logging.getLogger("whimbrel.engine")
 
@@ -32,6 +33,11 @@ class EngineMetrics(Protocol):
         """``item`` is the attempt as its terminal write left it."""
         ...
 
+    def sweep_failed(self, part: str, item: str, error_type: str) -> None:
+        """One item of a sweep pass raised (``part``: ``"timer"`` or ``"reconcile"``;
+        ``item``: its activity or workflow execution id); the pass went on."""
+        ...
+
 
 class NoMetrics:
     """Reports nothing (the default: tests and clients that did not opt in)."""
@@ -40,6 +46,9 @@ class NoMetrics:
         return None
 
     def activity_ended(self, item: ActivityRecord) -> None:
+        return None
+
+    def sweep_failed(self, part: str, item: str, error_type: str) -> None:
         return None
 
 
@@ -58,3 +67,14 @@ def report_activity_end(metrics: EngineMetrics, item: ActivityRecord) -> None:
         metrics.activity_ended(item)
     except Exception as exc:  # best effort, as above
         log.warning("metrics: end of %s not reported: %s", item.activity_exec_id, exc)
+
+
+def report_sweep_error(metrics: EngineMetrics, part: str, item: str, exc: BaseException) -> None:
+    # An adapter written before sweep_failed existed reports ends only.
+    report = getattr(metrics, "sweep_failed", None)
+    if report is None:
+        return
+    try:
+        report(part, item, type(exc).__name__)
+    except Exception as err:  # best effort, as above
+        log.warning("metrics: sweep error of %s not reported: %s", item, err)

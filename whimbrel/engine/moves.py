@@ -29,6 +29,7 @@ from whimbrel.contract.payloads import encode_payload
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import (
     ACTIVITY_ACTIVE,
+    ACTIVITY_GAVE_UP,
     ACTIVITY_RELEASED,
     ACTIVITY_STARTING,
     ACTIVITY_TRANSITIONS,
@@ -38,7 +39,7 @@ from whimbrel.contract.states import (
     activity_path,
     next_activity_state,
 )
-from whimbrel.engine import flow, rules
+from whimbrel.engine import flow, late, rules
 from whimbrel.engine.feature import Core
 from whimbrel.engine.views import ActivityExec
 
@@ -85,12 +86,15 @@ def transition(
     error_type: str | None = None,
     actor: str | None = None,
     assume: ActivityRecord | None = None,
+    written_epoch: float | None = None,
 ) -> ActivityExec:
     """Apply one contract move asked for by a caller outside the engine (the Full
     Logic API, a Simple API row, the CLI), with its guards and follow-ups.
 
     ``assume`` is a (possibly partial or stale) image of the item to write against
     instead of reading it first; the write stays conditional on its state.
+    ``written_epoch``: when the report was written (a Simple API row: DynamoDB's time),
+    kept with a late report.
 
     Raises:
         ActivityNotFound: no such activity execution.
@@ -103,6 +107,8 @@ def transition(
             (SUSPENDED: except the RUNNING of an attempt launched before).
         WaitsForEvent: any move but CANCEL asked of a wait (timer, signal, approval).
         InvalidInput: output not JSON or too large.
+        ActivityTimedOut: COMPLETED/FAILED of an attempt given up on (TIMED_OUT, LOST):
+            kept as its late output or error (engine/late.py), its state unchanged.
     """
     verb = Transition(transition)
     parse_activity_exec_id(activity_exec_id_)
@@ -113,11 +119,20 @@ def transition(
     if item.state is None or (item.state, verb) not in ACTIVITY_TRANSITIONS:
         # Judge an illegal move on a fresh read, never on a remembered image.
         item = engine.activity(activity_exec_id_)
+        if late.gave_up(item, verb):
+            raise late.keep(engine, item, verb, output=text, error=error,
+                            written_epoch=written_epoch)
         refuse_illegal(item, verb)
     refuse_outside_move(engine, engine.definition_of(item), item, verb)
     check_guards(engine, item, verb)
-    moved = flow.apply(engine, item, verb, output=text, error=error, error_type=error_type,
-                       actor=actor)
+    try:
+        moved = flow.apply(engine, item, verb, output=text, error=error,
+                           error_type=error_type, actor=actor)
+    except StateConflict as lost:  # given up on while the report was on its way
+        if not late.gave_up(lost.current, verb) or lost.current is None:
+            raise
+        raise late.keep(engine, lost.current, verb, output=text, error=error,
+                        written_epoch=written_epoch) from None
     return ActivityExec.from_record(moved)
 
 
@@ -178,11 +193,19 @@ def finish(engine: Core, aeid: str, transition: Transition, *, output: Any = Non
 
     Raises:
         InvalidInput: ``output`` is not JSON or too large (nothing was written).
+        ActivityTimedOut: it was given up on (TIMED_OUT, LOST); the report was kept as
+            its late output or error.
         StateConflict: the attempt is no longer where the verb applies.
     """
     text = encode_payload(output, field="output", max_bytes=MAX_OUTPUT_BYTES)
-    return flow.apply(engine, write_image(engine, aeid, image), transition, output=text,
-                      error=error, error_type=error_type, actor=actor)
+    try:
+        return flow.apply(engine, write_image(engine, aeid, image), transition,
+                          output=text, error=error, error_type=error_type, actor=actor)
+    except StateConflict as lost:  # TIMED_OUT or LOST: kept as late output
+        if not late.gave_up(lost.current, transition) or lost.current is None:
+            raise
+        raise late.keep(engine, lost.current, transition, output=text,
+                        error=error) from None
 
 
 def ensure_followups(engine: Core, activity_exec_id_: str) -> None:
@@ -218,7 +241,7 @@ def heartbeat(engine: Core, aeid: str, image: ActivityRecord | None = None) -> A
     Raises:
         ActivityCancelled: it was cancelled (the heartbeat was still recorded when it
             is CANCELLED_RUNNING); stop work.
-        ActivityTimedOut: the system already gave up on it.
+        ActivityTimedOut: the system already gave up on it (TIMED_OUT, LOST).
         StateConflict: it is not running (never started, or finished).
     """
     item = image
@@ -236,8 +259,8 @@ def heartbeat(engine: Core, aeid: str, image: ActivityRecord | None = None) -> A
         moved = engine.store.set_activity(aeid, changes, states=ACTIVITY_ACTIVE)
     except StateConflict as lost:
         state = lost.current.state if lost.current else None
-        if state is A.TIMED_OUT:
-            raise ActivityTimedOut(aeid) from None
+        if state in ACTIVITY_GAVE_UP and state is not None:
+            raise ActivityTimedOut(aeid, state.value) from None
         if state is A.CANCELLED:
             raise ActivityCancelled(aeid, state.value) from None
         raise StateConflict(expected=sorted(s.value for s in ACTIVITY_ACTIVE),

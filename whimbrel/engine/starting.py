@@ -140,10 +140,14 @@ def resume_start(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
     if wf.state is not W.RUNNING:
         ending.settle(engine, wx)
         return False
+    if wf.roots_ready is not None:
+        return False  # the start finished: a missing first attempt was lost (lost.py)
     have = {a.activity_name for a in (engine.store.list_activities(wx)
                                       if rows is None else rows)}
     missing_roots = [r for r in defn.roots if r not in have]
     if not missing_roots:
+        # Died after its last root, before saying so: say it now (lost.py).
+        engine.store.set_workflow(wx, {"roots_ready": engine.clock()}, states=[W.RUNNING])
         return False
     created = materialize(engine, wf, defn, phase_one=len(missing_roots) == len(defn.roots))
     launch_roots(engine, wf, defn, created)
@@ -215,10 +219,13 @@ def launch_roots(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
                  created: set[str]) -> None:
     """Launch the roots, if the workflow is (still) RUNNING: a QUEUED root by the actor
     that created it, an in-process one by the winner of its move to RUNNING."""
-    current = engine.workflow(wf.workflow_exec_id)
-    if current.state is not W.RUNNING:
+    # Every first attempt exists now: say so (roots_ready, engine/lost.py), in the write
+    # that also checks the run is still RUNNING (it replaces a read of the item).
+    if not engine.store.set_workflow(wf.workflow_exec_id, {"roots_ready": engine.clock()},
+                                     states=[W.RUNNING]):
         ending.settle(engine, wf.workflow_exec_id)  # cancelled while starting
         return
+    current = wf
 
     def go(name: str) -> None:
         spec = defn.activity(name)

@@ -28,6 +28,7 @@ from whimbrel.contract.states import (
 from whimbrel.engine import ending, flow, rules, starting
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core
+from whimbrel.engine.metrics import report_sweep_error
 from whimbrel.settings import DAY_SECONDS
 
 log = logging.getLogger("whimbrel.sweep")
@@ -58,6 +59,9 @@ class SweepReport:
     checked: list[str] = field(default_factory=list)
     #: Workflows ended TIMED_OUT because their own deadline passed.
     workflows_timed_out: list[str] = field(default_factory=list)
+    #: Items that failed in this pass, each ``"<id>: <ExceptionType>: <message>"``: any
+    #: exception of one item is recorded here (and logged, and counted as a metric) and
+    #: the pass goes on with every other item; the next pass visits it again.
     errors: list[str] = field(default_factory=list)
     #: Timer waits that fired (completed, or failed on an input holding no time).
     timers_fired: list[str] = field(default_factory=list)
@@ -83,21 +87,30 @@ def sweep(engine: Core, now: float | None = None, *, limit: int = 1000) -> Sweep
     for due in engine.store.due_timers(now, limit):
         try:
             fire_timer(engine, due, now, report)
-        except WhimbrelError as exc:  # one bad item must not stop the pass
-            report.errors.append(f"{due.activity_exec_id}: {exc}")
-            log.warning("sweep: %s: %s", due.activity_exec_id, exc)
+        except Exception as exc:  # one bad item, whatever it raises, never stops the pass
+            _failed(engine, report, "timer", due.activity_exec_id, exc)
     for wx in engine.store.due_workflow_checks(now, limit):
         try:
             outcome = reconcile(engine, wx, now)
-        except WhimbrelError as exc:
-            report.errors.append(f"{wx}: {exc}")
-            log.warning("reconcile: %s: %s", wx, exc)
+        except Exception as exc:  # likewise: recorded, and every other run still visited
+            _failed(engine, report, "reconcile", wx, exc)
             continue
         {"timed_out": report.workflows_timed_out, "repaired": report.reconciled}.get(
             outcome, report.checked).append(wx)
     for feature in engine.features:
         feature.sweep(now)
     return report
+
+
+def _failed(engine: Core, report: SweepReport, part: str, item: str, exc: Exception) -> None:
+    """Record one item's failure: in the report, the log (with the traceback for what
+    is not a WhimbrelError: a bug or a row no reader understands) and the metrics (the
+    ``SweepErrors`` alarm, infra/whimbrel_infra/alarms.py)."""
+    what = exc if isinstance(exc, WhimbrelError) else f"{type(exc).__name__}: {exc}"
+    report.errors.append(f"{item}: {what}")
+    log.warning("sweep (%s): %s: %s", part, item, what,
+                exc_info=not isinstance(exc, WhimbrelError))
+    report_sweep_error(engine.metrics, part, item, exc)
 
 
 def fire_timer(engine: Core, due: Due, now: float, report: SweepReport) -> None:
@@ -114,10 +127,15 @@ def fire_timer(engine: Core, due: Due, now: float, report: SweepReport) -> None:
             report.timers_fired.append(item.activity_exec_id)
         return
     if state in ACTIVITY_ACTIVE:
-        why = rules.fired(item, spec, now)
-        if why is None:  # a heartbeat moved the deadline on: arm the next one
+        # A result written before the deadline may still be on the stream: wait the
+        # in-flight grace past it (docs/architecture.md, "Results written in time").
+        grace = engine.in_flight_grace_seconds
+        why = rules.fired(item, spec, now - grace)
+        if why is None:  # a heartbeat moved the deadline on (or in grace): arm the next
             nxt = rules.running_deadline(spec, heartbeat_epoch=float(
                 item.heartbeat_epoch or item.started_epoch or now), close_epoch=item.close_epoch)
+            if nxt is not None and nxt <= now:
+                nxt += grace  # passed, within the grace: look again when it is over
             store.try_set_activity(item.activity_exec_id,
                                    {"timer_epoch": nxt if nxt is not None else REMOVE},
                                    states=[state])

@@ -61,6 +61,12 @@ class ActivityExec:
     #: While a wait is READY, what it waits for: ``"signal:payment"``, ``"approval"``,
     #: ``"timer:2026-11-23T09:00:00Z"`` (None otherwise).
     waiting_for: str | None = None
+    #: What it reported after the system gave up on it (TIMED_OUT, LOST): a late
+    #: COMPLETED's output, a late FAILED's error, and when that was written
+    #: (docs/contract.md, "Late output"); its state never changes for them.
+    late_output: Any = None
+    late_error: str | None = None
+    late_epoch: float | None = None
 
     @property
     def duration_seconds(self) -> float | None:
@@ -96,6 +102,9 @@ class ActivityExec:
             map_size=m.map_size,
             called_by=m.called_by,
             waiting_for=m.waiting_for if m.state is ActivityState.READY else None,
+            late_output=decode_payload(m.late_output, field="late_output"),
+            late_error=m.late_error,
+            late_epoch=m.late_epoch,
         )
 
 

@@ -17,6 +17,8 @@ metric                 unit       dimension sets
 ``ActivitiesEnded``    Count      (TablePrefix, State), (TablePrefix, WorkflowName,
                                   ActivityName, State)
 ``ActivityDuration``   Seconds    the same; only attempts that started running
+``SweepErrors``        Count      (TablePrefix), (TablePrefix, Part): one item of a
+                                  sweep pass raised (``Part``: timer or reconcile)
 =====================  =========  ==================================================
 
 Powertools' ``Metrics`` keeps one metric set per process, flushed by the handler
@@ -40,6 +42,7 @@ __all__ = [
     "ACTIVITIES_ENDED",
     "ACTIVITY_DURATION",
     "NAMESPACE",
+    "SWEEP_ERRORS",
     "WORKFLOWS_ENDED",
     "WORKFLOW_DURATION",
     "EmfMetrics",
@@ -51,6 +54,8 @@ WORKFLOWS_ENDED = "WorkflowsEnded"
 WORKFLOW_DURATION = "WorkflowDuration"
 ACTIVITIES_ENDED = "ActivitiesEnded"
 ACTIVITY_DURATION = "ActivityDuration"
+SWEEP_ERRORS = "SweepErrors"
+DIM_PART = "Part"
 DIM_PREFIX = "TablePrefix"
 DIM_STATE = "State"
 DIM_WORKFLOW = "WorkflowName"
@@ -114,6 +119,11 @@ class EmfMetrics:
         self._write(dims, [(DIM_PREFIX, DIM_STATE),
                            (DIM_PREFIX, DIM_WORKFLOW, DIM_ACTIVITY, DIM_STATE)],
                     metrics, ended)
+
+    def sweep_failed(self, part: str, item: str, error_type: str) -> None:
+        dims = {DIM_PREFIX: self.table_prefix, DIM_PART: part}
+        self._write(dims, [(DIM_PREFIX,), (DIM_PREFIX, DIM_PART)],
+                    [(SWEEP_ERRORS, "Count", 1.0)], time.time())
 
     def _write(self, dims: Mapping[str, str], sets: Sequence[Sequence[str]],
                metrics: Sequence[tuple[str, str, float]], at: float) -> None:

@@ -146,7 +146,7 @@ WORKFLOW_EXEC = TableSpec(
         "workflow_exec_id workflow_name version:I state workflow_request_id input:J error "
         "source created_epoch:N created_day updated_epoch:N ended_epoch:N name_state "
         "check_shard check_epoch:N request_expires_epoch:N history:H expires_epoch:N "
-        "parent_activity_exec_id redrive_count:I redriven_epoch:N redrive_ready:I"),
+        "parent_activity_exec_id redrive_count:I redriven_epoch:N redrive_ready:I roots_ready:N"),
     indexes=(
         IndexSpec(
             "by_day",
@@ -186,7 +186,8 @@ ACTIVITY_EXEC = TableSpec(
         "heartbeat_timeout_seconds:N close_epoch:N not_before_epoch:N timer_shard "
         "timer_epoch:N claim_shard claim_key worker history:H expires_epoch:N input:J "
         "map_size:I called_by redrive_count:I retry_base:I waiting_for approvers:SL "
-        "held_epoch:N child_workflow_exec_id"),
+        "held_epoch:N child_workflow_exec_id late_output:J late_error late_epoch:N "
+        "retry_created:I"),
     indexes=(
         IndexSpec(
             "timers",

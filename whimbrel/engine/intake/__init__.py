@@ -25,12 +25,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from aws_lambda_powertools.utilities.parser import parse
 from pydantic import ValidationError
 
 from whimbrel.contract.errors import (
+    ActivityTimedOut,
     IllegalTransition,
     InvalidInput,
     StateConflict,
@@ -56,6 +58,7 @@ from whimbrel.engine.intake.decode import (
     payload,
     record_keys,
     record_rejection,
+    written_epoch,
 )
 from whimbrel.engine.intake.items import BOOKKEEPING, ActivityEventItem, WorkflowRequestItem
 from whimbrel.engine.intake.result import IntakeResult, Outcome
@@ -197,11 +200,18 @@ class Intake:
         error = item.error if item.error is None or isinstance(item.error, str) \
             else native(item.error, "error")
         actor = actor_of(item)
+        written = written_epoch(record)
         try:
             moved = self.engine.transition(aim, verb, output=output, error=error,
-                                           error_type=item.error_type, actor=actor)
+                                           error_type=item.error_type, actor=actor,
+                                           written_epoch=written)
         except (StateConflict, IllegalTransition) as exc:
             return self.not_applied(record, item, actor, exc, output, error)
+        except ActivityTimedOut as late:  # given up on: kept as late output, not applied
+            return IntakeResult(Outcome.LATE_OUTPUT, activity_exec_id=aim,
+                                workflow_exec_id=parse_activity_exec_id(aim).workflow_exec_id,
+                                transition=verb.value, new_state=late.state,
+                                reason=f"late output: {late}" + _written(written))
         return IntakeResult(Outcome.APPLIED, workflow_exec_id=moved.workflow_exec_id,
                             activity_exec_id=aim, transition=verb.value,
                             new_state=moved.state.value)
@@ -368,6 +378,13 @@ def _same(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
         return json.dumps({k: v for k, v in image.items() if k not in BOOKKEEPING},
                           sort_keys=True, default=str)
     return strip(old) == strip(new)
+
+
+def _written(epoch: float | None) -> str:
+    if epoch is None:
+        return ""
+    when = datetime.fromtimestamp(epoch, tz=UTC).isoformat(timespec="seconds")
+    return f" (the row was written at {when}, DynamoDB's time)"
 
 
 def _value(state: ActivityState | None) -> str | None:

@@ -75,6 +75,16 @@ def ddb_part(record: Mapping[str, Any]) -> Mapping[str, Any]:
     return ddb if isinstance(ddb, Mapping) else {}
 
 
+def written_epoch(record: Mapping[str, Any]) -> float | None:
+    """When DynamoDB wrote the row: the stream record's ``ApproximateCreationDateTime``
+    (epoch seconds in Lambda's events; the local pump sets it likewise), or None when
+    absent or not a number."""
+    value = ddb_part(record).get("ApproximateCreationDateTime")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
 def native(value: Any, field: str) -> Any:
     """A native DynamoDB value (map, list, number, …) as plain Python data."""
     try:

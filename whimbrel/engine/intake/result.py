@@ -12,6 +12,9 @@ class Outcome(StrEnum):
     DUPLICATE = "DUPLICATE"
     IGNORED = "IGNORED"
     REJECTED = "REJECTED"
+    #: A COMPLETED/FAILED for an attempt the system gave up on (TIMED_OUT, LOST): kept on
+    #: its row as late output (docs/contract.md, "Late output"); its state is unchanged.
+    LATE_OUTPUT = "LATE_OUTPUT"
 
 
 @dataclass(frozen=True)
