@@ -114,7 +114,7 @@ def test_enabled_flow_fields_are_accepted_alone() -> None:
             for a in BRANCHES["activities"]]
     defn = WorkflowDefinition.from_dict({"name": "wf", "activities": acts})
     assert defn.activity("notify").trigger == "none_failed"
-    assert defs_module.FLOW_FIELDS_ENABLED == {"when", "trigger", "input_from"}
+    assert {"when", "trigger", "input_from"} == defs_module.FLOW_FIELDS_ENABLED
 
 
 def test_switch_off_keeps_plain_definitions_and_their_canonical_json() -> None:

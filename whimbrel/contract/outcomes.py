@@ -2,7 +2,8 @@
 dependents see in its place, and a map's progress and output.
 
 An activity is **resolved** when its dependents may be decided: its latest attempt
-COMPLETED or was SKIPPED (issue 22: its dependents follow their ``trigger``), or it failed for good (no retry left) and its ``on_failure`` took over — ``continue``,
+COMPLETED or was SKIPPED (issue 22: its dependents follow their ``trigger``), or it
+failed for good (no retry left) and its ``on_failure`` took over — ``continue``,
 or a handler called for that very attempt that is resolved itself. A workflow completes
 when every activity (handlers aside) is resolved and nothing is left running.
 """

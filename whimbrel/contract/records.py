@@ -94,6 +94,8 @@ class ActivityRecord:
     approvers: tuple[str, ...] | None = None
     #: A deadline the sweep held back while the workflow was SUSPENDED (re-armed on resume).
     held_epoch: float | None = None
+    #: It completed with ``end_workflow``: its run ends COMPLETED with its output.
+    ends_workflow: bool | None = None
 
     def with_changes(self, **changes: Any) -> ActivityRecord:
         return replace(self, **changes)
@@ -129,6 +131,9 @@ class WorkflowRecord:
     redrive_count: int | None = None
     redriven_epoch: float | None = None
     redrive_ready: int | None = None
+    #: A run an attempt ended early (``end_workflow``): that attempt, and its output (JSON).
+    ended_by: str | None = None
+    output: str | None = None
 
     @property
     def redrives(self) -> int:

@@ -41,7 +41,7 @@ from whimbrel.contract.states import (
 )
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core, Feature
-from whimbrel.engine.inputs import attempt_input
+from whimbrel.engine.inputs import launch_input
 from whimbrel.engine.ports import LaunchRequest
 
 log = logging.getLogger("whimbrel.engine")
@@ -121,7 +121,7 @@ class Children(Feature):
         defn = self.core.definition_of(wf)
         config = defn.activity(item.activity_name).launcher.config
         child = self.core.start(str(config["workflow"]),
-                           attempt_input(defn, wf.input, item.input, item.activity_name),
+                           launch_input(self.core, wf, defn, item.input, item.activity_name),
                            version=config.get("version"), request_id=child_request_id(aeid),
                            source=f"child of {aeid}", write_request=False, parent=aeid)
         # Written first, read second: a stop asked for meanwhile reaches the child.

@@ -100,6 +100,9 @@ class WorkflowExecModel(Model):
     redrive_count = NumberAttribute(null=True)
     redriven_epoch = NumberAttribute(null=True)
     redrive_ready = NumberAttribute(null=True)
+    #: A run ended early (issue 22): the attempt that ended it, and the output it gave.
+    ended_by = UnicodeAttribute(null=True)
+    output = UnicodeAttribute(null=True)
 
 
 class ActivityExecModel(Model):
@@ -146,6 +149,8 @@ class ActivityExecModel(Model):
     approvers = ListAttribute(of=UnicodeAttribute, null=True)
     #: A deadline held back while the workflow is SUSPENDED (re-armed on resume).
     held_epoch = NumberAttribute(null=True)
+    #: Set by the write that completed the attempt with ``end_workflow`` (issue 22).
+    ends_workflow = BooleanAttribute(null=True)
 
 
 class SignalModel(Model):
