@@ -3,6 +3,9 @@ the Python API."""
 
 from __future__ import annotations
 
+import uuid
+from typing import Any
+
 import pytest
 import wb_flow_activities  # noqa: F401  (the activities below import it by name)
 
@@ -20,6 +23,7 @@ from whimbrel import (
 from whimbrel import ActivityDefinition as Act
 from whimbrel.contract.ids import activity_exec_id
 from whimbrel.engine.conditions import CONDITION_ERROR
+from whimbrel.engine.intake import Intake, Outcome
 from whimbrel.testing import assert_contract_holds, wait_until
 
 A, W = ActivityState, WorkflowState
@@ -158,3 +162,51 @@ def test_end_workflow_completes_the_run_with_its_output(wb: Whimbrel) -> None:
     wf = wb.get_workflow(wx)
     assert wf.activity("slow").state is A.CANCELLED and wf.state is W.COMPLETED
     assert_contract_holds(wf, defn)
+
+
+# -- the END_WORKFLOW row, through the real intake (redelivered) ----------------------------
+
+def _row(aeid: str, verb: str, output: str | None = None) -> dict[str, Any]:
+    image: dict[str, Any] = {"activity_event_id": {"S": str(uuid.uuid4())},
+                             "activity_exec_id": {"S": aeid}, "transition": {"S": verb},
+                             "when_epoch": {"N": "1700000000"}}
+    if output is not None:
+        image["output"] = {"S": output}
+    return {"eventName": "INSERT", "eventID": str(uuid.uuid4()),
+            "dynamodb": {"NewImage": image}}
+
+
+def test_an_end_workflow_row_applies_once_under_redelivery(wb: Whimbrel) -> None:
+    defn = WorkflowDefinition("rowend", (Act("a"), Act("b"), Act("c", ("a",))))
+    wb.register_workflow(defn)
+    wx = wb.start_workflow("rowend")
+    a = activity_exec_id(wx, "a", 1)
+    intake = Intake(wb.engine)
+    assert intake.activity_event(_row(a, "RUNNING")).outcome is Outcome.APPLIED
+    row = _row(a, "END_WORKFLOW", '{"done": true}')
+    first = intake.activity_event(row)
+    assert (first.outcome, first.new_state) == (Outcome.APPLIED, "COMPLETED")
+    again = intake.activity_event(row)
+    assert again.outcome is Outcome.DUPLICATE
+    wf = wb.get_workflow(wx)
+    assert wf.state is W.COMPLETED and wf.output == {"done": True}
+    assert {x.activity_name: x.state for x in wf.activities} == {
+        "a": A.COMPLETED, "b": A.SKIPPED, "c": A.SKIPPED}
+    ended = [h for h in wf.history if h.state == "COMPLETED"]
+    assert len(ended) == 1
+    assert_contract_holds(wf, defn)
+
+
+def test_bad_end_workflow_and_skip_rows_are_refused_and_change_nothing(wb: Whimbrel) -> None:
+    wb.register_workflow(WorkflowDefinition("rowbad", (Act("a"), Act("b", ("a",)))))
+    wx = wb.start_workflow("rowbad")
+    a, b = activity_exec_id(wx, "a", 1), activity_exec_id(wx, "b", 1)
+    intake = Intake(wb.engine)
+    before = wb.get_workflow(wx)
+    not_running = intake.activity_event(_row(a, "END_WORKFLOW", "{}"))  # a is READY
+    assert not_running.outcome is Outcome.REJECTED
+    skip = intake.activity_event(_row(b, "SKIP"))
+    assert skip.outcome is Outcome.REJECTED and "only by the engine" in (skip.reason or "")
+    bad_output = intake.activity_event(_row(a, "END_WORKFLOW", "{not json"))
+    assert bad_output.outcome is Outcome.REJECTED
+    assert wb.get_workflow(wx) == before

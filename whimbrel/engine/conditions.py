@@ -229,13 +229,14 @@ class Conditions(Feature):
 def end_early(engine: Core, aeid: str, output: Any = None, *, actor: str | None = None,
               image: ActivityRecord | None = None) -> ActivityRecord:
     """Complete the RUNNING attempt ``aeid`` and end its run COMPLETED with ``output``
-    (``ActivityRun.end_workflow``, the ``END_WORKFLOW`` row). Idempotent: an attempt
-    that already ended its run this way has its follow-ups redone.
+    (``ActivityRun.end_workflow``, the ``END_WORKFLOW`` row). A cancel that came first
+    ends it CANCELLED instead, as a COMPLETED report would.
 
     Raises:
         InvalidInput: ``output`` is not JSON or too large.
-        StateConflict: the attempt is not RUNNING (a cancel that came first ends it
-            CANCELLED instead, as a COMPLETED report would).
+        StateConflict: the attempt is not RUNNING (``current``: as it is now; one that
+            ended its run already has ``ends_workflow`` set, and the END_WORKFLOW row
+            treats its own redelivery as a duplicate and redoes the follow-ups).
         EngineDriven: a map's own row or a child run's attempt.
     """
     text = encode_payload(output, field="output", max_bytes=MAX_OUTPUT_BYTES)
@@ -245,9 +246,6 @@ def end_early(engine: Core, aeid: str, output: Any = None, *, actor: str | None 
     spec = defn.activity(item.activity_name)
     moves.refuse_outside_move(engine, defn, item, Transition.COMPLETED)
     while True:
-        if item.state is A.COMPLETED and item.ends_workflow:
-            engine.after(item)  # a redelivery: the follow-ups only
-            return item
         if item.state is A.CANCELLED_RUNNING:  # a cancel won: ends CANCELLED
             return engine.apply(item, Transition.COMPLETED, output=text, actor=actor)
         if item.state is not A.RUNNING:
