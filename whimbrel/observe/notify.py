@@ -167,8 +167,11 @@ class Notifier:
             wf, previous=previous, redrive_count=int(_number(image, "redrive_count")),
             output=output)]
 
-    def _output(self, wf: WorkflowRecord) -> dict[str, Any]:
-        """The outputs of the run's sinks (what a caller of ``wait`` would look at)."""
+    def _output(self, wf: WorkflowRecord) -> Any:
+        """The outputs of the run's sinks (what a caller of ``wait`` would look at); for
+        a run ended early, the output the attempt that ended it gave."""
+        if wf.ended_by is not None:
+            return decode_payload(wf.output, field="output") if wf.output else None
         defn = self.engine.definition_of(wf)
         latest = self.engine.latest_attempts(wf.workflow_exec_id)
         return {name: decode_payload(latest[name].output, field="output")
