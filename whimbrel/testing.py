@@ -369,7 +369,9 @@ def contract_violations(wf: WorkflowExec, definition: WorkflowDefinition | None 
         if sum(a.state is ActivityState.COMPLETED for a in attempts.values()) > 1:
             out.append(f"{name} completed more than once")
     if definition is not None:
-        out += _order_problems(every, by_name, definition, wf.state)
+        # A run ended early resolves nothing more: what it left is SKIPPED or stopped.
+        out += _order_problems(every, by_name, definition,
+                               None if wf.ended_by else wf.state)
     if wf.state.is_terminal:
         live = [a.activity_exec_id for a in every if not a.state.is_terminal]
         if live:
@@ -397,7 +399,8 @@ def _may_follow(prev: ActivityExec | None, cur: ActivityExec, wf: WorkflowExec) 
 
 
 def _order_problems(every: Iterable[ActivityExec], by_name: dict[str, dict[int, ActivityExec]],
-                    definition: WorkflowDefinition, state: WorkflowState) -> list[str]:
+                    definition: WorkflowDefinition,
+                    state: WorkflowState | None) -> list[str]:
     out: list[str] = []
     resolved = _Resolved(by_name, definition)
     for act in every:
@@ -431,7 +434,7 @@ class _Resolved:
 
     def first(self, name: str, depth: int = 0) -> float | None:
         times = [h.at for a in (self.by_name.get(name) or {}).values() for h in a.history
-                 if h.state == ActivityState.COMPLETED.value]
+                 if h.state in (ActivityState.COMPLETED.value, ActivityState.SKIPPED.value)]
         handler = self.defn.activity(name).on_failure
         last = self._latest(name)
         if handler == dataflow.CONTINUE and last is not None \
@@ -450,7 +453,7 @@ class _Resolved:
         last = self._latest(name)
         if last is None or depth > 8:
             return False
-        if last.state is ActivityState.COMPLETED:
+        if last.state in (ActivityState.COMPLETED, ActivityState.SKIPPED):
             return True
         if last.state not in ACTIVITY_FAILED:
             return False

@@ -69,7 +69,7 @@ def test_definitions_md_names_every_field() -> None:
 
 
 #: Issue 22's flow-control fields: their own example ("Flow control") while the engine
-#: does not enforce them (FLOW_CONTROL_ENABLED); the complete example covers the rest.
+#: does not enforce them all (FLOW_FIELDS_ENABLED); the complete example covers the rest.
 FLOW_WORKFLOW_FIELDS = {"max_running"}
 FLOW_ACTIVITY_FIELDS = set(FLOW_DEFAULTS)
 
@@ -94,7 +94,7 @@ def test_definitions_md_flow_control_example(monkeypatch: pytest.MonkeyPatch) ->
     example = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)[0]
     with pytest.raises(InvalidDefinition, match="not supported yet"):
         WorkflowDefinition.from_yaml(example)
-    monkeypatch.setattr(definitions, "FLOW_CONTROL_ENABLED", True)
+    monkeypatch.setattr(definitions, "FLOW_FIELDS_ENABLED", definitions.FLOW_FIELDS)
     defn = WorkflowDefinition.from_yaml(example)
     raw = yaml.safe_load(example)
     assert set(raw) >= FLOW_WORKFLOW_FIELDS

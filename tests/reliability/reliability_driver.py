@@ -23,6 +23,7 @@ from whimbrel import (
 from whimbrel.contract.errors import WhimbrelError
 from whimbrel.contract.ids import parse_activity_exec_id, workflow_exec_id_for
 from whimbrel.contract.states import ActivityState, Transition
+from whimbrel.engine.conditions import end_early
 from whimbrel.testing import Crash, RecordingLauncher, StepClock
 
 W = WorkflowState
@@ -151,6 +152,9 @@ def run_plan(wb: Whimbrel, clock: StepClock, launcher: RecordingLauncher, plan: 
                 progressed = True
                 if what == "hang":
                     continue  # alive but silent: the heartbeat listener must notice
+                if what == "end":  # ActivityRun.end_workflow's move (issue 22)
+                    call(f"end {aeid}", lambda a=aeid: end_early(wb.engine, a, {"early": 1}))
+                    continue
                 verb = Transition.COMPLETED if what == "complete" else Transition.FAILED
                 call(f"{what} {aeid}", lambda a=aeid, v=verb: wb.transition_activity(
                     a, v, output={"ok": True}, error="planned failure",
@@ -194,6 +198,15 @@ def plans() -> list[Plan]:
                                              non_retryable=("Planned",))))),
              W.COMPLETED, redrive=True,
              behaviour=lambda n, a: "fail" if (n, a) == ("B", 1) else "complete"),
+        # Issue 22: an if/else whose branches join (one SKIPPED, its edge consumed), and
+        # a run ended early by an attempt while another runs.
+        Plan("if-else-join", WorkflowDefinition("ifelse", (
+            act("A"), replace(act("B", "A"), when="A.ok"),
+            replace(act("C", "A"), when="!A.ok"),
+            replace(act("D", "B", "C"), trigger="none_failed"))), W.COMPLETED),
+        Plan("end-early", WorkflowDefinition("early", (
+            act("A"), act("B", "A"), act("C", "A"), act("D", "B", "C"))), W.COMPLETED,
+            behaviour=lambda n, a: "end" if n == "B" else "complete"),
         *wait_plans(),
     ]
 

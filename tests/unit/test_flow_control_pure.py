@@ -69,7 +69,7 @@ from whimbrel.contract.schedules import (
 
 @pytest.fixture
 def flow_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(defs_module, "FLOW_CONTROL_ENABLED", True)
+    monkeypatch.setattr(defs_module, "FLOW_FIELDS_ENABLED", defs_module.FLOW_FIELDS)
 
 
 def _wf(*acts: dict[str, Any], **top: Any) -> dict[str, Any]:
@@ -97,14 +97,24 @@ BRANCHES = _wf(
 
 # -- definitions: the switch -------------------------------------------------------------
 
-def test_switch_off_refuses_every_flow_field_naming_it() -> None:
+def test_switch_refuses_every_flow_field_not_enabled_naming_it() -> None:
     problems = _problems(BRANCHES)
     assert len(problems) == 1
     text = problems[0]
     assert text.startswith("not supported yet")
-    for part in ("max_running", "'refund': pool", "'refund': priority", "'refund': when",
-                 "'refund': input_from", "'notify': trigger"):
+    for part in ("max_running", "'refund': pool", "'refund': priority"):
         assert part in text
+    # Conditions and inputs from data are wired (engine/conditions.py): accepted.
+    for part in ("'refund': when", "'refund': input_from", "'notify': trigger"):
+        assert part not in text
+
+
+def test_enabled_flow_fields_are_accepted_alone() -> None:
+    acts = [{k: v for k, v in a.items() if k not in ("pool", "priority")}
+            for a in BRANCHES["activities"]]
+    defn = WorkflowDefinition.from_dict({"name": "wf", "activities": acts})
+    assert defn.activity("notify").trigger == "none_failed"
+    assert {"when", "trigger", "input_from"} == defs_module.FLOW_FIELDS_ENABLED
 
 
 def test_switch_off_keeps_plain_definitions_and_their_canonical_json() -> None:
@@ -275,7 +285,7 @@ def test_expression_checks_never_crash(text: str) -> None:
 @given(st.data())
 def test_flow_fields_round_trip(data: st.DataObject) -> None:
     monkey = pytest.MonkeyPatch()
-    monkey.setattr(defs_module, "FLOW_CONTROL_ENABLED", True)
+    monkey.setattr(defs_module, "FLOW_FIELDS_ENABLED", defs_module.FLOW_FIELDS)
     try:
         acts = [{"name": "a", "launcher": "external",
                  "priority": data.draw(st.integers(0, 9)),

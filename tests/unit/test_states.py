@@ -23,11 +23,13 @@ from whimbrel.contract.states import (
 
 # docs/contract.md's table, typed out independently of the implementation's table: the
 # original contract plus Whimbrel's one extension ("Deadlines"): TIME_OUT of an attempt
-# nobody started within its schedule-to-start time.
+# nobody started within its schedule-to-start time; and issue 22's SKIP of an attempt
+# nobody launched (the engine's move: "Skipped activities").
 EXPECTED = {
-    A.REQUESTED: {T.CANCEL: A.CANCELLED, T.READY: A.READY, T.QUEUED: A.QUEUED},
+    A.REQUESTED: {T.CANCEL: A.CANCELLED, T.READY: A.READY, T.QUEUED: A.QUEUED,
+                  T.SKIP: A.SKIPPED},
     A.READY: {T.CANCEL: A.CANCELLED, T.QUEUED: A.QUEUED, T.PREPARING: A.PREPARING,
-              T.RUNNING: A.RUNNING, T.TIME_OUT: A.TIMED_OUT},
+              T.RUNNING: A.RUNNING, T.TIME_OUT: A.TIMED_OUT, T.SKIP: A.SKIPPED},
     A.QUEUED: {T.CANCEL: A.CANCELLED, T.PREPARING: A.PREPARING, T.RUNNING: A.RUNNING,
                T.FAILED: A.FAILED, T.TIME_OUT: A.TIMED_OUT},
     A.PREPARING: {T.CANCEL: A.CANCELLED, T.RUNNING: A.RUNNING, T.FAILED: A.FAILED,
@@ -54,7 +56,8 @@ def test_every_pair(state: A, transition: T) -> None:
 
 def test_terminal_states_have_no_moves() -> None:
     # LOST: the reconciler's tombstone of a vanished row (created, never moved to).
-    assert {A.CANCELLED, A.TIMED_OUT, A.FAILED, A.COMPLETED, A.LOST} == ACTIVITY_TERMINAL
+    assert {A.CANCELLED, A.TIMED_OUT, A.FAILED, A.COMPLETED, A.LOST,
+            A.SKIPPED} == ACTIVITY_TERMINAL
     for state in ACTIVITY_TERMINAL:
         assert allowed_transitions(state) == ()
         assert state.is_terminal

@@ -43,6 +43,8 @@ STATE_COLOURS: Mapping[str, tuple[str, str]] = {
     A.LOST.value: ("bold red", "#bcaaa4"),
     A.FAILED.value: ("bold red", "#ef9a9a"),
     A.COMPLETED.value: ("green", "#c8e6c9"),
+    # Not run, and not a failure: its `when` was false, or its run ended early.
+    A.SKIPPED.value: ("dim italic", "#f5f5f5"),
     W.FAILED_WAITING.value: ("red", "#ffcdd2"),
     W.CANCEL_REQUESTED.value: ("magenta", "#f8bbd0"),
     W.SUSPENDED.value: ("bold blue", "#cfd8dc"),

@@ -26,6 +26,10 @@ class Command(StrEnum):
     #: Suspend or resume a run (``workflow_exec_id``; no ``activity_exec_id``).
     SUSPEND = "SUSPEND"
     RESUME = "RESUME"
+    #: Complete a RUNNING attempt (``activity_exec_id``) and end its run COMPLETED with
+    #: the row's ``output`` (issue 22): what has not started is SKIPPED, what runs is asked
+    #: to stop as a cancel asks it.
+    END_WORKFLOW = "END_WORKFLOW"
 
 
 #: Verbs whose row addresses a workflow execution rather than an activity execution.

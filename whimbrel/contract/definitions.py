@@ -44,12 +44,14 @@ __all__ = [
 
 _WORKFLOW_NAME = re.compile(WORKFLOW_NAME_PATTERN)
 
-#: The one switch of issue 22's flow control (``max_running``, ``pool``, ``priority``,
-#: ``when``, ``trigger``, ``input_from``). While False the fields exist and parse, but a
-#: definition that uses any of them is refused ("not supported yet"): nothing is accepted
-#: and then silently ignored by an engine that does not enforce it. The engine wiring
-#: flips it when it enforces them.
-FLOW_CONTROL_ENABLED = False
+#: Issue 22's flow-control fields. Each parses and is validated; one that is not in
+#: :data:`FLOW_FIELDS_ENABLED` is refused when a definition uses it ("not supported yet"):
+#: nothing is accepted and then silently ignored by an engine that does not enforce it.
+FLOW_FIELDS: frozenset[str] = frozenset(
+    {"max_running", "pool", "priority", "when", "trigger", "input_from"})
+#: The flow-control fields the engine enforces (engine/conditions.py: ``when``,
+#: ``trigger``, ``input_from``). Each field's wiring adds it here.
+FLOW_FIELDS_ENABLED: frozenset[str] = frozenset({"when", "trigger", "input_from"})
 _TOO_DEEP = f"the definition is nested deeper than {MAX_DEFINITION_DEPTH} levels"
 
 @dataclass(frozen=True)
@@ -188,11 +190,11 @@ class WorkflowDefinition:
             out.append("cycle: " + " -> ".join(cycle))
         out.extend(dataflow.definition_problems(self))
         out.extend(flow.definition_problems(self))
-        if not FLOW_CONTROL_ENABLED:
-            used = flow.fields_used(self)
-            if used:
-                out.append(f"not supported yet (flow control comes with its engine wiring): "
-                           f"{'; '.join(used)}"[:1000])
+        refused = [where for field, where in flow.fields_used(self)
+                   if field not in FLOW_FIELDS_ENABLED]
+        if refused:
+            out.append(f"not supported yet (flow control comes with its engine wiring): "
+                       f"{'; '.join(refused)}"[:1000])
         if not out:
             size = len(self.to_json().encode())
             if size > MAX_DEFINITION_BYTES:

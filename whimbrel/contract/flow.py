@@ -121,20 +121,22 @@ def _expressions(act: ActivityDefinition) -> list[tuple[str, str]]:
     return out
 
 
-def fields_used(defn: WorkflowDefinition) -> list[str]:
-    """The flow-control fields ``defn`` sets to something other than their default."""
-    used: list[str] = []
+def fields_used(defn: WorkflowDefinition) -> list[tuple[str, str]]:
+    """The flow-control fields ``defn`` sets to something other than their default, as
+    ``(field, where)`` pairs (``("pool", "activity 'charge': pool")``)."""
+    used: list[tuple[str, str]] = []
     if defn.max_running is not None:
-        used.append("max_running")
+        used.append(("max_running", "max_running"))
     for act in defn.activities:
+        where = f"activity {act.name!r}: "
         if act.pool is not None:
-            used.append(f"activity {act.name!r}: pool")
+            used.append(("pool", where + "pool"))
         if act.priority != DEFAULT_PRIORITY:
-            used.append(f"activity {act.name!r}: priority")
+            used.append(("priority", where + "priority"))
         if act.when is not None:
-            used.append(f"activity {act.name!r}: when")
+            used.append(("when", where + "when"))
         if act.trigger != conditions.Trigger.ALL_COMPLETED:
-            used.append(f"activity {act.name!r}: trigger")
+            used.append(("trigger", where + "trigger"))
         if act.input_from:
-            used.append(f"activity {act.name!r}: input_from")
+            used.append(("input_from", where + "input_from"))
     return used

@@ -1,8 +1,9 @@
 """How attempts count (pure): retries left, failures handled, what an activity's
 dependents see in its place, and a map's progress and output.
 
-An activity is **resolved** when its dependents may run: its latest attempt COMPLETED,
-or it failed for good (no retry left) and its ``on_failure`` took over — ``continue``,
+An activity is **resolved** when its dependents may be decided: its latest attempt
+COMPLETED or was SKIPPED (issue 22: its dependents follow their ``trigger``), or it
+failed for good (no retry left) and its ``on_failure`` took over — ``continue``,
 or a handler called for that very attempt that is resolved itself. A workflow completes
 when every activity (handlers aside) is resolved and nothing is left running.
 """
@@ -65,6 +66,8 @@ class Resolution:
     handled_by: str | None = None
     #: True when dependents run past a failure (``continue``): no output, an error.
     passed: bool = False
+    #: True when it ended SKIPPED (issue 22): no output; dependents decide by ``trigger``.
+    skipped: bool = False
 
 
 def resolution(defn: WorkflowDefinition, latest: Mapping[str, ActivityRecord],
@@ -79,6 +82,8 @@ def resolution(defn: WorkflowDefinition, latest: Mapping[str, ActivityRecord],
             return None
         if act.state is A.COMPLETED:
             return Resolution(act.output, handled_by=handled_by)
+        if act.state is A.SKIPPED and handled_by is None:
+            return Resolution(None, skipped=True)
         spec = defn.activity(cur)
         if not failed_for_good(act, spec) or spec.on_failure is None:
             return None

@@ -106,6 +106,8 @@ class ActivityRecord:
     #: Its retry's attempt, once that row was created (a retry row missing after this is
     #: lost, never created again: engine/lost.py).
     retry_created: int | None = None
+    #: It completed with ``end_workflow``: its run ends COMPLETED with its output.
+    ends_workflow: bool | None = None
 
     def with_changes(self, **changes: Any) -> ActivityRecord:
         return replace(self, **changes)
@@ -144,6 +146,9 @@ class WorkflowRecord:
     #: When the start had created every first attempt (roots included): a first attempt
     #: missing after this was lost, never created again (engine/lost.py).
     roots_ready: float | None = None
+    #: A run an attempt ended early (``end_workflow``): that attempt, and its output (JSON).
+    ended_by: str | None = None
+    output: str | None = None
 
     @property
     def redrives(self) -> int:

@@ -32,6 +32,9 @@ class ActivityState(StrEnum):
     #: row in this state, so the attempt id can never be created (or handed out) again
     #: (docs/contract.md, "LOST"). No move leads here and none leaves.
     LOST = "LOST"
+    #: Never ran, and needs not: its ``when`` was false, an upstream was SKIPPED, or its
+    #: run ended early (issue 22). Counts as resolved: its dependents are decided in turn.
+    SKIPPED = "SKIPPED"
 
     @property
     def is_terminal(self) -> bool:
@@ -54,6 +57,9 @@ class Transition(StrEnum):
     FAILED = "FAILED"
     COMPLETED = "COMPLETED"
     TIME_OUT = "TIME_OUT"
+    #: The engine's alone (like TIME_OUT is the listener's): an attempt not started ends
+    #: SKIPPED (a false ``when``, a SKIPPED upstream, a run ended early).
+    SKIP = "SKIP"
 
     @classmethod
     def _missing_(cls, value: object) -> Transition:
@@ -134,6 +140,10 @@ ACTIVITY_TRANSITIONS: Mapping[tuple[ActivityState, Transition], ActivityState] =
         (A.CANCELLED_RUNNING, T.FAILED): A.CANCELLED,
         (A.CANCELLED_RUNNING, T.COMPLETED): A.CANCELLED,
         (A.CANCELLED_RUNNING, T.TIME_OUT): A.TIMED_OUT,
+        # Conditions (docs/contract.md, "Skipped activities"): only the engine skips, and
+        # only an attempt nobody launched yet.
+        (A.REQUESTED, T.SKIP): A.SKIPPED,
+        (A.READY, T.SKIP): A.SKIPPED,
     }
 )
 
@@ -142,7 +152,7 @@ ACTIVITY_TRANSITIONS: Mapping[tuple[ActivityState, Transition], ActivityState] =
 ACTIVITY_TOMBSTONES: frozenset[ActivityState] = frozenset({A.LOST})
 
 ACTIVITY_TERMINAL: frozenset[ActivityState] = frozenset(
-    {A.CANCELLED, A.TIMED_OUT, A.FAILED, A.COMPLETED}
+    {A.CANCELLED, A.TIMED_OUT, A.FAILED, A.COMPLETED, A.SKIPPED}
 ) | ACTIVITY_TOMBSTONES
 
 WORKFLOW_TRANSITIONS: Mapping[tuple[WorkflowState, WorkflowTransition], WorkflowState] = (
@@ -215,7 +225,10 @@ ACTIVITY_NOT_LAUNCHED: frozenset[ActivityState] = ACTIVITY_PENDING - ACTIVITY_LA
 #: upstream guard checks.
 ACTIVITY_RELEASED: frozenset[ActivityState] = frozenset(
     n for (s, t), n in ACTIVITY_TRANSITIONS.items()
-    if s is ActivityState.REQUESTED and t is not Transition.CANCEL)
+    if s is ActivityState.REQUESTED and t not in (Transition.CANCEL, Transition.SKIP))
+#: The end of an attempt that never needed to run (SKIPPED): resolved, like COMPLETED.
+ACTIVITY_SKIPPED: frozenset[ActivityState] = frozenset(
+    n for (s, t), n in ACTIVITY_TRANSITIONS.items() if t is Transition.SKIP)
 #: The ends of an attempt that failed, went silent or was lost, which its retry policy
 #: answers (FAILED, TIMED_OUT, LOST): every end of RUNNING but COMPLETED, and the
 #: tombstones.
@@ -223,9 +236,9 @@ ACTIVITY_FAILED: frozenset[ActivityState] = frozenset(
     n for (s, t), n in ACTIVITY_TRANSITIONS.items()
     if s is ActivityState.RUNNING and n.is_terminal and t is not Transition.COMPLETED
 ) | ACTIVITY_TOMBSTONES
-#: Every end but COMPLETED (FAILED, TIMED_OUT, CANCELLED).
+#: Every end but COMPLETED and SKIPPED (FAILED, TIMED_OUT, CANCELLED, LOST).
 ACTIVITY_UNSUCCESSFUL: frozenset[ActivityState] = ACTIVITY_TERMINAL - {
-    ACTIVITY_TRANSITIONS[(ActivityState.RUNNING, Transition.COMPLETED)]}
+    ACTIVITY_TRANSITIONS[(ActivityState.RUNNING, Transition.COMPLETED)]} - ACTIVITY_SKIPPED
 #: What tells a running attempt's process to stop (CANCELLED_RUNNING, CANCELLED,
 #: TIMED_OUT, LOST): where others' moves (and the reconciler's tombstone) take an active
 #: attempt — all but its own reports.

@@ -64,7 +64,7 @@ from whimbrel.contract.states import (
 )
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core, Feature
-from whimbrel.engine.inputs import UNRESOLVED, attempt_input, resolved_value
+from whimbrel.engine.inputs import UNRESOLVED, launch_input, resolved_value
 from whimbrel.engine.ports import LaunchRequest
 
 log = logging.getLogger("whimbrel.engine")
@@ -219,7 +219,7 @@ class Children(Feature):
                     f"the limit of {MAX_NESTING_DEPTH} nested runs (MAX_NESTING_DEPTH)",
                     activity_exec_id=aeid, depth=depth, limit=MAX_NESTING_DEPTH)
             child = self.core.start(
-                name, attempt_input(defn, wf.input, item.input, item.activity_name),
+                name, launch_input(self.core, wf, defn, item.input, item.activity_name),
                 version=config.get("version"), request_id=child_request_id(aeid),
                 source=f"child of {aeid}", write_request=False, parent=aeid)
         # Written first, read second: a stop asked for meanwhile reaches the child.

@@ -10,7 +10,9 @@ clears the reconcile index, so a finished run needs nothing more.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
 
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import StateConflict
@@ -40,13 +42,19 @@ WT = WorkflowTransition
 def end_workflow(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
                  expected: Collection[WorkflowState], state: WorkflowState, *,
                  error: str | None = None,
-                 activities: Sequence[ActivityRecord] | None = None) -> bool:
+                 activities: Sequence[ActivityRecord] | None = None,
+                 extra: Mapping[str, str] | None = None) -> bool:
     """The end tasks, then the terminal write; False if someone else ended it.
 
     A feature may keep a check time on the ended run (``Feature.check_at_end``: a child
-    run, until its parent's attempt has heard); the run's ``after_end`` follow-ups then run
-    here, and again on every reconcile visit until they are done.
+    run, until its parent's attempt has heard; a run ended early, until what it left
+    unstarted is skipped); the run's ``after_end`` follow-ups then run here, and again on
+    every reconcile visit until they are done. ``extra``: attributes the terminal write
+    also sets (an early end's ``output`` and ``ended_by``), seen by ``check_at_end``.
     """
+    if extra:
+        fields: dict[str, Any] = dict(extra)
+        wf = replace(wf, **fields)
     now = engine.clock()
     expires = rules.expiry(now, engine.retention(defn))
     before_end(engine, wf, defn, state, expires, activities)
@@ -59,6 +67,7 @@ def end_workflow(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
     changes: dict[str, object] = {"ended_epoch": now, "check_epoch": check}
     if error:
         changes["error"] = error
+    changes.update(extra or {})
     if expires is not None:
         changes["expires_epoch"] = expires
     try:
@@ -163,11 +172,13 @@ def settle(engine: Core, wx: str) -> None:
         return
     defn = engine.definition_of(wf)
     ask = state is W.CANCEL_REQUESTED or state not in WORKFLOW_LIVE
+    if state not in WORKFLOW_LIVE and wf.check_epoch is not None:
+        # Its follow-ups first: a run ended early skips what it left unstarted, which
+        # the stop below would otherwise cancel.
+        after_end(engine, wf)
     acts = engine.store.list_activities(wx)
     active = [a for a in acts if engine.stop_activity(a, defn, ask_running=ask)]
     if state not in WORKFLOW_LIVE:
-        if wf.check_epoch is not None:
-            after_end(engine, wf)
         return
     if not active:
         final = W.CANCELLED if state is W.CANCEL_REQUESTED else W.FAILED

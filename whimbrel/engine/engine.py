@@ -27,6 +27,7 @@ from whimbrel.engine.base import (
     EngineBase,
 )
 from whimbrel.engine.children import Children
+from whimbrel.engine.conditions import Conditions
 from whimbrel.engine.feature import Core, Feature
 from whimbrel.engine.handlers import FailureHandlers
 from whimbrel.engine.lost import Lost
@@ -46,6 +47,7 @@ F = TypeVar("F", bound=Feature)
 #: is one module and one entry here.
 FEATURES: tuple[Callable[[Core], Feature], ...] = (
     Redrive,          # attempts from before a redrive; a redrive's unfinished phase one
+    Conditions,       # when/trigger decide a release (a map's too); skips; early ends
     Maps,             # a map's own row and its items
     Children,         # attempts that run a child workflow, and child runs' ends
     FailureHandlers,  # on_failure: continue, or call a handler

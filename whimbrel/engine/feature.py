@@ -2,7 +2,7 @@
 
 The core (``base.py`` plumbing, ``starting.py``, ``moves.py``, ``flow.py``,
 ``ending.py``, ``sweep.py``) makes the moves every activity makes. A *feature* (maps,
-child workflows, failure handlers, redrive, suspension, waits) takes part in them
+child workflows, failure handlers, redrive, suspension, waits, conditions) takes part in them
 through the hooks below, and nowhere else. :class:`~whimbrel.engine.engine.Engine` holds
 the features in one tuple (``FEATURES`` in ``engine.py``) and asks them, in that order,
 at each hook. A hook that *takes over* returns a truthy value, and the features after it
@@ -14,7 +14,7 @@ do-nothing defaults) and overrides the hooks it needs; it sees the engine only a
 :class:`Core`. No feature imports another.
 
 Where the features still to come plug in (docs/architecture.md, "The engine: a core
-and its features"): conditions (skip an activity) take ``advance`` over; schedules take
+and its features"): schedules take
 ``sweep`` (once per sweep pass); tracing observes ``moved``, ``launched`` and ``ended``;
 pools need one more hook, ``admit`` (asked in ``flow.advance`` before a move to QUEUED
 or RUNNING and in ``moves.claim`` before a claim), added with the first pool.
@@ -168,7 +168,7 @@ class Feature(Protocol):
 
     def advance(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str, attempt: int,
                 source: ActivityState) -> bool:
-        """Take over moving an attempt on (a map expands; a condition would skip)."""
+        """Take over moving an attempt on (a condition skips; a map expands)."""
         return False
 
     def ready(self, spec: ActivityDefinition, wf: WorkflowRecord, now: float,

@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from whimbrel.contract import conditions
 from whimbrel.contract.dataflow import CONTINUE, items_prefix, parse_map_over, select, split_item
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import InvalidInput
@@ -59,6 +60,26 @@ def attempt_input(defn: WorkflowDefinition, workflow_input: str | None,
     if isinstance(base, dict):
         return {**base, **spec.input}
     return base if own is not None else dict(spec.input)
+
+
+def launch_input(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
+                 own: str | None, name: str) -> Any:
+    """:func:`attempt_input`, with the keys of the activity's ``input_from`` (issue 22)
+    evaluated over ``{"input": <run input>, "<upstream>": <output>}`` and merged over it
+    (an input that is not a mapping is replaced by those keys).
+
+    Raises:
+        InvalidInput: an expression failed on the document (a type error).
+    """
+    base = attempt_input(defn, wf.input, own, name)
+    spec = defn.activity(name)
+    if not spec.input_from:
+        return base
+    outputs, _ = upstream_values(engine, wf.workflow_exec_id, defn, name) \
+        if spec.depends_on else ({}, {})
+    doc = conditions.document(decode_payload(wf.input, field="input"), outputs)
+    extra = conditions.build_input(spec.input_from, doc)
+    return {**base, **extra} if isinstance(base, dict) else extra
 
 
 def assembled(engine: Core, wx: str, node: ActivityRecord) -> Any:

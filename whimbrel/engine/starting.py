@@ -38,8 +38,10 @@ _FIELDS = frozenset(f.name for f in fields(ActivityRecord))
 
 
 def driven(engine: Core, spec: ActivityDefinition, name: str) -> bool:
-    """Whether a feature moves attempts of ``name`` itself (``Feature.drives``)."""
-    return any(f.drives(spec, name) for f in engine.features)
+    """Whether a root is created REQUESTED and advanced: a feature moves its attempts
+    itself (``Feature.drives``), or its ``when`` decides first whether it runs at all
+    (engine/conditions.py takes the advance over)."""
+    return spec.when is not None or any(f.drives(spec, name) for f in engine.features)
 
 
 def record_fields(changes: dict[str, Any]) -> dict[str, Any]:

@@ -134,6 +134,10 @@ class WorkflowExec:
     child_workflow_exec_ids: tuple[str, ...] = ()
     #: How often the run was redriven.
     redrive_count: int = 0
+    #: A run ended early (``ActivityRun.end_workflow``, the END_WORKFLOW row): the attempt
+    #: that ended it, and the output it gave (the run's output).
+    ended_by: str | None = None
+    ended_with: Any = None
 
     @property
     def parent_workflow_exec_id(self) -> str | None:
@@ -166,8 +170,11 @@ class WorkflowExec:
         return self.latest_activities[name]
 
     @property
-    def output(self) -> dict[str, Any]:
-        """Outputs of completed activities, by name."""
+    def output(self) -> Any:
+        """Outputs of completed activities, by name; for a run ended early, the output
+        the attempt that ended it gave."""
+        if self.ended_by is not None:
+            return self.ended_with
         return {
             n: a.output for n, a in self.latest_activities.items()
             if a.state is ActivityState.COMPLETED
@@ -196,6 +203,8 @@ class WorkflowExec:
                                key=lambda a: (a.item_index or 0, a.attempt))),
             parent_activity_exec_id=m.parent_activity_exec_id,
             redrive_count=m.redrives,
+            ended_by=m.ended_by,
+            ended_with=decode_payload(m.output, field="output") if m.output else None,
         )
 
 

@@ -26,6 +26,7 @@ from whimbrel.contract.dataflow import CONTINUE, split_item
 from whimbrel.contract.definitions import ActivityDefinition
 from whimbrel.contract.errors import InvalidInput, WhimbrelError
 from whimbrel.contract.notifications import FAILURE_STATES, Notification
+from whimbrel.contract.payloads import decode_payload
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import WORKFLOW_TERMINAL, ActivityState, WorkflowState
 from whimbrel.contract.waits import WAIT_KINDS
@@ -169,8 +170,11 @@ class Notifier:
             wf, previous=previous, redrive_count=int(_number(image, "redrive_count")),
             output=output)]
 
-    def _output(self, wf: WorkflowRecord) -> dict[str, Any]:
-        """The outputs of the run's sinks (what a caller of ``wait`` would look at)."""
+    def _output(self, wf: WorkflowRecord) -> Any:
+        """The outputs of the run's sinks (what a caller of ``wait`` would look at); for
+        a run ended early, the output the attempt that ended it gave."""
+        if wf.ended_by is not None:
+            return decode_payload(wf.output, field="output") if wf.output else None
         defn = self.engine.definition_of(wf)
         latest = self.engine.latest_attempts(wf.workflow_exec_id)
         return {name: output_of(self.engine, latest[name])  # a map's list whole

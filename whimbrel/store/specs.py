@@ -146,7 +146,8 @@ WORKFLOW_EXEC = TableSpec(
         "workflow_exec_id workflow_name version:I state workflow_request_id input:J error "
         "source created_epoch:N created_day updated_epoch:N ended_epoch:N name_state "
         "check_shard check_epoch:N request_expires_epoch:N history:H expires_epoch:N "
-        "parent_activity_exec_id redrive_count:I redriven_epoch:N redrive_ready:I roots_ready:N"),
+        "parent_activity_exec_id redrive_count:I redriven_epoch:N redrive_ready:I roots_ready:N "
+        "ended_by output:J"),
     indexes=(
         IndexSpec(
             "by_day",
@@ -187,7 +188,7 @@ ACTIVITY_EXEC = TableSpec(
         "timer_epoch:N claim_shard claim_key worker history:H expires_epoch:N input:J "
         "map_size:I called_by redrive_count:I retry_base:I waiting_for approvers:SL "
         "held_epoch:N child_workflow_exec_id late_output:J late_error late_epoch:N "
-        "retry_created:I"),
+        "retry_created:I ends_workflow:BOOL"),
     indexes=(
         IndexSpec(
             "timers",

@@ -146,7 +146,7 @@ def render_svg(defn: WorkflowDefinition, info: Mapping[str, NodeInfo], *,
         x1, y1 = a.x + NODE_W, a.y + NODE_H / 2
         x2, y2 = b.x - 2, b.y + NODE_H / 2
         bend = max((x2 - x1) / 2, 24)
-        done = " done" if up_state == "COMPLETED" else ""
+        done = " done" if up_state in ("COMPLETED", "SKIPPED") else ""
         parts.append(f'<path class="edge{done}" marker-end="url(#arrow)" '
                      f'd="M{x1:.1f},{y1:.1f} C{x1 + bend:.1f},{y1:.1f} '
                      f'{x2 - bend:.1f},{y2:.1f} {x2:.1f},{y2:.1f}"/>')

@@ -15,7 +15,7 @@ from typing import Any
 from whimbrel import ActivityExec, WorkflowExec
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.durations import duration
-from whimbrel.contract.states import ActivityState, WorkflowState
+from whimbrel.contract.states import ACTIVITY_UNSUCCESSFUL, ActivityState, WorkflowState
 from whimbrel.ui import actions
 from whimbrel.ui.dag import NodeInfo
 
@@ -169,7 +169,7 @@ def map_rows(wf: WorkflowExec, defn: WorkflowDefinition | None) -> list[MapRow]:
         if line is None:
             continue
         ended = [i for _, i in sorted(wf.map_items(name).items())
-                 if i.state.is_terminal and i.state is not ActivityState.COMPLETED]
+                 if i.state in ACTIVITY_UNSUCCESSFUL]
         out.append(MapRow(name, line, tuple(ended[:MAX_FAILED_ITEMS]),
                           max(0, len(ended) - MAX_FAILED_ITEMS)))
     return out

@@ -21,12 +21,15 @@ from whimbrel.contract.errors import (
 from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
+from whimbrel.engine.conditions import end_early
 from whimbrel.engine.engine import Engine
-from whimbrel.engine.inputs import attempt_input, upstream_values
+from whimbrel.engine.inputs import launch_input, upstream_values
 from whimbrel.engine.views import ActivityExec
 
 log = logging.getLogger("whimbrel.worker")
 A = ActivityState
+#: The error type of an attempt whose ``input_from`` failed on its document.
+INPUT_ERROR = "InputFromFailed"
 
 
 def heartbeat(engine: Engine, activity_exec_id: str,
@@ -73,6 +76,8 @@ class ActivityRun:
         self.output: Any = None
         self._stop: ActivityStopped | None = None
         self.stop_event = threading.Event()
+        #: True once :meth:`end_workflow` completed the attempt.
+        self.ended = False
 
     @property
     def upstream(self) -> dict[str, Any]:
@@ -119,6 +124,20 @@ class ActivityRun:
         if self._stop is not None:
             raise self._stop
 
+    def end_workflow(self, output: Any = None) -> None:
+        """Complete this attempt now and end its run COMPLETED with ``output`` (the run's
+        output, in place of its sinks'). What has not started is SKIPPED; what runs is
+        asked to stop, as a cancel asks it (its heartbeat says so). Leaving the block
+        afterwards records nothing more.
+
+        Raises:
+            InvalidInput: ``output`` is not JSON or too large (nothing was recorded).
+            StateConflict: the attempt is no longer RUNNING (cancelled or timed out).
+        """
+        self.output = output
+        end_early(self._engine, self.activity_exec_id, output, image=self._image)
+        self.ended = True
+
 
 def activity_input(engine: Engine, activity: ActivityExec,
                    wf: WorkflowRecord | None = None) -> tuple[Any, WorkflowState]:
@@ -131,7 +150,7 @@ def activity_input(engine: Engine, activity: ActivityExec,
     own = engine.remembered(activity.activity_exec_id)
     if own is None and (split_item(name)[1] is not None or name in handlers(defn)):
         own = engine.activity(activity.activity_exec_id)  # its input is on its row
-    return attempt_input(defn, wf.input, own.input if own else None, name), wf.state
+    return launch_input(engine, wf, defn, own.input if own else None, name), wf.state
 
 
 def upstream_outputs(engine: Engine, activity: ActivityExec) -> dict[str, Any]:
@@ -192,7 +211,12 @@ def run_activity(engine: Engine, activity_exec_id: str, *,
     finally:
         wf_read.cancel()
     current = ActivityExec.from_record(image)
-    input_, wf_state = activity_input(engine, current, wf)
+    try:
+        input_, wf_state = activity_input(engine, current, wf)
+    except InvalidInput as exc:  # an input_from expression failed on its document
+        _finish(engine, image, Transition.FAILED, error=str(exc),
+                error_type=INPUT_ERROR)
+        raise
     run = ActivityRun(engine, current, input_, image=image)
     beat: _Heartbeater | None = None
     hb = current.heartbeat_timeout_seconds
@@ -210,11 +234,14 @@ def run_activity(engine: Engine, activity_exec_id: str, *,
         _finish(engine, image, Transition.FAILED, error=str(exc),
                 error_type=type(exc).__name__)
     except BaseException as exc:
+        if run.ended:  # it completed already (end_workflow): nothing more to record
+            raise
         _finish(engine, image, Transition.FAILED, error=_describe(exc),
                 error_type=type(exc).__name__)
         raise
     else:
-        _finish(engine, image, Transition.COMPLETED, output=run.output)
+        if not run.ended:
+            _finish(engine, image, Transition.COMPLETED, output=run.output)
     finally:
         if beat is not None:
             beat.done.set()

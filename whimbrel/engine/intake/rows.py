@@ -31,7 +31,7 @@ from whimbrel.contract.errors import (
 )
 from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.states import Transition
-from whimbrel.engine import signals, suspend, waits
+from whimbrel.engine import conditions, signals, suspend, waits
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.intake.decode import payload
 from whimbrel.engine.intake.items import ActivityEventItem
@@ -75,6 +75,10 @@ def target(item: ActivityEventItem) -> str:
     key = parse_activity_exec_id(aeid)
     if item.verb is Transition.TIME_OUT:
         raise InvalidInput("TIME_OUT is applied only by the heartbeat listener",
+                           field="transition")
+    if item.verb is Transition.SKIP:
+        raise InvalidInput("SKIP is made only by the engine (an activity is skipped by its "
+                           "`when`, or by a run ended early: END_WORKFLOW)",
                            field="transition")
     item.check_ids(key.workflow_exec_id, key.activity_name)
     return aeid
@@ -227,6 +231,21 @@ def decision(intake: Context, record: Mapping[str, Any], item: ActivityEventItem
                         new_state=moved.state.value if moved.state else None)
 
 
+def end_workflow(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
+                 aeid: str) -> IntakeResult:
+    """Complete the attempt and end its run COMPLETED with the row's output; a redelivered
+    row is recognised by its actor tag in the attempt's history (its follow-ups redone)."""
+    output = payload(item.output, "output")
+    actor = actor_of(item)
+    try:
+        moved = conditions.end_early(intake.engine, aeid, output, actor=actor)
+    except (StateConflict, IllegalTransition) as exc:
+        return intake.not_applied(record, item, actor, exc, output, None)
+    return IntakeResult(Outcome.APPLIED, workflow_exec_id=moved.workflow_exec_id,
+                        activity_exec_id=aeid, transition=item.verb.value,
+                        new_state=moved.state.value if moved.state else None)
+
+
 #: Contract verbs whose row may name a whole run (only ``workflow_exec_id``).
 RUN_VERBS = frozenset({Transition.CANCEL})
 
@@ -241,4 +260,5 @@ ROWS: Mapping[Command | Transition, Apply] = {
     Command.REJECT: decision,
     Command.SUSPEND: suspension,
     Command.RESUME: suspension,
+    Command.END_WORKFLOW: end_workflow,
 }
