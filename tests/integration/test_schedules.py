@@ -74,11 +74,11 @@ def test_four_concurrent_sweepers_start_one_run_per_fire_time(
     wb.create_schedule("busy", tick, every_seconds=60, overlap="allow")
     feature = wb.engine.feature(Schedules)
     fires = []
+    errors: list[BaseException] = []
     for _ in range(4):
         clock.now = _minute(clock)
         fires.append(clock.now)
         barrier = threading.Barrier(4)
-        errors: list[BaseException] = []
 
         def sweeper(now: float = clock.now, barrier: threading.Barrier = barrier) -> None:
             try:
