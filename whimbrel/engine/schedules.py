@@ -26,7 +26,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from whimbrel.contract.errors import DefinitionNotFound, InvalidInput, NotFound, WhimbrelError
+from whimbrel.contract.errors import (
+    DefinitionNotFound,
+    InvalidInput,
+    NotAllowedNow,
+    NotFound,
+    WhimbrelError,
+)
 from whimbrel.contract.records import REMOVE
 from whimbrel.contract.schedules import (
     MAX_DUE_FIRES,
@@ -57,7 +63,7 @@ class ScheduleNotFound(NotFound):
         super().__init__(f"no schedule {schedule_id!r}", schedule_id=schedule_id)
 
 
-class ScheduleConflict(WhimbrelError):
+class ScheduleConflict(NotAllowedNow):
     """A schedule of this id exists with another spec (delete it first to change it)."""
 
 
