@@ -232,3 +232,23 @@ def test_a_request_row_dated_in_the_future_is_refused_on_its_row(
     assert wb.store.get_workflow(workflow_exec_id_for("later")) is None
     assert wb.intake.workflow_request(record("now", clock.now)).outcome.value == "STARTED"
     assert wb.get_workflow(workflow_exec_id_for("now")).state is WorkflowState.RUNNING
+
+
+def test_a_sweep_reads_what_is_due_not_every_schedule(wb: Whimbrel, clock: StepClock,
+                                                       tick: str) -> None:
+    feature = wb.engine.feature(Schedules)
+    wb.create_schedule("due", tick, every_seconds=60, overlap="allow")
+
+    def sweep_cost() -> tuple[float, float]:
+        clock.now = _minute(clock)
+        meter = wb.store.meter
+        reads, writes = meter.total_read_units, meter.total_write_units
+        feature.sweep(clock())
+        return meter.total_read_units - reads, meter.total_write_units - writes
+
+    first = sweep_cost()
+    for k in range(100):  # idle schedules: not due before tomorrow
+        wb.create_schedule(f"idle{k}", tick, every_seconds=3600,
+                           start_at=clock.now + 86400)
+    assert sweep_cost() == first  # 4 index Queries + what the one due schedule costs
+    assert len(_runs(wb)) == 2

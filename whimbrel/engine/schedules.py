@@ -193,7 +193,9 @@ class Schedules(Feature):
         started: list[str] = []
         last_run, buffered, skipped = info.last_run, info.buffered_fire_epoch, info.skipped
         error = info.last_error
-        live = self._live(last_run)
+        # Whether the previous firing's run is live matters only to skip and buffer_one
+        # (one read of its workflow item); allow never asks.
+        live = (s.overlap != "allow" or buffered is not None) and self._live(last_run)
         if buffered is not None and not live:  # the buffered firing's turn has come
             error = self._try_start(s, buffered, started) or error
             last_run, buffered, live = (started[-1] if started else last_run), None, True
