@@ -23,7 +23,7 @@ from whimbrel import (
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.schedules import fire_request_id
 from whimbrel.engine.schedules import Schedules
-from whimbrel.testing import StepClock
+from whimbrel.testing import Crash, FaultInjector, RecordingLauncher, StepClock
 
 CLOCK = StepClock
 LAMBDA = LauncherSpec("lambda", {"function": "f"})
@@ -252,3 +252,36 @@ def test_a_sweep_reads_what_is_due_not_every_schedule(wb: Whimbrel, clock: StepC
                            start_at=clock.now + 86400)
     assert sweep_cost() == first  # 4 index Queries + what the one due schedule costs
     assert len(_runs(wb)) == 2
+
+
+@pytest.mark.parametrize("phase", ["before", "after"])
+def test_a_crash_at_any_write_of_a_firing_still_starts_one_run(
+        wb: Whimbrel, clock: StepClock, tick: str, launched: RecordingLauncher,
+        phase: str) -> None:
+    feature = wb.engine.feature(Schedules)
+    counter = FaultInjector()
+    wb.create_schedule("count", tick, every_seconds=60, overlap="allow")
+    clock.now = _minute(clock)
+    wb.store.write_hooks.append(counter)
+    feature.fire("count", clock.now)
+    wb.store.write_hooks.remove(counter)
+    assert counter.count >= 3  # the run's item, its activity row, the schedule's advance
+    for k in range(1, counter.count + 1):
+        sid = f"crash{k}"
+        wb.create_schedule(sid, tick, every_seconds=60, overlap="allow")
+        fire = clock.now = _minute(clock)
+        injector = FaultInjector(at=k, phase=phase)
+        wb.store.write_hooks.append(injector)
+        with pytest.raises(Crash):
+            feature.fire(sid, fire)
+        wb.store.write_hooks.remove(injector)
+        feature.fire(sid, fire)  # the next sweep (the crashed one's replay)
+        wx = workflow_exec_id_for(fire_request_id(sid, fire))
+        info = wb.get_schedule(sid)
+        assert info.last_fire_epoch == fire and info.last_run == wx, injector.fired
+        assert info.next_fire_epoch == fire + 60
+        assert sum(1 for r in _runs(wb) if r.startswith(f"{sid}@")) == 1
+        wb.sweep(clock.now + 130)  # the reconcile visit repairs a start cut short
+        assert wb.get_workflow(wx).activity("a").state.value in ("QUEUED", "RUNNING"), \
+            injector.fired
+    assert launched.doubled() == []
