@@ -285,3 +285,25 @@ def test_a_crash_at_any_write_of_a_firing_still_starts_one_run(
         assert wb.get_workflow(wx).activity("a").state.value in ("QUEUED", "RUNNING"), \
             injector.fired
     assert launched.doubled() == []
+
+
+def test_a_firing_that_cannot_start_is_recorded_and_the_schedule_goes_on(
+        wb: Whimbrel, clock: StepClock, tick: str) -> None:
+    publish = WorkflowDefinition("publish", (ActivityDefinition(
+        "at", launcher=LauncherSpec.timer(until_input="publish_at")),))
+    with pytest.raises(DefinitionNotFound):
+        wb.create_schedule("pub", "publish", every_seconds=60)
+    wb.register_workflow(publish)
+    with pytest.raises(InvalidInput, match="publish_at"):  # refused at creation
+        wb.create_schedule("pub", "publish", every_seconds=60)
+    wb.create_schedule("later", tick, every_seconds=60, overlap="allow")
+    # A newer version of the workflow refuses the schedule's input from now on.
+    wb.register_workflow(WorkflowDefinition(tick, publish.activities))
+    first = clock.now = _minute(clock)
+    wb.sweep(clock())
+    info = wb.get_schedule("later")
+    assert _runs(wb) == [] and info.last_run is None
+    assert info.last_error is not None and info.last_error.startswith(
+        fire_request_id("later", first)) and "publish_at" in info.last_error
+    assert info.next_fire_epoch == first + 60 and info.status == "ACTIVE"
+    assert wb.list_schedules()[0].last_error == info.last_error

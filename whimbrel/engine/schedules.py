@@ -47,6 +47,7 @@ from whimbrel.contract.schedules import (
     overlap_action,
 )
 from whimbrel.contract.states import WORKFLOW_LIVE
+from whimbrel.contract.waits import check_input
 from whimbrel.engine.feature import Core, Feature
 
 log = logging.getLogger("whimbrel.schedules")
@@ -79,12 +80,14 @@ class Schedules(Feature):
         """Store a new schedule; it first fires at its first fire time after now.
 
         Raises:
-            InvalidInput: the schedule is invalid, or fires no more after now.
+            InvalidInput: the schedule is invalid, fires no more after now, or its input
+                is refused by the workflow (a timer's time missing).
             DefinitionNotFound: its workflow is not registered.
             ScheduleConflict: the id exists with another spec.
         """
         schedule.validate()
-        self.core.definition(schedule.workflow_name)  # refuses an unknown workflow
+        _, defn = self.core.definition(schedule.workflow_name)  # refuses an unknown one
+        check_input(defn.activities, schedule.input)  # what every firing's start checks
         now = self.core.clock()
         existing = self.core.store.get_schedule(schedule.schedule_id)
         if existing is None:
@@ -197,14 +200,15 @@ class Schedules(Feature):
         # (one read of its workflow item); allow never asks.
         live = (s.overlap != "allow" or buffered is not None) and self._live(last_run)
         if buffered is not None and not live:  # the buffered firing's turn has come
-            error = self._try_start(s, buffered, started) or error
-            last_run, buffered, live = (started[-1] if started else last_run), None, True
+            wx, error = self._try_start(s, buffered, started, error)
+            last_run, buffered, live = wx or last_run, None, wx is not None
         fires = due_fires(s, info.last_fire_epoch, now)
         for fire in fires:
             action = overlap_action(s.overlap, live, buffered is not None)
             if action is OverlapAction.START:
-                error = self._try_start(s, fire, started) or error
-                last_run, live = (started[-1] if started else last_run), True
+                wx, error = self._try_start(s, fire, started, error)
+                if wx is not None:
+                    last_run, live = wx, True
             elif action is OverlapAction.BUFFER:
                 buffered = fire
             else:
@@ -240,14 +244,17 @@ class Schedules(Feature):
                                request_id=fire_request_id(s.schedule_id, fire),
                                source=f"schedule:{s.schedule_id}", write_request=False)
 
-    def _try_start(self, s: Schedule, fire: float, started: list[str]) -> str | None:
-        """Start one firing; the reason when it can never start (recorded on the
-        schedule; the firings after it go on)."""
+    def _try_start(self, s: Schedule, fire: float, started: list[str],
+                   error: str | None) -> tuple[str | None, str | None]:
+        """Start one firing: its run id (None if it can never start) and the schedule's
+        last error (this firing's reason, recorded on the schedule; the firings after it
+        go on)."""
         try:
-            started.append(self._start(s, fire))
+            wx = self._start(s, fire)
         except (DefinitionNotFound, InvalidInput) as exc:
             log.warning("schedule %s: firing %s not started: %s", s.schedule_id,
                         fire_request_id(s.schedule_id, fire), exc)
-            return f"{fire_request_id(s.schedule_id, fire)}: {exc}"[:1000]
-        return None
+            return None, f"{fire_request_id(s.schedule_id, fire)}: {exc}"[:1000]
+        started.append(wx)
+        return wx, error
 
