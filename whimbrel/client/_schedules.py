@@ -14,12 +14,13 @@ When = float | datetime | None
 
 
 def _epoch(value: float | datetime, name: str) -> float:
+    """An aware datetime as epoch seconds; anything else as given (the engine checks)."""
     if isinstance(value, datetime):
         if value.tzinfo is None:
             raise InvalidInput(f"{name} must be an aware datetime (with a tzinfo)",
                                field=name)
         return value.timestamp()
-    return float(value)
+    return value
 
 
 class Schedules:

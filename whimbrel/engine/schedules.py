@@ -24,6 +24,8 @@ A crash between 1 and 3 leaves the schedule due: the next sweep starts the same 
 from __future__ import annotations
 
 import logging
+import math
+import re
 from typing import Any
 
 from whimbrel.contract.errors import (
@@ -33,6 +35,7 @@ from whimbrel.contract.errors import (
     NotFound,
     WhimbrelError,
 )
+from whimbrel.contract.limits import NAME_PATTERN
 from whimbrel.contract.records import REMOVE
 from whimbrel.contract.schedules import (
     MAX_DUE_FIRES,
@@ -55,6 +58,32 @@ log = logging.getLogger("whimbrel.schedules")
 S = ScheduleStatus
 #: Due schedules one sweep pass takes from each shard (the rest wait for the next).
 DUE_PER_SHARD = 100
+_ID = re.compile(NAME_PATTERN)
+
+
+def checked_id(schedule_id: Any) -> str:
+    """A schedule id as given, once it is one.
+
+    Raises:
+        InvalidInput: not a string matching ``NAME_PATTERN``.
+    """
+    if not isinstance(schedule_id, str) or not _ID.match(schedule_id):
+        raise InvalidInput(f"schedule_id must match {NAME_PATTERN}, not {schedule_id!r}"[:200],
+                           field="schedule_id")
+    return schedule_id
+
+
+def checked_time(value: Any, field: str) -> float:
+    """Epoch seconds as given (a finite number, not a bool).
+
+    Raises:
+        InvalidInput: anything else.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value):
+        raise InvalidInput(f"{field} must be epoch seconds or an aware datetime, not "
+                           f"{value!r}"[:200], field=field)
+    return float(value)
 
 
 class ScheduleNotFound(NotFound):
@@ -107,7 +136,7 @@ class Schedules(Feature):
             "create it again to change it", schedule_id=schedule.schedule_id)
 
     def get(self, schedule_id: str) -> ScheduleInfo:
-        info = self.core.store.get_schedule(schedule_id)
+        info = self.core.store.get_schedule(checked_id(schedule_id))
         if info is None:
             raise ScheduleNotFound(schedule_id)
         return info
@@ -152,7 +181,7 @@ class Schedules(Feature):
         Raises:
             ScheduleNotFound: no such schedule.
         """
-        if not self.core.store.delete_schedule(schedule_id):
+        if not self.core.store.delete_schedule(checked_id(schedule_id)):
             raise ScheduleNotFound(schedule_id)
 
     def backfill(self, schedule_id: str, start: float, end: float) -> list[str]:
@@ -164,6 +193,7 @@ class Schedules(Feature):
             ScheduleNotFound: no such schedule.
             InvalidInput: an empty range, one reaching past now, or too many firings.
         """
+        start, end = checked_time(start, "start"), checked_time(end, "end")
         info = self.get(schedule_id)
         now = self.core.clock()
         if end > now:
