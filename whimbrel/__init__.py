@@ -27,11 +27,13 @@ from whimbrel.contract.errors import (
 )
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.outcomes import MapProgress
+from whimbrel.contract.schedules import Schedule, ScheduleInfo
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
 from whimbrel.contract.waits import NotAnApprover, SignalRefused
 from whimbrel.engine.manual import RetryNotAllowed
 from whimbrel.engine.moves import EngineDriven
 from whimbrel.engine.redrive import RedriveNotAllowed
+from whimbrel.engine.schedules import ScheduleConflict, ScheduleNotFound
 from whimbrel.engine.sweep import SweepReport
 from whimbrel.engine.views import ActivityExec, WorkflowExec, WorkflowRequest
 from whimbrel.worker.run import ActivityRun
@@ -58,6 +60,10 @@ __all__ = [
     "RedriveNotAllowed",
     "RetryNotAllowed",
     "RetryPolicy",
+    "Schedule",
+    "ScheduleConflict",
+    "ScheduleInfo",
+    "ScheduleNotFound",
     "SignalRefused",
     "StateConflict",
     "StoreError",

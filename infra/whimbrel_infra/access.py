@@ -19,6 +19,7 @@ from whimbrel.store.specs import (
     ACTIVITY_EXEC_DEPENDENCY,
     NOTIFICATION,
     REJECTION,
+    SCHEDULE,
     SIGNAL,
     WORKFLOW_DEFINITION,
     WORKFLOW_EXEC,
@@ -39,6 +40,7 @@ ENGINE_WRITES = (
     ACTIVITY_EXEC_DEPENDENCY.logical_name,
     REJECTION.logical_name,
     SIGNAL.logical_name,  # signals kept for a wait (SIGNAL rows, reconcile)
+    SCHEDULE.logical_name,  # schedules the sweep fires (engine/schedules.py)
 )
 
 # The notify function (whimbrel/observe/notify.py) reads executions and definitions (a

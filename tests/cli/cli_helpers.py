@@ -18,6 +18,9 @@ COMMANDS: list[tuple[str, ...]] = [
     ("events",), ("graph",), ("cancel",), ("retry",), ("exec",), ("sweep",),
     ("rejections",), ("dev",), ("demo",), ("ui",), ("redrive",), ("notifications",),
     ("signal",), ("approve",), ("reject",), ("suspend",), ("resume",),
+    ("schedules",), ("schedules", "create"), ("schedules", "apply"), ("schedules", "list"),
+    ("schedules", "pause"), ("schedules", "resume"), ("schedules", "delete"),
+    ("schedules", "backfill"),
 ]
 
 

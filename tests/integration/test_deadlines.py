@@ -143,7 +143,8 @@ def test_the_sweep_reads_only_what_is_due(wb: Whimbrel, clock: StepClock) -> Non
     report = wb.sweep(clock.advance(61 + wb.engine.in_flight_grace_seconds))
     assert len(report.timed_out) == 2
     calls = wb.meter.snapshot()["calls"]
-    # 4 timer shards + 4 reconcile shards queried; per due activity (not per running
-    # one) a read of it and of its workflow for the follow-ups (a retry, here).
-    assert calls["Query"] == 8
+    # 4 timer shards + 4 reconcile shards + 4 schedule shards queried; per due activity
+    # (not per running one) a read of it and of its workflow for the follow-ups (a
+    # retry, here).
+    assert calls["Query"] == 12
     assert calls["GetItem"] == 2 * 2

@@ -14,6 +14,7 @@ import pytest
 from whimbrel import ActivityDefinition as Act
 from whimbrel import ActivityState, StoreError, Whimbrel, WorkflowDefinition, WorkflowState
 from whimbrel.contract.ids import activity_exec_id, workflow_exec_id_for
+from whimbrel.contract.schedules import fire_request_id
 from whimbrel.local.runtime import LambdaContext
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,3 +119,15 @@ def test_heartbeat_handler_times_out_silent_activities(wb: Whimbrel) -> None:
     report = heartbeat.handler({"source": "aws.events"}, ctx(wb))
     assert report["timed_out"] == [aeid]
     assert wb.get_workflow(wx).state is WorkflowState.FAILED
+
+
+def test_heartbeat_handler_fires_due_schedules(wb: Whimbrel) -> None:
+    wb.register_workflow(WorkflowDefinition("hb_sched", (Act("a"),)))
+    base = float(int(time.time()) // 60 * 60)
+    wb.engine.clock = lambda: base + 10
+    wb.create_schedule("hb-every", "hb_sched", every_seconds=60)
+    wb.engine.clock = lambda: base + 60
+    for _ in range(2):  # the deployed sweep, and the same pass again: one run
+        heartbeat.handler({"source": "aws.events"}, ctx(wb))
+    runs = wb.list_workflows(name="hb_sched").items
+    assert [r.workflow_request_id for r in runs] == [fire_request_id("hb-every", base + 60)]

@@ -183,6 +183,26 @@ CORPUS: list[Case] = [
     ("resume: id ''", lambda wb, c: wb.resume_workflow(""), InvalidInput, "workflow_exec_id"),
     ("resume: a run that is not suspended but ended", lambda wb, c: wb.resume_workflow(
         c["ended"]), NotAllowedNow, "only a SUSPENDED workflow can be resumed"),
+    # -- schedules (issue 22) -------------------------------------------------------------
+    ("schedule: a cron that never fires", lambda wb, c: wb.create_schedule(
+        "s", "ok", cron="0 0 30 2 *"), InvalidInput, "never fires"),
+    ("schedule: an unknown zone", lambda wb, c: wb.create_schedule(
+        "s", "ok", cron="0 2 * * *", timezone="Mars/Olympus"), InvalidInput,
+     "not a known IANA time zone"),
+    ("schedule: an unknown workflow", lambda wb, c: wb.create_schedule(
+        "s", "nope", every_seconds=60), DefinitionNotFound, "nope"),
+    ("schedule: cron and rate", lambda wb, c: wb.create_schedule(
+        "s", "ok", cron="@daily", every_seconds=60), InvalidInput, "exactly one of"),
+    ("schedule: overlap 'sometimes'", lambda wb, c: wb.create_schedule(
+        "s", "ok", every_seconds=60, overlap="sometimes"), InvalidInput, "overlap must be"),
+    ("schedule: catch-up of 5 s", lambda wb, c: wb.create_schedule(
+        "s", "ok", every_seconds=60, catchup_seconds=5), InvalidInput, "catchup_seconds"),
+    ("schedule: id with @", lambda wb, c: wb.create_schedule(
+        "a@b", "ok", every_seconds=60), InvalidInput, "schedule_id must match"),
+    ("schedule: pause id None", lambda wb, c: wb.pause_schedule(None),  # type: ignore[arg-type]
+     InvalidInput, "schedule_id must match"),
+    ("schedule: backfill from 'a'", lambda wb, c: wb.backfill_schedule(
+        "s", "a", "b"), InvalidInput, "start must be epoch seconds"),  # type: ignore[arg-type]
 ]
 
 

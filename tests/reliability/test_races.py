@@ -30,7 +30,8 @@ from whimbrel.contract.errors import (
     StateConflict,
     WhimbrelError,
 )
-from whimbrel.contract.ids import activity_exec_id
+from whimbrel.contract.ids import activity_exec_id, workflow_exec_id_for
+from whimbrel.contract.schedules import fire_request_id
 from whimbrel.contract.states import Transition
 from whimbrel.testing import RecordingLauncher, StepClock, assert_contract_holds
 
@@ -452,3 +453,27 @@ def test_a_child_start_replayed_at_once_starts_one_child(rwb: Whimbrel) -> None:
         rwb.transition_activity(claimed.activity_exec_id, T.COMPLETED, output={"k": 1})
         assert _checked(rwb, wx, defn).state is W.COMPLETED
         assert rwb.claim(workflow_name="kid") is None
+
+
+# -- schedules (issue 22) -------------------------------------------------------------------
+
+def test_sweepers_at_once_start_one_run_per_fire_time(rwb: Whimbrel, step_clock: StepClock,
+                                                      launcher: RecordingLauncher) -> None:
+    defn = _one("sched", ActivityDefinition("A", launcher=LAMBDA))
+    rwb.register_workflow(defn)
+    step_clock.now = float(int(step_clock.now) // 60 * 60 + 10)
+    rwb.create_schedule("every", "sched", every_seconds=60, overlap="allow")
+    rwb.create_schedule("once", "sched", every_seconds=60)  # skip while its run is live
+    fires = []
+    for _ in range(ROUNDS):
+        step_clock.now = float((int(step_clock.now) // 60 + 1) * 60)
+        fires.append(step_clock.now)
+        together(*[rwb.sweep] * THREADS)
+        RACES["sweepers on one due schedule"] += 1
+        assert launcher.doubled() == []
+    started = {r.workflow_exec_id for r in launcher.requests}
+    assert started == {workflow_exec_id_for(fire_request_id("every", f)) for f in fires} | \
+        {workflow_exec_id_for(fire_request_id("once", fires[0]))}
+    assert rwb.get_schedule("once").skipped == ROUNDS - 1
+    for wx in started:
+        _checked(rwb, wx, defn, launcher)

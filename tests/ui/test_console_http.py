@@ -267,3 +267,17 @@ def test_maps_child_runs_and_redrive_in_the_console(con: Console) -> None:
     assert done.status == 303 and done.headers["Location"] == f"/runs/{wx}?done=redrive"
     again = wb.get_workflow(wx)
     assert again.state.value == "RUNNING" and again.redrive_count == 1
+
+
+def test_the_schedules_page_lists_schedules(con: Console) -> None:
+    assert "No schedules yet" in http(con.url("/schedules")).body
+    con.wb.create_schedule("ui-nightly", "one", cron="0 2 * * *", timezone="Europe/Berlin")
+    con.wb.create_schedule("ui-paused", "one", every_seconds=600)
+    con.wb.pause_schedule("ui-paused")
+    page = http(con.url("/schedules"))
+    assert page.status == 200
+    assert 'data-schedule="ui-nightly"' in page.body and "0 2 * * *" in page.body
+    assert "Europe/Berlin" in page.body and "PAUSED" in page.body
+    assert 'href="/schedules" class="active"' in page.body
+    for sid in ("ui-nightly", "ui-paused"):
+        con.wb.delete_schedule(sid)

@@ -61,6 +61,8 @@ def test_public_names_are_pinned() -> None:
         # issue 11: the guards' errors; issue 12: the request view and the id rule
         "ListenerOnly", "NotAllowedNow", "UpstreamNotCompleted", "WorkflowNotRunning",
         "WorkflowRequest", "workflow_exec_id_for",
+        # issue 22: schedules
+        "Schedule", "ScheduleConflict", "ScheduleInfo", "ScheduleNotFound",
     ])
     for name in whimbrel.__all__:
         assert getattr(whimbrel, name) is not None

@@ -10,6 +10,7 @@ from whimbrel.cli import (
     cmd_local,
     cmd_notify,
     cmd_runs,
+    cmd_schedules,
     cmd_setup,
     cmd_ui,
     cmd_waits,
@@ -17,4 +18,5 @@ from whimbrel.cli import (
 from whimbrel.cli.app import ExitCode, app, main
 
 __all__ = ["ExitCode", "app", "cmd_control", "cmd_data", "cmd_exec", "cmd_local",
-           "cmd_notify", "cmd_runs", "cmd_setup", "cmd_ui", "cmd_waits", "main"]
+           "cmd_notify", "cmd_runs", "cmd_schedules", "cmd_setup", "cmd_ui", "cmd_waits",
+           "main"]

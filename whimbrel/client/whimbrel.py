@@ -18,6 +18,7 @@ from whimbrel.client._activities import Activities
 from whimbrel.client._data import DataFlows
 from whimbrel.client._notify import Notifications
 from whimbrel.client._runs import Runs
+from whimbrel.client._schedules import Schedules
 from whimbrel.client._waits import Waits
 from whimbrel.client.query import DefinitionVersion
 from whimbrel.contract.definitions import WorkflowDefinition
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from botocore.config import Config
 
 
-class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows):
+class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules):
     """Entry point of the Full Logic API (and, through the same store, everything else).
 
     Args:

@@ -401,3 +401,57 @@ def parse_fire_request_id(request_id: str) -> tuple[str, float] | None:
     except ValueError:
         return None
     return sid, when.timestamp()
+
+
+# -- a stored schedule -----------------------------------------------------------------------
+
+class ScheduleStatus(StrEnum):
+    """Where a stored schedule is. Only ACTIVE ones are in the due index."""
+
+    ACTIVE = "ACTIVE"
+    PAUSED = "PAUSED"
+    #: It fires no more (past ``end_at``); kept for the listing until deleted.
+    ENDED = "ENDED"
+
+
+@dataclass(frozen=True)
+class ScheduleInfo:
+    """A schedule as stored (``Whimbrel.list_schedules``).
+
+    Attributes:
+        schedule: what was created.
+        status: :class:`ScheduleStatus` value.
+        last_fire_epoch: the last fire time handled (started, skipped or buffered); at
+            creation and on resume, the time of that call (no firing for the past).
+        next_fire_epoch: when the sweep next looks at it (None unless ACTIVE); the next
+            fire time, or the current time while a buffered firing waits.
+        last_run: the run id of the last firing started.
+        buffered_fire_epoch: a firing (``buffer_one``) waiting for ``last_run`` to end.
+        skipped: how many firings were skipped because the previous run was live.
+        last_error: why the last firing that could not start did not (its workflow's
+            definition gone, its input refused by a newer version), or None.
+        created_epoch: when it was created.
+    """
+
+    schedule: Schedule
+    status: str = ScheduleStatus.ACTIVE.value
+    last_fire_epoch: float | None = None
+    next_fire_epoch: float | None = None
+    last_run: str | None = None
+    buffered_fire_epoch: float | None = None
+    skipped: int = 0
+    last_error: str | None = None
+    created_epoch: float = 0.0
+
+    @property
+    def schedule_id(self) -> str:
+        return self.schedule.schedule_id
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (for the CLI's JSON and the console)."""
+        out: dict[str, Any] = {"schedule_id": self.schedule_id, "status": self.status}
+        out.update({k: v for k, v in self.schedule.to_dict().items() if k != "schedule_id"})
+        for name in ("last_fire_epoch", "next_fire_epoch", "last_run",
+                     "buffered_fire_epoch", "skipped", "last_error", "created_epoch"):
+            out[name] = getattr(self, name)
+        return out

@@ -35,6 +35,7 @@ from whimbrel.engine.maps import Maps
 from whimbrel.engine.metrics import EngineMetrics
 from whimbrel.engine.ports import Clock, Launcher, StorePort
 from whimbrel.engine.redrive import Redrive
+from whimbrel.engine.schedules import Schedules
 from whimbrel.engine.suspend import Suspend
 from whimbrel.engine.views import ActivityExec
 from whimbrel.engine.waits import Waits
@@ -54,6 +55,7 @@ FEATURES: tuple[Callable[[Core], Feature], ...] = (
     Suspend,          # held deadlines and claims of a SUSPENDED run
     Waits,            # timer, signal and approval waits
     Lost,             # missing attempt rows: LOST tombstones; a created retry never again
+    Schedules,        # sweep: start the due firings of schedules
 )
 
 

@@ -26,6 +26,7 @@ from whimbrel.contract.records import (
     SignalRecord,
     WorkflowRecord,
 )
+from whimbrel.contract.schedules import ScheduleInfo
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.settings import activity_environment
 
@@ -39,6 +40,8 @@ class StorePort(Protocol):
     table_prefix: str
     #: Partitions of the sparse ``claimable`` index; a claim asks them all at once.
     claim_shards: tuple[str, ...]
+    #: Partitions of the sparse ``due_schedules`` index; a sweep asks them all at once.
+    schedule_shards: tuple[str, ...]
 
     # -- definitions --------------------------------------------------------------------
     def latest_definition(self, name: str) -> DefinitionRecord | None: ...
@@ -105,6 +108,15 @@ class StorePort(Protocol):
                        activity_exec_id: str) -> bool: ...
     def expire_signal(self, workflow_exec_id: str, signal_id: str,
                       expires_epoch: float) -> None: ...
+
+    # -- schedules (store/schedules.py) -----------------------------------------------------
+    def put_schedule(self, info: ScheduleInfo, now: float) -> bool: ...
+    def get_schedule(self, schedule_id: str) -> ScheduleInfo | None: ...
+    def list_schedules(self) -> Iterable[ScheduleInfo]: ...
+    def due_schedules(self, shard: str, now: float, limit: int) -> list[str]: ...
+    def update_schedule(self, schedule_id: str, changes: Changes, *,
+                        expect: Mapping[str, object]) -> ScheduleInfo | None: ...
+    def delete_schedule(self, schedule_id: str) -> bool: ...
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ TTL_ATTRIBUTE = "expires_epoch"
 TIMER_SHARDS = 4
 RECONCILE_SHARDS = 4
 CLAIM_SHARDS = 4
+#: Partitions of the sparse ``due_schedules`` index; a sweep queries them in parallel.
+SCHEDULE_SHARDS = 4
 #: The one value of a definition's ``catalog`` attribute: every definition item is in
 #: the ``all_names`` index, so the registered names are one Query away (never a Scan).
 CATALOG = "definitions"
@@ -261,6 +263,26 @@ SIGNAL = TableSpec(
     "is (a run's signals are one Query of its partition); a signal_id names one signal.",
 )
 
+SCHEDULE = TableSpec(
+    "schedule",
+    Key("schedule_id"),
+    attributes=attributes("schedule_id workflow_name spec:J status last_fire_epoch:N "
+                          "next_fire_epoch:N fire_shard last_run buffered_fire_epoch:N "
+                          "skipped:I last_error created_epoch:N updated_epoch:N expires_epoch:N"),
+    indexes=(
+        IndexSpec(
+            "due_schedules",
+            Key("fire_shard"),
+            Key("next_fire_epoch", "N"),
+            purpose="sparse: present only while a schedule is ACTIVE (paused, ended and "
+            "deleted ones drop out); the sweep asks each shard for what is due",
+        ),
+    ),
+    purpose="One item per schedule (Whimbrel.create_schedule): its spec, the last fire "
+    "handled and when the sweep next looks at it. A firing starts its run directly "
+    "(request id '<schedule_id>@<fire time>'), so no stream.",
+)
+
 TABLES: tuple[TableSpec, ...] = (
     WORKFLOW_DEFINITION,
     WORKFLOW_REQUEST,
@@ -271,6 +293,7 @@ TABLES: tuple[TableSpec, ...] = (
     REJECTION,
     NOTIFICATION,
     SIGNAL,
+    SCHEDULE,
 )
 
 #: How long an event's marker is kept: longer than a stream record can be redelivered

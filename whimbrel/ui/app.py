@@ -123,6 +123,7 @@ class Console:
             Route("/definitions", g(self.definitions)),
             Route("/definitions/{name}", g(self.definition)),
             Route("/rejections", g(self.rejections)),
+            Route("/schedules", g(self.schedules)),
             Route("/actions/{action}", g(self.confirm), methods=["GET"]),
             Route("/actions/{action}", self.act, methods=["POST"]),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
@@ -231,6 +232,9 @@ class Console:
             self.wb.clock(), UTC).strftime("%Y-%m-%d")
         rows = self.wb.list_rejections(day, limit=200)
         return self.page(request, "rejections.html", day=day, rows=rows)
+
+    def schedules(self, request: Request) -> Response:
+        return self.page(request, "schedules.html", rows=self.wb.list_schedules())
 
     # -- actions ---------------------------------------------------------------------
 

@@ -126,6 +126,7 @@ class Intake:
             if item.manual:
                 return IntakeResult(Outcome.IGNORED, reason="manual request (Full Logic trace)")
             request_id = item.workflow_request_id
+            refuse_future(item.when_epoch, self.engine.clock())
             wx = workflow_exec_id_for(request_id)
             input_ = payload(item.input, "input")
             existed = self.engine.store.get_workflow(wx) is not None
@@ -370,6 +371,25 @@ class Intake:
             if exc.retryable:
                 raise
             log.warning("could not mark rejected %s row %r: %s", key, value[:200], exc)
+
+
+#: How far in the future a request row's ``when_epoch`` may lie (writers' clock skew).
+WHEN_SLACK_SECONDS = 300.0
+
+
+def refuse_future(when_epoch: float | None, now: float) -> None:
+    """A request row starts its run at once: one dated later is refused rather than
+    started early (a later start is a schedule's job: docs/schedules.md).
+
+    Raises:
+        InvalidInput: ``when_epoch`` more than :data:`WHEN_SLACK_SECONDS` after now.
+    """
+    if when_epoch is not None and when_epoch > now + WHEN_SLACK_SECONDS:
+        raise InvalidInput(
+            f"when_epoch {when_epoch:.0f} is in the future (now {now:.0f}): a request row "
+            "starts its workflow when it is written, so it is refused rather than started "
+            "early; to start later use a schedule (create_schedule with start_at/end_at, "
+            "or write the row at that time)", field="when_epoch")
 
 
 def _same(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
