@@ -28,7 +28,7 @@ from whimbrel.engine.intake.rows import ROWS
 A, W = ActivityState, WorkflowState
 PACKAGE = Path(whimbrel.__file__).parent
 #: The modules that make up the features (signals.py is the waits feature's signal kind).
-FEATURE_MODULES = {"maps", "children", "handlers", "redrive", "suspend", "waits"}
+FEATURE_MODULES = {"maps", "children", "handlers", "redrive", "suspend", "waits", "tracing"}
 
 
 def _imports() -> dict[str, set[str]]:

@@ -94,6 +94,9 @@ class ActivityRecord:
     approvers: tuple[str, ...] | None = None
     #: A deadline the sweep held back while the workflow was SUSPENDED (re-armed on resume).
     held_epoch: float | None = None
+    #: The run's W3C trace context (``traceparent``, a newline, ``tracestate`` when there
+    #: is one), copied from the workflow item (engine/tracing.py).
+    traceparent: str | None = None
 
     def with_changes(self, **changes: Any) -> ActivityRecord:
         return replace(self, **changes)
@@ -129,6 +132,8 @@ class WorkflowRecord:
     redrive_count: int | None = None
     redriven_epoch: float | None = None
     redrive_ready: int | None = None
+    #: The run's root span as W3C trace context (engine/tracing.py).
+    traceparent: str | None = None
 
     @property
     def redrives(self) -> int:
@@ -159,6 +164,8 @@ class RequestRecord:
     outcome: str | None = None
     reason: str | None = None
     processed_epoch: float | None = None
+    #: The caller's W3C trace context, continued by the run (engine/tracing.py).
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +182,8 @@ class EventRecord:
     output: str | None = None
     error: str | None = None
     source: str | None = None
+    #: The reporter's W3C trace context (engine/tracing.py).
+    traceparent: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -30,6 +30,7 @@ from whimbrel.engine.metrics import EngineMetrics
 from whimbrel.engine.ports import Clock, Launcher, StorePort
 from whimbrel.engine.redrive import Redrive
 from whimbrel.engine.suspend import Suspend
+from whimbrel.engine.tracing import Tracing
 from whimbrel.engine.views import ActivityExec
 from whimbrel.engine.waits import Waits
 from whimbrel.settings import DEFAULT_RETENTION_DAYS
@@ -46,6 +47,7 @@ FEATURES: tuple[Callable[[Core], Feature], ...] = (
     FailureHandlers,  # on_failure: continue, or call a handler
     Suspend,          # held deadlines and claims of a SUSPENDED run
     Waits,            # timer, signal and approval waits
+    Tracing,          # spans of a run and its attempts (observes only)
 )
 
 

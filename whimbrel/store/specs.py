@@ -132,7 +132,8 @@ WORKFLOW_REQUEST = TableSpec(
     "workflow_request",
     Key("workflow_request_id"),
     attributes=attributes("workflow_request_id workflow_name version:I input:J manual:BOOL "
-                          "source when_epoch:N workflow_exec_id expires_epoch:N " + _OUTCOME),
+                          "source when_epoch:N workflow_exec_id expires_epoch:N traceparent "
+                          + _OUTCOME),
     # Old images too: a row written again under the same id is rejected with what it
     # held before (the content that started the run).
     stream="NEW_AND_OLD_IMAGES",
@@ -146,7 +147,7 @@ WORKFLOW_EXEC = TableSpec(
         "workflow_exec_id workflow_name version:I state workflow_request_id input:J error "
         "source created_epoch:N created_day updated_epoch:N ended_epoch:N name_state "
         "check_shard check_epoch:N request_expires_epoch:N history:H expires_epoch:N "
-        "parent_activity_exec_id redrive_count:I redriven_epoch:N redrive_ready:I"),
+        "parent_activity_exec_id redrive_count:I redriven_epoch:N redrive_ready:I traceparent"),
     indexes=(
         IndexSpec(
             "by_day",
@@ -186,7 +187,7 @@ ACTIVITY_EXEC = TableSpec(
         "heartbeat_timeout_seconds:N close_epoch:N not_before_epoch:N timer_shard "
         "timer_epoch:N claim_shard claim_key worker history:H expires_epoch:N input:J "
         "map_size:I called_by redrive_count:I retry_base:I waiting_for approvers:SL "
-        "held_epoch:N"),
+        "held_epoch:N traceparent"),
     indexes=(
         IndexSpec(
             "timers",
@@ -225,7 +226,7 @@ ACTIVITY_EVENT = TableSpec(
     Key("activity_event_id"),
     attributes=attributes("activity_event_id activity_exec_id activity_name workflow_exec_id "
                           "workflow_name transition output:J error:J source when_epoch:N "
-                          "error_type expires_epoch:N " + _OUTCOME),
+                          "error_type expires_epoch:N traceparent " + _OUTCOME),
     stream="NEW_AND_OLD_IMAGES",
     purpose="Simple Lambda API: one item reports one activity transition.",
 )

@@ -46,7 +46,7 @@ from whimbrel.contract.states import (
     Transition,
     activity_sources,
 )
-from whimbrel.engine import rules
+from whimbrel.engine import rules, tracing
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.intake.decode import (
     REJECTION_TTL_SECONDS,
@@ -124,9 +124,10 @@ class Intake:
             wx = workflow_exec_id_for(request_id)
             input_ = payload(item.input, "input")
             existed = self.engine.store.get_workflow(wx) is not None
-            self.engine.start(item.workflow_name, input_, version=item.version,
-                              request_id=request_id, source=item.source or "simple-api",
-                              write_request=False)
+            with tracing.continued(item.traceparent):  # the requester's trace
+                self.engine.start(item.workflow_name, input_, version=item.version,
+                                  request_id=request_id, source=item.source or "simple-api",
+                                  write_request=False)
         except ValidationError as exc:
             return self._reject(SOURCE_WORKFLOW_REQUEST, record,
                                 describe_validation(exc, record), "ValidationError")
@@ -159,7 +160,8 @@ class Intake:
         try:
             item = parse(event=image_of(record), model=ActivityEventItem)
             event_id, aeid = item.activity_event_id, item.activity_exec_id
-            result = self._apply_event(record, item)
+            with tracing.continued(item.traceparent):  # the reporter's trace
+                result = self._apply_event(record, item)
         except ValidationError as exc:
             result = self._reject(SOURCE_ACTIVITY_EVENT, record,
                                   describe_validation(exc, record), "ValidationError")
