@@ -5,6 +5,7 @@ Local (whimbrel/engine/tracing.py)."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -175,3 +176,26 @@ def test_nothing_is_recorded_without_a_tracer_provider(traced_wb: Whimbrel) -> N
     assert row is not None and row.traceparent is None
     out = traced_wb.get_workflow(wx).output["A"]
     assert out == {"trace_context": {}}
+
+
+def test_the_console_exporter_snippet_in_the_docs_runs_as_written(
+        ddb_endpoint: str, table_prefix: str) -> None:
+    text = (ROOT / "docs" / "operations.md").read_text()
+    section = text[text.index("## Tracing"):]
+    snippet = section[section.index("```python\n") + 10:section.index("\n```\n")]
+    default = 'Whimbrel(endpoint_url="http://localhost:8000")'
+    assert default in snippet
+    code = snippet.replace(default, f"Whimbrel(endpoint_url={ddb_endpoint!r}, "
+                                    f"table_prefix={table_prefix!r})")
+    code += "\nwb.store.delete_tables()\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    printed = done.stdout
+    for name in ("nightly job", "whimbrel.run hello", "whimbrel.launch greet",
+                 "whimbrel.activity greet", "whimbrel.attempt greet",
+                 "whimbrel.run.end hello"):
+        assert f'"name": "{name}"' in printed, name
+    trace_ids = {line.split('"trace_id": "')[1][:34] for line in printed.splitlines()
+                 if '"trace_id": "' in line}
+    assert len(trace_ids) == 1  # one trace, the caller's

@@ -112,12 +112,13 @@ class Engine(EngineBase):
     def transition(self, activity_exec_id_: str, transition: Transition | str, *,
                    output: Any = None, error: Any = None, error_type: str | None = None,
                    actor: str | None = None,
-                   assume: ActivityRecord | None = None) -> ActivityExec:
+                   assume: ActivityRecord | None = None,
+                   output_json: str | None = None) -> ActivityExec:
         """Apply one contract move asked for by a caller outside the engine, with its
         guards and follow-ups (see :func:`whimbrel.engine.moves.transition`)."""
         return moves.transition(self, activity_exec_id_, transition, output=output,
                                 error=error, error_type=error_type, actor=actor,
-                                assume=assume)
+                                assume=assume, output_json=output_json)
 
     def finish(self, aeid: str, transition: Transition, *, output: Any = None,
                error: Any = None, error_type: str | None = None, actor: str = "worker",

@@ -23,7 +23,7 @@ from whimbrel.contract.limits import MAX_INPUT_BYTES
 from whimbrel.contract.payloads import encode_payload
 from whimbrel.contract.records import ActivityRecord, Change, RequestRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState, activity_path
-from whimbrel.contract.waits import check_input
+from whimbrel.contract.waits import WAIT_KINDS, check_input
 from whimbrel.engine import ending, flow, rules
 from whimbrel.engine.base import day_of
 from whimbrel.engine.feature import Core
@@ -215,10 +215,23 @@ def create_root(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name
     return engine.store.create_activity(record)
 
 
+def _acts_now(engine: Core, defn: WorkflowDefinition, name: str) -> bool:
+    """Whether starting root ``name`` does more than leave it READY to be claimed."""
+    spec = defn.activity(name)
+    return spec.launcher.is_push or spec.launcher.kind in WAIT_KINDS \
+        or driven(engine, spec, name)
+
+
 def launch_roots(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
                  created: set[str]) -> None:
     """Launch the roots, if the workflow is (still) RUNNING: a QUEUED root by the actor
-    that created it, an in-process one by the winner of its move to RUNNING."""
+    that created it, an in-process one by the winner of its move to RUNNING.
+
+    Roots that are only claimed (pull, neither driven nor a wait) need no read of the
+    run: they wait READY, and a claim checks the run's state itself (``moves.claim``
+    gives an attempt of an ending run up), as does the reconciler's visit."""
+    if not any(_acts_now(engine, defn, name) for name in defn.roots):
+        return
     current = engine.workflow(wf.workflow_exec_id)
     if current.state is not W.RUNNING:
         ending.settle(engine, wf.workflow_exec_id)  # cancelled while starting

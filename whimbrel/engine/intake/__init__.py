@@ -181,13 +181,14 @@ class Intake:
             return ROWS[verb](self, record, item, aim)
         assert isinstance(verb, Transition)
         # The whole row is checked before anything is applied: its output too.
-        output = payload(item.output, "output")
-        encode_payload(output, field="output", max_bytes=MAX_OUTPUT_BYTES)
+        # Encoded once here; the engine writes this text as it is.
+        output = encode_payload(payload(item.output, "output"), field="output",
+                                max_bytes=MAX_OUTPUT_BYTES)
         error = item.error if item.error is None or isinstance(item.error, str) \
             else native(item.error, "error")
         actor = actor_of(item)
         try:
-            moved = self.engine.transition(aim, verb, output=output, error=error,
+            moved = self.engine.transition(aim, verb, output_json=output, error=error,
                                            error_type=item.error_type, actor=actor)
         except (StateConflict, IllegalTransition) as exc:
             return self.not_applied(record, item, actor, exc, output, error)
@@ -248,7 +249,7 @@ class Intake:
             self.engine.transition(aeid, Transition.RUNNING, actor=actor + IMPLIED_RUNNING)
         except StateConflict:
             pass  # moved meanwhile (perhaps by that RUNNING event): the end decides
-        moved = self.engine.transition(aeid, verb, output=output, error=error,
+        moved = self.engine.transition(aeid, verb, output_json=output, error=error,
                                        error_type=item.error_type, actor=actor)
         return IntakeResult(Outcome.APPLIED, workflow_exec_id=moved.workflow_exec_id,
                             activity_exec_id=aeid, transition=verb.value,
