@@ -120,3 +120,13 @@ def scripted_list(run: ActivityRun) -> Any:
     """Like ``scripted`` (counted once per run), returning a list to map over."""
     _count_run(run)
     return ["x", "y", "z"]
+
+
+def traced(run: ActivityRun) -> Any:
+    """Opens a span of its own (it joins the run's trace) and reports the context an
+    external process would continue."""
+    from opentelemetry import trace
+
+    with trace.get_tracer("wb-test-activity").start_as_current_span("own work"):
+        pass
+    return {"trace_context": run.trace_context}

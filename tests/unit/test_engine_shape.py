@@ -30,7 +30,7 @@ A, W = ActivityState, WorkflowState
 PACKAGE = Path(whimbrel.__file__).parent
 #: The modules that make up the features (signals.py is the waits feature's signal kind).
 FEATURE_MODULES = {"conditions", "maps", "children", "handlers", "redrive", "suspend", "waits",
-                   "lost", "schedules"}
+                   "lost", "schedules", "tracing"}
 
 
 def _imports() -> dict[str, set[str]]:

@@ -20,6 +20,7 @@ from whimbrel.contract.limits import MAX_INPUT_BYTES, MAX_OUTPUT_BYTES
 from whimbrel.contract.payloads import clip_error, encode_payload
 from whimbrel.contract.records import EventRecord, RequestRecord
 from whimbrel.contract.states import Transition
+from whimbrel.engine import tracing
 from whimbrel.engine.ports import Clock, StorePort
 from whimbrel.settings import ENV_ACTIVITY_EXEC_ID, ENV_WORKFLOW_NAME
 
@@ -54,7 +55,8 @@ def request_workflow(store: StorePort, clock: Clock, name: str, input: Any = Non
     if require_definition is not None:
         require_definition(name, version)
     if not store.put_request(RequestRecord(request_id, name, clock(), version=version,
-                                           input=payload, manual=False, source=source)):
+                                           input=payload, manual=False, source=source,
+                                           traceparent=tracing.current())):
         existing = store.get_request(request_id)
         if existing is not None and existing.workflow_name != name:
             raise InvalidInput(f"request id {request_id!r} already asked for workflow "
@@ -93,7 +95,7 @@ def send_activity_event(store: StorePort, clock: Clock, activity_exec_id: str,
         event_id, activity_exec_id, verb.value, clock(), activity_name=key.activity_name,
         workflow_exec_id=key.workflow_exec_id, workflow_name=workflow_name,
         output=encode_payload(output, field="output", max_bytes=MAX_OUTPUT_BYTES),
-        error=clip_error(error), source="simple-api"))
+        error=clip_error(error), source="simple-api", traceparent=tracing.current()))
     return event_id
 
 

@@ -108,6 +108,9 @@ class ActivityRecord:
     retry_created: int | None = None
     #: It completed with ``end_workflow``: its run ends COMPLETED with its output.
     ends_workflow: bool | None = None
+    #: The run's W3C trace context (``traceparent``, a newline, ``tracestate`` when there
+    #: is one), copied from the workflow item (engine/tracing.py).
+    traceparent: str | None = None
 
     def with_changes(self, **changes: Any) -> ActivityRecord:
         return replace(self, **changes)
@@ -149,6 +152,8 @@ class WorkflowRecord:
     #: A run an attempt ended early (``end_workflow``): that attempt, and its output (JSON).
     ended_by: str | None = None
     output: str | None = None
+    #: The run's root span as W3C trace context (engine/tracing.py).
+    traceparent: str | None = None
 
     @property
     def redrives(self) -> int:
@@ -179,6 +184,8 @@ class RequestRecord:
     outcome: str | None = None
     reason: str | None = None
     processed_epoch: float | None = None
+    #: The caller's W3C trace context, continued by the run (engine/tracing.py).
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +202,8 @@ class EventRecord:
     output: str | None = None
     error: str | None = None
     source: str | None = None
+    #: The reporter's W3C trace context (engine/tracing.py).
+    traceparent: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -169,6 +169,10 @@ class EngineBase:
             item = self.store.latest_definition(name)
         if item is None:
             raise DefinitionNotFound(name, version)
+        with self._lock:  # a version never changes: parse its text once
+            cached = self._definitions.get((name, item.version))
+        if cached is not None:
+            return item.version, cached
         defn = WorkflowDefinition.from_json(item.definition)
         with self._lock:
             self._definitions[(name, item.version)] = defn

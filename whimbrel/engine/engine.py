@@ -37,6 +37,7 @@ from whimbrel.engine.ports import Clock, Launcher, StorePort
 from whimbrel.engine.redrive import Redrive
 from whimbrel.engine.schedules import Schedules
 from whimbrel.engine.suspend import Suspend
+from whimbrel.engine.tracing import Tracing
 from whimbrel.engine.views import ActivityExec
 from whimbrel.engine.waits import Waits
 from whimbrel.settings import DEFAULT_RETENTION_DAYS
@@ -56,6 +57,7 @@ FEATURES: tuple[Callable[[Core], Feature], ...] = (
     Waits,            # timer, signal and approval waits
     Lost,             # missing attempt rows: LOST tombstones; a created retry never again
     Schedules,        # sweep: start the due firings of schedules
+    Tracing,          # spans of a run and its attempts (observes only)
 )
 
 
@@ -125,12 +127,14 @@ class Engine(EngineBase):
                    output: Any = None, error: Any = None, error_type: str | None = None,
                    actor: str | None = None,
                    assume: ActivityRecord | None = None,
-                   written_epoch: float | None = None) -> ActivityExec:
+                   written_epoch: float | None = None,
+                   output_json: str | None = None) -> ActivityExec:
         """Apply one contract move asked for by a caller outside the engine, with its
         guards and follow-ups (see :func:`whimbrel.engine.moves.transition`)."""
         return moves.transition(self, activity_exec_id_, transition, output=output,
                                 error=error, error_type=error_type, actor=actor,
-                                assume=assume, written_epoch=written_epoch)
+                                assume=assume, written_epoch=written_epoch,
+                                output_json=output_json)
 
     def finish(self, aeid: str, transition: Transition, *, output: Any = None,
                error: Any = None, error_type: str | None = None, actor: str = "worker",

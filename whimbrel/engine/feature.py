@@ -140,7 +140,7 @@ class Feature(Protocol):
     Taking over (the first feature that returns a truthy value decides): ``drives``,
     ``advance``, ``follow_up``, ``before_retry``, ``failed_for_good``, ``stop``,
     ``waiting_attempt``, ``check_at_end``, ``finish_start``, ``due``. Observing (every
-    feature, in order): ``new_attempt``, ``ready``, ``readied``, ``refuse``,
+    feature, in order): ``begin``, ``new_attempt``, ``ready``, ``readied``, ``refuse``,
     ``completed``, ``moved``, ``launched``, ``ended``, ``after_end``, ``reconcile``,
     ``sweep``, ``registering``.
     """
@@ -153,6 +153,11 @@ class Feature(Protocol):
         return []
 
     # -- start ---------------------------------------------------------------------------
+
+    def begin(self, record: WorkflowRecord) -> WorkflowRecord:
+        """A new run's workflow item before its create write: add to it (tracing
+        records the run's trace context)."""
+        return record
 
     def drives(self, spec: ActivityDefinition, name: str) -> str | None:
         """Whether only the engine moves attempts of ``name`` (a map's own row, a child

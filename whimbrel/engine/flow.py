@@ -218,7 +218,7 @@ def new_attempt(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name
         activity_name=name, workflow_name=wf.workflow_name, attempt=attempt,
         state=A.REQUESTED, workflow_version=wf.version, created_epoch=now,
         updated_epoch=now, heartbeat_timeout_seconds=spec.heartbeat_timeout_seconds,
-        not_before_epoch=not_before, timer_epoch=not_before,
+        not_before_epoch=not_before, timer_epoch=not_before, traceparent=wf.traceparent,
         history=(Change(A.REQUESTED.value, now, actor or engine.actor),)), wf, previous)
     for feature in engine.features:
         record = feature.new_attempt(defn, record)

@@ -87,6 +87,7 @@ def transition(
     actor: str | None = None,
     assume: ActivityRecord | None = None,
     written_epoch: float | None = None,
+    output_json: str | None = None,
 ) -> ActivityExec:
     """Apply one contract move asked for by a caller outside the engine (the Full
     Logic API, a Simple API row, the CLI), with its guards and follow-ups.
@@ -95,6 +96,8 @@ def transition(
     instead of reading it first; the write stays conditional on its state.
     ``written_epoch``: when the report was written (a Simple API row: DynamoDB's time),
     kept with a late report.
+    ``output_json``: the output already checked and encoded (``encode_payload``), used
+    instead of ``output`` (the intake encodes a row's output once).
 
     Raises:
         ActivityNotFound: no such activity execution.
@@ -112,7 +115,8 @@ def transition(
     """
     verb = Transition(transition)
     parse_activity_exec_id(activity_exec_id_)
-    text = encode_payload(output, field="output", max_bytes=MAX_OUTPUT_BYTES)
+    text = output_json if output_json is not None else \
+        encode_payload(output, field="output", max_bytes=MAX_OUTPUT_BYTES)
     item = write_image(engine, activity_exec_id_, assume)
     if verb is Transition.TIME_OUT:
         raise ListenerOnly(current=_state_of(item), activity_exec_id=activity_exec_id_)

@@ -88,9 +88,6 @@ def start(
         # The trace expires a day after the end of any run shorter than a day, so
         # the end needs no write to it (ending.py, before_end).
         expires = rules.expiry(now + rules.RETENTION_SLACK_SECONDS, engine.retention(defn))
-        engine.store.put_request(RequestRecord(
-            request_id, name, now, version=version, input=payload, manual=True,
-            source=source, workflow_exec_id=wx, expires_epoch=expires))
     record = WorkflowRecord(
         workflow_exec_id=wx, workflow_name=name, version=version, state=W.RUNNING,
         workflow_request_id=request_id, input=payload, source=source, created_epoch=now,
@@ -99,6 +96,13 @@ def start(
         parent_activity_exec_id=parent,
         history=(Change(W.REQUESTED.value, now, engine.actor),
                  Change(W.RUNNING.value, now, engine.actor)))
+    for feature in engine.features:
+        record = feature.begin(record)  # e.g. the run's trace context (tracing.py)
+    if write_request:
+        engine.store.put_request(RequestRecord(
+            request_id, name, now, version=version, input=payload, manual=True,
+            source=source, workflow_exec_id=wx, expires_epoch=expires,
+            traceparent=record.traceparent))
     if not engine.store.create_workflow(record):
         existing = engine.workflow(wx)
         if existing.workflow_name != name:

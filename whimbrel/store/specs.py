@@ -134,7 +134,8 @@ WORKFLOW_REQUEST = TableSpec(
     "workflow_request",
     Key("workflow_request_id"),
     attributes=attributes("workflow_request_id workflow_name version:I input:J manual:BOOL "
-                          "source when_epoch:N workflow_exec_id expires_epoch:N " + _OUTCOME),
+                          "source when_epoch:N workflow_exec_id expires_epoch:N traceparent "
+                          + _OUTCOME),
     # Old images too: a row written again under the same id is rejected with what it
     # held before (the content that started the run).
     stream="NEW_AND_OLD_IMAGES",
@@ -149,7 +150,7 @@ WORKFLOW_EXEC = TableSpec(
         "source created_epoch:N created_day updated_epoch:N ended_epoch:N name_state "
         "check_shard check_epoch:N request_expires_epoch:N history:H expires_epoch:N "
         "parent_activity_exec_id redrive_count:I redriven_epoch:N redrive_ready:I roots_ready:N "
-        "ended_by output:J"),
+        "ended_by output:J traceparent"),
     indexes=(
         IndexSpec(
             "by_day",
@@ -190,7 +191,7 @@ ACTIVITY_EXEC = TableSpec(
         "timer_epoch:N claim_shard claim_key worker history:H expires_epoch:N input:J "
         "map_size:I called_by redrive_count:I retry_base:I waiting_for approvers:SL "
         "held_epoch:N child_workflow_exec_id late_output:J late_error late_epoch:N "
-        "retry_created:I ends_workflow:BOOL"),
+        "retry_created:I ends_workflow:BOOL traceparent"),
     indexes=(
         IndexSpec(
             "timers",
@@ -229,7 +230,7 @@ ACTIVITY_EVENT = TableSpec(
     Key("activity_event_id"),
     attributes=attributes("activity_event_id activity_exec_id activity_name workflow_exec_id "
                           "workflow_name transition output:J error:J source when_epoch:N "
-                          "error_type expires_epoch:N " + _OUTCOME),
+                          "error_type expires_epoch:N traceparent " + _OUTCOME),
     stream="NEW_AND_OLD_IMAGES",
     purpose="Simple Lambda API: one item reports one activity transition.",
 )

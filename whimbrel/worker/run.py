@@ -21,6 +21,7 @@ from whimbrel.contract.errors import (
 from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
+from whimbrel.engine import tracing
 from whimbrel.engine.conditions import end_early
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.inputs import launch_input, upstream_values
@@ -78,6 +79,17 @@ class ActivityRun:
         self.stop_event = threading.Event()
         #: True once :meth:`end_workflow` completed the attempt.
         self.ended = False
+        self._span: tracing.Span | None = None
+        self._trace = image.traceparent if image is not None else None
+
+    @property
+    def trace_context(self) -> dict[str, str]:
+        """The W3C trace context to continue this attempt's trace elsewhere
+        (``traceparent`` and, when there is one, ``tracestate``; empty when the run is not
+        traced): the attempt's own span while ``run_activity`` runs, else the run's."""
+        if self._span is not None and self._span.get_span_context().is_valid:
+            return tracing.headers_of(self._span)
+        return tracing.headers(self._trace)
 
     @property
     def upstream(self) -> dict[str, Any]:
@@ -115,6 +127,7 @@ class ActivityRun:
             raise self._stop
         try:
             heartbeat(self._engine, self.activity_exec_id, self._image)
+            tracing.heartbeat_event(self._span)
         except ActivityStopped as exc:
             self._note_stop(exc)
             raise
@@ -228,7 +241,9 @@ def run_activity(engine: Engine, activity_exec_id: str, *,
             # The workflow is ending (or was never running): stop before doing any work.
             _finish(engine, image, Transition.CANCEL)
             raise ActivityCancelled(activity_exec_id)
-        yield run
+        # The activity's code runs inside its span: its own spans join the run's trace.
+        with tracing.activity_span(image) as run._span:
+            yield run
     except ActivityStopped as exc:
         run._note_stop(exc)
         _finish(engine, image, Transition.FAILED, error=str(exc),

@@ -47,7 +47,7 @@ from whimbrel.contract.states import (
     Transition,
     activity_sources,
 )
-from whimbrel.engine import rules
+from whimbrel.engine import rules, tracing
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.intake.decode import (
     REJECTION_TTL_SECONDS,
@@ -130,9 +130,10 @@ class Intake:
             wx = workflow_exec_id_for(request_id)
             input_ = payload(item.input, "input")
             existed = self.engine.store.get_workflow(wx) is not None
-            self.engine.start(item.workflow_name, input_, version=item.version,
-                              request_id=request_id, source=item.source or "simple-api",
-                              write_request=False)
+            with tracing.continued(item.traceparent):  # the requester's trace
+                self.engine.start(item.workflow_name, input_, version=item.version,
+                                  request_id=request_id, source=item.source or "simple-api",
+                                  write_request=False)
         except ValidationError as exc:
             result = self._reject(SOURCE_WORKFLOW_REQUEST, record,
                                   describe_validation(exc, record), "ValidationError")
@@ -167,7 +168,8 @@ class Intake:
         try:
             item = parse(event=image_of(record), model=ActivityEventItem)
             event_id, aeid = item.activity_event_id, item.activity_exec_id
-            result = self._apply_event(record, item)
+            with tracing.continued(item.traceparent):  # the reporter's trace
+                result = self._apply_event(record, item)
         except ValidationError as exc:
             result = self._reject(SOURCE_ACTIVITY_EVENT, record,
                                   describe_validation(exc, record), "ValidationError")
@@ -196,14 +198,15 @@ class Intake:
         verb = item.verb
         assert isinstance(verb, Transition)
         # The whole row is checked before anything is applied: its output too.
-        output = payload(item.output, "output")
-        encode_payload(output, field="output", max_bytes=MAX_OUTPUT_BYTES)
+        # Encoded once here; the engine writes this text as it is.
+        output = encode_payload(payload(item.output, "output"), field="output",
+                                max_bytes=MAX_OUTPUT_BYTES)
         error = item.error if item.error is None or isinstance(item.error, str) \
             else native(item.error, "error")
         actor = actor_of(item)
         written = written_epoch(record)
         try:
-            moved = self.engine.transition(aim, verb, output=output, error=error,
+            moved = self.engine.transition(aim, verb, output_json=output, error=error,
                                            error_type=item.error_type, actor=actor,
                                            written_epoch=written)
         except (StateConflict, IllegalTransition) as exc:
@@ -270,7 +273,7 @@ class Intake:
             self.engine.transition(aeid, Transition.RUNNING, actor=actor + IMPLIED_RUNNING)
         except StateConflict:
             pass  # moved meanwhile (perhaps by that RUNNING event): the end decides
-        moved = self.engine.transition(aeid, verb, output=output, error=error,
+        moved = self.engine.transition(aeid, verb, output_json=output, error=error,
                                        error_type=item.error_type, actor=actor)
         return IntakeResult(Outcome.APPLIED, workflow_exec_id=moved.workflow_exec_id,
                             activity_exec_id=aeid, transition=verb.value,

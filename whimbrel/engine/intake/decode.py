@@ -3,15 +3,15 @@ value into ``InvalidInput`` naming the attribute, and the rejection log."""
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.types import Binary, TypeDeserializer
 from pydantic import ValidationError
 
+from whimbrel.contract.ddbjson import from_ddb
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.records import RejectionRecord
@@ -22,7 +22,25 @@ from whimbrel.engine.ports import StorePort
 REJECTION_TTL_SECONDS = 30 * 24 * 3600
 _MAX_RECORD_CHARS = 100_000
 
-_deserializer = TypeDeserializer()
+
+
+@dataclass(frozen=True, slots=True)
+class Binary:
+    """A binary attribute of a raw row: never text (the parser refuses it where text is
+    needed) and never a payload."""
+
+    value: bytes
+
+
+def _decoded(value: Any) -> Any:
+    """``from_ddb``'s result with binary values kept apart from text."""
+    if isinstance(value, bytes):
+        return Binary(value)
+    if isinstance(value, dict):
+        return {k: _decoded(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decoded(v) for v in value]
+    return value
 
 
 def _plain(value: Any) -> Any:
@@ -54,19 +72,22 @@ def image_of(record: Mapping[str, Any], key: str = "NewImage") -> dict[str, Any]
     out: dict[str, Any] = {}
     for name, typed in image.items():
         try:
-            if isinstance(typed, Mapping) and set(typed) & {"B", "BS"}:
-                typed = {k: [base64.b64decode(x) for x in v] if k == "BS"
-                         else base64.b64decode(v) for k, v in typed.items()}
-            out[str(name)] = _deserializer.deserialize(typed)
+            out[str(name)] = _decoded(from_ddb(typed))
         except RecursionError:
             raise InvalidInput(f"attribute {name!r} is nested too deeply",
                                field=str(name)) from None
-        except ArithmeticError as exc:  # decimal traps: {"N": "1e400"}, 39+ digits
-            raise InvalidInput(f"attribute {name!r} holds a number DynamoDB cannot store "
-                               f"({type(exc).__name__})", field=str(name)) from None
-        except (TypeError, ValueError, AttributeError) as exc:
+        except ValueError as exc:
+            text = str(exc)
+            if text.endswith("is not finite"):  # {"N": "Infinity"}
+                raise InvalidInput(f"{name}: {text}", field=str(name)) from None
+            if "beyond what DynamoDB can store" in text:  # {"N": "1e400"}, 39+ digits
+                raise InvalidInput(f"attribute {name!r} holds a number DynamoDB cannot "
+                                   f"store ({text})", field=str(name)) from None
+            raise InvalidInput(f"attribute {name!r} is not DynamoDB JSON: {text}",
+                               field=str(name)) from None
+        except (TypeError, AttributeError) as exc:
             raise InvalidInput(f"attribute {name!r} is not DynamoDB JSON: {exc}",
-                               field=str(name)) from exc
+                               field=str(name)) from None
     return out
 
 

@@ -42,6 +42,8 @@ class WorkflowRequestItem(BaseModel):
     manual: StrictBool = False
     source: str | None = None
     when_epoch: float | None = None
+    #: The requester's W3C trace context, continued by the run (engine/tracing.py).
+    traceparent: str | None = Field(default=None, max_length=1024)
 
 
 class ActivityEventItem(BaseModel):
@@ -65,6 +67,8 @@ class ActivityEventItem(BaseModel):
     error_type: str | None = Field(default=None, max_length=256)
     source: str | None = None
     when_epoch: float | None = None
+    #: The reporter's W3C trace context: the move's spans join that trace.
+    traceparent: str | None = Field(default=None, max_length=1024)
     #: SIGNAL: the signal's name, its payload (JSON text or a native value) and its id
     #: (default: the row's ``activity_event_id``).
     signal: str | None = Field(default=None, max_length=256)
