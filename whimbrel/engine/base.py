@@ -28,7 +28,7 @@ from whimbrel.contract.records import ActivityRecord, Changes, DefinitionRecord,
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.engine import rules
 from whimbrel.engine.dataviews import run_view
-from whimbrel.engine.metrics import NO_METRICS, EngineMetrics, report_activity_end
+from whimbrel.engine.metrics import NO_METRICS, EngineMetrics, Incidents, report_activity_end
 from whimbrel.engine.ports import Clock, Launcher, StorePort
 from whimbrel.engine.views import ActivityExec, WorkflowExec
 from whimbrel.settings import DEFAULT_RETENTION_DAYS
@@ -81,6 +81,8 @@ class EngineBase:
     ) -> None:
         self.store = store
         self.metrics: EngineMetrics = metrics or NO_METRICS
+        #: Trouble survived or given up on (engine/metrics.py ``Incidents``).
+        self.incidents = Incidents()
         self.clock = clock
         self.launchers: dict[str, Launcher] = dict(launchers or {})
         self.actor = actor
