@@ -32,7 +32,7 @@ from whimbrel.contract.records import ActivityRecord, Changes, DefinitionRecord,
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.engine import rules
 from whimbrel.engine.dataviews import run_view, with_child
-from whimbrel.engine.metrics import NO_METRICS, EngineMetrics, report_activity_end
+from whimbrel.engine.metrics import NO_METRICS, EngineMetrics, Incidents, report_activity_end
 from whimbrel.engine.ports import Clock, Launcher, StorePort
 from whimbrel.engine.views import ActivityExec, WorkflowExec
 from whimbrel.settings import DEFAULT_RETENTION_DAYS
@@ -100,6 +100,8 @@ class EngineBase:
         self.store = store
         self.in_flight_grace_seconds = in_flight_grace_seconds
         self.metrics: EngineMetrics = metrics or NO_METRICS
+        #: Trouble survived or given up on (engine/metrics.py ``Incidents``).
+        self.incidents = Incidents()
         self.clock = clock
         self.launchers: dict[str, Launcher] = dict(launchers or {})
         self.actor = actor

@@ -32,7 +32,7 @@ from whimbrel.contract.records import ActivityRecord, Changes, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition
 
 if TYPE_CHECKING:
-    from whimbrel.engine.metrics import EngineMetrics
+    from whimbrel.engine.metrics import EngineMetrics, Incidents
     from whimbrel.engine.ports import Launcher, StorePort
 
 T = TypeVar("T")
@@ -73,6 +73,7 @@ class Core(Protocol):
     reconcile_grace_seconds: float
     in_flight_grace_seconds: float
     metrics: EngineMetrics
+    incidents: Incidents
 
     # -- plumbing (base.py)
     def definition(self, name: str,

@@ -17,7 +17,7 @@ from typing import Any
 
 from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.definitions import WorkflowDefinition
-from whimbrel.contract.errors import StateConflict, WhimbrelError
+from whimbrel.contract.errors import StateConflict, StoreError, WhimbrelError
 from whimbrel.contract.ids import END_NODE, activity_exec_id, unit_random
 from whimbrel.contract.launching import LAUNCH_FAILED
 from whimbrel.contract.outcomes import carry, open_activities
@@ -27,6 +27,7 @@ from whimbrel.contract.states import (
     ACTIVITY_FAILED,
     ACTIVITY_STARTING,
     ACTIVITY_TRANSITIONS,
+    WORKFLOW_LIVE,
     WORKFLOW_PROCEEDING,
     ActivityState,
     Transition,
@@ -56,10 +57,28 @@ def after(engine: Core, item: ActivityRecord,
     feature then sees the move (``Feature.moved``).
     """
     run = RunRead(lambda: engine.workflow(item.workflow_exec_id), wf_read)
-    if not any(f.follow_up(item, run) for f in engine.features):
-        follow_up(engine, item, run)
-    for feature in engine.features:
-        feature.moved(item)
+    try:
+        if not any(f.follow_up(item, run) for f in engine.features):
+            follow_up(engine, item, run)
+        for feature in engine.features:
+            feature.moved(item)
+    except StoreError as exc:
+        visit_soon(engine, item.workflow_exec_id, f"follow-up of {item.activity_exec_id}: {exc}")
+        raise
+
+
+def visit_soon(engine: Core, wx: str, why: str) -> None:
+    """A follow-up failed half-way (e.g. throttled past the store's retries): move the
+    run's reconcile visit to now, so the next sweep re-derives what is missing instead
+    of waiting for the visit scheduled at the start. Best effort: one small write to
+    the run's item; if it fails too, the visit already scheduled still comes."""
+    engine.incidents.count("followup_failed")
+    log.warning("%s: its run's reconcile visit moved to now", why)
+    try:
+        # Only a live run is visited: an ended one must stay out of the reconcile index.
+        engine.store.set_workflow(wx, {"check_epoch": engine.clock()}, states=WORKFLOW_LIVE)
+    except WhimbrelError as exc:
+        log.warning("reconcile visit of %s not moved: %s", wx, exc)
 
 
 def follow_up(engine: Core, item: ActivityRecord, run: RunRead) -> None:

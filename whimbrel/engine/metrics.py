@@ -12,11 +12,13 @@ never allowed to fail the move it reports.
 from __future__ import annotations
 
 import logging
+import threading
+from collections import Counter
 from typing import Protocol
 
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 
-__all__ = ["NO_METRICS", "EngineMetrics", "NoMetrics", "report_activity_end",
+__all__ = ["NO_METRICS", "EngineMetrics", "Incidents", "NoMetrics", "report_activity_end",
            "report_sweep_error", "report_workflow_end"]
 
 log = logging.getLogger("whimbrel.engine")
@@ -78,3 +80,28 @@ def report_sweep_error(metrics: EngineMetrics, part: str, item: str, exc: BaseEx
         report(part, item, type(exc).__name__)
     except Exception as err:  # best effort, as above
         log.warning("metrics: sweep error of %s not reported: %s", item, err)
+
+
+class Incidents:
+    """Thread-safe counts of trouble the engine and its workers survived or gave up on,
+    by kind (each also logged where it happens): ``finish_retried`` (an attempt's end
+    write tried again after retryable store trouble), ``finish_landed`` (a retried end
+    write found already written: its follow-ups were run again), ``finish_given_up``,
+    ``followup_failed`` (a follow-up raised; its run's reconcile visit was moved
+    forward). Read them with :meth:`snapshot`."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def count(self, kind: str) -> None:
+        with self._lock:
+            self._counts[kind] += 1
+
+    def __getitem__(self, kind: str) -> int:
+        with self._lock:
+            return self._counts[kind]
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)

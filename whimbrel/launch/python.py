@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
@@ -45,6 +46,10 @@ class PythonLauncher:
     def __init__(self, executor: Executor, runner: Runner) -> None:
         self.executor = executor
         self.runner = runner
+        #: Activities whose runner raised (each logged with its traceback): a metric of
+        #: trouble that escaped the worker's own handling, e.g. an end not recorded.
+        self.failures = 0
+        self._lock = threading.Lock()
 
     def launch(self, request: LaunchRequest) -> None:
         func = resolve_target(str(request.config["target"]))
@@ -54,4 +59,6 @@ class PythonLauncher:
         try:
             self.runner(request, func)
         except BaseException:  # the runner recorded the failure; keep the pool alive
+            with self._lock:
+                self.failures += 1
             log.exception("python activity %s raised", request.activity_exec_id)

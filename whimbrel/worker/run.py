@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import random
 import threading
+import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,11 +18,17 @@ from whimbrel.contract.errors import (
     ActivityTimedOut,
     InvalidInput,
     StateConflict,
+    StoreError,
     WhimbrelError,
 )
 from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
-from whimbrel.contract.states import ActivityState, Transition, WorkflowState
+from whimbrel.contract.states import (
+    ACTIVITY_TRANSITIONS,
+    ActivityState,
+    Transition,
+    WorkflowState,
+)
 from whimbrel.engine import tracing
 from whimbrel.engine.conditions import end_early
 from whimbrel.engine.engine import Engine
@@ -284,9 +292,53 @@ def _start(engine: Engine, activity_exec_id: str) -> ActivityRecord:
                         transition=Transition.RUNNING.value, current=current)
 
 
+#: Back-off between tries of an attempt's end write after retryable store trouble
+#: (throttling past the store's own retries): first pause and cap, doubled each time
+#: with jitter.
+FINISH_BACKOFF_SECONDS = (0.1, 10.0)
+
+
 def _finish(engine: Engine, image: ActivityRecord, transition: Transition, *,
             output: Any = None, error: str | None = None,
             error_type: str | None = None) -> None:
+    """Record the attempt's end, and keep trying while the store's trouble is
+    retryable: a result must not be lost to throttling (issue 19).
+
+    Bounded by the attempt's own close deadline (past it the sweep times the attempt
+    out, and the result would be refused anyway). An attempt with no close deadline is
+    retried as long as this process lives (its heartbeat, if it has one, keeps running
+    meanwhile); a process that dies is the crash case its heartbeat timeout covers
+    (docs/reliability.md). A try after one whose write landed although it raised finds
+    the attempt already in the end state: that is success, and the follow-ups (which
+    may be what failed) are run again (they are idempotent).
+    """
+    aeid = image.activity_exec_id
+    deadline = image.close_epoch
+    pause, cap = FINISH_BACKOFF_SECONDS
+    tries = 0
+    while True:
+        try:
+            _finish_once(engine, image, transition, output=output, error=error,
+                         error_type=error_type, again=tries > 0)
+            return
+        except StoreError as exc:
+            if not exc.retryable or (deadline is not None and engine.clock() >= deadline):
+                engine.incidents.count("finish_given_up")
+                log.error("end of %s (%s) not recorded after %d tries: %s", aeid,
+                          transition.value, tries + 1, exc)
+                raise
+            tries += 1
+            engine.incidents.count("finish_retried")
+            wait = pause * (0.5 + random.random() / 2)  # jitter
+            log.warning("end of %s (%s) not recorded yet (%s): again in %.2f s", aeid,
+                        transition.value, exc, wait)
+            time.sleep(wait)
+            pause = min(pause * 2, cap)
+
+
+def _finish_once(engine: Engine, image: ActivityRecord, transition: Transition, *,
+                 output: Any, error: str | None, error_type: str | None,
+                 again: bool) -> None:
     aeid = image.activity_exec_id
     try:
         try:
@@ -297,14 +349,33 @@ def _finish(engine: Engine, image: ActivityRecord, transition: Transition, *,
             # leaving the activity RUNNING with nothing to end it.
             engine.finish(aeid, Transition.FAILED, error=f"output rejected: {exc}",
                           error_type=type(exc).__name__, image=image)
-    except (StateConflict, ActivityStopped) as exc:
+    except StateConflict as exc:
+        current = exc.current if exc.current is not None or not again \
+            else engine.activity(aeid)
+        if again and current is not None and current.state in _ends_of(transition):
+            # A retry of a write that landed (its answer, or a follow-up, failed):
+            # the attempt's end is recorded; redo what follows it.
+            engine.incidents.count("finish_landed")
+            engine.after(current)
+            return
         # TIMED_OUT (or already finished): the system moved on; the result is ignored.
         log.warning("result of %s not recorded: %s", aeid, exc)
+    except ActivityStopped as exc:
+        log.warning("result of %s not recorded: %s", aeid, exc)
+    except StoreError:
+        raise
     except WhimbrelError as exc:
         if exc.to_dict().get("current") in (A.TIMED_OUT.value, A.CANCELLED.value):
             log.warning("result of %s not recorded: %s", aeid, exc)
             return
         raise
+
+
+def _ends_of(transition: Transition) -> set[ActivityState]:
+    """The states ``transition`` leads to (COMPLETED from RUNNING; CANCELLED from
+    CANCELLED_RUNNING...), plus FAILED for an end whose output was rejected."""
+    ends = {t for (_, v), t in ACTIVITY_TRANSITIONS.items() if v is transition}
+    return ends | ({A.FAILED} if transition is Transition.COMPLETED else set())
 
 
 def _describe(exc: BaseException) -> str:
