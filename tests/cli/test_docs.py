@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import subprocess
 import uuid
@@ -102,36 +103,43 @@ def test_definitions_md_flow_control_example(monkeypatch: pytest.MonkeyPatch) ->
     assert defn.activity("receipt").trigger == "none_failed"
 
 
-#: Stands in for the AWS CLI: prints each ``--item`` argument, NUL-terminated.
+#: Stands in for the AWS CLI: appends each ``--item`` argument, NUL-terminated, to the
+#: file ``$ITEMS`` (a block may print other things, such as a run id it computed).
 _FAKE_AWS = """aws() {
   while [ $# -gt 0 ]; do
-    if [ "$1" = --item ]; then printf '%s\\0' "$2"; return; fi
+    if [ "$1" = --item ]; then printf '%s\\0' "$2" >>"$ITEMS"; return; fi
     shift
   done
 }
 """
 
 
-def test_simple_api_shell_examples_run_on_any_machine() -> None:
+def test_simple_api_shell_examples_run_on_any_machine(tmp_path: Path) -> None:
     """The AWS CLI examples expand, with what every machine has, into valid items."""
     text = (DOCS / "simple-api.md").read_text(encoding="utf-8")
     blocks = [b for b in re.findall(r"```sh\n(.*?)```", text, re.DOTALL)
               if "aws dynamodb put-item" in b]
     assert len(blocks) >= 2
     items = []
-    for block in blocks:
+    for n, block in enumerate(blocks):
+        out = tmp_path / f"items-{n}"
+        out.write_text("", encoding="utf-8")
         done = subprocess.run(["bash", "-c", _FAKE_AWS + block], capture_output=True,
-                              text=True, timeout=30, check=False)
+                              text=True, timeout=30, check=False,
+                              env={**os.environ, "ITEMS": str(out)})
         assert done.returncode == 0 and done.stderr == "", done.stderr
-        items += [json.loads(raw) for raw in done.stdout.split("\0") if raw]
+        items += [json.loads(raw) for raw in out.read_text(encoding="utf-8").split("\0")
+                  if raw]
     events = [i for i in items if "activity_event_id" in i]
     assert len(events) >= 6  # RUNNING, COMPLETED, HEARTBEAT, SIGNAL, APPROVE, SUSPEND
     for event in events:
         uuid.UUID(event["activity_event_id"]["S"])  # a fresh UUID, not an empty string
-        # A signal, a suspend, a resume or a redrive addresses a run; everything else an
-        # attempt.
-        addressed = ("workflow_exec_id" if event["transition"]["S"] in
-                     {c.value for c in WORKFLOW_COMMANDS} else "activity_exec_id")
+        # A signal, a suspend, a resume, a redrive or a CANCEL of a whole run addresses a
+        # run; everything else an attempt.
+        verb = event["transition"]["S"]
+        whole_run = verb in {c.value for c in WORKFLOW_COMMANDS} or (
+            verb == "CANCEL" and "activity_exec_id" not in event)
+        addressed = "workflow_exec_id" if whole_run else "activity_exec_id"
         assert event[addressed]["S"]
     assert len({e["activity_event_id"]["S"] for e in events}) == len(events)
     assert {e["transition"]["S"] for e in events} >= {"RUNNING", "COMPLETED", "HEARTBEAT",

@@ -42,7 +42,7 @@ def test_submit_wait_runs_the_fanout_to_completion(run: Run, fanout: Whimbrel,
     assert set(load) == {"activity_exec_id", "activity_name", "attempt", "max_attempts",
                          "latest", "state", "created_epoch", "started_epoch", "ended_epoch",
                          "heartbeat_epoch", "duration_seconds", "not_before_epoch", "output",
-                         "error", "waiting_for"}
+                         "error", "waiting_for", "late_output", "late_error"}
     assert load["output"] == {"name": "load", "upstream": ["t1", "t2", "t3"]}
     assert load["attempt"] == 1 and load["max_attempts"] == 1 and load["latest"] is True
 

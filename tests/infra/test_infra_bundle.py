@@ -120,7 +120,8 @@ def test_each_handler_imports_in_a_clean_interpreter(
     assert set(HANDLER_MODULES) <= set(origins)
     for requirement in bundle.requirements:  # every pinned dependency was imported
         name = requirement.split("[")[0].split("=")[0]
-        top_level = {"aws-lambda-powertools": "aws_lambda_powertools", "pyyaml": "yaml"}
+        top_level = {"aws-lambda-powertools": "aws_lambda_powertools", "pyyaml": "yaml",
+                     "opentelemetry-api": "opentelemetry"}
         assert top_level.get(name, name.replace("-", "_")) in origins, requirement
     for top_level in ("pydantic", "pydantic_core"):  # the parser extra's native part
         assert top_level in origins, top_level

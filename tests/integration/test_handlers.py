@@ -15,6 +15,7 @@ from whimbrel import ActivityDefinition as Act
 from whimbrel import ActivityState, StoreError, Whimbrel, WorkflowDefinition, WorkflowState
 from whimbrel.contract.ids import activity_exec_id, workflow_exec_id_for
 from whimbrel.contract.schedules import fire_request_id
+from whimbrel.engine.engine import IN_FLIGHT_GRACE_SECONDS
 from whimbrel.local.runtime import LambdaContext
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,7 +115,7 @@ def test_heartbeat_handler_times_out_silent_activities(wb: Whimbrel) -> None:
     wx = wb.start_workflow("hb_wf")
     aeid = activity_exec_id(wx, "a", 1)
     wb.transition_activity(aeid, "RUNNING")
-    clock_now = time.time() + 5
+    clock_now = time.time() + 5 + IN_FLIGHT_GRACE_SECONDS  # past deadline and grace
     wb.engine.clock = lambda: clock_now
     report = heartbeat.handler({"source": "aws.events"}, ctx(wb))
     assert report["timed_out"] == [aeid]

@@ -33,6 +33,7 @@ from whimbrel.contract.errors import (
 from whimbrel.contract.ids import activity_exec_id, workflow_exec_id_for
 from whimbrel.contract.schedules import fire_request_id
 from whimbrel.contract.states import Transition
+from whimbrel.engine.engine import IN_FLIGHT_GRACE_SECONDS
 from whimbrel.testing import RecordingLauncher, StepClock, assert_contract_holds
 
 A, W, T = ActivityState, WorkflowState, Transition
@@ -189,7 +190,8 @@ def test_two_sweeps_at_once(rwb: Whimbrel, step_clock: StepClock,
     wxs = [rwb.start_workflow("sw") for _ in range(ROUNDS)]
     for wx in wxs:
         rwb.transition_activity(activity_exec_id(wx, "A", 1), T.RUNNING)
-    for step in (11, 25):  # first the time-outs, then the retries coming due
+    # First the time-outs (past the deadline and the in-flight grace), then the retries.
+    for step in (11 + IN_FLIGHT_GRACE_SECONDS, 25):
         step_clock.advance(step)
         reports = together(rwb.sweep, rwb.sweep, rwb.sweep)
         RACES["three sweeps at once"] += 1
