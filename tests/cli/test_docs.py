@@ -126,7 +126,9 @@ def test_simple_api_shell_examples_run_on_any_machine(tmp_path: Path) -> None:
         out.write_text("", encoding="utf-8")
         done = subprocess.run(["bash", "-c", _FAKE_AWS + block], capture_output=True,
                               text=True, timeout=30, check=False,
-                              env={**os.environ, "ITEMS": str(out)})
+                              # a run id, as a reader has it from earlier on the page
+                              env={**os.environ, "ITEMS": str(out),
+                                   "WX": "0c2f5b8e-4e1c-5d43-9f6a-2b7d1e0a9c31"})
         assert done.returncode == 0 and done.stderr == "", done.stderr
         items += [json.loads(raw) for raw in out.read_text(encoding="utf-8").split("\0")
                   if raw]
