@@ -264,8 +264,8 @@ class DataModel(base.Model):
 
     def stop(self, wf: DWorkflow, a: DAct, *, ask: bool) -> bool:
         """The engine's stop_activity: True while the attempt may still run."""
-        if a.state.is_terminal:
-            return False
+        if a.state.is_terminal or a.lost:
+            return False  # a vanished row runs nothing the engine can see (as the base model)
         kind = self.kind(wf, a.name)
         if kind == "map" and a.state is A.RUNNING:
             a.state, a.deadline = A.CANCELLED, None
