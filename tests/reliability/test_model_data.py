@@ -35,7 +35,8 @@ A, T = ActivityState, Transition
 EXT = LauncherSpec.external()
 EXAMPLES = int(os.environ.get("WHIMBREL_MODEL_EXAMPLES", "10"))
 STEPS = int(os.environ.get("WHIMBREL_MODEL_STEPS", "20"))
-COUNTS = {"examples": 0, "steps": 0, "redrives": 0, "items": 0, "children": 0}
+COUNTS = {"examples": 0, "steps": 0, "redrives": 0, "items": 0, "children": 0,
+          "adoptions": 0}
 #: The child workflow every child node starts: one external activity, no retry.
 KID = WorkflowDefinition("kid", (ActivityDefinition("K", launcher=EXT),))
 MAX_ORDERS = 720
@@ -45,6 +46,8 @@ MAX_ORDERS = 720
 class DAct(base.MAct):
     base: int = 0  # attempts before this generation's first
     gen: int = 0
+    #: A redrive's attempt of a child node that adopted the ended child run before it.
+    child: str | None = None
 
 
 @dataclass
@@ -111,9 +114,11 @@ class DataModel(base.Model):
             self.expand(wf, a)
         elif kind == "child":
             a.state = A.RUNNING
-            cwx = workflow_exec_id_for(child_request_id(self.aeid(wf, a)))
+            if a.child is not None:  # adopted in a redrive: redriven in place
+                self.adopt(wf, a, self.wfs[a.child])
+                return
             COUNTS["children"] += 1
-            self.start(cwx, KID, parent=(wf.wx, self.aeid(wf, a)))
+            self.start(self.child_of(wf, a), KID, parent=(wf.wx, self.aeid(wf, a)))
         else:
             a.state = A.READY
 
@@ -196,8 +201,8 @@ class DataModel(base.Model):
         if self.kind(wf, a.name) in ("map", "child"):
             return False  # EngineDriven
         target = ACTIVITY_TRANSITIONS.get((a.state, t))
-        if t is T.TIME_OUT or target is None:
-            return False
+        if t in (T.TIME_OUT, T.SKIP) or target is None:
+            return False  # the listener's and the engine's moves
         if a.state is A.REQUESTED and target in (A.READY, A.QUEUED) \
                 and not self.deps_resolved(wf, a.name):
             return False
@@ -282,7 +287,7 @@ class DataModel(base.Model):
         return still
 
     def cancel_child(self, wf: DWorkflow, a: DAct) -> None:
-        child = self.wfs.get(workflow_exec_id_for(child_request_id(self.aeid(wf, a))))
+        child = self.wfs.get(self.child_of(wf, a))
         if child is not None and child.state in (W.REQUESTED, W.RUNNING, W.FAILED_WAITING):
             self.cancel(child)
 
@@ -307,6 +312,32 @@ class DataModel(base.Model):
         a.state = A.REQUESTED
         self.advance(wf, a)  # an item's or a child attempt's retry, like any other
 
+    # -- child runs ----------------------------------------------------------------------
+    def child_of(self, wf: DWorkflow, a: DAct) -> str:
+        """The child run of a child node's attempt: adopted, or derived from its id."""
+        return a.child or workflow_exec_id_for(child_request_id(self.aeid(wf, a)))
+
+    def adoptable(self, wf: DWorkflow, before: DAct) -> str | None:
+        """The child a redrive's first attempt of a child node takes over from the attempt
+        before it: one that ended and still points at that attempt (engine/children.py)."""
+        if self.kind(wf, before.name) != "child":
+            return None
+        child = self.wfs.get(self.child_of(wf, before))
+        if child is None or child.parent != (wf.wx, self.aeid(wf, before)) \
+                or child.state not in (W.FAILED, W.CANCELLED, W.TIMED_OUT, W.COMPLETED):
+            return None
+        return child.wx
+
+    def adopt(self, wf: DWorkflow, a: DAct, child: DWorkflow) -> None:
+        """Point the child at its new attempt; redrive it in place, or hand on what it
+        completed with."""
+        child.parent = (wf.wx, self.aeid(wf, a))
+        COUNTS["adoptions"] += 1
+        if child.state is W.COMPLETED:
+            self.end(child, W.COMPLETED)
+        else:
+            self.redrive(child)
+
     # -- redrive -------------------------------------------------------------------------
     def redrive(self, wf: DWorkflow) -> None:
         wf.state, wf.redrives = W.RUNNING, wf.redrives + 1
@@ -316,7 +347,7 @@ class DataModel(base.Model):
             last = self.latest_of(wf, name)
             assert last is not None
             nxt = DAct(name, last.attempt + 1, A.REQUESTED, base=last.attempt,
-                       gen=wf.redrives)
+                       gen=wf.redrives, child=self.adoptable(wf, last))
             wf.acts.append(nxt)
             fresh.append(nxt)
         for nxt in fresh:
@@ -402,9 +433,10 @@ class DataMachine(base.WorkflowMachine):
         try:
             self.wb.redrive_workflow(wf.wx)
         except RedriveNotAllowed:
-            assert wf.state not in (W.FAILED, W.CANCELLED), wf.state
+            # A child run is redriven only through its parent (issue 20).
+            assert wf.parent is not None or wf.state not in (W.FAILED, W.CANCELLED), wf
             return
-        assert wf.state in (W.FAILED, W.CANCELLED), wf.state
+        assert wf.parent is None and wf.state in (W.FAILED, W.CANCELLED), wf
         COUNTS["redrives"] += 1
         self.model.redrive(wf)
 
