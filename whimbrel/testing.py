@@ -44,6 +44,7 @@ from whimbrel.contract.states import (
 from whimbrel.engine.ports import LaunchRequest
 from whimbrel.engine.views import ActivityExec, WorkflowExec
 from whimbrel.local.dynamodb_local import (
+    SHORT_LIVED_JVM,
     DynamoDBLocal,
     DynamoDBLocalError,
     find_dynamodb_local,
@@ -176,7 +177,8 @@ class SharedDynamoDBLocal:
 
 
 def _default_server() -> DynamoDBLocal:
-    return DynamoDBLocal(directory=install_dynamodb_local(find_dynamodb_local()))
+    return DynamoDBLocal(directory=install_dynamodb_local(find_dynamodb_local()),
+                         java_options=SHORT_LIVED_JVM)
 
 
 def fresh_table_prefix() -> str:

@@ -133,6 +133,10 @@ class PumpStats:
     replay_failures: int = 0
 
 
+#: How often a pump reads its stream's shard list when no shard closed meanwhile.
+SHARD_LIST_SECONDS = 1.0
+
+
 class StreamPump(threading.Thread):
     """One event source mapping: a thread polling one stream for one handler."""
 
@@ -158,6 +162,8 @@ class StreamPump(threading.Thread):
         self.stats = PumpStats()
         self.idle = threading.Event()
         self._shards: dict[str, _Shard] = {}
+        #: When the shard list was last read (monotonic); None: read it on the next poll.
+        self._shards_read_at: float | None = None
 
     # -- loop -------------------------------------------------------------------------
 
@@ -176,7 +182,15 @@ class StreamPump(threading.Thread):
 
     def poll_once(self) -> bool:
         """Visit every readable shard once; True if anything was read or delivered."""
-        self._refresh_shards()
+        now = time.monotonic()
+        if self._shards_read_at is None or now - self._shards_read_at >= SHARD_LIST_SECONDS \
+                or all(shard.closed for shard in self._shards.values()):
+            # DescribeStream is DynamoDB Local's costliest stream call. A new shard
+            # appears when one closes (which asks for the list at once), when the stream
+            # has none open yet, or, rarely, beside the open ones: so while a shard is
+            # open the list is read once a second, not on every idle poll.
+            self._refresh_shards()
+            self._shards_read_at = now
         busy = False
         for shard in list(self._shards.values()):
             if self.stop_event.is_set():
@@ -235,6 +249,7 @@ class StreamPump(threading.Thread):
         shard.iterator = resp.get("NextShardIterator")
         if shard.iterator is None:
             shard.closed = True
+            self._shards_read_at = None  # its children are listed on the next poll
         elif not records and shard.checkpoint is None:
             # DynamoDB Local quirk: the iterator an empty, never-read shard hands back
             # fails with TrimmedDataAccessException once a record arrives. Ask for
