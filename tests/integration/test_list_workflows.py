@@ -29,7 +29,8 @@ from whimbrel import (
     WorkflowPage,
     WorkflowState,
 )
-from whimbrel.client.query import DEFAULT_LOOKBACK_DAYS, MAX_DAYS_PER_CALL
+from whimbrel.client.query import DEFAULT_LOOKBACK_DAYS
+from whimbrel.store import specs
 from whimbrel.store.transport import refuse_scans
 from whimbrel.testing import fresh_table_prefix
 
@@ -224,23 +225,37 @@ def test_a_long_sparse_window_pages_at_a_bounded_cost(
     cursor = None
     while True:
         wb.meter.reset()
-        page = wb.list_workflows(since=since, limit=200, cursor=cursor)
-        assert wb.meter.calls["Query"] <= MAX_DAYS_PER_CALL + 1
+        page = wb.list_workflows(since=since, limit=50, cursor=cursor)
+        # One Query per write shard of by_day, whatever the window spans (and one more
+        # per shard that holds more than a page's worth).
+        assert wb.meter.calls["Query"] <= 2 * specs.BY_DAY_SHARDS
         pages.append(page)
         cursor = page.cursor
         if cursor is None:
             break
     listed = [w.workflow_exec_id for p in pages for w in p.items]
     assert listed == newest_first(runs)
-    # The empty days cost a few short pages, each stopping at its budget of days.
-    assert len(pages) >= 200 // MAX_DAYS_PER_CALL
-    assert any(not p.items and p.cursor for p in pages)
-    # Counting the same way would read day after day in one call: refused.
-    with pytest.raises(InvalidInput, match="spans at most") as err:
-        wb.count_workflows(since=since)
-    assert err.value.field == "since"
+    assert len(pages) == -(-len(runs) // 50)  # empty days cost no page
+    # Counting reads every shard once, however many days the window spans.
+    wb.meter.reset()
+    assert wb.count_workflows(since=since) == len(runs)
+    assert wb.meter.calls["Query"] <= 2 * specs.BY_DAY_SHARDS
     assert wb.count_workflows(since=since, state=W.FAILED) == sum(
         r.state is W.FAILED for r in runs)
+
+
+def test_run_entries_spread_over_the_write_shards(world: tuple[Whimbrel, list[Run]]) -> None:
+    wb, runs = world
+    table = wb.store.workflow_table
+    keys = [wb.store.botocore.get_item(TableName=table, Key={"workflow_exec_id": {"S": r.wx}})
+            ["Item"] for r in runs[:100]]
+    days = {k["created_day"]["S"] for k in keys}
+    assert days <= {specs.by_day_key(k) for k in range(specs.BY_DAY_SHARDS)}
+    assert len(days) > specs.BY_DAY_SHARDS // 2  # spread, not one key
+    for item in keys:
+        name, state, shard = item["name_state"]["S"].split("#")
+        assert (name, state) == (item["workflow_name"]["S"], item["state"]["S"])
+        assert 0 <= int(shard) < specs.NAME_STATE_SHARDS
 
 
 def test_a_forged_cursor_cannot_widen_the_walk(world: tuple[Whimbrel, list[Run]]) -> None:

@@ -65,6 +65,9 @@ class ActivityRecord:
     heartbeat_timeout_seconds: float | None = None
     #: Deadline of the whole attempt once RUNNING (``start_to_close_seconds``).
     close_epoch: float | None = None
+    #: The real deadline of a RUNNING attempt (heartbeat or close), moved by every
+    #: heartbeat; the ``timers`` entry is re-armed to it by the sweep only when it fires.
+    deadline_epoch: float | None = None
     not_before_epoch: float | None = None
     #: Sparse ``timers`` index: present while a deadline is armed.
     timer_shard: str | None = None
