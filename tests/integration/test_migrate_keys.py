@@ -65,7 +65,9 @@ def test_old_runs_keep_running_and_migrate_onto_the_sharded_keys(
     assert wb.count_workflows(name="legacy", state=WorkflowState.RUNNING) == 12
     # Runs go on: the claimed attempt times out through its old timer shard, the others
     # are claimed from their old claimable shards and complete.
-    assert wb.sweep(clock.advance(31)).timed_out == [running.activity_exec_id]
+    # (past its deadline and the in-flight grace, docs/architecture.md)
+    grace = wb.engine.in_flight_grace_seconds
+    assert wb.sweep(clock.advance(31 + grace)).timed_out == [running.activity_exec_id]
     done = 0
     while (act := wb.claim(workflow_name="legacy")) is not None:
         wb.transition_activity(act.activity_exec_id, "COMPLETED", output={})

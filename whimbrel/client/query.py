@@ -19,10 +19,14 @@ key is write-sharded (``specs.NAME_STATE_SHARDS``, ``specs.BY_DAY_SHARDS``: a ru
 entries land on the shard its id hashes to); the first read of every shard goes out at
 once, and the shards are merged like any other partitions.
 
-Each partition is a stream of ``(created_epoch, workflow_exec_id)`` read ``limit + 1``
-entries at a time; the streams are merged newest first, ties broken by the execution
-id. The cursor is stateless: it names the last entry returned, and the next page asks
-each partition for entries at or below its ``created_epoch`` and skips those already
+Each partition is a stream of ``(created_epoch, workflow_exec_id)``, read first a share
+of ``limit + 1`` entries (twice its part of the page, but at least the 16 that the
+cheapest Query holds anyway; ``first_batch``: the shards split the page between them)
+and then, if the merge needs more of it, twice as many each time up to ``limit + 1``;
+so a page of a thousand reads about two thousand entries, not one page per shard. The
+streams are merged newest first, ties broken by the execution id. The cursor is
+stateless: it names the last entry returned, and the next page asks each partition for
+entries at or below its ``created_epoch`` and skips those already
 returned. Because the merge order is global, that one position is every shard's
 position too: no per-shard state rides in the cursor, and the cursor's forgery bounds
 are unchanged. Runs created after the first page never show up on later pages; a run that
@@ -126,6 +130,7 @@ class _Stream:
                  keep: Any) -> None:
         self.store, self.index, self.low, self.high = store, index, low, high
         self.batch, self.keep = batch, keep
+        self.max_batch = batch
         self.partitions = deque(hash_keys)
         self.start_key: dict[str, Any] | None = None
         self.buffer: list[Key] = []
@@ -133,13 +138,15 @@ class _Stream:
         #: first); entries *at* it may still follow in the next read.
         self.complete_above = math.inf
 
-    def _can_read(self) -> bool:
+    def can_read(self) -> bool:
         return bool(self.partitions)
 
     def _read(self) -> None:
         page = self.store.query_workflow_keys(self.index, self.partitions[0], low=self.low,
                                               high=self.high, limit=self.batch,
                                               start_key=self.start_key)
+        # A partition the merge comes back to holds more of the page than its share.
+        self.batch = min(self.batch * 2, self.max_batch)
         self.buffer.extend(k for k in page.keys if self.keep(k))
         self.buffer.sort(key=_order)
         if page.last_key is None:
@@ -155,7 +162,7 @@ class _Stream:
         """The next entry, once every entry with its created_epoch has been read (so
         equal times come out in execution-id order, which the cursor relies on)."""
         while (not self.buffer or self.buffer[0][0] <= self.complete_above) and (
-                self._can_read()):
+                self.can_read()):
             self._read()
         return self.buffer[0] if self.buffer else None
 
@@ -164,9 +171,31 @@ class _Stream:
 
     def has_more(self) -> bool:
         """Whether any entry follows (reads on only when nothing is buffered)."""
-        while not self.buffer and self._can_read():
+        while not self.buffer and self.can_read():
             self._read()
         return bool(self.buffer)
+
+
+#: Entries a first Query asks for at least: a Query costs half a read unit for up to
+#: 4 KB, some 30 keys-only entries, so asking for fewer saves nothing but risks a second
+#: round trip.
+MIN_FIRST_BATCH = 16
+
+
+def first_batch(want: int, partitions: int) -> int:
+    """How many entries the first Query of each of ``partitions`` asks for when the merge
+    needs ``want``: twice an even share plus one (ties at the edge), at least
+    ``MIN_FIRST_BATCH``, at most ``want``. Write shards split a page between them, so
+    asking each for all of it would read ``partitions`` times the page."""
+    return min(want, max(2 * -(-want // max(partitions, 1)) + 1, MIN_FIRST_BATCH))
+
+
+def _any_more(streams: list[_Stream]) -> bool:
+    """Whether any stream has an entry left: buffered ones first, then the streams that
+    must read to tell, all at once."""
+    if any(s.buffer for s in streams):
+        return True
+    return any(fan_out(lambda s: s.has_more(), [s for s in streams if s.can_read()]))
 
 
 def _last_day(f: Filters, clock: Clock) -> datetime:
@@ -218,6 +247,8 @@ def _keys(store: Store, clock: Clock, f: Filters, after: Cursor | None,
     if floor is not None and high is not None and floor > high:
         return [], None
     streams = _streams(store, f, high=high, floor=floor, batch=want + 1, keep=keep)
+    for s in streams:
+        s.batch = first_batch(want + 1, len(streams))
     heap: list[tuple[tuple[float, str], int]] = []
     # Every write shard's first read at once (one round trip, not one per shard).
     for i, head in enumerate(fan_out(lambda s: s.head(), streams)):
@@ -240,8 +271,7 @@ def _keys(store: Store, clock: Clock, f: Filters, after: Cursor | None,
     for s in streams:
         while out and s.buffer and s.buffer[0] == out[-1]:
             s.pop()
-    more = [s.has_more() for s in streams]
-    return out, (out[-1] if out and any(more) else None)
+    return out, (out[-1] if out and _any_more(streams) else None)
 
 
 # -- entry points -------------------------------------------------------------------------
@@ -288,14 +318,21 @@ def count_workflows(store: Store, clock: Clock, *, name: str | None = None,
     floor = _day_floor(clock, f)
     streams = _streams(store, f, high=f.until, floor=floor, batch=cap,
                        keep=lambda key: f.until is None or key[0] < f.until)
-    # No order is needed, only the total: read the partitions one after the other, each
-    # Query asking only for what is still missing, so at most ``cap`` entries in all.
+    # No order is needed, only the total: rounds of reads, every partition not yet
+    # exhausted at once, each asking for an even share of what is still missing, so at
+    # most ``cap`` entries (plus one per partition, rounding) in all.
     total = 0
-    for stream in streams:
-        while total < cap:
-            stream.batch = cap - total
-            if not stream.has_more():
-                break
-            total += len(stream.buffer)
-            stream.buffer.clear()
+    live = [s for s in streams if s.can_read()]
+    while live and total < cap:
+        share = -(-(cap - total) // len(live))
+        for s in live:
+            s.batch = share
+
+        def read(s: _Stream) -> int:
+            s._read()
+            n = len(s.buffer)
+            s.buffer.clear()
+            return n
+        total += sum(fan_out(read, live))
+        live = [s for s in live if s.can_read()]
     return min(total, cap)
