@@ -279,7 +279,7 @@ def test_cost_is_proportional_to_the_page(world: tuple[Whimbrel, list[Run]]) -> 
     wb, runs = world
     meter = wb.meter
     shards = specs.NAME_STATE_SHARDS
-    assert specs.BY_DAY_SHARDS == shards
+    assert shards == specs.BY_DAY_SHARDS
 
     def cost(limit: int, **filters: Any) -> tuple[int, int, int]:
         meter.reset()

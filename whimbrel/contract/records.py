@@ -246,6 +246,22 @@ class SignalRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """A lease on a share of the work (``lease`` table): who holds it, since when and
+    until when unless renewed. ``owner`` is unique per holder (host, pid and a random
+    part); ``host`` and ``pid`` say where it runs, for the person told it is taken."""
+
+    lease_id: str
+    owner: str
+    until_epoch: float
+    acquired_epoch: float
+    host: str | None = None
+    pid: int | None = None
+    #: What the holder serves (dev: its DynamoDB endpoint), for the same person.
+    endpoint: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Due:
     """An armed deadline the sweep found in the sparse ``timers`` index."""
 

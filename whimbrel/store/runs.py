@@ -65,6 +65,10 @@ _CAPACITY = {"ReturnConsumedCapacity": "INDEXES"}
 class RunTables:
     """Executions and edges of one table prefix. Thread-safe."""
 
+    #: Shards of the sparse ``timers`` and ``reconcile`` indexes.
+    timer_shards: tuple[str, ...] = tuple(str(i) for i in range(specs.TIMER_SHARDS))
+    check_shards: tuple[str, ...] = tuple(str(i) for i in range(specs.RECONCILE_SHARDS))
+
     def __init__(self, client: Client, prefix: str, write: Write) -> None:
         self.client = client
         self._write = write
@@ -200,14 +204,19 @@ class RunTables:
             return False
         return True
 
-    def due_workflow_checks(self, now: float, limit: int) -> list[str]:
-        def shard(k: int) -> list[str]:
+    def due_workflow_checks(self, now: float, limit: int,
+                            shard: str | None = None) -> list[str]:
+        """Runs whose check time is at or before ``now``, oldest first: at most ``limit``
+        of shard ``shard`` (one Query), or of every shard (read at once) when None."""
+        def one(k: str) -> list[str]:
             return [hit["workflow_exec_id"]["S"] for hit in self._query({
                 "TableName": self.workflow_table, "IndexName": "reconcile",
                 "KeyConditionExpression": "check_shard = :s AND check_epoch <= :n",
-                "ExpressionAttributeValues": {":s": {"S": str(k)}, ":n": to_ddb(now)},
+                "ExpressionAttributeValues": {":s": {"S": k}, ":n": to_ddb(now)},
             }, limit=limit)]
-        return [wx for hits in fan_out(shard, range(specs.RECONCILE_SHARDS)) for wx in hits]
+        if shard is not None:
+            return one(shard)
+        return [wx for hits in fan_out(one, self.check_shards) for wx in hits]
 
     def batch_get_workflows(self, ids: Sequence[str]) -> list[WorkflowRecord]:
         found: dict[str, WorkflowRecord] = {}
@@ -345,18 +354,20 @@ class RunTables:
             raise self._activity_conflict(lost, activity_exec_id,
                                           sorted(s.value for s in states), None) from None
 
-    def due_timers(self, now: float, limit: int) -> list[Due]:
-        """Armed deadlines at or before ``now``: the cost grows with what is due, not with
-        what runs (the index is sparse)."""
-        def shard(k: int) -> list[Due]:
+    def due_timers(self, now: float, limit: int, shard: str | None = None) -> list[Due]:
+        """Armed deadlines at or before ``now``, oldest first: at most ``limit`` of shard
+        ``shard`` (one Query), or of every shard (read at once) when None. The cost grows
+        with what is due, not with what runs (the index is sparse)."""
+        def one(k: str) -> list[Due]:
             return [Due(hit["workflow_exec_id"]["S"], hit["activity_exec_id"]["S"])
                     for hit in self._query({
                         "TableName": self.activity_table, "IndexName": "timers",
                         "KeyConditionExpression": "timer_shard = :s AND timer_epoch <= :n",
-                        "ExpressionAttributeValues": {":s": {"S": str(k)},
-                                                      ":n": to_ddb(now)},
+                        "ExpressionAttributeValues": {":s": {"S": k}, ":n": to_ddb(now)},
                     }, limit=limit)]
-        return [d for part in fan_out(shard, range(specs.TIMER_SHARDS)) for d in part]
+        if shard is not None:
+            return one(shard)
+        return [d for part in fan_out(one, self.timer_shards) for d in part]
 
     def claimable(self, shard: str, key_prefix: str, limit: int) -> list[ActivityRecord]:
         """READY external attempts of one shard, as partial records (what the index

@@ -47,6 +47,12 @@ CLAIM_SHARDS = 32
 REJECTION_SHARDS = 16
 #: Partitions of the sparse ``due_schedules`` index; a sweep queries them in parallel.
 SCHEDULE_SHARDS = 4
+#: Sweep leases (``lease`` table, ``sweep#<k>``): shard j of a sparse index the sweep
+#: reads (timers, reconcile, due_schedules) is swept by the holder of lease
+#: ``j % SWEEP_LEASES``, so up to this many sweepers divide a pass between them.
+SWEEP_LEASES = 32
+#: The lease of the one ``whimbrel dev`` that pumps a prefix's streams.
+DEV_LEASE_ID = "dev"
 #: The one value of a definition's ``catalog`` attribute: every definition item is in
 #: the ``all_names`` index, so the registered names are one Query away (never a Scan).
 CATALOG = "definitions"
@@ -302,6 +308,20 @@ SCHEDULE = TableSpec(
     "(request id '<schedule_id>@<fire time>'), so no stream.",
 )
 
+LEASE = TableSpec(
+    "lease",
+    Key("lease_id"),
+    attributes=attributes("lease_id owner host pid:I acquired_epoch:N until_epoch:N "
+                          "endpoint expires_epoch:N"),
+    purpose="Leases that divide work between processes: 'sweep#<k>' (SWEEP_LEASES of them) "
+    "gives one sweeper shard k of every sparse index (timers, reconcile, due_schedules: "
+    "index shard j belongs to lease j % SWEEP_LEASES) for one pass; 'dev' is held by the "
+    "one `whimbrel dev` that pumps this prefix's streams. Taken with a conditional write "
+    "when absent, expired (until_epoch passed) or already the taker's; renewed while "
+    "held; deleted at the end. Leases divide work, they do not guard it: every move stays "
+    "a conditional write, so two holders (clocks apart) only waste reads.",
+)
+
 TABLES: tuple[TableSpec, ...] = (
     WORKFLOW_DEFINITION,
     WORKFLOW_REQUEST,
@@ -313,6 +333,7 @@ TABLES: tuple[TableSpec, ...] = (
     NOTIFICATION,
     SIGNAL,
     SCHEDULE,
+    LEASE,
 )
 
 #: How long an event's marker is kept: longer than a stream record can be redelivered
@@ -337,6 +358,11 @@ def by_day_key(shard: int | str) -> str:
     day, ordered by ``created_epoch``; a time window is one Query per shard, however
     many days it spans (a value before issue 19 was the UTC day, ``YYYY-MM-DD``)."""
     return f"runs#{shard}"
+
+
+def sweep_lease_id(shard: int) -> str:
+    """The lease whose holder sweeps shard ``shard`` of every sparse index."""
+    return f"sweep#{shard % SWEEP_LEASES}"
 
 
 def table_spec(logical_name: str) -> TableSpec:
