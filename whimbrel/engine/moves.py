@@ -289,11 +289,12 @@ def claim(engine: Core, workflow_name: str | None = None, activity_name: str | N
 
     Candidates come from the sparse ``claimable`` index: first a window of
     ``CLAIM_WINDOW`` shards at a random offset (read at once), then, when it holds
-    nothing, the other shards (read at once), so that workers spread over the shards
-    and two rarely race for one attempt. The move is conditional, so two workers never
-    claim the same attempt. The workflow item is read while the move is in flight; an
-    attempt claimed in a workflow that turned out to be ending is given up at once
-    (CANCELLED) and the next candidate is tried.
+    nothing or another worker took all it held, the other shards (read at once), so that
+    workers spread over the shards and a claim reads 4 shards, not 32, while a backlog
+    lasts. The move is conditional, so two workers never claim the same attempt. The
+    workflow item is read while the move is in flight; an attempt claimed in a workflow
+    that turned out to be ending is given up at once (CANCELLED) and the next candidate
+    is tried.
     """
     prefix = ""
     if workflow_name:
@@ -301,7 +302,6 @@ def claim(engine: Core, workflow_name: str | None = None, activity_name: str | N
     shards = list(engine.store.claim_shards)
     start = random.randrange(len(shards))
     shards = shards[start:] + shards[:start]
-    hits: list[ActivityRecord] = []
     for group in (shards[:CLAIM_WINDOW], shards[CLAIM_WINDOW:]):
         pending = [engine.in_background(
             lambda shard: engine.store.claimable(shard, prefix, CLAIM_CANDIDATES), shard)
@@ -309,11 +309,17 @@ def claim(engine: Core, workflow_name: str | None = None, activity_name: str | N
         hits = [hit for future in pending for hit in future.result()
                 if not (activity_name and not workflow_name
                         and hit.activity_name != activity_name)]
-        if hits:
-            break
-    # Workers polling together may still see the same candidates: try them in a random
-    # order, or they all race for the first one and lose conditional writes.
-    random.shuffle(hits)
+        # Workers polling together may still see the same candidates: try them in a
+        # random order, or they all race for the first one and lose conditional writes.
+        random.shuffle(hits)
+        claimed = _claim_one(engine, hits, actor)
+        if claimed is not None:
+            return claimed
+    return None
+
+
+def _claim_one(engine: Core, hits: list[ActivityRecord], actor: str) -> ActivityRecord | None:
+    """The first of ``hits`` this worker moves to RUNNING in a proceeding run, or None."""
     for hit in hits:
         wf_read = engine.in_background(engine.workflow, hit.workflow_exec_id)
         try:
