@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from whimbrel import ActivityDefinition as Act
 from whimbrel import ActivityState as A
 from whimbrel import Whimbrel, WorkflowDefinition, WorkflowState
+from whimbrel.contract.errors import StoreError
 from whimbrel.store import specs
 from whimbrel.store.migrate import migrate_index_keys
 from whimbrel.testing import StepClock
@@ -98,3 +101,41 @@ def test_the_migrate_command_reports_what_it_did(ddb_endpoint: str, table_prefix
         second = CliRunner().invoke(app, args)
         assert '"rewritten": 0' in second.output
         wb.store.delete_tables()
+
+
+def test_a_dev_on_tables_from_before_moves_their_runs_at_start(
+        wb: Whimbrel, ddb_endpoint: str, table_prefix: str) -> None:
+    from whimbrel.local.runtime import LocalRuntime
+
+    wb.register_workflow(WorkflowDefinition("legacy", (Act("work"),)))
+    old = [wb.start_workflow("legacy", {"i": i}, request_id=f"dev-{i}") for i in range(3)]
+    for wx in old:
+        _old_shape(wb, wx)
+    assert wb.count_workflows(name="legacy") == 0
+    # `whimbrel dev --data-dir` on a folder of before: the runtime moves them at start.
+    with LocalRuntime(ddb_endpoint, table_prefix, heartbeat_rate_seconds=0) as rt:
+        assert rt.migrated == 3
+        assert rt.client.count_workflows(name="legacy") == 3
+    with LocalRuntime(ddb_endpoint, table_prefix, heartbeat_rate_seconds=0) as rt:
+        assert rt.migrated == 0  # idempotent: nothing left to move
+
+
+def test_tables_from_before_without_the_lease_table_name_the_command(
+        wb: Whimbrel, clock: StepClock) -> None:
+    wb.register_workflow(WorkflowDefinition("legacy", (Act("work", heartbeat_timeout_seconds=5),)))
+    wb.start_workflow("legacy")
+    act = wb.claim(workflow_name="legacy")
+    assert act is not None
+    wb.store.botocore.delete_table(TableName=specs.LEASE.table_name(wb.store.table_prefix))
+    wb.store.botocore.get_waiter("table_not_exists").wait(
+        TableName=specs.LEASE.table_name(wb.store.table_prefix))
+    # Nothing due: a sweep takes no lease, and works.
+    assert wb.sweep(clock()).timed_out == []
+    # Something due: the sweep needs its lease and says what to run.
+    clock.advance(5 + wb.engine.in_flight_grace_seconds + 1)
+    with pytest.raises(StoreError, match="run `whimbrel tables create`") as missing:
+        wb.sweep(clock())
+    assert missing.value.aws_code == "ResourceNotFoundException"
+    assert wb.get_activity(act.activity_exec_id).state is A.RUNNING  # nothing changed
+    assert wb.create_tables() == [specs.LEASE.table_name(wb.store.table_prefix)]
+    assert wb.sweep(clock()).timed_out == [act.activity_exec_id]

@@ -50,7 +50,7 @@ def tables_migrate(
 
     Idempotent and resumable; the one Scan Whimbrel ever does. Run it once after
     upgrading (docs/deploy.md, "Upgrading"); until then the engine works, but
-    `whimbrel runs list` misses runs created before the upgrade.
+    `whimbrel list` misses runs created before the upgrade.
     """
     from whimbrel.store.migrate import migrate_index_keys
 
