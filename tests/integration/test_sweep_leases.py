@@ -16,6 +16,7 @@ from pathlib import Path
 from whimbrel import ActivityDefinition as Act
 from whimbrel import ActivityState as A
 from whimbrel import Whimbrel, WorkflowDefinition
+from whimbrel.contract.errors import StoreError
 from whimbrel.contract.ids import shard_of
 from whimbrel.engine.leases import SWEEP_LEASE_SECONDS, SweepLeases
 from whimbrel.engine.sweep import SweepReport, sweep
@@ -193,3 +194,33 @@ def test_a_long_pass_renews_its_leases(wb: Whimbrel, clock: StepClock) -> None:
     clock.advance(SWEEP_LEASE_SECONDS / 2 + 5)
     assert SweepLeases(wb.store, clock).hold("3") is False
     leases.release()
+
+
+def test_a_lease_throttled_past_the_stores_tries_leaves_its_shard_to_the_next_pass(
+        wb: Whimbrel, clock: StepClock) -> None:
+    ids = _silent(wb, clock, 6)
+    refused: list[str] = []
+
+    def throttled(phase: str, operation: str, table: str) -> None:
+        # What the store raises once DynamoDB kept throttling a write past its tries.
+        if phase == "before" and table == "lease" and operation == "PutItem" and not refused:
+            refused.append(operation)
+            raise StoreError("PutItem: ProvisionedThroughputExceededException: throttled",
+                             aws_code="ProvisionedThroughputExceededException", retryable=True)
+
+    wb.store.write_hooks.append(throttled)
+    try:
+        first = wb.sweep(clock())
+    finally:
+        wb.store.write_hooks.remove(throttled)
+    # The pass went on with every other shard and says which lease it could not take.
+    assert len(first.errors) == 1 and first.errors[0].startswith("sweep#")
+    assert "ProvisionedThroughputExceededException" in first.errors[0]
+    skipped = first.errors[0].partition(":")[0]
+    assert skipped not in first.leases
+    left = [a for a in ids if specs.sweep_lease_id(int(shard_of(a, specs.TIMER_SHARDS)))
+            == skipped]
+    assert left and sorted(first.timed_out) == sorted(set(ids) - set(left))
+    # The next pass sweeps it.
+    second = wb.sweep(clock())
+    assert second.errors == [] and sorted(second.timed_out) == sorted(left)

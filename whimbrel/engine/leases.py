@@ -23,6 +23,7 @@ import socket
 import uuid
 from collections.abc import Callable
 
+from whimbrel.contract.errors import StoreError
 from whimbrel.contract.records import LeaseRecord
 from whimbrel.engine.ports import StorePort
 
@@ -67,6 +68,8 @@ class SweepLeases:
         self.elsewhere: dict[str, LeaseRecord] = {}
         #: Leases this pass held and lost (it renewed too late: another took them over).
         self.lost: list[str] = []
+        #: Leases this pass could not take (throttled past the store's tries), and why.
+        self.failed: dict[str, StoreError] = {}
 
     def hold(self, shard: int | str) -> bool:
         """Whether this pass holds the lease of index shard ``shard`` (taking it now if
@@ -77,10 +80,19 @@ class SweepLeases:
             return self.keep(lease_id)
         if lease_id in self.elsewhere or lease_id in self.lost:
             return False
+        if lease_id in self.failed:
+            return False
         now = self.clock()
         wanted = LeaseRecord(lease_id, self.owner, until_epoch=now + self.seconds,
                              acquired_epoch=now, host=self._host, pid=os.getpid())
-        got = self.store.acquire_lease(wanted, now)
+        try:
+            got = self.store.acquire_lease(wanted, now)
+        except StoreError as exc:
+            if not exc.retryable:
+                raise  # no lease table, no access: no pass can work; say so
+            # Throttled past the store's tries: this shard waits for the next pass.
+            self.failed[lease_id] = exc
+            return False
         if got.owner != self.owner:
             self.elsewhere[lease_id] = got
             return False
@@ -97,7 +109,16 @@ class SweepLeases:
         now = self.clock()
         if until - now >= self.seconds / 2:
             return True
-        if self.store.renew_lease(lease_id, self.owner, now + self.seconds):
+        try:
+            renewed = self.store.renew_lease(lease_id, self.owner, now + self.seconds)
+        except StoreError as exc:
+            if not exc.retryable:
+                raise
+            # Unknown whether it landed: leave the shard for now (the next call tries
+            # again; the lease is still given back at the end).
+            log.warning("sweep lease %s: could not renew it: %s", lease_id, exc)
+            return False
+        if renewed:
             self._until[lease_id] = now + self.seconds
             return True
         log.warning("sweep lease %s was taken over: this pass leaves its shards", lease_id)
@@ -111,7 +132,12 @@ class SweepLeases:
             self.keep(lease_id)
 
     def release(self) -> None:
-        """Give back every lease held (the end of the pass)."""
+        """Give back every lease held (the end of the pass). A lease that cannot be given
+        back now expires by itself."""
         for lease_id in list(self._until):
-            self.store.release_lease(lease_id, self.owner)
+            try:
+                self.store.release_lease(lease_id, self.owner)
+            except StoreError as exc:
+                log.warning("sweep lease %s: could not give it back (it expires in %s s): "
+                            "%s", lease_id, self.seconds, exc)
         self._until.clear()

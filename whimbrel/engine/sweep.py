@@ -116,6 +116,8 @@ def sweep(engine: Core, now: float | None = None, *, limit: int = 1000,
     leases.release()
     report.leases = list(leases.taken)
     report.leased_elsewhere = sorted(leases.elsewhere)
+    for lease_id, exc in leases.failed.items():  # its shards wait for the next pass
+        _failed(engine, report, "lease", lease_id, exc)
     for lease_id in report.leased_elsewhere:
         holder = leases.elsewhere[lease_id]
         log.info("sweep: %s is held by %s (pid %s on %s) until %s: left to it", lease_id,
