@@ -38,7 +38,7 @@ TTL_ATTRIBUTE = "expires_epoch"
 #: and keep the hottest shard near 1/32 of its index (docs/architecture.md, "Scale").
 #: Raising a count later is safe for the sparse indexes (their shards are "0".."N-1",
 #: a superset); for ``by_day``, ``by_name_state`` and ``rejection`` it needs
-#: ``whimbrel migrate`` (docs/deploy.md).
+#: ``whimbrel tables migrate`` (docs/deploy.md).
 BY_DAY_SHARDS = 32
 NAME_STATE_SHARDS = 32
 TIMER_SHARDS = 32
