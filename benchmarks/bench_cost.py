@@ -56,9 +56,11 @@ def measure(ctx: Ctx, api: str, shape: Shape, repeats: int) -> dict[str, Any]:
         stack.callback(meter.close)
         wb = stack.enter_context(ctx.client(prefix, endpoint=meter.url))
         view = stack.enter_context(Whimbrel(ctx.endpoint, prefix))
+        # exclusive=False: no dev lease, which the deployed stack does not have.
         rt = stack.enter_context(LocalRuntime(
             meter.url, prefix, heartbeat_rate_seconds=0, poll_interval=0.01,
-            launchers={"lambda": fn}, lambda_log_level="ERROR")) if api == SIMPLE else None
+            launchers={"lambda": fn}, lambda_log_level="ERROR",
+            exclusive=False)) if api == SIMPLE else None
         pumps = list(rt.pumps.values()) if rt else []
         fn.client = rt.client if rt else wb
         wb.register_workflow(shape.definition("cost", LauncherSpec.parse(

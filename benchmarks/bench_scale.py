@@ -181,8 +181,9 @@ def simple_api(ctx: Ctx, n: int) -> dict[str, Any]:
     prefix = fresh_table_prefix()
     meter = Meter(ctx.endpoint, prefix)
     try:
+        # exclusive=False: no dev lease, which the deployed stack does not have.
         with LocalRuntime(meter.url, prefix, heartbeat_rate_seconds=0,
-                          lambda_log_level="WARNING") as rt:
+                          lambda_log_level="WARNING", exclusive=False) as rt:
             wb = rt.client
             wb.register_workflow(chain(2).definition("scale_simple", launcher=EXTERNAL))
             workers = Workers(wb, "scale_simple", 8, events=True)

@@ -17,6 +17,7 @@ from whimbrel.store.specs import (
     ACTIVITY_EVENT,
     ACTIVITY_EXEC,
     ACTIVITY_EXEC_DEPENDENCY,
+    LEASE,
     NOTIFICATION,
     REJECTION,
     SCHEDULE,
@@ -41,6 +42,7 @@ ENGINE_WRITES = (
     REJECTION.logical_name,
     SIGNAL.logical_name,  # signals kept for a wait (SIGNAL rows, reconcile)
     SCHEDULE.logical_name,  # schedules the sweep fires (engine/schedules.py)
+    LEASE.logical_name,  # the sweep's shard leases (engine/leases.py)
 )
 
 # The notify function (whimbrel/observe/notify.py) reads executions and definitions (a

@@ -107,14 +107,17 @@ def test_sweep_times_out_a_silent_activity(run: Run, wb: Whimbrel) -> None:
     empty = run.json("sweep")
     assert empty == {"now": empty["now"], "timed_out": [], "retries_launched": [],
                      "cancelled": [], "reconciled": [], "checked": [],
-                     "workflows_timed_out": [], "timers_fired": [], "errors": []}
+                     "workflows_timed_out": [], "timers_fired": [], "errors": [],
+                     "leases": [], "leased_elsewhere": []}
     wb.register_workflow(ONCE)
     wx = wb.start_workflow("once")
     act = wb.claim(workflow_name="once")
     assert act is not None
-    # Its last heartbeat was an hour ago, and so its deadline passed.
+    # Its last heartbeat was an hour ago, and so its deadline passed: what that heartbeat
+    # wrote (heartbeat_epoch, the real deadline_epoch) and a timer armed in the past.
     an_hour_ago = time.time() - 3600
     wb.store.set_activity(act.activity_exec_id, {"timer_epoch": an_hour_ago,
+                                                 "deadline_epoch": an_hour_ago + 30,
                                                  "heartbeat_epoch": an_hour_ago},
                           states=[A.RUNNING])
     report = run.json("sweep")

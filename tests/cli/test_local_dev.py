@@ -73,11 +73,15 @@ def _free_port() -> int:
 
 
 @contextmanager
-def dev_server(env: dict[str, str], log: Path, *args: str) -> Iterator[str]:
-    """``whimbrel dev ARGS`` in a child process; yields its banner, stops it with SIGTERM."""
+def dev_server(env: dict[str, str], log: Path, *args: str,
+               pids: list[int] | None = None) -> Iterator[str]:
+    """``whimbrel dev ARGS`` in a child process; yields its banner, stops it with SIGTERM.
+    Its pid is appended to ``pids``."""
     with log.open("w") as err:
         proc = subprocess.Popen([WHIMBREL, "dev", "--heartbeat-rate", "1", *args], env=env,
                                 stdout=subprocess.PIPE, stderr=err, text=True)
+        if pids is not None:
+            pids.append(proc.pid)
         # A dev that never prints its banner must not hang the suite.
         guard = threading.Timer(120, proc.kill)
         guard.start()
@@ -200,6 +204,30 @@ def test_dev_data_dir_survives_a_restart(bare_env: dict[str, str], tmp_path: Pat
         assert again["state"] == "COMPLETED"
         assert [d["workflow_name"] for d in cli.json("definitions", "list")] == ["fanout"]
         assert cli.json("rejections") == []
+
+
+def test_a_second_dev_on_the_same_tables_is_refused_naming_the_first(
+        bare_env: dict[str, str], tmp_path: Path, table_prefix: str) -> None:
+    port = _free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    env = {**bare_env, "WHIMBREL_TABLE_PREFIX": table_prefix}
+    pids: list[int] = []
+    with dev_server(env, tmp_path / "dev1.log", "--port", str(port), pids=pids):
+        # Pointed at the first one's DynamoDB, the second would replay every stream.
+        second = whimbrel(env, "dev", "--endpoint-url", endpoint, code=5)
+        said = " ".join(second.stderr.split())
+        assert said.startswith(f"error: another whimbrel dev already runs on tables "
+                               f"{table_prefix}* at {endpoint}: pid {pids[0]} on "
+                               f"{socket.gethostname()}, since "), said
+        assert "Two would process every stream record twice" in said
+        assert "streams:" not in second.stdout  # it started no pump
+        refused = json.loads(whimbrel(env, "dev", "--endpoint-url", endpoint, "--json",
+                                      code=5).stderr)
+        assert refused["error"] == "DevAlreadyRunning" and refused["pid"] == pids[0]
+        assert refused["since_epoch"] < refused["until_epoch"]
+    # The first stopped and gave its lease back: a dev on those tables starts again.
+    with dev_server(env, tmp_path / "dev2.log", "--port", str(port)) as banner:
+        assert f"export WHIMBREL_TABLE_PREFIX={table_prefix}" in banner
 
 
 def test_dev_refuses_a_taken_port_by_name() -> None:

@@ -16,7 +16,8 @@ from whimbrel import (
 )
 from whimbrel import ActivityDefinition as Act
 from whimbrel import ActivityState as A
-from whimbrel.contract.ids import activity_exec_id
+from whimbrel.contract.ids import activity_exec_id, shard_of
+from whimbrel.store import specs
 from whimbrel.testing import RecordingLauncher, StepClock
 
 LAMBDA = LauncherSpec("lambda", {"function": "f"})
@@ -64,7 +65,18 @@ def test_a_heartbeat_never_pushes_the_deadline_past_the_close(wb: Whimbrel,
     clock.advance(50)
     wb.heartbeat(act.activity_exec_id)  # the heartbeat deadline would be +110 s
     raw = wb.store.get_activity(act.activity_exec_id)
-    assert raw is not None and raw.timer_epoch == raw.close_epoch == act.started_epoch + 90
+    # The heartbeat moves the real deadline (deadline_epoch), never the timers entry,
+    # which stays where the claim armed it (the heartbeat deadline, +60 s).
+    assert raw is not None and raw.deadline_epoch == raw.close_epoch == act.started_epoch + 90
+    assert raw.timer_epoch == act.started_epoch + 60
+    # The sweep at the armed time finds the attempt alive and re-arms to the close...
+    assert wb.sweep(clock.advance(10)).timed_out == []
+    raw = wb.store.get_activity(act.activity_exec_id)
+    assert raw is not None and raw.timer_epoch == act.started_epoch + 90
+    # ...where it times out, whatever heartbeats say (past the in-flight grace).
+    wb.heartbeat(act.activity_exec_id)
+    report = wb.sweep(clock.advance(30 + wb.engine.in_flight_grace_seconds))
+    assert report.timed_out == [act.activity_exec_id]
 
 
 def test_an_external_nobody_claims_times_out_and_retries(wb: Whimbrel,
@@ -143,8 +155,18 @@ def test_the_sweep_reads_only_what_is_due(wb: Whimbrel, clock: StepClock) -> Non
     report = wb.sweep(clock.advance(61 + wb.engine.in_flight_grace_seconds))
     assert len(report.timed_out) == 2
     calls = wb.meter.snapshot()["calls"]
-    # 4 timer shards + 4 reconcile shards + 4 schedule shards queried; per due activity
-    # (not per running one) a read of it and of its workflow for the follow-ups (a
-    # retry, here).
-    assert calls["Query"] == 12
+    # Every shard of timers and reconcile asked for one entry and the schedule shards
+    # read, all at once; then, per timer shard holding something due, its lease taken
+    # (and given back) and its page read; per due activity (not per running one) a read
+    # of it and of its workflow for the follow-ups (a retry, here).
+    busy = {shard_of(a, specs.TIMER_SHARDS) for a in report.timed_out}
+    assert sorted(report.leases) == sorted(specs.sweep_lease_id(int(k)) for k in busy)
+    assert calls["Query"] == (specs.TIMER_SHARDS + specs.RECONCILE_SHARDS
+                              + specs.SCHEDULE_SHARDS + len(busy))
     assert calls["GetItem"] == 2 * 2
+    # The leases taken and given back; each retry's new attempt.
+    assert (calls["PutItem"], calls["DeleteItem"]) == (len(busy) + 2, len(busy))
+    # An idle pass writes nothing: no lease is taken where nothing is due.
+    wb.meter.reset()
+    idle = wb.sweep(clock())
+    assert idle.leases == [] and set(wb.meter.snapshot()["calls"]) == {"Query"}

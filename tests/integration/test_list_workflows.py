@@ -29,7 +29,8 @@ from whimbrel import (
     WorkflowPage,
     WorkflowState,
 )
-from whimbrel.client.query import DEFAULT_LOOKBACK_DAYS, MAX_DAYS_PER_CALL
+from whimbrel.client.query import DEFAULT_LOOKBACK_DAYS, first_batch
+from whimbrel.store import specs
 from whimbrel.store.transport import refuse_scans
 from whimbrel.testing import fresh_table_prefix
 
@@ -224,23 +225,37 @@ def test_a_long_sparse_window_pages_at_a_bounded_cost(
     cursor = None
     while True:
         wb.meter.reset()
-        page = wb.list_workflows(since=since, limit=200, cursor=cursor)
-        assert wb.meter.calls["Query"] <= MAX_DAYS_PER_CALL + 1
+        page = wb.list_workflows(since=since, limit=50, cursor=cursor)
+        # One Query per write shard of by_day, whatever the window spans (and one more
+        # per shard that holds more than a page's worth).
+        assert wb.meter.calls["Query"] <= 2 * specs.BY_DAY_SHARDS
         pages.append(page)
         cursor = page.cursor
         if cursor is None:
             break
     listed = [w.workflow_exec_id for p in pages for w in p.items]
     assert listed == newest_first(runs)
-    # The empty days cost a few short pages, each stopping at its budget of days.
-    assert len(pages) >= 200 // MAX_DAYS_PER_CALL
-    assert any(not p.items and p.cursor for p in pages)
-    # Counting the same way would read day after day in one call: refused.
-    with pytest.raises(InvalidInput, match="spans at most") as err:
-        wb.count_workflows(since=since)
-    assert err.value.field == "since"
+    assert len(pages) == -(-len(runs) // 50)  # empty days cost no page
+    # Counting reads every shard once, however many days the window spans.
+    wb.meter.reset()
+    assert wb.count_workflows(since=since) == len(runs)
+    assert wb.meter.calls["Query"] <= 2 * specs.BY_DAY_SHARDS
     assert wb.count_workflows(since=since, state=W.FAILED) == sum(
         r.state is W.FAILED for r in runs)
+
+
+def test_run_entries_spread_over_the_write_shards(world: tuple[Whimbrel, list[Run]]) -> None:
+    wb, runs = world
+    table = wb.store.workflow_table
+    keys = [wb.store.botocore.get_item(TableName=table, Key={"workflow_exec_id": {"S": r.wx}})
+            ["Item"] for r in runs[:100]]
+    days = {k["created_day"]["S"] for k in keys}
+    assert days <= {specs.by_day_key(k) for k in range(specs.BY_DAY_SHARDS)}
+    assert len(days) > specs.BY_DAY_SHARDS // 2  # spread, not one key
+    for item in keys:
+        name, state, shard = item["name_state"]["S"].split("#")
+        assert (name, state) == (item["workflow_name"]["S"], item["state"]["S"])
+        assert 0 <= int(shard) < specs.NAME_STATE_SHARDS
 
 
 def test_a_forged_cursor_cannot_widen_the_walk(world: tuple[Whimbrel, list[Run]]) -> None:
@@ -263,6 +278,8 @@ def test_a_forged_cursor_cannot_widen_the_walk(world: tuple[Whimbrel, list[Run]]
 def test_cost_is_proportional_to_the_page(world: tuple[Whimbrel, list[Run]]) -> None:
     wb, runs = world
     meter = wb.meter
+    shards = specs.NAME_STATE_SHARDS
+    assert shards == specs.BY_DAY_SHARDS
 
     def cost(limit: int, **filters: Any) -> tuple[int, int, int]:
         meter.reset()
@@ -270,28 +287,36 @@ def test_cost_is_proportional_to_the_page(world: tuple[Whimbrel, list[Run]]) -> 
         assert len(page.items) == limit and page.cursor
         return meter.calls["Query"], meter.items_read["Query"], meter.items_read["BatchGetItem"]
 
+    def bounded(partitions: int, limit: int, queries: int, entries: int) -> bool:
+        """One Query per partition (its write shards, read at once), a few more where the
+        merge came back for more; each first Query asks for a share of the page (or the
+        few entries the cheapest Query holds anyway), not for the whole page."""
+        first = first_batch(limit + 1, partitions)
+        return (partitions <= queries <= partitions + 4
+                and entries <= partitions * first + 2 * (limit + 1))
+
     matching = [r for r in runs if r.name == "beta" and r.state in (W.RUNNING, W.FAILED)]
     assert len(matching) > 100
-    for limit in (4, 20):
-        # name + two states: one Query per state, limit + 1 entries each at most.
+    for limit in (4, 20, 60):
+        # name + two states: the write shards of each state.
         queries, entries, items = cost(limit, name="beta", state=[W.RUNNING, W.FAILED])
-        assert queries == 2 and entries <= 2 * (limit + 1) and items == limit
-        # two states: one Query for the registered names, then one per (name, state).
+        assert bounded(2 * shards, limit, queries, entries) and items == limit
+        # two states: one Query for the registered names, then the shards of each
+        # (name, state).
         queries, entries, items = cost(limit, state=[W.RUNNING, W.FAILED])
-        assert queries == 1 + 2 * len(NAMES)
-        assert entries <= len(NAMES) + 2 * len(NAMES) * (limit + 1) and items == limit
-        # a name alone: one Query per state the contract has.
+        assert bounded(2 * len(NAMES) * shards, limit, queries - 1, entries - len(NAMES))
+        assert items == limit
+        # a name alone: the shards of every state the contract has.
         queries, entries, items = cost(limit, name="gamma")
-        assert queries == len(W) and entries <= len(W) * (limit + 1) and items == limit
-        # No filter: until just before midnight, the walk starts on a full day (50 runs,
-        # in pairs of equal creation time: an even page ends on a whole pair, so one
-        # Query shows that the page's last time has no more runs). From `now` it reads
-        # the empty day and the short last day of runs first.
+        assert bounded(len(W) * shards, limit, queries, entries) and items == limit
+        # No filter: the shards of by_day, whatever the days the window spans.
         newest = max(r.created for r in runs)
         queries, entries, items = cost(limit, until=newest - newest % DAY - 1)
-        assert queries == 1 and entries <= limit + 1 and items == limit
+        assert bounded(shards, limit, queries, entries) and items == limit
         queries, entries, items = cost(limit)
-        assert queries <= 3 and entries <= 2 * (limit + 1) and items == limit
+        assert bounded(shards, limit, queries, entries) and items == limit
+    # Asking every shard for the whole page would read 32 times the page.
+    assert first_batch(1001, shards) == 2 * 32 + 1
     # A page deep into the listing costs what the first one did.
     first = wb.list_workflows(name="beta", state=[W.RUNNING, W.FAILED], limit=20)
     cursor = first.cursor
@@ -300,12 +325,15 @@ def test_cost_is_proportional_to_the_page(world: tuple[Whimbrel, list[Run]]) -> 
                                    cursor=cursor).cursor
     meter.reset()
     wb.list_workflows(name="beta", state=[W.RUNNING, W.FAILED], limit=20, cursor=cursor)
-    assert meter.calls["Query"] == 2 and meter.items_read["Query"] <= 2 * 21
+    assert bounded(2 * shards, 20, meter.calls["Query"], meter.items_read["Query"])
     assert meter.calls.get("Scan", 0) == 0
-    # Counting reads index keys only, about `cap` of them across the partitions.
+    # Counting reads index keys only, about `cap` of them across the partitions (each
+    # round asks every partition left for a share of what is missing).
     meter.reset()
     assert wb.count_workflows(state=W.RUNNING, cap=50) == 50
-    assert meter.items_read["Query"] <= 50 + 4 * 2 and "BatchGetItem" not in meter.calls
+    partitions = len(NAMES) * shards
+    assert meter.items_read["Query"] <= 50 + len(NAMES) + partitions
+    assert "BatchGetItem" not in meter.calls
 
 
 def test_state_change_between_pages(ddb_endpoint: str, table_prefix: str) -> None:

@@ -16,8 +16,25 @@ import uuid
 import pytest
 from reliability_driver import Plan, plans, run_plan
 
-from whimbrel import Whimbrel
-from whimbrel.testing import FaultInjector, RecordingLauncher, StepClock, assert_contract_holds
+from whimbrel import (
+    ActivityDefinition,
+    ActivityState,
+    LauncherSpec,
+    RetryPolicy,
+    Whimbrel,
+    WorkflowDefinition,
+)
+from whimbrel.contract.ids import activity_exec_id
+from whimbrel.engine.base import RECONCILE_GRACE_SECONDS
+from whimbrel.engine.leases import SWEEP_LEASE_SECONDS
+from whimbrel.store import specs
+from whimbrel.testing import (
+    Crash,
+    FaultInjector,
+    RecordingLauncher,
+    StepClock,
+    assert_contract_holds,
+)
 
 #: WHIMBREL_RELIABILITY_FULL=1 crashes on both sides of every write. By default every
 #: write is crashed "after" and every third "before": between two writes the engine only
@@ -83,3 +100,72 @@ def test_crash_at_every_write(rwb: Whimbrel, step_clock: StepClock,
     assert launcher.doubled() == []
     FIGURES[plan.name] = tried
     print(f"\n{plan.name}: {writes} writes in a clean run, {tried} crash points tried")
+
+
+def test_a_sweep_that_dies_at_any_write_leaves_its_shards_to_the_next(
+        rwb: Whimbrel, step_clock: StepClock, launcher: RecordingLauncher) -> None:
+    """Sweep leases (issue 19, item 4a): a pass that dies at any write (a lease taken, an
+    attempt timed out, its retry launched, a lease given back) leaves its leases to
+    expire; the next sweeper takes them over and finishes the work, exactly once."""
+    defn = WorkflowDefinition("lease_crash", (ActivityDefinition(
+        "A", launcher=LauncherSpec("lambda", {"function": "f"}), heartbeat_timeout_seconds=10,
+        retry=RetryPolicy(max_attempts=2, initial_interval_seconds=0)),))
+    rwb.register_workflow(defn)
+
+    def setup(tag: str) -> list[str]:
+        wxs = [rwb.start_workflow("lease_crash", request_id=f"{tag}-{i}") for i in range(2)]
+        for wx in wxs:
+            rwb.transition_activity(activity_exec_id(wx, "A", 1), "RUNNING")
+        step_clock.advance(11 + rwb.engine.in_flight_grace_seconds)
+        return wxs
+
+    counter = FaultInjector()
+    clean = setup("clean")
+    rwb.store.write_hooks.append(counter)
+    report = rwb.sweep(step_clock())
+    rwb.store.write_hooks.remove(counter)
+    assert len(report.timed_out) == 2 and report.leases
+    writes = counter.count
+    lease_writes = [w for w in counter.writes if w[2] == "lease"]
+    assert len(lease_writes) == 2 * len(report.leases)  # each taken, then given back
+    tried = 0
+    fired: set[tuple[str, str]] = set()
+    for k in range(1, writes + 1):
+        for phase in ("before", "after"):
+            wxs = setup(f"k{k}-{phase}")
+            injector = FaultInjector(at=k, phase=phase)
+            rwb.store.write_hooks.append(injector)
+            try:
+                rwb.sweep(step_clock())
+            except Crash:
+                pass
+            finally:
+                rwb.store.write_hooks.remove(injector)
+            # (A pass whose runs hash onto fewer shards takes fewer leases: fewer writes.)
+            tried += injector.fired is not None
+            if injector.fired is not None:
+                fired.add(injector.fired[1:])
+            # The next sweepers, once the dead one's leases expired, and the runs'
+            # reconcile visits (what the dead pass left half done: a lost retry).
+            step_clock.advance(SWEEP_LEASE_SECONDS + 1)
+            rwb.sweep(step_clock())
+            rwb.sweep(step_clock.advance(RECONCILE_GRACE_SECONDS))
+            for wx in (*clean, *wxs):
+                wf = rwb.get_workflow(wx)
+                first, second = activity_exec_id(wx, "A", 1), activity_exec_id(wx, "A", 2)
+                assert wf.activity("A").activity_exec_id == second, (k, phase, injector.fired)
+                assert rwb.get_activity(first).state is ActivityState.TIMED_OUT
+                assert_contract_holds(wf, defn, launched=[
+                    r.activity_exec_id for r in launcher.requests if r.workflow_exec_id == wx])
+            # Nothing stays held: every lease was given back, or is a dead pass's that
+            # expired (free to anyone; TTL deletes it a day later).
+            for shard in range(specs.SWEEP_LEASES):
+                lease = rwb.store.get_lease(specs.sweep_lease_id(shard))
+                assert lease is None or lease.until_epoch < step_clock(), (k, phase, lease)
+    assert launcher.doubled() == []
+    assert tried >= 2 * (writes - 2)
+    # Every kind of write of the pass was a crash point: the leases' too.
+    assert {("PutItem", "lease"), ("DeleteItem", "lease"), ("UpdateItem", "activity_exec")} \
+        <= fired
+    print(f"\nsweep with leases: {writes} writes in a clean pass "
+          f"({len(lease_writes)} of them leases), {tried} crash points tried")

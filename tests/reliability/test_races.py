@@ -30,10 +30,12 @@ from whimbrel.contract.errors import (
     StateConflict,
     WhimbrelError,
 )
-from whimbrel.contract.ids import activity_exec_id, workflow_exec_id_for
+from whimbrel.contract.ids import activity_exec_id, shard_of, workflow_exec_id_for
 from whimbrel.contract.schedules import fire_request_id
 from whimbrel.contract.states import Transition
 from whimbrel.engine.engine import IN_FLIGHT_GRACE_SECONDS
+from whimbrel.engine.leases import SWEEP_LEASE_SECONDS, SweepLeases
+from whimbrel.store import specs
 from whimbrel.testing import RecordingLauncher, StepClock, assert_contract_holds
 
 A, W, T = ActivityState, WorkflowState, Transition
@@ -479,3 +481,65 @@ def test_sweepers_at_once_start_one_run_per_fire_time(rwb: Whimbrel, step_clock:
     assert rwb.get_schedule("once").skipped == ROUNDS - 1
     for wx in started:
         _checked(rwb, wx, defn, launcher)
+
+
+# -- sweep leases (issue 19, item 4a) -------------------------------------------------------
+
+def test_sweepers_race_for_one_shards_lease_one_sweeps_it(rwb: Whimbrel,
+                                                          step_clock: StepClock) -> None:
+    defn = _one("lease1", ActivityDefinition("A", launcher=EXT, heartbeat_timeout_seconds=10))
+    rwb.register_workflow(defn)
+    # Every sweeper's first lease write (the one shard with something due) meets the
+    # others' at the store: DynamoDB gives the lease to one.
+    meet = race_workers.WriteRendezvous(THREADS, "lease")
+    for _ in range(ROUNDS):
+        wx = rwb.start_workflow("lease1")
+        aeid = activity_exec_id(wx, "A", 1)
+        rwb.transition_activity(aeid, T.RUNNING)
+        step_clock.advance(11 + IN_FLIGHT_GRACE_SECONDS)
+        meet.reset()
+        rwb.store.write_hooks.append(meet)
+        try:
+            reports = together(*[rwb.sweep] * THREADS)
+        finally:
+            rwb.store.write_hooks.remove(meet)
+        assert meet.met == THREADS, "the race did not happen: a sweeper never took a lease"
+        RACES["sweepers for one shard's lease (threads)"] += 1
+        lease = specs.sweep_lease_id(int(shard_of(aeid, specs.TIMER_SHARDS)))
+        holders = [r for r in reports if r.leases]
+        assert len(holders) == 1 and holders[0].leases == [lease], reports
+        assert holders[0].timed_out == [aeid]
+        assert all(r.leased_elsewhere == [lease] and r.timed_out == [] for r in reports
+                   if r is not holders[0])
+        assert rwb.store.get_lease(lease) is None  # given back at the end of its pass
+        step_clock.advance(500)
+        rwb.sweep()
+        _checked(rwb, wx, defn)
+
+
+def test_a_renewal_and_a_takeover_at_once_one_holds_the_lease(rwb: Whimbrel,
+                                                             step_clock: StepClock) -> None:
+    outcomes: Counter[str] = Counter()
+    meet = race_workers.WriteRendezvous(2, "lease")
+    for _ in range(ROUNDS):
+        holder = SweepLeases(rwb.store, step_clock)
+        assert holder.hold("7")
+        lease = specs.sweep_lease_id(7)
+        # Expired for the taker, renewed by its holder at the same moment.
+        step_clock.advance(SWEEP_LEASE_SECONDS + 1)
+        taker = SweepLeases(rwb.store, step_clock)
+        meet.reset()
+        rwb.store.write_hooks.append(meet)
+        try:
+            kept, took = together(lambda h=holder, x=lease: h.keep(x), lambda t=taker: t.hold("7"))
+        finally:
+            rwb.store.write_hooks.remove(meet)
+        assert meet.met == 2, "the race did not happen"
+        RACES["lease renewal vs takeover (threads)"] += 1
+        assert kept != took, (kept, took)  # exactly one holds it
+        now = rwb.store.get_lease(lease)
+        assert now is not None and now.owner == (holder if kept else taker).owner
+        outcomes["renewed" if kept else "taken over"] += 1
+        (holder if kept else taker).release()
+        assert rwb.store.get_lease(lease) is None
+    print("renewal vs takeover outcomes:", dict(outcomes))

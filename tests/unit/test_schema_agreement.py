@@ -16,6 +16,7 @@ from whimbrel.contract.records import (
     Change,
     DefinitionRecord,
     EventRecord,
+    LeaseRecord,
     RejectionRecord,
     RequestRecord,
     SignalRecord,
@@ -41,6 +42,7 @@ RECORDS: list[tuple[type, specs.TableSpec]] = [
     (DefinitionRecord, specs.WORKFLOW_DEFINITION),
     (RejectionRecord, specs.REJECTION),
     (SignalRecord, specs.SIGNAL),
+    (LeaseRecord, specs.LEASE),
 ]
 
 #: Attributes the store writes that no record field carries, and why.
@@ -51,6 +53,7 @@ STORE_ONLY = {
     "activity_event": {"expires_epoch", "outcome", "processed_epoch", "result_state",
                        "reason", "error_type"},
     "activity_exec_dependency": {"dependency_key", "upstream", "expires_epoch"},
+    "lease": {"expires_epoch"},  # TTL, never set on a lease
     "notification": {"event_id", "detail_type", "workflow_exec_id", "status", "attempts",
                      "claimed_epoch", "sent_epoch", "expires_epoch"},
 }

@@ -12,8 +12,9 @@ import typer
 
 from whimbrel.cli.app import Cli, CliError, ExitCode, app, command
 from whimbrel.local.credentials import is_local_endpoint, supply_local_credentials
+from whimbrel.local.dev import run_dev
 from whimbrel.local.dynamodb_local import LOOPBACK, DynamoDBLocalError, PortInUse
-from whimbrel.local.runtime import DEV_PORT, run_dev
+from whimbrel.local.runtime import DEV_PORT
 
 
 def _optional(module: str, attr: str, what: str) -> Any:

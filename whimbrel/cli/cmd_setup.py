@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,6 +33,42 @@ def tables_create(cli: Cli) -> None:
     cli.emit({"table_prefix": prefix, "created": created}, lambda: cli.out.print(
         f"created {len(created)} table(s): {', '.join(created)}" if created
         else f"all tables with prefix {prefix!r} exist already"))
+
+
+@command(tables, "migrate", example="whimbrel tables migrate --endpoint-url "
+         "http://localhost:8000")
+def tables_migrate(
+    cli: Cli,
+    page_size: Annotated[int, typer.Option(min=1, max=1000,
+                                           help="Items per Scan page.")] = 100,
+    max_pages: Annotated[int | None, typer.Option(
+        min=1, help="Stop after this many pages (resume with --start-key).")] = None,
+    start_key: Annotated[str | None, typer.Option(
+        help="Resume where a stopped migration printed it would go on (JSON).")] = None,
+) -> None:
+    """Move runs written before the write-sharded listing keys (issue 19) onto them.
+
+    Idempotent and resumable; the one Scan Whimbrel ever does. Run it once after
+    upgrading (docs/deploy.md, "Upgrading"); until then the engine works, but
+    `whimbrel list` misses runs created before the upgrade.
+    """
+    from whimbrel.store.migrate import migrate_index_keys
+
+    resume = json.loads(start_key) if start_key else None
+    report = migrate_index_keys(cli.wb.store, page_size=page_size, max_pages=max_pages,
+                                start_key=resume)
+    out = {"scanned": report.scanned, "rewritten": report.rewritten,
+           "changed_meanwhile": report.changed_meanwhile,
+           "start_key": json.dumps(report.last_key) if report.last_key else None}
+
+    def human() -> None:
+        cli.out.print(f"scanned {report.scanned} run(s), rewrote {report.rewritten}")
+        if report.changed_meanwhile:
+            cli.out.print(f"{len(report.changed_meanwhile)} run(s) changed meanwhile: "
+                          "run `whimbrel tables migrate` again to check them")
+        if report.last_key:
+            cli.out.print(f"stopped early; go on with --start-key '{out['start_key']}'")
+    cli.emit(out, human)
 
 
 @command(definitions, "register", example="whimbrel definitions register examples/"

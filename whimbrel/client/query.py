@@ -8,19 +8,28 @@ size, not to the number of runs stored:
 ============================  ===============================================
 filter                        partitions queried (each newest first)
 ============================  ===============================================
-name and state(s)             ``by_name_state``: one per state
-name                          ``by_name_state``: one per state of the contract
-state(s)                      ``by_name_state``: one per (registered name, state)
-nothing                       ``by_day``: one UTC day after the other, newest first
+name and state(s)             ``by_name_state``: one per (state, write shard)
+name                          ``by_name_state``: one per (state of the contract, shard)
+state(s)                      ``by_name_state``: one per (registered name, state, shard)
+nothing                       ``by_day``: one per write shard (every day in it)
 ============================  ===============================================
 
-The registered names come from one Query of ``workflow_definition.all_names``.
+The registered names come from one Query of ``workflow_definition.all_names``. Every
+key is write-sharded (``specs.NAME_STATE_SHARDS``, ``specs.BY_DAY_SHARDS``: a run's
+entries land on the shard its id hashes to); the first read of every shard goes out at
+once, and the shards are merged like any other partitions.
 
-Each partition is a stream of ``(created_epoch, workflow_exec_id)`` read ``limit + 1``
-entries at a time; the streams are merged newest first, ties broken by the execution
-id. The cursor is stateless: it names the last entry returned, and the next page asks
-each partition for entries at or below its ``created_epoch`` and skips those already
-returned. Runs created after the first page never show up on later pages; a run that
+Each partition is a stream of ``(created_epoch, workflow_exec_id)``, read first a share
+of ``limit + 1`` entries (twice its part of the page, but at least the 16 that the
+cheapest Query holds anyway; ``first_batch``: the shards split the page between them)
+and then, if the merge needs more of it, twice as many each time up to ``limit + 1``;
+so a page of a thousand reads about two thousand entries, not one page per shard. The
+streams are merged newest first, ties broken by the execution id. The cursor is
+stateless: it names the last entry returned, and the next page asks each partition for
+entries at or below its ``created_epoch`` and skips those already
+returned. Because the merge order is global, that one position is every shard's
+position too: no per-shard state rides in the cursor, and the cursor's forgery bounds
+are unchanged. Runs created after the first page never show up on later pages; a run that
 changes state while someone pages keeps its place (its ``created_epoch`` does not
 change), so it is returned at most once.
 """
@@ -32,7 +41,7 @@ import math
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from whimbrel.client.query_input import (
@@ -50,23 +59,17 @@ from whimbrel.client.query_input import (
     parse_time,
 )
 from whimbrel.contract import checks
-from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.states import WorkflowState
 from whimbrel.engine.ports import Clock
 from whimbrel.engine.views import WorkflowExec
 from whimbrel.store import specs
+from whimbrel.store.keys import fan_out
 from whimbrel.store.store import Store
 
 __all__ = ["DEFAULT_LOOKBACK_DAYS", "MAX_PAGE", "DefinitionVersion", "WorkflowPage",
            "count_workflows", "cursor_anchor", "list_definitions", "list_workflows",
            "parse_time"]
 
-#: At most this many days of the by_day walk per call: a page over a long, sparse window
-#: returns what it found with a cursor at the first day not read, so no call costs more
-#: than this many Queries (each at least 0.5 read units, even empty).
-MAX_DAYS_PER_CALL = DEFAULT_LOOKBACK_DAYS + 2
-#: An id after every execution id (they are UUIDs): a cursor at a day boundary.
-_AFTER_ALL_IDS = "~"
 
 StateArg = WorkflowState | str | Iterable[WorkflowState | str] | None
 TimeArg = float | int | datetime | str | None
@@ -78,8 +81,7 @@ class WorkflowPage:
 
     ``cursor`` fetches the next page (pass it back with the same filters); it is None on
     the last page. A page may hold fewer than ``limit`` runs and still have a cursor
-    when runs left the requested state(s) after the index was read, or when a walk
-    over many empty days stopped to keep the call's cost bounded.
+    when runs left the requested state(s) after the index was read.
     """
 
     items: tuple[WorkflowExec, ...]
@@ -120,45 +122,35 @@ def _order(key: Key) -> tuple[float, str]:
 
 
 class _Stream:
-    """Entries of one index partition (or, for ``by_day``, of consecutive days), newest
-    first, read ``batch`` at a time as the merge needs them."""
+    """Entries of one index partition, newest first, read ``batch`` at a time as the
+    merge needs them."""
 
     def __init__(self, store: Store, index: str, hash_keys: Iterable[str], *,
                  low: float | None, high: float | None, batch: int,
-                 keep: Any, max_partitions: int | None = None) -> None:
+                 keep: Any) -> None:
         self.store, self.index, self.low, self.high = store, index, low, high
         self.batch, self.keep = batch, keep
+        self.max_batch = batch
         self.partitions = deque(hash_keys)
-        self.max_partitions = max_partitions
-        self.started = 0
-        #: The partition budget ran out with partitions left (see resume_key).
-        self.stalled = False
         self.start_key: dict[str, Any] | None = None
         self.buffer: list[Key] = []
         #: Every entry newer than this is in the buffer (the partition is read newest
         #: first); entries *at* it may still follow in the next read.
         self.complete_above = math.inf
 
-    def _can_read(self) -> bool:
-        if not self.partitions:
-            return False
-        if (self.start_key is None and self.max_partitions is not None
-                and self.started >= self.max_partitions):
-            self.stalled = True
-            return False
-        return True
+    def can_read(self) -> bool:
+        return bool(self.partitions)
 
     def _read(self) -> None:
-        if self.start_key is None:
-            self.started += 1
         page = self.store.query_workflow_keys(self.index, self.partitions[0], low=self.low,
                                               high=self.high, limit=self.batch,
                                               start_key=self.start_key)
+        # A partition the merge comes back to holds more of the page than its share.
+        self.batch = min(self.batch * 2, self.max_batch)
         self.buffer.extend(k for k in page.keys if self.keep(k))
         self.buffer.sort(key=_order)
         if page.last_key is None:
-            # This partition is done; a following one (an older day) holds only older
-            # entries, so everything buffered is complete.
+            # This partition is done: everything buffered is complete.
             self.partitions.popleft()
             self.start_key = None
             self.complete_above = -math.inf
@@ -170,7 +162,7 @@ class _Stream:
         """The next entry, once every entry with its created_epoch has been read (so
         equal times come out in execution-id order, which the cursor relies on)."""
         while (not self.buffer or self.buffer[0][0] <= self.complete_above) and (
-                self._can_read()):
+                self.can_read()):
             self._read()
         return self.buffer[0] if self.buffer else None
 
@@ -179,28 +171,42 @@ class _Stream:
 
     def has_more(self) -> bool:
         """Whether any entry follows (reads on only when nothing is buffered)."""
-        while not self.buffer and self._can_read():
+        while not self.buffer and self.can_read():
             self._read()
         return bool(self.buffer)
 
-    def resume_key(self) -> Key:
-        """Where a stalled day walk goes on: after everything of the days it read (a
-        day's entries all lie at or after its start; the next unread day is older)."""
-        unread = datetime.strptime(self.partitions[0], "%Y-%m-%d").replace(tzinfo=UTC)
-        return ((unread + timedelta(days=1)).timestamp(), _AFTER_ALL_IDS)
+
+#: Entries a first Query asks for at least: a Query costs half a read unit for up to
+#: 4 KB, some 30 keys-only entries, so asking for fewer saves nothing but risks a second
+#: round trip.
+MIN_FIRST_BATCH = 16
 
 
-def _last_day(f: Filters, after: Cursor | None, clock: Clock) -> datetime:
-    """The newest UTC day the by_day walk reads: the cursor's, else the day of the last
-    instant before ``until`` (exclusive), else today."""
-    if after is not None:
-        return day_start(after.epoch)
+def first_batch(want: int, partitions: int) -> int:
+    """How many entries the first Query of each of ``partitions`` asks for when the merge
+    needs ``want``: twice an even share plus one (ties at the edge), at least
+    ``MIN_FIRST_BATCH``, at most ``want``. Write shards split a page between them, so
+    asking each for all of it would read ``partitions`` times the page."""
+    return min(want, max(2 * -(-want // max(partitions, 1)) + 1, MIN_FIRST_BATCH))
+
+
+def _any_more(streams: list[_Stream]) -> bool:
+    """Whether any stream has an entry left: buffered ones first, then the streams that
+    must read to tell, all at once."""
+    if any(s.buffer for s in streams):
+        return True
+    return any(fan_out(lambda s: s.has_more(), [s for s in streams if s.can_read()]))
+
+
+def _last_day(f: Filters, clock: Clock) -> datetime:
+    """The newest UTC day an unfiltered listing covers: the day of the last instant
+    before ``until`` (exclusive), else today (its lookback counts back from it)."""
     if f.until is not None:
         return day_start(math.nextafter(f.until, -math.inf))
     return day_start(clock())
 
 
-def _streams(store: Store, f: Filters, *, high: float | None, top: datetime,
+def _streams(store: Store, f: Filters, *, high: float | None,
              floor: float | None, batch: int, keep: Any) -> list[_Stream]:
     def stream(index: str, keys: Iterable[str], low: float | None = f.since) -> _Stream:
         return _Stream(store, index, keys, low=low, high=high, batch=batch, keep=keep)
@@ -208,25 +214,18 @@ def _streams(store: Store, f: Filters, *, high: float | None, top: datetime,
     if f.name or f.states:
         names = [f.name] if f.name else store.workflow_names()
         states = f.states or tuple(WorkflowState)
-        return [stream("by_name_state", [specs.name_state_key(n, s)])
-                for n in names for s in states]
-    assert floor is not None  # _day_floor always bounds the by_day walk
-    bottom = day_start(floor)
-    days = []
-    day = top
-    while day >= bottom:
-        days.append(day.strftime("%Y-%m-%d"))
-        day -= timedelta(days=1)
-    return [_Stream(store, "by_day", days, low=floor, high=high, batch=batch, keep=keep,
-                    max_partitions=MAX_DAYS_PER_CALL)]
+        return [stream("by_name_state", [specs.name_state_key(n, s, k)])
+                for n in names for s in states for k in range(specs.NAME_STATE_SHARDS)]
+    return [stream("by_day", [specs.by_day_key(k)], low=floor)
+            for k in range(specs.BY_DAY_SHARDS)]
 
 
 def _day_floor(clock: Clock, f: Filters) -> float | None:
-    """The oldest created_epoch a listing reads: ``since``, or for the by_day walk
+    """The oldest created_epoch a listing reads: ``since``, or for the by_day listing
     (no name, no state) the start of the DEFAULT_LOOKBACK_DAYS-th day back."""
     if f.since is not None or f.name or f.states:
         return f.since
-    top = _last_day(f, None, clock)
+    top = _last_day(f, clock)
     return (top - timedelta(days=DEFAULT_LOOKBACK_DAYS - 1)).timestamp()
 
 
@@ -247,11 +246,12 @@ def _keys(store: Store, clock: Clock, f: Filters, after: Cursor | None,
 
     if floor is not None and high is not None and floor > high:
         return [], None
-    streams = _streams(store, f, high=high, top=_last_day(f, after, clock), floor=floor,
-                       batch=want + 1, keep=keep)
+    streams = _streams(store, f, high=high, floor=floor, batch=want + 1, keep=keep)
+    for s in streams:
+        s.batch = first_batch(want + 1, len(streams))
     heap: list[tuple[tuple[float, str], int]] = []
-    for i, s in enumerate(streams):
-        head = s.head()
+    # Every write shard's first read at once (one round trip, not one per shard).
+    for i, head in enumerate(fan_out(lambda s: s.head(), streams)):
         if head is not None:
             heap.append((_order(head), i))
     heapq.heapify(heap)
@@ -271,11 +271,7 @@ def _keys(store: Store, clock: Clock, f: Filters, after: Cursor | None,
     for s in streams:
         while out and s.buffer and s.buffer[0] == out[-1]:
             s.pop()
-    more = [s.has_more() for s in streams]
-    stalled = next((s for s in streams if s.stalled), None)
-    if stalled is not None and len(out) < want:
-        return out, stalled.resume_key()  # a short page: go on at the first unread day
-    return out, (out[-1] if out and (any(more) or stalled) else None)
+    return out, (out[-1] if out and _any_more(streams) else None)
 
 
 # -- entry points -------------------------------------------------------------------------
@@ -320,22 +316,23 @@ def count_workflows(store: Store, clock: Clock, *, name: str | None = None,
     f = parse_filters(name, state, since, until, now=clock())
     cap = page_size(cap, "cap")
     floor = _day_floor(clock, f)
-    if not (f.name or f.states) and floor is not None and (
-            _last_day(f, None, clock).timestamp() - day_start(floor).timestamp()
-            >= MAX_DAYS_PER_CALL * 86400):
-        raise InvalidInput(f"without a name or a state, count_workflows reads one day at a "
-                           f"time and spans at most {MAX_DAYS_PER_CALL} days: give a name "
-                           "or a state, or a shorter since/until", field="since")
-    streams = _streams(store, f, high=f.until, top=_last_day(f, None, clock), floor=floor,
-                       batch=cap, keep=lambda key: f.until is None or key[0] < f.until)
-    # No order is needed, only the total: read the partitions one after the other, each
-    # Query asking only for what is still missing, so at most ``cap`` entries in all.
+    streams = _streams(store, f, high=f.until, floor=floor, batch=cap,
+                       keep=lambda key: f.until is None or key[0] < f.until)
+    # No order is needed, only the total: rounds of reads, every partition not yet
+    # exhausted at once, each asking for an even share of what is still missing, so at
+    # most ``cap`` entries (plus one per partition, rounding) in all.
     total = 0
-    for stream in streams:
-        while total < cap:
-            stream.batch = cap - total
-            if not stream.has_more():
-                break
-            total += len(stream.buffer)
-            stream.buffer.clear()
+    live = [s for s in streams if s.can_read()]
+    while live and total < cap:
+        share = -(-(cap - total) // len(live))
+        for s in live:
+            s.batch = share
+
+        def read(s: _Stream) -> int:
+            s._read()
+            n = len(s.buffer)
+            s.buffer.clear()
+            return n
+        total += sum(fan_out(read, live))
+        live = [s for s in live if s.can_read()]
     return min(total, cap)

@@ -196,7 +196,7 @@ def decode_cursor(cursor: Any, filters: Filters) -> Cursor | None:
                            field="cursor")
     floor = None if floor is None else float(floor)
     # The fingerprint is no secret: check what a forged cursor could abuse, such as a
-    # floor far back that would send the by_day walk through years of empty days.
+    # floor far back that would widen an unfiltered listing past its lookback.
     walk = not (filters.name or filters.states)
     if filters.since is not None:
         ok = floor == filters.since and epoch >= filters.since

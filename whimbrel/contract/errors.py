@@ -7,6 +7,7 @@ must decide between *reject* and *retry*) never parse messages.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -254,3 +255,25 @@ class WorkflowNotRunning(NotAllowedNow):
             activity_exec_id=activity_exec_id, transition=transition)
         self.workflow_exec_id = workflow_exec_id
         self.workflow_state = workflow_state
+
+
+class DevAlreadyRunning(NotAllowedNow):
+    """Another ``whimbrel dev`` (a local runtime) already pumps the streams of these
+    tables: a second one would process every stream record twice. It holds the ``dev``
+    lease (``lease`` table) since ``since_epoch``, renewed while it runs; a runtime that
+    was killed frees it at ``until_epoch``."""
+
+    def __init__(self, *, table_prefix: str, endpoint: str | None, host: str | None,
+                 pid: int | None, since_epoch: float, until_epoch: float) -> None:
+        def at(epoch: float) -> str:
+            return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        super().__init__(
+            f"another whimbrel dev already runs on tables {table_prefix}* at "
+            f"{endpoint or 'this endpoint'}: pid {pid} on {host}, since {at(since_epoch)}. "
+            "Two would process every stream record twice: stop that one, or give this one "
+            "other tables (--table-prefix). If it was killed, its lease expires at "
+            f"{at(until_epoch)} and dev starts again from then on",
+            table_prefix=table_prefix, endpoint=endpoint, host=host, pid=pid,
+            since_epoch=since_epoch, until_epoch=until_epoch)
+        self.host, self.pid = host, pid
+        self.since_epoch, self.until_epoch = since_epoch, until_epoch

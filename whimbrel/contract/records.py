@@ -65,6 +65,9 @@ class ActivityRecord:
     heartbeat_timeout_seconds: float | None = None
     #: Deadline of the whole attempt once RUNNING (``start_to_close_seconds``).
     close_epoch: float | None = None
+    #: The real deadline of a RUNNING attempt (heartbeat or close), moved by every
+    #: heartbeat; the ``timers`` entry is re-armed to it by the sweep only when it fires.
+    deadline_epoch: float | None = None
     not_before_epoch: float | None = None
     #: Sparse ``timers`` index: present while a deadline is armed.
     timer_shard: str | None = None
@@ -240,6 +243,22 @@ class SignalRecord:
     #: The attempt it was given to (set by the one conditional write that binds it).
     consumed_by: str | None = None
     expires_epoch: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """A lease on a share of the work (``lease`` table): who holds it, since when and
+    until when unless renewed. ``owner`` is unique per holder (host, pid and a random
+    part); ``host`` and ``pid`` say where it runs, for the person told it is taken."""
+
+    lease_id: str
+    owner: str
+    until_epoch: float
+    acquired_epoch: float
+    host: str | None = None
+    pid: int | None = None
+    #: What the holder serves (dev: its DynamoDB endpoint), for the same person.
+    endpoint: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

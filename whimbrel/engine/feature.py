@@ -32,6 +32,7 @@ from whimbrel.contract.records import ActivityRecord, Changes, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition
 
 if TYPE_CHECKING:
+    from whimbrel.engine.leases import SweepLeases
     from whimbrel.engine.metrics import EngineMetrics, Incidents
     from whimbrel.engine.ports import Launcher, StorePort
 
@@ -257,8 +258,10 @@ class Feature(Protocol):
         """A live run's reconcile visit: repair this feature's part; True if it did."""
         return False
 
-    def sweep(self, now: float) -> None:
-        """Once per sweep pass, after the due timers and the reconcile visits."""
+    def sweep(self, now: float, leases: SweepLeases) -> None:
+        """Once per sweep pass, after the due timers and the reconcile visits. A sharded
+        index is swept only on the shards whose lease the pass holds
+        (``leases.hold(shard)``, taken where something is due)."""
         return None
 
     def due(self, item: ActivityRecord, defn: WorkflowDefinition, run: Callable[[], Any],

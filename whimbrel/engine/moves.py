@@ -47,6 +47,10 @@ A = ActivityState
 
 #: Claim candidates asked of each shard of the claimable index.
 CLAIM_CANDIDATES = 25
+#: Shards of the claimable index a claim reads first: a window of consecutive shards at
+#: a random offset, so workers polling together mostly read (and race on) different
+#: shards; only when the window holds nothing are the other shards read.
+CLAIM_WINDOW = 4
 
 
 class EngineDriven(NotAllowedNow):
@@ -257,7 +261,9 @@ def heartbeat(engine: Core, aeid: str, image: ActivityRecord | None = None) -> A
         deadline = now + item.heartbeat_timeout_seconds
         if item.close_epoch is not None:
             deadline = min(deadline, item.close_epoch)
-        changes["timer_epoch"] = deadline
+        # The real deadline only: the timers index entry stays where it was armed (0
+        # index writes per heartbeat); the sweep re-arms it when it fires early.
+        changes["deadline_epoch"] = deadline
     try:
         # Only a live attempt heartbeats; TIMED_OUT items keep their state forever.
         moved = engine.store.set_activity(aeid, changes, states=ACTIVITY_ACTIVE)
@@ -281,26 +287,39 @@ def claim(engine: Core, workflow_name: str | None = None, activity_name: str | N
     """Take one READY ``external`` attempt (READY → RUNNING), or None if none waits in
     a RUNNING workflow.
 
-    Candidates come from the sparse ``claimable`` index (all shards at once, one round
-    trip); the move is conditional, so two workers never claim the same attempt. The
-    workflow item is read while the move is in flight; an attempt claimed in a
-    workflow that turned out to be ending is given up at once (CANCELLED) and the next
-    candidate is tried.
+    Candidates come from the sparse ``claimable`` index: first a window of
+    ``CLAIM_WINDOW`` shards at a random offset (read at once), then, when it holds
+    nothing or another worker took all it held, the other shards (read at once), so that
+    workers spread over the shards and a claim reads 4 shards, not 32, while a backlog
+    lasts. The move is conditional, so two workers never claim the same attempt. The
+    workflow item is read while the move is in flight; an attempt claimed in a workflow
+    that turned out to be ending is given up at once (CANCELLED) and the next candidate
+    is tried.
     """
     prefix = ""
     if workflow_name:
         prefix = f"{workflow_name}/" + (f"{activity_name}/" if activity_name else "")
     shards = list(engine.store.claim_shards)
-    random.shuffle(shards)
-    pending = [engine.in_background(
-        lambda shard: engine.store.claimable(shard, prefix, CLAIM_CANDIDATES), shard)
-        for shard in shards]
-    hits = [hit for future in pending for hit in future.result()
-            if not (activity_name and not workflow_name
-                    and hit.activity_name != activity_name)]
-    # Workers polling together see the same candidates: try them in a random order,
-    # or they all race for the first one and lose conditional writes.
-    random.shuffle(hits)
+    start = random.randrange(len(shards))
+    shards = shards[start:] + shards[:start]
+    for group in (shards[:CLAIM_WINDOW], shards[CLAIM_WINDOW:]):
+        pending = [engine.in_background(
+            lambda shard: engine.store.claimable(shard, prefix, CLAIM_CANDIDATES), shard)
+            for shard in group]
+        hits = [hit for future in pending for hit in future.result()
+                if not (activity_name and not workflow_name
+                        and hit.activity_name != activity_name)]
+        # Workers polling together may still see the same candidates: try them in a
+        # random order, or they all race for the first one and lose conditional writes.
+        random.shuffle(hits)
+        claimed = _claim_one(engine, hits, actor)
+        if claimed is not None:
+            return claimed
+    return None
+
+
+def _claim_one(engine: Core, hits: list[ActivityRecord], actor: str) -> ActivityRecord | None:
+    """The first of ``hits`` this worker moves to RUNNING in a proceeding run, or None."""
     for hit in hits:
         wf_read = engine.in_background(engine.workflow, hit.workflow_exec_id)
         try:

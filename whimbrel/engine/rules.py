@@ -104,6 +104,7 @@ def changes_for(spec: ActivityDefinition, source: ActivityState, target: Activit
             out["close_epoch"] = close
         deadline = running_deadline(spec, heartbeat_epoch=now, close_epoch=close)
         out["timer_epoch"] = deadline if deadline is not None else REMOVE
+        out["deadline_epoch"] = deadline if deadline is not None else REMOVE
     elif target.is_terminal:
         if leaves_claim:
             out["claimable"] = REMOVE

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from whimbrel.contract.errors import (
     DefinitionNotFound,
@@ -52,6 +52,9 @@ from whimbrel.contract.schedules import (
 from whimbrel.contract.states import WORKFLOW_LIVE
 from whimbrel.contract.waits import check_input
 from whimbrel.engine.feature import Core, Feature
+
+if TYPE_CHECKING:
+    from whimbrel.engine.leases import SweepLeases
 
 log = logging.getLogger("whimbrel.schedules")
 
@@ -204,12 +207,17 @@ class Schedules(Feature):
 
     # -- firing ----------------------------------------------------------------------------
 
-    def sweep(self, now: float) -> None:
+    def sweep(self, now: float, leases: SweepLeases) -> None:
         store = self.core.store
         reads = [self.core.submit(store.due_schedules, shard, now, DUE_PER_SHARD)
                  for shard in store.schedule_shards]
-        for read in reads:
-            for schedule_id in read.result():
+        for shard, read in zip(store.schedule_shards, reads, strict=True):
+            due = read.result()
+            # Another sweeper's shard: it fires these (fire() is safe twice; this saves
+            # the reads).
+            if not due or not leases.hold(shard):
+                continue
+            for schedule_id in due:
                 try:
                     self.fire(schedule_id, now)
                 except WhimbrelError as exc:  # one schedule must not stop the others

@@ -5,11 +5,17 @@
   TIMED_OUT, retries whose not-before time has come are launched.
 * Visits workflows whose check time has come (sparse ``reconcile`` index): times out a
   run past its own deadline, and repairs whatever a crash left half done.
+
+Any number of sweepers may run at once: each shard of the sparse indexes is swept by
+the holder of its lease (``engine/leases.py``), taken only where something is due. One
+sweeper alone takes every lease and covers every shard in one pass.
 """
 
 from __future__ import annotations
 
 import logging
+import random
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from whimbrel.contract.definitions import WorkflowDefinition
@@ -28,7 +34,9 @@ from whimbrel.contract.states import (
 from whimbrel.engine import ending, flow, rules, starting
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core
+from whimbrel.engine.leases import SweepLeases
 from whimbrel.engine.metrics import report_sweep_error
+from whimbrel.engine.ports import StorePort
 from whimbrel.settings import DAY_SECONDS
 
 log = logging.getLogger("whimbrel.sweep")
@@ -65,6 +73,10 @@ class SweepReport:
     errors: list[str] = field(default_factory=list)
     #: Timer waits that fired (completed, or failed on an input holding no time).
     timers_fired: list[str] = field(default_factory=list)
+    #: Sweep leases this pass held (``sweep#<k>``): the shards it swept.
+    leases: list[str] = field(default_factory=list)
+    #: Leases of shards with something due that another sweeper held: left to it.
+    leased_elsewhere: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -77,29 +89,94 @@ class SweepReport:
             "workflows_timed_out": self.workflows_timed_out,
             "timers_fired": self.timers_fired,
             "errors": self.errors,
+            "leases": self.leases,
+            "leased_elsewhere": self.leased_elsewhere,
         }
 
 
-def sweep(engine: Core, now: float | None = None, *, limit: int = 1000) -> SweepReport:
-    """Run one heartbeat-listener pass at ``now`` (the engine's clock when None)."""
+def sweep(engine: Core, now: float | None = None, *, limit: int = 1000,
+          leases: SweepLeases | None = None) -> SweepReport:
+    """Run one heartbeat-listener pass at ``now`` (the engine's clock when None).
+
+    ``limit`` bounds each shard's page (one Query of at most that many entries per
+    shard and index). ``leases`` (default: new ones, on the engine's clock) divide the
+    shards with other sweepers; all held are released at the end. A pass that raises
+    releases them too; one that dies leaves them to expire.
+    """
     now = engine.clock() if now is None else now
     report = SweepReport(now=now)
-    for due in engine.store.due_timers(now, limit):
-        try:
-            fire_timer(engine, due, now, report)
-        except Exception as exc:  # one bad item, whatever it raises, never stops the pass
-            _failed(engine, report, "timer", due.activity_exec_id, exc)
-    for wx in engine.store.due_workflow_checks(now, limit):
-        try:
-            outcome = reconcile(engine, wx, now)
-        except Exception as exc:  # likewise: recorded, and every other run still visited
-            _failed(engine, report, "reconcile", wx, exc)
-            continue
-        {"timed_out": report.workflows_timed_out, "repaired": report.reconciled}.get(
-            outcome, report.checked).append(wx)
-    for feature in engine.features:
-        feature.sweep(now)
+    leases = leases or SweepLeases(engine.store, engine.clock)
+    try:
+        _sweep_shards(engine, now, limit, leases, report)
+        for feature in engine.features:
+            feature.sweep(now, leases)
+    except Exception:
+        leases.release()  # the process lives on: free the shards for the next sweeper
+        raise
+    leases.release()
+    report.leases = list(leases.taken)
+    report.leased_elsewhere = sorted(leases.elsewhere)
+    for lease_id, exc in leases.failed.items():  # its shards wait for the next pass
+        _failed(engine, report, "lease", lease_id, exc)
+    for lease_id in report.leased_elsewhere:
+        holder = leases.elsewhere[lease_id]
+        log.info("sweep: %s is held by %s (pid %s on %s) until %s: left to it", lease_id,
+                 holder.owner, holder.pid, holder.host, holder.until_epoch)
     return report
+
+
+def busy_shards(engine: Core, shards: tuple[str, ...],
+                due: Callable[[str], Sequence[object]]) -> Callable[[], list[str]]:
+    """Ask every shard at once whether ``due(shard)`` finds anything; the returned call
+    waits for the answers: the busy shards, from a random one on (sweepers that start
+    together start apart)."""
+    asked = [engine.submit(due, shard) for shard in shards]
+
+    def busy() -> list[str]:
+        found = [shard for shard, hits in zip(shards, asked, strict=True) if hits.result()]
+        start = random.randrange(len(found)) if found else 0
+        return found[start:] + found[:start]
+    return busy
+
+
+def _sweep_shards(engine: Core, now: float, limit: int, leases: SweepLeases,
+                  report: SweepReport) -> None:
+    """Timers, then reconcile visits, of every shard with something due whose lease this
+    pass holds: the shard's page is read once the lease is held (what another sweeper
+    did meanwhile is not read again), and each item is checked to be still ours."""
+    store: StorePort = engine.store
+    # One entry asked of every shard of both indexes, all at once: an idle pass costs one
+    # Query per shard and writes nothing.
+    busy_timers = busy_shards(engine, store.timer_shards,
+                              lambda k: store.due_timers(now, 1, k))
+    busy_checks = busy_shards(engine, store.check_shards,
+                              lambda k: store.due_workflow_checks(now, 1, k))
+    timers, checks = busy_timers(), busy_checks()
+    for shard in timers:
+        if not leases.hold(shard):
+            continue
+        for due in store.due_timers(now, limit, shard):
+            if not leases.hold(shard):
+                break  # lost to another sweeper (we renewed too late): its shard now
+            leases.keep_all()
+            try:
+                fire_timer(engine, due, now, report)
+            except Exception as exc:  # one bad item, whatever it raises, never stops the pass
+                _failed(engine, report, "timer", due.activity_exec_id, exc)
+    for shard in checks:
+        if not leases.hold(shard):
+            continue
+        for wx in store.due_workflow_checks(now, limit, shard):
+            if not leases.hold(shard):
+                break
+            leases.keep_all()
+            try:
+                outcome = reconcile(engine, wx, now)
+            except Exception as exc:  # likewise: recorded, and every other run still visited
+                _failed(engine, report, "reconcile", wx, exc)
+                continue
+            {"timed_out": report.workflows_timed_out, "repaired": report.reconciled}.get(
+                outcome, report.checked).append(wx)
 
 
 def _failed(engine: Core, report: SweepReport, part: str, item: str, exc: Exception) -> None:

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import os
-import signal
 import sys
 import threading
 import time
@@ -38,8 +36,8 @@ from whimbrel.engine.engine import Engine
 from whimbrel.engine.intake import SOURCE_DEAD_LETTER, record_rejection
 from whimbrel.engine.ports import Clock, Launcher
 from whimbrel.local.delivery import DeliveryPolicy
+from whimbrel.local.devlease import DevLease
 from whimbrel.local.dynamodb_local import (
-    LOOPBACK,
     DynamoDBLocal,
     find_dynamodb_local,
     install_dynamodb_local,
@@ -47,8 +45,13 @@ from whimbrel.local.dynamodb_local import (
 from whimbrel.local.streams import StreamPump
 from whimbrel.observe.publishers import JsonLinesPublisher, Publisher
 from whimbrel.store import specs
+from whimbrel.store.migrate import migrate_index_keys
 
-__all__ = ["DEV_PORT", "LambdaContext", "LocalRuntime", "run_dev"]
+__all__ = ["DEV_PORT", "LambdaContext", "LocalRuntime"]
+
+#: Where ``whimbrel dev`` serves DynamoDB Local unless told otherwise: DynamoDB Local's
+#: own default, so the ``export`` lines printed yesterday still work today.
+DEV_PORT = 8000
 
 log = logging.getLogger("whimbrel.local")
 
@@ -125,6 +128,11 @@ class LocalRuntime:
         lambda_log_level: level of the handlers' Powertools logger (None: unchanged).
         events_file: the notify handler appends every event here, as JSON lines.
         publisher: where the notify handler publishes instead (excludes events_file).
+        exclusive: hold the ``dev`` lease while running (``whimbrel/local/devlease.py``):
+            refuse to start next to another runtime on the same tables
+            (``DevAlreadyRunning``), which would process every stream record twice.
+            False only for a runtime that stands for the deployed stack in a
+            measurement (the benchmarks), where no such lease exists.
     """
 
     def __init__(
@@ -143,6 +151,7 @@ class LocalRuntime:
         region: str = "us-east-1",
         events_file: str | Path | None = None,
         publisher: Publisher | None = None,
+        exclusive: bool = True,
     ) -> None:
         if events_file is not None:
             if publisher is not None:
@@ -175,6 +184,10 @@ class LocalRuntime:
         self._client: Whimbrel | None = None
         self._lambda_client: Whimbrel | None = None
         self._engine: Engine | None = None
+        self.exclusive = exclusive
+        self._lease: DevLease | None = None
+        #: Runs moved onto the write-sharded listing keys at start (an old --data-dir).
+        self.migrated = 0
 
     # -- properties ----------------------------------------------------------------------
 
@@ -206,6 +219,17 @@ class LocalRuntime:
             raise WhimbrelError("LocalRuntime is not started")
         return self._engine
 
+    @property
+    def dev_lease(self) -> DevLease | None:
+        """The ``dev`` lease this runtime holds (None: not ``exclusive``, or not started)."""
+        return self._lease
+
+    @property
+    def stopped(self) -> bool:
+        """True once the runtime stopped, by :meth:`stop` or on its own (another runtime
+        took its dev lease over after this one stalled past it)."""
+        return self._stop.is_set() or (self._lease is not None and self._lease.lost.is_set())
+
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> Self:
@@ -214,6 +238,7 @@ class LocalRuntime:
         Raises:
             DynamoDBLocalError: DynamoDB Local could not start.
             StoreError: tables could not be created.
+            DevAlreadyRunning: another runtime runs on these tables (``exclusive``).
         """
         try:
             if self._endpoint_url is None:
@@ -224,6 +249,15 @@ class LocalRuntime:
                                     table_prefix=self.table_prefix, region=self.region,
                                     clock=self._clock, launchers=self._launchers)
             self._client.create_tables()
+            if self.exclusive:
+                # Before any pump starts: a second runtime must not read a record.
+                self._lease = DevLease(self._client.store, self._client.clock,
+                                       self._endpoint_url)
+                self._lease.acquire()
+                # Runs of a --data-dir from before the write-sharded listing keys move
+                # onto them (what `whimbrel tables migrate` does for a deployed stack;
+                # idempotent, and a dev's tables are small).
+                self.migrated = migrate_index_keys(self._client.store).rewritten
             self._lambda_client = self._client.as_actor("lambda")
             self._engine = self._lambda_client.engine
             self._start_threads()
@@ -249,9 +283,13 @@ class LocalRuntime:
                 invoke=self._invoker(handler, consumer.function_name),
                 dead_letter=self._dead_letter, stop=self._stop, region=self.region,
                 poll_interval=self.poll_interval, deliver_twice=self.deliver_twice,
-                delivery=self.delivery(consumer) if self.delivery is not None else None)
+                delivery=self.delivery(consumer) if self.delivery is not None else None,
+                may_run=self._lease.valid if self._lease is not None else None)
             self.pumps[consumer.name] = pump
             self._threads.append(pump)
+        if self._lease is not None:
+            self._threads.append(threading.Thread(target=self._lease.keep, args=(self._stop,),
+                                                  name="whimbrel-dev-lease", daemon=True))
         if self.heartbeat_rate_seconds > 0:
             self._threads.append(threading.Thread(target=self._heartbeat_loop,
                                                   name="whimbrel-heartbeat-schedule",
@@ -281,7 +319,8 @@ class LocalRuntime:
     def _heartbeat_loop(self) -> None:
         handler = load_handler(specs.HEARTBEAT_HANDLER)
         while not self._stop.wait(self.heartbeat_rate_seconds):
-            self.run_heartbeat(handler)
+            if self._lease is None or self._lease.valid():
+                self.run_heartbeat(handler)
 
     def run_heartbeat(self, handler: Handler | None = None) -> Any:
         """Invoke the heartbeat handler once, as the schedule does."""
@@ -317,6 +356,12 @@ class LocalRuntime:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         self._threads.clear()
+        if self._lease is not None:
+            try:
+                self._lease.release()
+            except WhimbrelError as exc:  # it expires by itself
+                log.warning("could not give the dev lease back: %s", exc)
+            self._lease = None
         if self._lambda_client is not None:
             self._lambda_client.engine.close()
         if self._client is not None:
@@ -332,64 +377,3 @@ class LocalRuntime:
                  tb: TracebackType | None) -> None:
         self.stop()
 
-
-#: Where ``whimbrel dev`` serves DynamoDB Local unless told otherwise: DynamoDB Local's
-#: own default, so the ``export`` lines printed yesterday still work today.
-DEV_PORT = 8000
-
-
-def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds: float, *,
-            port: int = DEV_PORT, data_dir: Path | None = None,
-            events_file: Path | None = None, host: str = LOOPBACK) -> None:
-    """Run the local runtime until Ctrl-C or SIGTERM (``whimbrel dev``).
-
-    Without ``endpoint_url`` it serves DynamoDB Local on ``port``; with ``data_dir`` the
-    tables live in that folder (DynamoDB Local's ``-dbPath``) and outlive the process,
-    otherwise they are in memory and gone at stop. It listens on ``host`` (loopback by
-    default: ``0.0.0.0`` lets anyone who reaches the machine in). With ``events_file`` the notify
-    consumers append every event to it as JSON lines.
-
-    Raises:
-        PortInUse: ``port`` is taken.
-        DynamoDBLocalError: DynamoDB Local could not be fetched or started.
-    """
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
-
-    previous = signal.signal(signal.SIGTERM, on_signal)
-    ddb: DynamoDBLocal | None = None
-    try:
-        if endpoint_url is None:
-            ddb = DynamoDBLocal(port, in_memory=data_dir is None, db_path=data_dir, host=host,
-                                directory=install_dynamodb_local(find_dynamodb_local()))
-            endpoint_url = ddb.start().endpoint_url
-        with LocalRuntime(endpoint_url, table_prefix, heartbeat_rate_seconds,
-                          lambda_log_level="WARNING", events_file=events_file) as rt:
-            print(f"whimbrel dev: DynamoDB at {rt.endpoint_url}, tables {table_prefix}*")
-            print(f"  export WHIMBREL_ENDPOINT_URL={rt.endpoint_url}")
-            print(f"  export WHIMBREL_TABLE_PREFIX={table_prefix}")
-            if events_file is not None:
-                print(f"  export WHIMBREL_EVENTS_FILE={events_file}")
-                print("  events: appended there as JSON lines (whimbrel notifications --follow)")
-            if ddb is not None:
-                print(f"  listening on {ddb.host}:{ddb.port}" + (
-                    "" if ddb.host == LOOPBACK else
-                    " -- WARNING: not loopback; anyone who reaches it can read and write "
-                    "every table"))
-                print(f"  data: {data_dir} (kept across restarts)" if data_dir else
-                      "  data: in memory, gone when this stops (keep it with --data-dir DIR)")
-            print(f"  streams: {', '.join(rt.pumps)}; heartbeat every "
-                  f"{heartbeat_rate_seconds:g} s. Ctrl-C stops.", flush=True)
-            try:
-                while not stop.wait(0.2):
-                    pass
-            except KeyboardInterrupt:
-                pass
-            print("whimbrel dev: stopping", flush=True)
-    finally:
-        if ddb is not None:
-            ddb.stop()
-        signal.signal(signal.SIGTERM, previous)

@@ -144,7 +144,8 @@ class StreamPump(threading.Thread):
                  invoke: Invoke, dead_letter: DeadLetter, stop: threading.Event,
                  region: str = "us-east-1", poll_interval: float = 0.05,
                  deliver_twice: bool = False, retry_backoff: float = 0.02,
-                 delivery: DeliveryPolicy | None = None) -> None:
+                 delivery: DeliveryPolicy | None = None,
+                 may_run: Callable[[], bool] | None = None) -> None:
         if delivery is not None and deliver_twice:
             raise ValueError("deliver_twice and a delivery policy exclude each other")
         super().__init__(name=f"whimbrel-stream-{consumer.name}", daemon=True)
@@ -159,6 +160,8 @@ class StreamPump(threading.Thread):
         self.deliver_twice = deliver_twice
         self.retry_backoff = retry_backoff
         self.delivery = delivery
+        #: Asked before every poll: False pauses the pump (the runtime's dev lease lapsed).
+        self.may_run = may_run
         self.stats = PumpStats()
         self.idle = threading.Event()
         self._shards: dict[str, _Shard] = {}
@@ -169,6 +172,9 @@ class StreamPump(threading.Thread):
 
     def run(self) -> None:
         while not self.stop_event.is_set():
+            if self.may_run is not None and not self.may_run():
+                self.stop_event.wait(self.poll_interval)
+                continue
             try:
                 busy = self.poll_once()
             except ClientError as exc:

@@ -22,6 +22,7 @@ from whimbrel.contract.records import (
 from whimbrel.store import specs
 from whimbrel.store.codec import Expression, Item, decode_fields, encode_fields
 from whimbrel.store.errors import ConditionLost
+from whimbrel.store.keys import fan_out, rejection_key
 from whimbrel.store.runs import _CAPACITY, RunTables
 
 _REQUEST_FIELDS = tuple(RequestRecord.__dataclass_fields__)
@@ -153,18 +154,30 @@ class ColdTables(RunTables):
 
     def put_rejection(self, record: RejectionRecord) -> None:
         spec = specs.REJECTION
-        params = {"TableName": self._table(spec), "Item": encode_fields(record), **_CAPACITY}
+        item = encode_fields(record)
+        # Write-sharded by the id: a storm of bad rows of one day spreads over
+        # REJECTION_SHARDS keys instead of one.
+        item["rejection_day"] = {"S": rejection_key(record.rejection_day, record.rejection_id)}
+        params = {"TableName": self._table(spec), "Item": item, **_CAPACITY}
         # Rejections are a log: the id is unique per record, so a replay overwrites the
         # same row with the same content (no condition).
         self._write("PutItem", spec.logical_name, lambda: self.client.call("PutItem", params))
 
     def list_rejections(self, day: str, limit: int | None = None) -> list[RejectionRecord]:
+        """Rejections of ``day``, newest (highest id) first: every write shard of the
+        day, read at once and merged, and the unsharded key rows written before issue 19
+        went to (rejections expire; no migration moves them)."""
         spec = specs.REJECTION
-        out = []
-        for item in self._query({
-                "TableName": self._table(spec), "ScanIndexForward": False,
-                "KeyConditionExpression": "rejection_day = :d",
-                "ExpressionAttributeValues": {":d": {"S": day}}}, limit=limit):
-            out.append(RejectionRecord(**decode_fields(spec, item, _REJECTION_FIELDS)))
-        return out
+
+        def shard(key: str) -> list[RejectionRecord]:
+            return [RejectionRecord(**{**decode_fields(spec, item, _REJECTION_FIELDS),
+                                       "rejection_day": day})
+                    for item in self._query({
+                        "TableName": self._table(spec), "ScanIndexForward": False,
+                        "KeyConditionExpression": "rejection_day = :d",
+                        "ExpressionAttributeValues": {":d": {"S": key}}}, limit=limit)]
+        keys = [day] + [specs.day_key(day, k) for k in range(specs.REJECTION_SHARDS)]
+        out = sorted((r for part in fan_out(shard, keys) for r in part),
+                     key=lambda r: r.rejection_id, reverse=True)
+        return out if limit is None else out[:limit]
 

@@ -3,23 +3,40 @@
 A change set carrying ``timer_epoch`` arms the sparse ``timers`` index (its shard is
 added), ``check_epoch`` the ``reconcile`` index, and ``claimable`` (``(workflow_name,
 activity_name)`` or ``REMOVE``) the ``claimable`` index; a run's state change moves its
-``by_name_state`` key.
+``by_name_state`` key. Every key that many items share carries a write shard derived
+from the item's id (``specs.*_SHARDS``), so no one key value takes a hot share of its
+index (docs/architecture.md, "Scale").
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from whimbrel.contract.ids import shard_of
 from whimbrel.contract.records import REMOVE, Changes
 from whimbrel.store import specs
 
-__all__ = ["index_changes", "name_state_key"]
+__all__ = ["day_key", "fan_out", "index_changes", "name_state_key", "rejection_key"]
 
 
-def name_state_key(workflow_name: str, state: str) -> str:
-    """The ``by_name_state`` hash key of a run of ``workflow_name`` in ``state``."""
-    return specs.name_state_key(workflow_name, state)
+def name_state_key(workflow_name: str, state: str, workflow_exec_id: str) -> str:
+    """The ``by_name_state`` hash key of run ``workflow_exec_id`` of ``workflow_name`` in
+    ``state``: its write shard is fixed by its id, so a state change moves it between
+    keys of the same shard."""
+    return specs.name_state_key(workflow_name, state,
+                                shard_of(workflow_exec_id, specs.NAME_STATE_SHARDS))
+
+
+def day_key(workflow_exec_id: str) -> str:
+    """The ``by_day`` hash key of a run (its write shard; the day is not in it)."""
+    return specs.by_day_key(shard_of(workflow_exec_id, specs.BY_DAY_SHARDS))
+
+
+def rejection_key(day: str, rejection_id: str) -> str:
+    """The ``rejection`` table's hash key of a rejection of ``day``."""
+    return specs.day_key(day, shard_of(rejection_id, specs.REJECTION_SHARDS))
 
 
 def index_changes(changes: Changes, activity_exec_id: str | None = None,
@@ -44,3 +61,18 @@ def index_changes(changes: Changes, activity_exec_id: str | None = None,
             out["claim_shard"] = shard_of(activity_exec_id, specs.CLAIM_SHARDS)
             out["claim_key"] = f"{workflow_name}/{activity_name}/{activity_exec_id}"
     return out
+
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+#: Threads that read the shards of one index at once (a read of every shard takes one
+#: round trip, not N).
+_POOL = ThreadPoolExecutor(max_workers=16, thread_name_prefix="whimbrel-shards")
+
+
+def fan_out(read: Callable[[_T], _R], shards: Iterable[_T]) -> list[_R]:
+    """``read`` of every shard, in parallel, results in the order of ``shards``."""
+    todo = list(shards)
+    if len(todo) <= 1:
+        return [read(s) for s in todo]
+    return list(_POOL.map(read, todo))

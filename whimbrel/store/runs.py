@@ -31,7 +31,7 @@ from whimbrel.store.codec import (
     workflow_record,
 )
 from whimbrel.store.errors import ConditionLost
-from whimbrel.store.keys import index_changes, name_state_key
+from whimbrel.store.keys import day_key, fan_out, index_changes, name_state_key
 from whimbrel.store.lean import RequestObserver, RetryObserver
 
 __all__ = ["Client", "RunTables", "WorkflowKeyPage", "Write", "index_changes",
@@ -64,6 +64,10 @@ _CAPACITY = {"ReturnConsumedCapacity": "INDEXES"}
 
 class RunTables:
     """Executions and edges of one table prefix. Thread-safe."""
+
+    #: Shards of the sparse ``timers`` and ``reconcile`` indexes.
+    timer_shards: tuple[str, ...] = tuple(str(i) for i in range(specs.TIMER_SHARDS))
+    check_shards: tuple[str, ...] = tuple(str(i) for i in range(specs.RECONCILE_SHARDS))
 
     def __init__(self, client: Client, prefix: str, write: Write) -> None:
         self.client = client
@@ -143,7 +147,10 @@ class RunTables:
             record = replace(record, check_shard=shard_of(record.workflow_exec_id,
                                                           specs.RECONCILE_SHARDS))
         item = record_item(record)
-        item["name_state"] = {"S": name_state_key(record.workflow_name, record.state.value)}
+        item["name_state"] = {"S": name_state_key(record.workflow_name, record.state.value,
+                                                  record.workflow_exec_id)}
+        if record.created_day:
+            item["created_day"] = {"S": day_key(record.workflow_exec_id)}
         # The id is derived from the request id: only the first start creates it.
         return self._put_new(self.workflow_table, "workflow_exec", item, "workflow_exec_id")
 
@@ -159,7 +166,8 @@ class RunTables:
         expr = Expression()
         # The listing index's key moves in the same write as the state (never a second).
         update = expr.update({**changes, "state": new_state.value, "updated_epoch": now,
-                              "name_state": name_state_key(workflow_name, new_state.value)},
+                              "name_state": name_state_key(workflow_name, new_state.value,
+                                                           workflow_exec_id)},
                              append={"history": [Change(new_state.value, now, actor)]})
         # state IN expected: the contract's single-writer rule for a state change (and
         # the item exists: a missing state is not in any list).
@@ -196,16 +204,19 @@ class RunTables:
             return False
         return True
 
-    def due_workflow_checks(self, now: float, limit: int) -> list[str]:
-        out: list[str] = []
-        for shard in range(specs.RECONCILE_SHARDS):
-            for hit in self._query({
+    def due_workflow_checks(self, now: float, limit: int,
+                            shard: str | None = None) -> list[str]:
+        """Runs whose check time is at or before ``now``, oldest first: at most ``limit``
+        of shard ``shard`` (one Query), or of every shard (read at once) when None."""
+        def one(k: str) -> list[str]:
+            return [hit["workflow_exec_id"]["S"] for hit in self._query({
                 "TableName": self.workflow_table, "IndexName": "reconcile",
                 "KeyConditionExpression": "check_shard = :s AND check_epoch <= :n",
-                "ExpressionAttributeValues": {":s": {"S": str(shard)}, ":n": to_ddb(now)},
-            }, limit=limit):
-                out.append(hit["workflow_exec_id"]["S"])
-        return out
+                "ExpressionAttributeValues": {":s": {"S": k}, ":n": to_ddb(now)},
+            }, limit=limit)]
+        if shard is not None:
+            return one(shard)
+        return [wx for hits in fan_out(one, self.check_shards) for wx in hits]
 
     def batch_get_workflows(self, ids: Sequence[str]) -> list[WorkflowRecord]:
         found: dict[str, WorkflowRecord] = {}
@@ -311,8 +322,11 @@ class RunTables:
         condition = expr.equals("state", expected.value)
         if due_by is not None:
             # The deadline the sweep saw must still hold: a heartbeat that landed since
-            # pushed timer_epoch forward and wins.
+            # pushed deadline_epoch forward (it never moves the timers entry) and wins;
+            # so does a re-arm that pushed timer_epoch.
             condition += " AND " + expr.at_most("timer_epoch", due_by)
+            condition += (f" AND ({expr.missing('deadline_epoch')} OR "
+                          f"{expr.at_most('deadline_epoch', due_by)})")
         if claimed:
             # A claim takes only what is still in the claimable index: a suspend took
             # it out (and an index read may lag behind).
@@ -340,18 +354,20 @@ class RunTables:
             raise self._activity_conflict(lost, activity_exec_id,
                                           sorted(s.value for s in states), None) from None
 
-    def due_timers(self, now: float, limit: int) -> list[Due]:
-        """Armed deadlines at or before ``now``: the cost grows with what is due, not with
-        what runs (the index is sparse)."""
-        out: list[Due] = []
-        for shard in range(specs.TIMER_SHARDS):
-            for hit in self._query({
-                "TableName": self.activity_table, "IndexName": "timers",
-                "KeyConditionExpression": "timer_shard = :s AND timer_epoch <= :n",
-                "ExpressionAttributeValues": {":s": {"S": str(shard)}, ":n": to_ddb(now)},
-            }, limit=limit):
-                out.append(Due(hit["workflow_exec_id"]["S"], hit["activity_exec_id"]["S"]))
-        return out
+    def due_timers(self, now: float, limit: int, shard: str | None = None) -> list[Due]:
+        """Armed deadlines at or before ``now``, oldest first: at most ``limit`` of shard
+        ``shard`` (one Query), or of every shard (read at once) when None. The cost grows
+        with what is due, not with what runs (the index is sparse)."""
+        def one(k: str) -> list[Due]:
+            return [Due(hit["workflow_exec_id"]["S"], hit["activity_exec_id"]["S"])
+                    for hit in self._query({
+                        "TableName": self.activity_table, "IndexName": "timers",
+                        "KeyConditionExpression": "timer_shard = :s AND timer_epoch <= :n",
+                        "ExpressionAttributeValues": {":s": {"S": k}, ":n": to_ddb(now)},
+                    }, limit=limit)]
+        if shard is not None:
+            return one(shard)
+        return [d for part in fan_out(one, self.timer_shards) for d in part]
 
     def claimable(self, shard: str, key_prefix: str, limit: int) -> list[ActivityRecord]:
         """READY external attempts of one shard, as partial records (what the index

@@ -29,12 +29,30 @@ Projection = Literal["KEYS_ONLY", "INCLUDE", "ALL"]
 
 TTL_ATTRIBUTE = "expires_epoch"
 
-#: Partitions for the sparse indexes; queried one by one, so a hot key cannot form.
-TIMER_SHARDS = 4
-RECONCILE_SHARDS = 4
-CLAIM_SHARDS = 4
+#: Write shards of every index (and of ``rejection``) whose natural key many items
+#: share: an item's entry lands on ``<natural key>#<k>`` (or, for the sparse indexes,
+#: on shard ``k``), ``k = shard_of(item id, N)``; a read fans out over the N shards and
+#: merges by sort key. AWS serves 1,000 WCU/s per key value, an on-demand table 40,000
+#: WCU/s by default: 32 shards let each index take 32,000 WCU/s, more than its share of
+#: the table quota (1 or 2 index units per start or activity against ~10 to 20 table units),
+#: and keep the hottest shard near 1/32 of its index (docs/architecture.md, "Scale").
+#: Raising a count later is safe for the sparse indexes (their shards are "0".."N-1",
+#: a superset); for ``by_day``, ``by_name_state`` and ``rejection`` it needs
+#: ``whimbrel tables migrate`` (docs/deploy.md).
+BY_DAY_SHARDS = 32
+NAME_STATE_SHARDS = 32
+TIMER_SHARDS = 32
+RECONCILE_SHARDS = 32
+CLAIM_SHARDS = 32
+REJECTION_SHARDS = 16
 #: Partitions of the sparse ``due_schedules`` index; a sweep queries them in parallel.
 SCHEDULE_SHARDS = 4
+#: Sweep leases (``lease`` table, ``sweep#<k>``): shard j of a sparse index the sweep
+#: reads (timers, reconcile, due_schedules) is swept by the holder of lease
+#: ``j % SWEEP_LEASES``, so up to this many sweepers divide a pass between them.
+SWEEP_LEASES = 32
+#: The lease of the one ``whimbrel dev`` that pumps a prefix's streams.
+DEV_LEASE_ID = "dev"
 #: The one value of a definition's ``catalog`` attribute: every definition item is in
 #: the ``all_names`` index, so the registered names are one Query away (never a Scan).
 CATALOG = "definitions"
@@ -156,14 +174,17 @@ WORKFLOW_EXEC = TableSpec(
             "by_day",
             Key("created_day"),
             Key("created_epoch", "N"),
-            purpose="list recent executions of any workflow without a Scan",
+            purpose="list recent executions of any workflow without a Scan "
+            "(created_day = 'runs#<k>', k one of BY_DAY_SHARDS write shards; the name "
+            "is kept from when it held the UTC day, so no index changed)",
         ),
         IndexSpec(
             "by_name_state",
             Key("name_state"),
             Key("created_epoch", "N"),
             purpose="list executions of one workflow in one state, newest first "
-            "(name_state = '<workflow_name>#<state>', written with every state change)",
+            "(name_state = '<workflow_name>#<state>#<k>', k one of NAME_STATE_SHARDS "
+            "write shards fixed per run, written with every state change)",
         ),
         IndexSpec(
             "reconcile",
@@ -187,7 +208,8 @@ ACTIVITY_EXEC = TableSpec(
         "workflow_exec_id activity_exec_id activity_name workflow_name attempt:I "
         "workflow_version:I state output:J error error_type created_epoch:N "
         "updated_epoch:N started_epoch:N ended_epoch:N heartbeat_epoch:N "
-        "heartbeat_timeout_seconds:N close_epoch:N not_before_epoch:N timer_shard "
+        "heartbeat_timeout_seconds:N close_epoch:N deadline_epoch:N not_before_epoch:N "
+        "timer_shard "
         "timer_epoch:N claim_shard claim_key worker history:H expires_epoch:N input:J "
         "map_size:I called_by redrive_count:I retry_base:I waiting_for approvers:SL "
         "held_epoch:N child_workflow_exec_id late_output:J late_error late_epoch:N "
@@ -198,7 +220,9 @@ ACTIVITY_EXEC = TableSpec(
             Key("timer_shard"),
             Key("timer_epoch", "N"),
             purpose="sparse: present only while a deadline is armed (heartbeat of a "
-            "running activity, or the not-before time of a retry)",
+            "running activity, or the not-before time of a retry); a heartbeat moves "
+            "only deadline_epoch, never this entry: the sweep re-arms it when it finds "
+            "the real deadline later than the armed one",
         ),
         IndexSpec(
             "claimable",
@@ -284,6 +308,20 @@ SCHEDULE = TableSpec(
     "(request id '<schedule_id>@<fire time>'), so no stream.",
 )
 
+LEASE = TableSpec(
+    "lease",
+    Key("lease_id"),
+    attributes=attributes("lease_id owner host pid:I acquired_epoch:N until_epoch:N "
+                          "endpoint expires_epoch:N"),
+    purpose="Leases that divide work between processes: 'sweep#<k>' (SWEEP_LEASES of them) "
+    "gives one sweeper shard k of every sparse index (timers, reconcile, due_schedules: "
+    "index shard j belongs to lease j % SWEEP_LEASES) for one pass; 'dev' is held by the "
+    "one `whimbrel dev` that pumps this prefix's streams. Taken with a conditional write "
+    "when absent, expired (until_epoch passed) or already the taker's; renewed while "
+    "held; deleted at the end. Leases divide work, they do not guard it: every move stays "
+    "a conditional write, so two holders (clocks apart) only waste reads.",
+)
+
 TABLES: tuple[TableSpec, ...] = (
     WORKFLOW_DEFINITION,
     WORKFLOW_REQUEST,
@@ -295,6 +333,7 @@ TABLES: tuple[TableSpec, ...] = (
     NOTIFICATION,
     SIGNAL,
     SCHEDULE,
+    LEASE,
 )
 
 #: How long an event's marker is kept: longer than a stream record can be redelivered
@@ -302,9 +341,28 @@ TABLES: tuple[TableSpec, ...] = (
 NOTIFICATION_RETENTION_SECONDS = 2 * 86_400
 
 
-def name_state_key(workflow_name: str, state: str) -> str:
-    """The ``by_name_state`` hash key of an execution of ``workflow_name`` in ``state``."""
-    return f"{workflow_name}#{state}"
+def name_state_key(workflow_name: str, state: str, shard: int | str | None = None) -> str:
+    """The ``by_name_state`` hash key of an execution of ``workflow_name`` in ``state``
+    on write shard ``shard`` (None: the natural key, unsharded, as before issue 19)."""
+    natural = f"{workflow_name}#{state}"
+    return natural if shard is None else f"{natural}#{shard}"
+
+
+def day_key(day: str, shard: int | str | None) -> str:
+    """The ``rejection`` hash key of ``day`` on write shard ``shard``."""
+    return day if shard is None else f"{day}#{shard}"
+
+
+def by_day_key(shard: int | str) -> str:
+    """The ``by_day`` hash key (``created_day``) of write shard ``shard``: runs of every
+    day, ordered by ``created_epoch``; a time window is one Query per shard, however
+    many days it spans (a value before issue 19 was the UTC day, ``YYYY-MM-DD``)."""
+    return f"runs#{shard}"
+
+
+def sweep_lease_id(shard: int) -> str:
+    """The lease whose holder sweeps shard ``shard`` of every sparse index."""
+    return f"sweep#{shard % SWEEP_LEASES}"
 
 
 def table_spec(logical_name: str) -> TableSpec:

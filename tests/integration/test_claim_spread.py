@@ -1,0 +1,155 @@
+"""``claim`` spreads workers over the shards (issue 19, item 4b), measured on DynamoDB
+Local: N workers claiming at once, from a backlog and from a trickle of as many new
+attempts as workers, each lost conditional write (a worker that read a candidate
+another took first) counted, with the claim reading a window of shards at a random
+offset (today) against every shard at once (before). The figures (``-s`` prints them)
+are in docs/benchmarks.md, "Claims".
+
+A lost claim is a conditional UpdateItem of ``activity_exec`` that failed: the store's
+write hooks run before every write and after every write that landed, so the losses
+are the difference.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pytest
+
+from whimbrel import ActivityDefinition, LauncherSpec, Whimbrel, WorkflowDefinition
+from whimbrel.engine import moves
+from whimbrel.store import specs
+
+WORKERS = 8
+RUNS = 20
+ROUNDS = 6
+#: Per claim in the backlog: at most this many lost writes on average with the window.
+MAX_LOST_PER_CLAIM = 0.25
+
+
+@dataclass
+class Figures:
+    claims: int
+    lost: int
+    queries: int
+
+    @property
+    def lost_per_claim(self) -> float:
+        return self.lost / self.claims
+
+    @property
+    def queries_per_claim(self) -> float:
+        return self.queries / self.claims
+
+
+class _Writes:
+    """Counts conditional claim writes sent and landed (a store write hook)."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, phase: str, operation: str, table: str) -> None:
+        if operation == "UpdateItem" and table == "activity_exec":
+            with self._lock:
+                self.counts[phase] += 1
+
+
+def _backlog(wb: Whimbrel, name: str, runs: int, width: int) -> None:
+    wb.register_workflow(WorkflowDefinition(name, tuple(
+        ActivityDefinition(f"a{i}", launcher=LauncherSpec.external()) for i in range(width))))
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda _: wb.start_workflow(name), range(runs)))
+
+
+def _claim_all(wb: Whimbrel, name: str) -> Figures:
+    """Every worker claims (and completes) until nothing is left; the figures of the
+    claims alone (a completion's write never loses here: one actor per attempt)."""
+    writes = _Writes()
+    wb.store.write_hooks.append(writes)
+    wb.meter.reset()
+    gate = threading.Barrier(WORKERS)
+    claimed: list[int] = []
+
+    def worker() -> None:
+        n = 0
+        gate.wait()
+        while (act := wb.claim(workflow_name=name)) is not None:
+            n += 1
+            wb.transition_activity(act.activity_exec_id, "COMPLETED")
+        claimed.append(n)
+
+    try:
+        with ThreadPoolExecutor(WORKERS) as pool:
+            for f in [pool.submit(worker) for _ in range(WORKERS)]:
+                f.result()
+    finally:
+        wb.store.write_hooks.remove(writes)
+    claims = sum(claimed)
+    lost = writes.counts["before"] - writes.counts["after"]
+    return Figures(claims, lost, wb.meter.calls["Query"])
+
+
+@pytest.mark.parametrize("window", [moves.CLAIM_WINDOW, specs.CLAIM_SHARDS],
+                         ids=["window", "every-shard"])
+def test_workers_claiming_at_once_rarely_race_for_one_attempt(
+        wb: Whimbrel, window: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(moves, "CLAIM_WINDOW", window)
+    _backlog(wb, "spread", runs=RUNS, width=8)
+    figures = _claim_all(wb, "spread")
+    assert figures.claims == RUNS * 8  # each attempt claimed once, by one worker
+    print(f"\nclaim window {window} of {specs.CLAIM_SHARDS} shards, {WORKERS} workers, "
+          f"{figures.claims} claims: {figures.lost} lost writes "
+          f"({figures.lost_per_claim:.3f} per claim), "
+          f"{figures.queries_per_claim:.1f} Queries per claim")
+    assert figures.lost_per_claim <= MAX_LOST_PER_CLAIM
+    if window < specs.CLAIM_SHARDS:
+        # A claim in a backlog reads its window (and the rest only when the window is
+        # empty: at the tail of the backlog), not every shard.
+        assert figures.queries_per_claim < specs.CLAIM_SHARDS / 2
+
+
+def _trickle(wb: Whimbrel, name: str, rounds: int) -> Figures:
+    """Rounds of WORKERS new attempts and WORKERS workers polling at once, one claim
+    each: the case where every worker sees the same few candidates."""
+    wb.register_workflow(WorkflowDefinition(name, (ActivityDefinition(
+        "a", launcher=LauncherSpec.external()),)))
+    writes = _Writes()
+    claims = queries = 0
+    with ThreadPoolExecutor(WORKERS) as pool:
+        for _ in range(rounds):
+            list(pool.map(lambda _: wb.start_workflow(name), range(WORKERS)))
+            wb.meter.reset()
+            gate = threading.Barrier(WORKERS)
+
+            def poll(gate: threading.Barrier = gate) -> int:
+                gate.wait()
+                return 1 if wb.claim(workflow_name=name) is not None else 0
+            wb.store.write_hooks.append(writes)
+            try:
+                claims += sum(pool.map(lambda _: poll(), range(WORKERS)))
+            finally:
+                wb.store.write_hooks.remove(writes)
+            queries += wb.meter.calls["Query"]
+            while (act := wb.claim(workflow_name=name)) is not None:  # what is left
+                wb.transition_activity(act.activity_exec_id, "COMPLETED")
+    return Figures(claims, writes.counts["before"] - writes.counts["after"], queries)
+
+
+@pytest.mark.parametrize("window", [moves.CLAIM_WINDOW, specs.CLAIM_SHARDS],
+                         ids=["window", "every-shard"])
+def test_workers_polling_a_trickle_all_find_work(wb: Whimbrel, window: int,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(moves, "CLAIM_WINDOW", window)
+    figures = _trickle(wb, "trickle", rounds=ROUNDS)
+    print(f"\ntrickle, claim window {window}: {figures.claims} claims, {figures.lost} lost "
+          f"writes ({figures.lost_per_claim:.3f} per claim), "
+          f"{figures.queries_per_claim:.1f} Queries per claim")
+    # As many attempts as workers: every worker gets one. One whose window's candidates
+    # others took goes on to the other shards instead of returning empty-handed.
+    assert figures.claims == WORKERS * ROUNDS
+    # Fewer candidates in view than with every shard read: more races, but bounded.
+    assert figures.lost_per_claim < 1.0

@@ -1,0 +1,81 @@
+"""``whimbrel dev``: the local runtime as a foreground process, until Ctrl-C or SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from whimbrel.local.dynamodb_local import (
+    LOOPBACK,
+    DynamoDBLocal,
+    find_dynamodb_local,
+    install_dynamodb_local,
+)
+from whimbrel.local.runtime import DEV_PORT, LocalRuntime
+
+__all__ = ["run_dev"]
+
+
+def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds: float, *,
+            port: int = DEV_PORT, data_dir: Path | None = None,
+            events_file: Path | None = None, host: str = LOOPBACK) -> None:
+    """Run the local runtime until Ctrl-C or SIGTERM (``whimbrel dev``).
+
+    Without ``endpoint_url`` it serves DynamoDB Local on ``port``; with ``data_dir`` the
+    tables live in that folder (DynamoDB Local's ``-dbPath``) and outlive the process,
+    otherwise they are in memory and gone at stop. It listens on ``host`` (loopback by
+    default: ``0.0.0.0`` lets anyone who reaches the machine in). With ``events_file`` the notify
+    consumers append every event to it as JSON lines.
+
+    Raises:
+        PortInUse: ``port`` is taken.
+        DynamoDBLocalError: DynamoDB Local could not be fetched or started.
+    """
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    previous = signal.signal(signal.SIGTERM, on_signal)
+    ddb: DynamoDBLocal | None = None
+    try:
+        if endpoint_url is None:
+            ddb = DynamoDBLocal(port, in_memory=data_dir is None, db_path=data_dir, host=host,
+                                directory=install_dynamodb_local(find_dynamodb_local()))
+            endpoint_url = ddb.start().endpoint_url
+        with LocalRuntime(endpoint_url, table_prefix, heartbeat_rate_seconds,
+                          lambda_log_level="WARNING", events_file=events_file) as rt:
+            print(f"whimbrel dev: DynamoDB at {rt.endpoint_url}, tables {table_prefix}*")
+            print(f"  export WHIMBREL_ENDPOINT_URL={rt.endpoint_url}")
+            print(f"  export WHIMBREL_TABLE_PREFIX={table_prefix}")
+            if rt.migrated:
+                print(f"  moved {rt.migrated} run(s) of earlier data onto the write-sharded "
+                      "listing keys (whimbrel tables migrate)")
+            if events_file is not None:
+                print(f"  export WHIMBREL_EVENTS_FILE={events_file}")
+                print("  events: appended there as JSON lines (whimbrel notifications --follow)")
+            if ddb is not None:
+                print(f"  listening on {ddb.host}:{ddb.port}" + (
+                    "" if ddb.host == LOOPBACK else
+                    " -- WARNING: not loopback; anyone who reaches it can read and write "
+                    "every table"))
+                print(f"  data: {data_dir} (kept across restarts)" if data_dir else
+                      "  data: in memory, gone when this stops (keep it with --data-dir DIR)")
+            print(f"  streams: {', '.join(rt.pumps)}; heartbeat every "
+                  f"{heartbeat_rate_seconds:g} s. Ctrl-C stops.", flush=True)
+            try:
+                while not stop.wait(0.2) and not rt.stopped:
+                    pass
+            except KeyboardInterrupt:
+                pass
+            print("whimbrel dev: stopping" + (
+                " (another whimbrel dev took these tables over)" if rt.stopped and
+                not stop.is_set() else ""), flush=True)
+    finally:
+        if ddb is not None:
+            ddb.stop()
+        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,110 @@
+"""The ``lease`` table: leases that divide work between processes (sweep shards, the one
+``whimbrel dev`` of a prefix). One item per lease; every write is conditional, so of
+two takers exactly one gets it, and a holder that stopped renewing loses it once its
+``until_epoch`` has passed (docs/architecture.md, "Scale").
+
+A lease never guards correctness (every move of the engine stays a conditional write);
+it keeps processes from doing the same work twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from whimbrel.contract.records import LeaseRecord
+from whimbrel.store import specs
+from whimbrel.store.codec import Expression, Item, decode_fields, encode_fields, to_ddb
+from whimbrel.store.errors import ConditionLost
+from whimbrel.store.runs import _CAPACITY, RunTables
+
+__all__ = ["LEASE_KEEP_SECONDS", "LeaseTables", "lease_record"]
+
+#: A lease item outlives its last ``until_epoch`` by this much before TTL deletes it
+#: (an abandoned lease, e.g. of a dev that was killed, does not stay forever).
+LEASE_KEEP_SECONDS = 86_400.0
+
+_FIELDS = tuple(LeaseRecord.__dataclass_fields__)
+
+
+def lease_record(item: Mapping[str, Any]) -> LeaseRecord:
+    """A ``lease`` item as a record."""
+    return LeaseRecord(**decode_fields(specs.LEASE, item, _FIELDS))
+
+
+class LeaseTables(RunTables):
+    """Leases of one table prefix."""
+
+    table_prefix: str
+
+    @property
+    def _lease_table(self) -> str:
+        return specs.LEASE.table_name(self.table_prefix)
+
+    @staticmethod
+    def _lease_key(lease_id: str) -> Item:
+        return {"lease_id": {"S": lease_id}}
+
+    @staticmethod
+    def sweep_lease_id(shard: str) -> str:
+        """The lease whose holder sweeps shard ``shard`` of every sparse index."""
+        return specs.sweep_lease_id(int(shard))
+
+    def acquire_lease(self, lease: LeaseRecord, now: float) -> LeaseRecord:
+        """Take (or keep) ``lease`` for ``lease.owner`` until ``lease.until_epoch``.
+
+        Returns the lease as it is now: ``lease`` itself when taken, else the holder's
+        (``owner`` differs), read from the failed write without a second request.
+        """
+        item = encode_fields(lease)
+        item["expires_epoch"] = to_ddb(float(int(lease.until_epoch + LEASE_KEEP_SECONDS)))
+        expr = Expression()
+        # Free (no item: never taken, or released), expired (its holder stopped renewing:
+        # it died, or lost touch), or already ours (taken again within our own lease).
+        condition = " OR ".join((expr.missing("lease_id"),
+                                 f"{expr.name('until_epoch')} < {expr.value(now)}",
+                                 expr.equals("owner", lease.owner)))
+        params = expr.params(TableName=self._lease_table, Item=item,
+                             ConditionExpression=condition,
+                             ReturnValuesOnConditionCheckFailure="ALL_OLD", **_CAPACITY)
+        try:
+            self._write("PutItem", "lease", lambda: self.client.call("PutItem", params))
+        except ConditionLost as lost:
+            if lost.item is None:  # no image came back: not ours, holder unknown
+                return LeaseRecord(lease.lease_id, owner="", until_epoch=now,
+                                   acquired_epoch=now)
+            return lease_record(lost.item)
+        return lease
+
+    def renew_lease(self, lease_id: str, owner: str, until_epoch: float) -> bool:
+        """Push ``owner``'s lease out to ``until_epoch``; False if it is no longer theirs
+        (it expired and another took it, or it was released)."""
+        expr = Expression()
+        update = expr.update({"until_epoch": until_epoch, "expires_epoch": float(
+            int(until_epoch + LEASE_KEEP_SECONDS))})
+        # Only our own lease: one taken over after it expired is the new holder's.
+        params = expr.params(TableName=self._lease_table, Key=self._lease_key(lease_id),
+                             UpdateExpression=update,
+                             ConditionExpression=expr.equals("owner", owner), **_CAPACITY)
+        try:
+            self._write("UpdateItem", "lease", lambda: self.client.call("UpdateItem", params))
+        except ConditionLost:
+            return False
+        return True
+
+    def release_lease(self, lease_id: str, owner: str) -> bool:
+        """Give ``owner``'s lease up (delete it); False if it was not theirs any more."""
+        expr = Expression()
+        # Only our own lease: one taken over after it expired is the new holder's.
+        params = expr.params(TableName=self._lease_table, Key=self._lease_key(lease_id),
+                             ConditionExpression=expr.equals("owner", owner), **_CAPACITY)
+        try:
+            self._write("DeleteItem", "lease", lambda: self.client.call("DeleteItem", params))
+        except ConditionLost:
+            return False
+        return True
+
+    def get_lease(self, lease_id: str) -> LeaseRecord | None:
+        """The lease item as it is (consistent read), None when nobody holds it."""
+        item = self._get(self._lease_table, self._lease_key(lease_id))
+        return lease_record(item) if item else None
