@@ -29,7 +29,7 @@ def test_tables_create_is_idempotent(run: Run, table_prefix: str) -> None:
                                       "workflow_exec", "activity_exec",
                                       "activity_exec_dependency", "activity_event",
                                       "rejection", "notification", "signal",
-                                      "schedule"))
+                                      "schedule", "lease"))
     assert run.json("tables", "create") == {"table_prefix": table_prefix, "created": []}
     assert "exist already" in run("tables", "create").stdout
 
