@@ -249,3 +249,45 @@ def summary(result: dict[str, Any]) -> str:
 
 def render(result: dict[str, Any], img: Path) -> dict[str, Any]:
     return {"summary": summary(result), "table": table(result), **result["sizes"]}
+
+
+# -- workload (b) alone, at any size -----------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.bench_scale --items 10000``: workload (b) alone (one run
+    mapping over N items, the list in the input, then from an upstream) on a fresh
+    DynamoDB Local, written to ``benchmarks/results/scale_map_<N>.json`` (or ``--out``);
+    the full benchmark (``./scripts/bench --only scale``) runs it at a size that fits
+    its time."""
+    import argparse
+    import json
+    import os
+    import sys
+
+    from benchmarks.common import dynamodb
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_scale")
+    parser.add_argument("--items", type=int, default=10_000)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--label", default="", help="kept in the file (e.g. before/after)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    out = args.out or Path(__file__).resolve().parent / "results" / \
+        f"scale_map_{args.items}.json"
+    result: dict[str, Any] = {"items": args.items, "label": args.label, "workloads": {}}
+    for name, upstream in (("map_input", False), ("map_upstream", True)):
+        with dynamodb() as endpoint:
+            started = time.perf_counter()
+            wl = maps(Ctx(endpoint, False, 1), args.items, upstream)
+            print(f"{name}: {time.perf_counter() - started:.0f} s, ceiling "
+                  f"{_fmt(wl['ceiling'])} {wl['unit']} ({wl['bound_by']})",
+                  file=sys.stderr, flush=True)
+            result["workloads"][name] = wl
+    out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    print(summary(result), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
