@@ -34,6 +34,7 @@ from whimbrel.engine import rules
 from whimbrel.engine.dataviews import run_view, with_child
 from whimbrel.engine.metrics import NO_METRICS, EngineMetrics, Incidents, report_activity_end
 from whimbrel.engine.ports import Clock, Launcher, StorePort
+from whimbrel.engine.shared_reads import SharedReads
 from whimbrel.engine.views import ActivityExec, WorkflowExec
 from whimbrel.settings import DEFAULT_RETENTION_DAYS
 
@@ -125,6 +126,8 @@ class EngineBase:
         self._prefetch: OrderedDict[str, Future[WorkflowRecord]] = OrderedDict()
         # Inputs the store keeps apart from their run's item, once read (they never change).
         self._inputs: OrderedDict[str, str | None] = OrderedDict()
+        #: Guard reads of a run, shared by this engine's callers (engine/shared_reads.py).
+        self.guard_reads: SharedReads[WorkflowRecord] = SharedReads(self.workflow)
 
     # -- definitions -----------------------------------------------------------------
 
@@ -278,6 +281,15 @@ class EngineBase:
         if wf is None:
             raise WorkflowNotFound(wx)
         return wf
+
+    def workflow_after(self, wx: str) -> WorkflowRecord:
+        """A consistent read of the workflow item begun after this call: a guard's read
+        (created first, read second), shared with this engine's other guards of the run.
+
+        Raises:
+            WorkflowNotFound: no such execution.
+        """
+        return self.guard_reads.read_after(wx)
 
     def run_input(self, wf: WorkflowRecord) -> str | None:
         """The run's input (JSON text, None when it has none): on the run's item, or, for

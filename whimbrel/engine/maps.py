@@ -295,8 +295,9 @@ class Maps(Feature):
                 ).with_changes(input=latest.input, retry_base=latest.attempt)
                 fresh = self.store.create_activity(record)
         # Created first, read second (a cancel, a failure or the map's end that landed
-        # in between is seen here, and the item is not launched).
-        current = self.core.workflow(wx)
+        # in between is seen here, and the item is not launched); a read begun after
+        # the create, shared with the run's other items in this process.
+        current = self.core.workflow_after(wx)
         spec = defn.activity(name)
         # A follow-up from before a redrive (a late replay) created for its generation:
         # the redrive starts this item itself, of its own generation.
