@@ -43,6 +43,7 @@ from whimbrel.engine import flow, rules
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core, Feature, RunRead
 from whimbrel.engine.inputs import map_list, own_input
+from whimbrel.engine.map_repair import repair_map
 
 log = logging.getLogger("whimbrel.engine")
 
@@ -412,45 +413,5 @@ class Maps(Feature):
             if spec.map_over is None or node is None or node.state is not A.RUNNING \
                     or not node.map_size:
                 continue
-            repaired |= self.repair_map(wf, defn, node, map_items(acts, spec.name))
-        return repaired
-
-    def repair_map(self, wf: WorkflowRecord, defn: WorkflowDefinition, node: ActivityRecord,
-                   items: dict[int, ActivityRecord]) -> bool:
-        name, size = node.activity_name, int(node.map_size or 0)
-        spec = defn.activity(name)
-        width = lanes(spec, size)
-        gen = generation(node)
-        pending = set(self.store.pending_dependencies(wf.workflow_exec_id, lane_edges(name),
-                                                      limit=None))
-        unstarted: list[int] = []
-        repaired = False
-        for lane in range(width):
-            mine = [j for j in range(lane, size, width)
-                    if j in items and generation(items[j]) >= gen]
-            if not mine:
-                if any(j not in items or items[j].state is not A.COMPLETED
-                       for j in range(lane, size, width)):
-                    unstarted.append(lane)
-                continue
-            act = items[mine[-1]]
-            state = act.state or A.REQUESTED
-            if not state.is_terminal:
-                due = not (act.not_before_epoch or 0) > self.core.clock()
-                if (state is A.REQUESTED and due) or (state is A.READY and spec.launcher.is_push):
-                    self.core.advance(wf, defn, act.activity_name, act.attempt, state)
-                    repaired = True
-                continue
-            rest = range(mine[-1] + width, size, width)
-            broken = retries_left(act, spec) or any(
-                j not in items or items[j].state is not A.COMPLETED for j in rest)
-            if broken or str(lane) in pending:  # a lost chain step, retry or lane end
-                self.after_item(wf, defn, act)
-                repaired = True
-        if unstarted:
-            self.start_lanes(wf, defn, name, size, unstarted)
-            repaired = True
-        elif not pending and not repaired:
-            self.finish_map(wf, defn, name)  # every lane ended; the map's end was lost
-            repaired = True
+            repaired |= repair_map(self, wf, defn, node, map_items(acts, spec.name))
         return repaired
