@@ -83,14 +83,15 @@ class RunTables(AttemptTables):
                                            "part": {"S": INPUT_PART}})
         return payload_text(item["input"]) if item and "input" in item else None
 
-    def _expire_data(self, workflow_exec_id: str, expires: Any) -> None:
-        """Give a run's kept-apart attributes its expiry (REMOVE: none)."""
+    def expire_workflow_data(self, workflow_exec_id: str, expires: float | None) -> None:
+        """Give a run's kept-apart input the expiry of its run (None: none)."""
         expr = Expression()
         params = expr.params(
             TableName=self.data_table, **CAPACITY,
             Key={"workflow_exec_id": {"S": workflow_exec_id}, "part": {"S": INPUT_PART}},
-            UpdateExpression=expr.update({"expires_epoch": expires}),
-            # Only an item that exists: a run whose input is on its item has none.
+            UpdateExpression=expr.update({"expires_epoch": REMOVE if expires is None
+                                          else expires}),
+            # Only an item that exists: never create a stub of a run's data.
             ConditionExpression=expr.exists("part"))
         try:
             self._write("UpdateItem", "workflow_exec_data",
@@ -118,11 +119,6 @@ class RunTables(AttemptTables):
             same = expr.equals(attr, seen)
             condition += f" AND ({expr.missing(attr)} OR {same})" if seen == 0 \
                 else f" AND {same}"
-        expires = changes.get("expires_epoch")
-        if expires is REMOVE:
-            # A run's kept-apart input must never expire before the run: a redrive takes
-            # the expiry off it first (a run that ends sets it again, after its end).
-            self._expire_data(workflow_exec_id, REMOVE)
         try:
             attributes = self._update("workflow_exec", self.workflow_table,
                                       {"workflow_exec_id": {"S": workflow_exec_id}}, expr,
@@ -133,10 +129,7 @@ class RunTables(AttemptTables):
                                 actual=current.state.value if current else None,
                                 workflow_exec_id=workflow_exec_id, transition=new_state.value,
                                 current=current) from None
-        moved = workflow_record(attributes)
-        if expires is not None and expires is not REMOVE and moved.input_apart:
-            self._expire_data(workflow_exec_id, expires)  # it goes with its run
-        return moved
+        return workflow_record(attributes)
 
     def set_workflow(self, workflow_exec_id: str, changes: Changes, *,
                      states: Collection[WorkflowState]) -> bool:
