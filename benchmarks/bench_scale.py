@@ -25,6 +25,7 @@ Workloads, scaled down with the same mix:
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -248,5 +249,83 @@ def summary(result: dict[str, Any]) -> str:
         for name, wl in result["workloads"].items()])
 
 
+def _hot(wl: dict[str, Any], cat: str, kind: str) -> str:
+    row = wl["rows"].get(cat, {}).get(kind)
+    if not row:
+        return "—"
+    unit = "WCU" if kind == "w" else "RCU"
+    return (f"{row['per_work']:.2f} {unit}/item on 1 of {row['keys']:,} key"
+            f"{'s' * (row['keys'] != 1)}: {_fmt(row['ceiling'])}/s")
+
+
+def map_figures(results: Path) -> str:
+    """Workload (b) at the issue's size, before and after issue 19's map partitions and
+    small run item: from ``scale_map_10000_before.json`` and ``_after.json``
+    (``python -m benchmarks.bench_scale --items 10000``)."""
+    runs = {}
+    for label in ("before", "after"):
+        path = results / f"scale_map_10000_{label}.json"
+        if path.exists():
+            runs[label] = json.loads(path.read_text())
+    if len(runs) < 2:
+        return "_(not measured yet: `python -m benchmarks.bench_scale --items 10000`)_"
+    rows = []
+    for name in ("map_input", "map_upstream"):
+        b, a = (runs[k]["workloads"][name] for k in ("before", "after"))
+        rows.append([f"{name} ({runs['before']['items']:,} items)",
+                     f"**{_fmt(b['ceiling'])} → {_fmt(a['ceiling'])} items/s**",
+                     f"{b['bound_by'].split(' key')[0]} → {a['bound_by'].split(' key')[0]}",
+                     f"{_hot(b, 'workflow_exec', 'r')} → {_hot(a, 'workflow_exec', 'r')}",
+                     f"{_hot(b, 'activity_exec', 'w')} → {_hot(a, 'map_item', 'w')}",
+                     f"{b['wru'] / b['work']:.2f} → {a['wru'] / a['work']:.2f}",
+                     f"{b['rru'] / b['work']:.2f} → {a['rru'] / a['work']:.2f}",
+                     f"{b['seconds']:.0f} → {a['seconds']:.0f}"])
+    return md_table(["workload", "ceiling", "set by", "the run's item (reads)",
+                     "the items' hottest key (writes)", "WRU / item", "RRU / item",
+                     "wall s (this machine)"], rows)
+
+
 def render(result: dict[str, Any], img: Path) -> dict[str, Any]:
-    return {"summary": summary(result), "table": table(result), **result["sizes"]}
+    return {"summary": summary(result), "table": table(result), **result["sizes"],
+            "map_figures": map_figures(Path(__file__).resolve().parent / "results")}
+
+
+# -- workload (b) alone, at any size -----------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.bench_scale --items 10000``: workload (b) alone (one run
+    mapping over N items, the list in the input, then from an upstream) on a fresh
+    DynamoDB Local, written to ``benchmarks/results/scale_map_<N>.json`` (or ``--out``);
+    the full benchmark (``./scripts/bench --only scale``) runs it at a size that fits
+    its time."""
+    import argparse
+    import os
+    import sys
+
+    from benchmarks.common import dynamodb
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_scale")
+    parser.add_argument("--items", type=int, default=10_000)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--label", default="", help="kept in the file (e.g. before/after)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    out = args.out or Path(__file__).resolve().parent / "results" / \
+        f"scale_map_{args.items}.json"
+    result: dict[str, Any] = {"items": args.items, "label": args.label, "workloads": {}}
+    for name, upstream in (("map_input", False), ("map_upstream", True)):
+        with dynamodb() as endpoint:
+            started = time.perf_counter()
+            wl = maps(Ctx(endpoint, False, 1), args.items, upstream)
+            print(f"{name}: {time.perf_counter() - started:.0f} s, ceiling "
+                  f"{_fmt(wl['ceiling'])} {wl['unit']} ({wl['bound_by']})",
+                  file=sys.stderr, flush=True)
+            result["workloads"][name] = wl
+    out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    print(summary(result), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

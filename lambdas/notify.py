@@ -1,5 +1,5 @@
-"""Streams of ``workflow_exec`` and ``activity_exec``: publish each event exactly once
-(a run ended, an activity failed for good, a wait started; docs/events.md)."""
+"""Streams of ``workflow_exec``, ``activity_exec`` and ``map_item``: publish each event
+exactly once (a run ended, an activity failed for good, a wait started; docs/events.md)."""
 
 from __future__ import annotations
 

@@ -18,12 +18,14 @@ from whimbrel.store.specs import (
     ACTIVITY_EXEC,
     ACTIVITY_EXEC_DEPENDENCY,
     LEASE,
+    MAP_ITEM,
     NOTIFICATION,
     REJECTION,
     SCHEDULE,
     SIGNAL,
     WORKFLOW_DEFINITION,
     WORKFLOW_EXEC,
+    WORKFLOW_EXEC_DATA,
     WORKFLOW_REQUEST,
 )
 
@@ -44,6 +46,15 @@ ENGINE_WRITES = (
     SCHEDULE.logical_name,  # schedules the sweep fires (engine/schedules.py)
     LEASE.logical_name,  # the sweep's shard leases (engine/leases.py)
 )
+# Tables the engine uses with a few item operations only, granted just those (the
+# functions' roles keep one inline policy, under IAM's size limit): a run's large input,
+# kept apart from its item, and a map's items, in partitions of their own.
+ENGINE_ITEM_ACTIONS = {
+    WORKFLOW_EXEC_DATA.logical_name: ("dynamodb:GetItem", "dynamodb:PutItem",
+                                      "dynamodb:UpdateItem"),
+    MAP_ITEM.logical_name: ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
+                            "dynamodb:Query"),
+}
 
 # The notify function (whimbrel/observe/notify.py) reads executions and definitions (a
 # retry policy, a completed run's sink outputs), claims and marks its event markers, and
@@ -53,13 +64,16 @@ NOTIFY_READS = (
     WORKFLOW_EXEC.logical_name,
     ACTIVITY_EXEC.logical_name,
 )
+#: A map's output kept on its items, and an attempt of an item (notify_map_item).
+NOTIFY_ITEM_READS = (MAP_ITEM.logical_name, ("dynamodb:GetItem", "dynamodb:Query"))
 NOTIFY_MARKERS = NOTIFICATION.logical_name
 NOTIFY_PUT = REJECTION.logical_name
 
 # An activity worker on the Simple Lambda API (docs/contract.md): it reports transitions
-# by putting one activity_event item, heartbeats its activity_exec item with a
-# conditional UpdateItem, and reads the execution items it works on (its own attempt,
-# whether the run was cancelled).
+# by putting one activity_event item, heartbeats its activity_exec (or, for a map's
+# item, map_item) item with a conditional UpdateItem, and reads the execution items it
+# works on (its own attempt, whether the run was cancelled, the run's input when it is
+# kept apart).
 WORKER_PUT_EVENT = ("dynamodb:PutItem",)
 WORKER_ACTIVITY_EXEC = (
     "dynamodb:GetItem",
@@ -76,12 +90,16 @@ def grant_engine_access(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.T
         tables[name].grant_read_data(grantee)
     for name in ENGINE_WRITES:
         tables[name].grant_read_write_data(grantee)
+    for name, actions in ENGINE_ITEM_ACTIONS.items():
+        # (the tables share one key, which the grants above already cover)
+        tables[name].grant(grantee, *actions)
 
 
 def grant_notify_access(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.Table]) -> None:
     """What the notify function needs on the tables (see the constants above)."""
     for name in NOTIFY_READS:
         tables[name].grant_read_data(grantee)
+    tables[NOTIFY_ITEM_READS[0]].grant(grantee, *NOTIFY_ITEM_READS[1])
     tables[NOTIFY_MARKERS].grant_read_write_data(grantee)
     tables[NOTIFY_PUT].grant_write_data(grantee)
 
@@ -90,7 +108,9 @@ def grant_activity_worker(grantee: iam.IGrantable, tables: Mapping[str, dynamodb
     """What a process that runs activities needs (see the constants above)."""
     tables[ACTIVITY_EVENT.logical_name].grant(grantee, *WORKER_PUT_EVENT)
     tables[ACTIVITY_EXEC.logical_name].grant(grantee, *WORKER_ACTIVITY_EXEC)
+    tables[MAP_ITEM.logical_name].grant(grantee, *WORKER_ACTIVITY_EXEC)
     tables[WORKFLOW_EXEC.logical_name].grant(grantee, *WORKER_READ)
+    tables[WORKFLOW_EXEC_DATA.logical_name].grant(grantee, *WORKER_READ)
     # Table.grant covers the table only; with a customer-managed key the worker also
     # needs the key, as the purpose-specific grant_*_data methods would add for writes.
     key = tables[ACTIVITY_EVENT.logical_name].encryption_key

@@ -4,8 +4,8 @@ and schedule.
 Handler paths and every stream-consumer setting (batch size, retries, record age,
 bisect, partial failures, filters) come from ``whimbrel.store.specs`` — the same
 values the local runtime honours — so the deployed and local stacks behave alike.
-Consumers that name the same ``function`` (the notify consumers of ``workflow_exec``
-and ``activity_exec``) are two mappings of one function.
+Consumers that name the same ``function`` (the notify consumers of ``workflow_exec``,
+``activity_exec`` and ``map_item``) are mappings of one function.
 """
 
 from __future__ import annotations

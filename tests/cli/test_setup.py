@@ -26,7 +26,8 @@ def test_tables_create_is_idempotent(run: Run, table_prefix: str) -> None:
     assert first["table_prefix"] == table_prefix
     assert sorted(first["created"]) == sorted(
         f"{table_prefix}{n}" for n in ("workflow_definition", "workflow_request",
-                                      "workflow_exec", "activity_exec",
+                                      "workflow_exec", "workflow_exec_data",
+                                      "activity_exec", "map_item",
                                       "activity_exec_dependency", "activity_event",
                                       "rejection", "notification", "signal",
                                       "schedule", "lease"))

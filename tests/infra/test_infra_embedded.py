@@ -64,7 +64,8 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     engine.grant_activity_worker(worker)
     # The user's stack acknowledges what its own grant implies, as the construct does.
     Validations.of(worker).acknowledge(
-        *[_index_ack(stack, engine, name) for name in ("activity_exec", "workflow_exec")],
+        *[_index_ack(stack, engine, name)
+          for name in ("activity_exec", "map_item", "workflow_exec")],
         *[
             Acknowledgment(
                 id=f"AwsSolutions-IAM5[Action::{action}]",

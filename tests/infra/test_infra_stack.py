@@ -33,6 +33,7 @@ from whimbrel.store.specs import (
     DEFAULT_TABLE_PREFIX,
     HEARTBEAT_HANDLER,
     HEARTBEAT_RATE_SECONDS_AWS,
+    MAP_ITEM,
     NOTIFICATION,
     NOTIFY_HANDLER,
     STREAM_CONSUMERS,
@@ -349,6 +350,7 @@ def test_activity_worker_policy_is_narrow(synthesized: Synthesized) -> None:
             allowed.setdefault(table_id, set()).update(_listify(statement["Action"]))
     assert allowed[_table_id(synthesized, ACTIVITY_EVENT)] == {"dynamodb:PutItem"}
     assert "dynamodb:UpdateItem" in allowed[_table_id(synthesized, ACTIVITY_EXEC)]
+    assert "dynamodb:UpdateItem" in allowed[_table_id(synthesized, MAP_ITEM)]  # map items
     every_action = set().union(*allowed.values())
     assert not every_action & {"dynamodb:DeleteItem", "dynamodb:Scan", "dynamodb:BatchWriteItem"}
 
@@ -459,7 +461,7 @@ def _role_statements(syn: Synthesized, function_id: str) -> list[dict[str, Any]]
     ]
 
 
-def test_notify_reads_two_streams_and_puts_events_on_the_default_bus(
+def test_notify_reads_three_streams_and_puts_events_on_the_default_bus(
     synthesized: Synthesized,
 ) -> None:
     notify = _function_id(synthesized, NOTIFY_HANDLER)
@@ -470,7 +472,7 @@ def test_notify_reads_two_streams_and_puts_events_on_the_default_bus(
     }
     assert streams == {
         json.dumps({"Fn::GetAtt": [_table_id(synthesized, spec), "StreamArn"]})
-        for spec in (WORKFLOW_EXEC, ACTIVITY_EXEC)
+        for spec in (WORKFLOW_EXEC, ACTIVITY_EXEC, MAP_ITEM)
     }
     statements = _role_statements(synthesized, notify)
     [put] = [s for s in statements if "events:PutEvents" in _listify(s["Action"])]
@@ -495,7 +497,8 @@ def test_notify_changes_no_execution_and_owns_the_markers(synthesized: Synthesiz
             written |= _table_arn_references(statement["Resource"])
     markers = _table_id(synthesized, NOTIFICATION)
     assert markers in written
-    assert not {_table_id(synthesized, spec) for spec in (WORKFLOW_EXEC, ACTIVITY_EXEC)} & written
+    assert not {_table_id(synthesized, spec)
+                for spec in (WORKFLOW_EXEC, ACTIVITY_EXEC, MAP_ITEM)} & written
     # And no engine function touches the markers.
     for function_id in synthesized.of_type("AWS::Lambda::Function"):
         if function_id != notify:

@@ -46,12 +46,15 @@ def _ident(attrs: dict[str, Any]) -> str:
         return "activity " + text("activity_exec_id")
     if "dependency_key" in attrs:
         return f"edge {text('dependency_key')}/{text('upstream')}"
+    if "part" in attrs:  # a large input, kept apart from the run's item
+        return f"data {text('workflow_exec_id')}/{text('part')}"
     return "workflow " + text("workflow_exec_id")
 
 
 #: The run's own tables: the store's other requests (the request trace row, a Simple API
 #: row's marking) are no writes to the run's items.
-_RUN_TABLES = ("workflow_exec", "activity_exec", "activity_exec_dependency")
+_RUN_TABLES = ("workflow_exec", "workflow_exec_data", "activity_exec", "map_item",
+               "activity_exec_dependency")
 
 
 def _keys(operation: str, params: dict[str, Any]) -> list[str]:

@@ -187,6 +187,11 @@ def plans() -> list[Plan]:
                     on_failure="H"),
             act("H"), act("Z", "M"))), W.COMPLETED, input={"xs": ["a", "b"]},
             behaviour=lambda n, a: "fail" if n == "M#1" else "complete"),
+        # Issue 19: a plain map (its items in map_item, each next item created before
+        # the run is read) over an input kept apart from the run's item (over 1 KB).
+        Plan("map-parts", WorkflowDefinition("mapp", (
+            replace(act("M"), map_over="$input.xs", max_concurrency=2), act("Z", "M"))),
+            W.COMPLETED, input={"xs": ["a" * 400, "b" * 400, "c" * 400]}),
         Plan("child", WorkflowDefinition("parent", (
             ActivityDefinition("S", launcher=LauncherSpec.workflow("kid")),
             act("B", "S"))), W.COMPLETED,

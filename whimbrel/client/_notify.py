@@ -16,6 +16,6 @@ class Notifications:
 
     def notifier(self, publisher: Publisher) -> Notifier:
         """The adapter the ``notify`` handler runs on each stream record of
-        ``workflow_exec`` and ``activity_exec``: it publishes each event through
+        ``workflow_exec``, ``activity_exec`` and ``map_item``: it publishes each event through
         ``publisher`` exactly once (docs/events.md)."""
         return Notifier(self.engine, self.store, publisher)

@@ -40,7 +40,7 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -298,6 +298,8 @@ def list_workflows(store: Store, clock: Clock, *, name: str | None = None,
         # (or expired); its place is still behind the cursor.
         if item is None or (f.states and item.state not in f.states):
             continue
+        if item.input_apart:  # a large input is kept apart from the run's item
+            item = replace(item, input=store.workflow_input(wx))
         items.append(WorkflowExec.from_record(item))
     floor = after.floor if after else _day_floor(clock, f)
     next_cursor = encode_cursor(position, floor, anchor, f) if position else None

@@ -128,6 +128,9 @@ class WorkflowRecord:
     version: int
     state: WorkflowState
     workflow_request_id: str = ""
+    #: The run's input (JSON text), when it is on the run's item: an input larger than
+    #: the store keeps inline is kept apart (``input_apart``) and read where it is needed
+    #: (the engine's ``run_input``), so that a guard's read of the run stays small.
     input: str | None = None
     error: str | None = None
     source: str | None = None
@@ -157,6 +160,9 @@ class WorkflowRecord:
     output: str | None = None
     #: The run's root span as W3C trace context (engine/tracing.py).
     traceparent: str | None = None
+    #: True: the input is not on this item but kept apart (the store's
+    #: ``workflow_input``); ``input`` is then None.
+    input_apart: bool | None = None
 
     @property
     def redrives(self) -> int:

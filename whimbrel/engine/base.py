@@ -34,6 +34,7 @@ from whimbrel.engine import rules
 from whimbrel.engine.dataviews import run_view, with_child
 from whimbrel.engine.metrics import NO_METRICS, EngineMetrics, Incidents, report_activity_end
 from whimbrel.engine.ports import Clock, Launcher, StorePort
+from whimbrel.engine.shared_reads import SharedReads
 from whimbrel.engine.views import ActivityExec, WorkflowExec
 from whimbrel.settings import DEFAULT_RETENTION_DAYS
 
@@ -56,6 +57,8 @@ IN_FLIGHT_GRACE_SECONDS = 5.0
 
 #: How many activity items an engine remembers from its own writes and reads.
 KNOWN_ITEMS = 4096
+#: How many runs' inputs kept apart (up to 128 KB each) an engine keeps once read.
+KNOWN_INPUTS = 64
 
 #: From this many dependents on, one completion readies and launches them in parallel.
 PARALLEL_FANOUT = 8
@@ -121,6 +124,10 @@ class EngineBase:
         self._known: OrderedDict[str, ActivityRecord] = OrderedDict()
         # Workflow reads started for the run that follows (a claim, a launch).
         self._prefetch: OrderedDict[str, Future[WorkflowRecord]] = OrderedDict()
+        # Inputs the store keeps apart from their run's item, once read (they never change).
+        self._inputs: OrderedDict[str, str | None] = OrderedDict()
+        #: Guard reads of a run, shared by this engine's callers (engine/shared_reads.py).
+        self.guard_reads: SharedReads[WorkflowRecord] = SharedReads(self.workflow)
 
     # -- definitions -----------------------------------------------------------------
 
@@ -275,6 +282,39 @@ class EngineBase:
             raise WorkflowNotFound(wx)
         return wf
 
+    def workflow_after(self, wx: str) -> WorkflowRecord:
+        """A consistent read of the workflow item begun after this call: a guard's read
+        (created first, read second), shared with this engine's other guards of the run.
+
+        Raises:
+            WorkflowNotFound: no such execution.
+        """
+        return self.guard_reads.read_after(wx)
+
+    def run_input(self, wf: WorkflowRecord) -> str | None:
+        """The run's input (JSON text, None when it has none): on the run's item, or, for
+        an input the store keeps apart (``input_apart``), read once per process — only
+        where it is needed (an attempt's input, a map over the input, the run's status)."""
+        if not wf.input_apart:
+            return wf.input
+        wx = wf.workflow_exec_id
+        with self._lock:
+            if wx in self._inputs:
+                self._inputs.move_to_end(wx)
+                return self._inputs[wx]
+        text = self.store.workflow_input(wx)
+        if text is None:
+            log.warning("workflow %s: its input, kept apart, is gone (expired?)", wx)
+        with self._lock:
+            self._inputs[wx] = text
+            while len(self._inputs) > KNOWN_INPUTS:
+                self._inputs.popitem(last=False)
+        return text
+
+    def with_input(self, wf: WorkflowRecord) -> WorkflowRecord:
+        """``wf`` with its input on it (read when it is kept apart): what a view shows."""
+        return replace(wf, input=self.run_input(wf)) if wf.input_apart else wf
+
     def activity(self, aeid: str) -> ActivityRecord:
         """The activity item (consistent read), remembered.
 
@@ -290,7 +330,7 @@ class EngineBase:
         return item
 
     def get_workflow(self, wx: str, *, with_activities: bool = True) -> WorkflowExec:
-        wf = self.workflow(wx)
+        wf = self.with_input(self.workflow(wx))
         if not with_activities:
             return WorkflowExec.from_record(wf)
         try:
@@ -305,7 +345,8 @@ class EngineBase:
         if item.state is ActivityState.COMPLETED and item.map_size and item.output is None:
             # A map's list too large for its row is kept on its items: never None here.
             items = map_items(self.store.list_activities(
-                item.workflow_exec_id, items_prefix(item.activity_name)), item.activity_name)
+                item.workflow_exec_id, items_prefix(item.activity_name),
+                map_size=item.map_size), item.activity_name)
             view = replace(view, output=map_output(items, item.map_size))
         try:
             defn = self.definition_of(item)

@@ -111,7 +111,8 @@ class Conditions(Feature):
                 return False
             outputs, _ = upstream_values(self.core, wx, defn, name, records)
             try:
-                doc = cond.document(decode_payload(wf.input, field="input"), outputs)
+                doc = cond.document(decode_payload(self.core.run_input(wf), field="input"),
+                                   outputs)
                 if cond.evaluate_when(spec.when, doc):
                     return False
             except InvalidInput as exc:

@@ -76,6 +76,10 @@ def end_workflow(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
                                            workflow_name=wf.workflow_name)
     except StateConflict:
         return False
+    if expires is not None and ended.input_apart:
+        # Its input, kept apart, goes with it (after the end: a run that did not end
+        # keeps it; a crash just here leaves the input without an expiry).
+        engine.store.expire_workflow_data(wf.workflow_exec_id, expires)
     log.info("workflow %s %s", wf.workflow_exec_id, state.value)
     report_workflow_end(engine.metrics, ended)
     for feature in engine.features:

@@ -82,6 +82,8 @@ class Core(Protocol):
     def definition_of(self, record: ActivityRecord | WorkflowRecord) -> WorkflowDefinition: ...
     def retention(self, defn: WorkflowDefinition) -> float | None: ...
     def workflow(self, wx: str) -> WorkflowRecord: ...
+    def workflow_after(self, wx: str) -> WorkflowRecord: ...
+    def run_input(self, wf: WorkflowRecord) -> str | None: ...
     def activity(self, aeid: str) -> ActivityRecord: ...
     def remember(self, item: ActivityRecord | None) -> None: ...
     def remembered(self, aeid: str) -> ActivityRecord | None: ...
@@ -140,11 +142,11 @@ class Feature(Protocol):
     """The hooks a feature may take part in; every default does nothing.
 
     Taking over (the first feature that returns a truthy value decides): ``drives``,
-    ``advance``, ``follow_up``, ``before_retry``, ``failed_for_good``, ``stop``,
-    ``waiting_attempt``, ``check_at_end``, ``finish_start``, ``due``. Observing (every
-    feature, in order): ``begin``, ``new_attempt``, ``ready``, ``readied``, ``refuse``,
-    ``completed``, ``moved``, ``launched``, ``ended``, ``after_end``, ``reconcile``,
-    ``sweep``, ``registering``.
+    ``advance``, ``reads_run_after``, ``follow_up``, ``before_retry``,
+    ``failed_for_good``, ``stop``, ``waiting_attempt``, ``check_at_end``,
+    ``finish_start``, ``due``. Observing (every feature, in order): ``begin``,
+    ``new_attempt``, ``ready``, ``readied``, ``refuse``, ``completed``, ``moved``,
+    ``launched``, ``ended``, ``after_end``, ``reconcile``, ``sweep``, ``registering``.
     """
 
     # -- registration --------------------------------------------------------------------
@@ -194,6 +196,13 @@ class Feature(Protocol):
         return None
 
     # -- after a move --------------------------------------------------------------------
+
+    def reads_run_after(self, item: ActivityRecord, defn: WorkflowDefinition,
+                        verb: Transition) -> bool:
+        """Whether the follow-ups of ``verb`` (a move that ends ``item``) read the run
+        themselves, after a write of their own (a map item's next item: its guard read
+        serves both); the core then reads nothing ahead of them."""
+        return False
 
     def follow_up(self, item: ActivityRecord, run: RunRead) -> bool:
         """Take over the follow-ups of an ended attempt."""

@@ -363,7 +363,9 @@ def apply(engine: Core, item: ActivityRecord, transition: Transition, *,
         feature.refuse(spec, item, transition)
     ends = any(n.is_terminal for (s, t), n in ACTIVITY_TRANSITIONS.items()
                if t is transition)
-    wf_read = engine.in_background(engine.workflow, item.workflow_exec_id) if ends else None
+    ahead = ends and not any(f.reads_run_after(item, defn, transition)
+                             for f in engine.features)
+    wf_read = engine.in_background(engine.workflow, item.workflow_exec_id) if ahead else None
     current: ActivityRecord = item
     try:
         while True:

@@ -71,13 +71,16 @@ def launch_input(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
     Raises:
         InvalidInput: an expression failed on the document (a type error).
     """
-    base = attempt_input(defn, wf.input, own, name)
     spec = defn.activity(name)
+    # The run's input is read only when the attempt uses it (a map item runs with its
+    # own element): a large one is kept apart from the run's item.
+    run_input = engine.run_input(wf) if own is None or spec.input_from else None
+    base = attempt_input(defn, run_input, own, name)
     if not spec.input_from:
         return base
     outputs, _ = upstream_values(engine, wf.workflow_exec_id, defn, name) \
         if spec.depends_on else ({}, {})
-    doc = conditions.document(decode_payload(wf.input, field="input"), outputs)
+    doc = conditions.document(decode_payload(run_input, field="input"), outputs)
     extra = conditions.build_input(spec.input_from, doc)
     return {**base, **extra} if isinstance(base, dict) else extra
 
@@ -86,7 +89,8 @@ def assembled(engine: Core, wx: str, node: ActivityRecord) -> Any:
     """A COMPLETED map's output: the list on its row, or read from its items."""
     if node.output is not None or not node.map_size:
         return decode_payload(node.output, field="output") if node.output else []
-    items = map_items(engine.store.list_activities(wx, items_prefix(node.activity_name)),
+    items = map_items(engine.store.list_activities(wx, items_prefix(node.activity_name),
+                                                   map_size=node.map_size),
                       node.activity_name)
     return map_output(items, int(node.map_size))
 
@@ -164,7 +168,7 @@ def map_list(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name: s
     """
     source = parse_map_over(str(defn.activity(name).map_over))
     if source.upstream is None:
-        value = decode_payload(wf.input, field="input")
+        value = decode_payload(engine.run_input(wf), field="input")
     else:
         value = upstream_value(engine, wf.workflow_exec_id, defn, source.upstream)
     return select(value, source)

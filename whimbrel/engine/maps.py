@@ -43,6 +43,7 @@ from whimbrel.engine import flow, rules
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core, Feature, RunRead
 from whimbrel.engine.inputs import map_list, own_input
+from whimbrel.engine.map_repair import repair_map
 
 log = logging.getLogger("whimbrel.engine")
 
@@ -77,9 +78,18 @@ class Maps(Feature):
         self.expand_map(wf, defn, name, attempt, source)
         return True
 
+    def reads_run_after(self, item: ActivityRecord, defn: WorkflowDefinition,
+                        verb: Transition) -> bool:
+        # An item that completes starts the next of its lane before the run is read:
+        # that item's guard read is this one's too (one read of the run per item).
+        return verb is Transition.COMPLETED and self._chained(item, defn) is not None
+
     def follow_up(self, item: ActivityRecord, run: RunRead) -> bool:
         if split_item(item.activity_name)[1] is None:
             return False
+        if item.state is A.COMPLETED and self.chain_ahead(item):
+            run.cancel()
+            return True
         wf = flow.run_going_on(self.core, item, run)
         if wf is not None:
             self.after_item(wf, self.core.definition_of(wf), item)
@@ -174,7 +184,7 @@ class Maps(Feature):
         done: set[int] = set()
         if wf.redrives:  # a redrive keeps what completed: skip those items
             done = {i for i, a in map_items(self.store.list_activities(
-                wf.workflow_exec_id, items_prefix(name)), name).items()
+                wf.workflow_exec_id, items_prefix(name), map_size=size), name).items()
                 if a.state is A.COMPLETED}
         starts = {k: next((j for j in range(k, size, width) if j not in done), None)
                   for k in which}
@@ -188,6 +198,44 @@ class Maps(Feature):
             self.finish_map(wf, defn, name)
 
     # -- items ----------------------------------------------------------------------------------
+
+    def _chained(self, item: ActivityRecord,
+                 defn: WorkflowDefinition) -> tuple[list[Any], int] | None:
+        """For an item whose lane goes on: the map's list (known to this process) and
+        the next item's index; None when its follow-ups must read the run first (the
+        lane's end, a map with an ``on_failure``, a list not read here yet)."""
+        name, index = split_item(item.activity_name)
+        if index is None or name not in defn.names:
+            return None
+        spec = defn.activity(name)
+        with self._lock:
+            items = self._lists.get((item.workflow_exec_id, name, generation(item)))
+        if items is None or spec.on_failure is not None:
+            return None
+        nxt = index + lanes(spec, len(items))
+        return (items, nxt) if nxt < len(items) else None
+
+    def chain_ahead(self, item: ActivityRecord) -> bool:
+        """A completed item's follow-up without a read of the run first: create the next
+        item of its lane, then read the run — the guard read of the new item (created
+        first, read second) is this item's check of the run too. True when done; False:
+        the follow-up reads the run and goes the usual way (``after_item``)."""
+        if item.workflow_version is None:
+            return False
+        defn = self.core.definition_of(item)
+        chained = self._chained(item, defn)
+        if chained is None:
+            return False
+        items, nxt = chained
+        # The run as the item knows it: its name, version, trace and generation (an
+        # attempt that just ended belongs to the run's current redrive; start_item's
+        # read checks that before anything moves).
+        stand_in = WorkflowRecord(item.workflow_exec_id, item.workflow_name,
+                                  item.workflow_version, W.RUNNING,
+                                  traceparent=item.traceparent,
+                                  redrive_count=item.redrive_count)
+        name = split_item(item.activity_name)[0]
+        return self.start_item(stand_in, defn, name, nxt, items[nxt])
 
     def after_item(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                    item: ActivityRecord) -> None:
@@ -248,14 +296,19 @@ class Maps(Feature):
                 ).with_changes(input=latest.input, retry_base=latest.attempt)
                 fresh = self.store.create_activity(record)
         # Created first, read second (a cancel, a failure or the map's end that landed
-        # in between is seen here, and the item is not launched).
-        current = self.core.workflow(wx)
+        # in between is seen here, and the item is not launched); a read begun after
+        # the create, shared with the run's other items in this process.
+        current = self.core.workflow_after(wx)
         spec = defn.activity(name)
-        if not flow.proceeds(current) or (
+        # A follow-up from before a redrive (a late replay) created for its generation:
+        # the redrive starts this item itself, of its own generation.
+        stale = current.redrives != wf.redrives
+        if stale or not flow.proceeds(current) or (
                 spec.on_failure is not None and not self.map_running(current, name)):
             if fresh:
                 self.core.stop_activity(record, defn, ask_running=False)
-            self.core.settle(wx)
+            if not stale:
+                self.core.settle(wx)
             return True
         self.core.advance(current, defn, iname, record.attempt)
         return True
@@ -274,8 +327,11 @@ class Maps(Feature):
                           name: str) -> bool:
         if not spec.tolerated_failures:
             return True
-        items = map_items(self.store.list_activities(wf.workflow_exec_id, items_prefix(name)),
-                          name)
+        with self._lock:
+            known = self._lists.get((wf.workflow_exec_id, name, wf.redrives))
+        items = map_items(self.store.list_activities(
+            wf.workflow_exec_id, items_prefix(name),
+            map_size=None if known is None else len(known)), name)
         return sum(1 for a in items.values() if item_failed(a, spec)) \
             > spec.tolerated_failures
 
@@ -286,7 +342,8 @@ class Maps(Feature):
         if node is None or node.state is not A.RUNNING or not node.map_size:
             return
         spec = defn.activity(name)
-        items = map_items(self.store.list_activities(wx, items_prefix(name)), name)
+        items = map_items(self.store.list_activities(wx, items_prefix(name),
+                                                     map_size=node.map_size), name)
         if any(a.state is None or not a.state.is_terminal for a in items.values()):
             return  # an item retried by hand after its lane ended: its end comes back here
         failed = [i for i, a in sorted(items.items()) if item_failed(a, spec)]
@@ -334,7 +391,8 @@ class Maps(Feature):
             for lane in self.store.pending_dependencies(wx, lane_edges(name), limit=None):
                 self.store.delete_dependency(wx, lane_edges(name), lane)
         if stop_items:
-            for item in self.store.list_activities(wx, items_prefix(name)):
+            for item in self.store.list_activities(wx, items_prefix(name),
+                                                   map_size=node.map_size):
                 self.core.stop_activity(item, defn, ask_running=True)
         if path[-1] is not A.CANCELLED:
             self.core.after(moved)
@@ -355,45 +413,5 @@ class Maps(Feature):
             if spec.map_over is None or node is None or node.state is not A.RUNNING \
                     or not node.map_size:
                 continue
-            repaired |= self.repair_map(wf, defn, node, map_items(acts, spec.name))
-        return repaired
-
-    def repair_map(self, wf: WorkflowRecord, defn: WorkflowDefinition, node: ActivityRecord,
-                   items: dict[int, ActivityRecord]) -> bool:
-        name, size = node.activity_name, int(node.map_size or 0)
-        spec = defn.activity(name)
-        width = lanes(spec, size)
-        gen = generation(node)
-        pending = set(self.store.pending_dependencies(wf.workflow_exec_id, lane_edges(name),
-                                                      limit=None))
-        unstarted: list[int] = []
-        repaired = False
-        for lane in range(width):
-            mine = [j for j in range(lane, size, width)
-                    if j in items and generation(items[j]) >= gen]
-            if not mine:
-                if any(j not in items or items[j].state is not A.COMPLETED
-                       for j in range(lane, size, width)):
-                    unstarted.append(lane)
-                continue
-            act = items[mine[-1]]
-            state = act.state or A.REQUESTED
-            if not state.is_terminal:
-                due = not (act.not_before_epoch or 0) > self.core.clock()
-                if (state is A.REQUESTED and due) or (state is A.READY and spec.launcher.is_push):
-                    self.core.advance(wf, defn, act.activity_name, act.attempt, state)
-                    repaired = True
-                continue
-            rest = range(mine[-1] + width, size, width)
-            broken = retries_left(act, spec) or any(
-                j not in items or items[j].state is not A.COMPLETED for j in rest)
-            if broken or str(lane) in pending:  # a lost chain step, retry or lane end
-                self.after_item(wf, defn, act)
-                repaired = True
-        if unstarted:
-            self.start_lanes(wf, defn, name, size, unstarted)
-            repaired = True
-        elif not pending and not repaired:
-            self.finish_map(wf, defn, name)  # every lane ended; the map's end was lost
-            repaired = True
+            repaired |= repair_map(self, wf, defn, node, map_items(acts, spec.name))
         return repaired

@@ -127,6 +127,9 @@ class Redrive(Feature):
                    "error": REMOVE}
         if parent is not None:  # the adopting attempt, in the same write as the move
             changes["parent_activity_exec_id"] = parent
+        if wf.input_apart:
+            # Its input, kept apart, must not expire while it runs again: off first.
+            self.store.expire_workflow_data(wx, None)
         try:
             moved = self.store.move_workflow(
                 wx, REDRIVABLE, W.RUNNING, changes,

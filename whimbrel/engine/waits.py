@@ -70,7 +70,7 @@ class Timer(WaitKind):
         error: str | None = None
         try:
             if spec.launcher.config.get("until_input"):
-                waits.timer_until(spec, activity_input(wf, spec))
+                waits.timer_until(spec, activity_input(core, wf, spec))
         except InvalidInput as exc:
             verb, output, error = Transition.FAILED, None, str(exc)
         try:
@@ -117,7 +117,7 @@ class Waits(Feature):
               changes: dict[str, Any]) -> None:
         if spec.launcher.kind not in self.kinds:
             return
-        due = waits.deadline(spec, now, activity_input(wf, spec))
+        due = waits.deadline(spec, now, activity_input(self.core, wf, spec))
         changes["timer_epoch"] = due if due is not None else REMOVE
         changes["waiting_for"] = waits.waiting_for(spec, due)
         if waits.approvers(spec):
@@ -166,11 +166,11 @@ class Waits(Feature):
         return repaired
 
 
-def activity_input(wf: WorkflowRecord, spec: ActivityDefinition) -> Any:
+def activity_input(core: Core, wf: WorkflowRecord, spec: ActivityDefinition) -> Any:
     """The activity's input (the run's input, its static input over it); None when the
     stored input is not JSON (a raw client's row)."""
     try:
-        workflow_input = decode_payload(wf.input, field="input")
+        workflow_input = decode_payload(core.run_input(wf), field="input")
     except InvalidInput:
         workflow_input = None
     return waits.merge_input(workflow_input, spec.input)

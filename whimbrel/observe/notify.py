@@ -1,5 +1,5 @@
-"""The notify consumer: stream records of ``workflow_exec`` and ``activity_exec`` in,
-events out, each exactly once (docs/events.md).
+"""The notify consumer: stream records of ``workflow_exec``, ``activity_exec`` and
+``map_item`` (a map's items) in, events out, each exactly once (docs/events.md).
 
 For one record :class:`Notifier` decides from the item's old and new image which facts
 it announces — a run ended, an attempt failed for good (``rules.failed_for_good``), a

@@ -17,6 +17,7 @@ from typing import Any
 
 from whimbrel.contract import ddbjson
 from whimbrel.contract.ddbjson import from_ddb, number
+from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.records import REMOVE, ActivityRecord, Change, WorkflowRecord
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.store import specs
@@ -113,8 +114,14 @@ def encode_fields(record: Any, *, skip: Iterable[str] = ()) -> Item:
 
 
 def activity_record(item: Mapping[str, AttrValue]) -> ActivityRecord:
-    """An ``activity_exec`` item (whole, or as an index projects it) as a record."""
+    """An ``activity_exec`` or ``map_item`` item (whole, or as an index projects it) as
+    a record."""
     data = decode_fields(specs.ACTIVITY_EXEC, item, _ACTIVITY_FIELDS)
+    if "workflow_exec_id" not in data and "activity_exec_id" in data:
+        # An index entry of map_item projects its keys, which do not hold the run's id
+        # as such; the attempt's id does.
+        data["workflow_exec_id"] = parse_activity_exec_id(data["activity_exec_id"]) \
+            .workflow_exec_id
     state = data.pop("state", None)
     data.setdefault("activity_name", "")
     data.setdefault("workflow_name", "")

@@ -18,7 +18,8 @@ from whimbrel.contract.ids import shard_of
 from whimbrel.contract.records import REMOVE, Changes
 from whimbrel.store import specs
 
-__all__ = ["day_key", "fan_out", "index_changes", "name_state_key", "rejection_key"]
+__all__ = ["day_key", "fan_out", "index_changes", "item_partition", "name_state_key",
+           "rejection_key"]
 
 
 def name_state_key(workflow_name: str, state: str, workflow_exec_id: str) -> str:
@@ -37,6 +38,12 @@ def day_key(workflow_exec_id: str) -> str:
 def rejection_key(day: str, rejection_id: str) -> str:
     """The ``rejection`` table's hash key of a rejection of ``day``."""
     return specs.day_key(day, shard_of(rejection_id, specs.REJECTION_SHARDS))
+
+
+def item_partition(workflow_exec_id: str, map_name: str, index: int) -> str:
+    """The ``map_item`` hash key of item ``index`` of a run's map (all its attempts):
+    consecutive items, which run at the same time, land on different keys."""
+    return specs.map_item_key(workflow_exec_id, map_name, index % specs.MAP_ITEM_PARTITIONS)
 
 
 def index_changes(changes: Changes, activity_exec_id: str | None = None,

@@ -7,35 +7,33 @@ the loser gets :class:`~whimbrel.contract.errors.StateConflict` with ``current``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from whimbrel.contract.errors import StateConflict
-from whimbrel.contract.ids import parse_activity_exec_id, shard_of
-from whimbrel.contract.records import (
-    ActivityRecord,
-    Change,
-    Changes,
-    Due,
-    WorkflowRecord,
-)
-from whimbrel.contract.states import ActivityState, WorkflowState
+from whimbrel.contract.ids import shard_of
+from whimbrel.contract.records import REMOVE, Change, Changes, WorkflowRecord
+from whimbrel.contract.states import WorkflowState
 from whimbrel.store import specs
+from whimbrel.store.attempts import AttemptTables
 from whimbrel.store.codec import (
     Expression,
-    Item,
-    activity_record,
+    payload_text,
     record_item,
     to_ddb,
     workflow_record,
 )
 from whimbrel.store.errors import ConditionLost
 from whimbrel.store.keys import day_key, fan_out, index_changes, name_state_key
-from whimbrel.store.lean import RequestObserver, RetryObserver
+from whimbrel.store.plumbing import CAPACITY, Client, Write
 
 __all__ = ["Client", "RunTables", "WorkflowKeyPage", "Write", "index_changes",
            "name_state_key"]
+
+_CAPACITY = CAPACITY
+#: The ``part`` of a run's input in ``workflow_exec_data``.
+INPUT_PART = "input"
 
 
 @dataclass(frozen=True)
@@ -47,98 +45,11 @@ class WorkflowKeyPage:
     last_key: dict[str, Any] | None
 
 
-class Client(Protocol):
-    """What the tables need of a transport (``whimbrel.store.transport.Transport``)."""
+class RunTables(AttemptTables):
+    """Executions, attempts and edges of one table prefix. Thread-safe."""
 
-    observers: list[RequestObserver]
-    retry_observers: list[RetryObserver]
-
-    def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]: ...
-
-
-#: (operation, logical table, thunk) -> result; runs the write-hooks around the thunk.
-Write = Callable[[str, str, Callable[[], Any]], Any]
-
-_CAPACITY = {"ReturnConsumedCapacity": "INDEXES"}
-
-
-class RunTables:
-    """Executions and edges of one table prefix. Thread-safe."""
-
-    #: Shards of the sparse ``timers`` and ``reconcile`` indexes.
-    timer_shards: tuple[str, ...] = tuple(str(i) for i in range(specs.TIMER_SHARDS))
+    #: Shards of the sparse ``reconcile`` index (``timer_shards``: ``AttemptTables``).
     check_shards: tuple[str, ...] = tuple(str(i) for i in range(specs.RECONCILE_SHARDS))
-
-    def __init__(self, client: Client, prefix: str, write: Write) -> None:
-        self.client = client
-        self._write = write
-        self.workflow_table = specs.WORKFLOW_EXEC.table_name(prefix)
-        self.activity_table = specs.ACTIVITY_EXEC.table_name(prefix)
-        self.edge_table = specs.ACTIVITY_EXEC_DEPENDENCY.table_name(prefix)
-
-    # -- plumbing ------------------------------------------------------------------------
-
-    def _put_new(self, table: str, logical: str, item: Item, key_attr: str) -> bool:
-        expr = Expression()
-        params = expr.params(TableName=table, Item=item,
-                             ConditionExpression=expr.missing(key_attr), **_CAPACITY)
-        try:
-            self._write("PutItem", logical, lambda: self.client.call("PutItem", params))
-        except ConditionLost:
-            return False
-        return True
-
-    def _get(self, table: str, key: Item) -> Item | None:
-        resp = self.client.call("GetItem", {"TableName": table, "Key": key,
-                                            "ConsistentRead": True, **_CAPACITY})
-        item: Item | None = resp.get("Item")
-        return item
-
-    def _query(self, params: dict[str, Any], limit: int | None = None) -> Iterator[Item]:
-        params = {**params, **_CAPACITY}
-        left = limit
-        while True:
-            if left is not None:
-                params["Limit"] = left
-            resp = self.client.call("Query", params)
-            items: list[Item] = resp.get("Items", [])
-            yield from items
-            if left is not None:
-                left -= len(items)
-                if left <= 0:
-                    return
-            start = resp.get("LastEvaluatedKey")
-            if not start:
-                return
-            params["ExclusiveStartKey"] = start
-
-    def _update(self, logical: str, table: str, key: Item, expr: Expression, update: str,
-                condition: str) -> Item:
-        """One conditional UpdateItem; returns the new image.
-
-        Raises:
-            ConditionLost: with the item as it is now.
-        """
-        params = expr.params(TableName=table, Key=key, UpdateExpression=update,
-                             ConditionExpression=condition, ReturnValues="ALL_NEW",
-                             ReturnValuesOnConditionCheckFailure="ALL_OLD", **_CAPACITY)
-        resp = self._write("UpdateItem", logical, lambda: self.client.call("UpdateItem", params))
-        attributes: Item = resp["Attributes"]
-        return attributes
-
-    def _activity_conflict(self, lost: ConditionLost, activity_exec_id: str,
-                           expected: str | list[str], transition: str | None) -> StateConflict:
-        current = activity_record(lost.item) if lost.item else None
-        return StateConflict(expected=expected,
-                             actual=current.state.value if current and current.state else None,
-                             activity_exec_id=activity_exec_id, transition=transition,
-                             current=current)
-
-    @staticmethod
-    def _activity_key(activity_exec_id: str) -> Item:
-        key = parse_activity_exec_id(activity_exec_id)
-        return {"workflow_exec_id": {"S": key.workflow_exec_id},
-                "activity_exec_id": {"S": activity_exec_id}}
 
     # -- workflow executions ---------------------------------------------------------------
 
@@ -151,12 +62,45 @@ class RunTables:
                                                   record.workflow_exec_id)}
         if record.created_day:
             item["created_day"] = {"S": day_key(record.workflow_exec_id)}
+        if record.input is not None and len(record.input.encode()) > specs.INLINE_INPUT_BYTES:
+            # A large input is kept apart, written first: whoever reads the run's item
+            # (which says input_apart) finds it. attribute_not_exists: a replayed start
+            # writes nothing, and a request id re-used for another run cannot replace the
+            # input of the run it started.
+            self._put_new(self.data_table, "workflow_exec_data", {
+                "workflow_exec_id": {"S": record.workflow_exec_id},
+                "part": {"S": INPUT_PART}, "input": {"S": record.input}}, "part")
+            del item["input"]
+            item["input_apart"] = {"BOOL": True}
         # The id is derived from the request id: only the first start creates it.
         return self._put_new(self.workflow_table, "workflow_exec", item, "workflow_exec_id")
 
     def get_workflow(self, workflow_exec_id: str) -> WorkflowRecord | None:
         item = self._get(self.workflow_table, {"workflow_exec_id": {"S": workflow_exec_id}})
         return workflow_record(item) if item else None
+
+    def workflow_input(self, workflow_exec_id: str) -> str | None:
+        """The input of a run whose item says ``input_apart`` (one consistent GetItem;
+        it never changes, so a caller may keep it)."""
+        item = self._get(self.data_table, {"workflow_exec_id": {"S": workflow_exec_id},
+                                           "part": {"S": INPUT_PART}})
+        return payload_text(item["input"]) if item and "input" in item else None
+
+    def expire_workflow_data(self, workflow_exec_id: str, expires: float | None) -> None:
+        """Give a run's kept-apart input the expiry of its run (None: none)."""
+        expr = Expression()
+        params = expr.params(
+            TableName=self.data_table, **CAPACITY,
+            Key={"workflow_exec_id": {"S": workflow_exec_id}, "part": {"S": INPUT_PART}},
+            UpdateExpression=expr.update({"expires_epoch": REMOVE if expires is None
+                                          else expires}),
+            # Only an item that exists: never create a stub of a run's data.
+            ConditionExpression=expr.exists("part"))
+        try:
+            self._write("UpdateItem", "workflow_exec_data",
+                        lambda: self.client.call("UpdateItem", params))
+        except ConditionLost:
+            pass
 
     def move_workflow(self, workflow_exec_id: str, expected: Collection[WorkflowState],
                       new_state: WorkflowState, changes: Changes, *, now: float,
@@ -263,124 +207,6 @@ class RunTables:
         keys = [(float(h["created_epoch"]["N"]), h["workflow_exec_id"]["S"])
                 for h in resp.get("Items", [])]
         return WorkflowKeyPage(keys, resp.get("LastEvaluatedKey"))
-
-    # -- activity executions -----------------------------------------------------------------
-
-    def create_activity(self, record: ActivityRecord) -> bool:
-        if record.timer_epoch is not None:
-            record = replace(record, **index_changes({"timer_epoch": record.timer_epoch},
-                                                     record.activity_exec_id))
-        # Ids are deterministic (workflow, activity, attempt): a replayed start or retry
-        # finds the row and must not reset its state.
-        return self._put_new(self.activity_table, "activity_exec", record_item(record),
-                             "activity_exec_id")
-
-    def create_claimable(self, record: ActivityRecord) -> bool:
-        """Create an attempt that is READY to be claimed (claim keys derived here)."""
-        keys = index_changes({"claimable": (record.workflow_name, record.activity_name)},
-                             record.activity_exec_id)
-        return self.create_activity(replace(record, **keys))
-
-    def try_set_activity(self, activity_exec_id: str, changes: Changes, *,
-                         states: Collection[ActivityState]) -> bool:
-        """``set_activity`` that reports a refused condition as False."""
-        try:
-            self.set_activity(activity_exec_id, changes, states=states)
-        except StateConflict:
-            return False
-        return True
-
-    def get_activity(self, activity_exec_id: str) -> ActivityRecord | None:
-        item = self._get(self.activity_table, self._activity_key(activity_exec_id))
-        return activity_record(item) if item else None
-
-    def list_activities(self, workflow_exec_id: str,
-                        prefix: str | None = None) -> list[ActivityRecord]:
-        """Every attempt of every activity of one execution: one consistent Query. With
-        ``prefix``, only those whose activity name starts so (``"load:"``: the attempts
-        of ``load``; ``"m#"``: the items of map ``m``)."""
-        params: dict[str, Any] = {
-            "TableName": self.activity_table, "ConsistentRead": True,
-            "KeyConditionExpression": "workflow_exec_id = :w",
-            "ExpressionAttributeValues": {":w": {"S": workflow_exec_id}}}
-        if prefix:
-            params["KeyConditionExpression"] += " AND begins_with(activity_exec_id, :p)"
-            params["ExpressionAttributeValues"][":p"] = {"S": f"{workflow_exec_id}:{prefix}"}
-        return [activity_record(i) for i in self._query(params)]
-
-    def move_activity(self, activity_exec_id: str, expected: ActivityState,
-                      path: Sequence[ActivityState], changes: Changes, *, now: float,
-                      actor: str, due_by: float | None = None,
-                      claimed: bool = False) -> ActivityRecord:
-        changes = index_changes(changes, activity_exec_id)
-        expr = Expression()
-        final = path[-1]
-        update = expr.update({**changes, "state": final.value, "updated_epoch": now},
-                             append={"history": [Change(s.value, now, actor) for s in path]})
-        # state = :expected is the whole contract: one winner per move (and per path of
-        # moves one actor makes in one write; a missing item has no state).
-        condition = expr.equals("state", expected.value)
-        if due_by is not None:
-            # The deadline the sweep saw must still hold: a heartbeat that landed since
-            # pushed deadline_epoch forward (it never moves the timers entry) and wins;
-            # so does a re-arm that pushed timer_epoch.
-            condition += " AND " + expr.at_most("timer_epoch", due_by)
-            condition += (f" AND ({expr.missing('deadline_epoch')} OR "
-                          f"{expr.at_most('deadline_epoch', due_by)})")
-        if claimed:
-            # A claim takes only what is still in the claimable index: a suspend took
-            # it out (and an index read may lag behind).
-            condition += " AND " + expr.exists("claim_key")
-        try:
-            return activity_record(self._update(
-                "activity_exec", self.activity_table, self._activity_key(activity_exec_id),
-                expr, update, condition))
-        except ConditionLost as lost:
-            raise self._activity_conflict(lost, activity_exec_id, expected.value,
-                                          final.value) from None
-
-    def set_activity(self, activity_exec_id: str, changes: Changes, *,
-                     states: Collection[ActivityState]) -> ActivityRecord:
-        expr = Expression()
-        update = expr.update(index_changes(changes, activity_exec_id))
-        # Attributes other than the state, only while the state is one of ``states``
-        # (e.g. a heartbeat only while the activity runs; never on a TIMED_OUT one).
-        condition = expr.one_of("state", sorted(s.value for s in states))
-        try:
-            return activity_record(self._update(
-                "activity_exec", self.activity_table, self._activity_key(activity_exec_id),
-                expr, update, condition))
-        except ConditionLost as lost:
-            raise self._activity_conflict(lost, activity_exec_id,
-                                          sorted(s.value for s in states), None) from None
-
-    def due_timers(self, now: float, limit: int, shard: str | None = None) -> list[Due]:
-        """Armed deadlines at or before ``now``, oldest first: at most ``limit`` of shard
-        ``shard`` (one Query), or of every shard (read at once) when None. The cost grows
-        with what is due, not with what runs (the index is sparse)."""
-        def one(k: str) -> list[Due]:
-            return [Due(hit["workflow_exec_id"]["S"], hit["activity_exec_id"]["S"])
-                    for hit in self._query({
-                        "TableName": self.activity_table, "IndexName": "timers",
-                        "KeyConditionExpression": "timer_shard = :s AND timer_epoch <= :n",
-                        "ExpressionAttributeValues": {":s": {"S": k}, ":n": to_ddb(now)},
-                    }, limit=limit)]
-        if shard is not None:
-            return one(shard)
-        return [d for part in fan_out(one, self.timer_shards) for d in part]
-
-    def claimable(self, shard: str, key_prefix: str, limit: int) -> list[ActivityRecord]:
-        """READY external attempts of one shard, as partial records (what the index
-        projects). Eventually consistent: a hit may already be taken."""
-        cond = "claim_shard = :s"
-        values: dict[str, Any] = {":s": {"S": shard}}
-        if key_prefix:
-            cond += " AND begins_with(claim_key, :p)"
-            values[":p"] = {"S": key_prefix}
-        return [activity_record(i) for i in self._query({
-            "TableName": self.activity_table, "IndexName": "claimable",
-            "KeyConditionExpression": cond, "ExpressionAttributeValues": values},
-            limit=limit)]
 
     # -- fan-in edges ------------------------------------------------------------------------
 

@@ -53,6 +53,16 @@ SCHEDULE_SHARDS = 4
 SWEEP_LEASES = 32
 #: The lease of the one ``whimbrel dev`` that pumps a prefix's streams.
 DEV_LEASE_ID = "dev"
+#: Partitions of one map's items in ``map_item``: item ``i`` of map ``m`` of run ``wx``
+#: (every attempt of it) lives under ``<wx>/<m>/<i mod MAP_ITEM_PARTITIONS>``, so its
+#: place follows from its id alone. An item takes ~3 WCU; 16 keys let one map take
+#: 16,000 WCU/s, ~5,300 items/s at AWS's 1,000 WCU/s per key (docs/architecture.md,
+#: "Maps"). Changing it moves every item: it is part of the schema.
+MAP_ITEM_PARTITIONS = 16
+#: A run's input larger than this (bytes of JSON) is kept apart, in ``workflow_exec_data``,
+#: so the run's item that every guard reads stays one 4 KB read unit (a strongly
+#: consistent read of up to 4 KB is 1 RCU); smaller inputs stay on the run's item.
+INLINE_INPUT_BYTES = 1024
 #: The one value of a definition's ``catalog`` attribute: every definition item is in
 #: the ``all_names`` index, so the registered names are one Query away (never a Scan).
 CATALOG = "definitions"
@@ -168,7 +178,7 @@ WORKFLOW_EXEC = TableSpec(
         "source created_epoch:N created_day updated_epoch:N ended_epoch:N name_state "
         "check_shard check_epoch:N request_expires_epoch:N history:H expires_epoch:N "
         "parent_activity_exec_id redrive_count:I redriven_epoch:N redrive_ready:I roots_ready:N "
-        "ended_by output:J traceparent"),
+        "ended_by output:J traceparent input_apart:BOOL"),
     indexes=(
         IndexSpec(
             "by_day",
@@ -197,48 +207,80 @@ WORKFLOW_EXEC = TableSpec(
     # For the notify consumer (workflow ends); old images let its filter pass only the
     # write that ended the run. A stream costs no write capacity.
     stream="NEW_AND_OLD_IMAGES",
-    purpose="One item per workflow execution.",
+    purpose="One item per workflow execution: its state, small enough that a guard's "
+    "consistent read of it is one read unit (a large input is kept in workflow_exec_data).",
+)
+
+WORKFLOW_EXEC_DATA = TableSpec(
+    "workflow_exec_data",
+    Key("workflow_exec_id"),
+    Key("part"),
+    attributes=attributes("workflow_exec_id part input:J expires_epoch:N"),
+    purpose="A run's large attributes, apart from its state item (which says "
+    "input_apart = true): part 'input' holds an input of more than INLINE_INPUT_BYTES. "
+    "Read where it is needed (an activity's input, the map over the input, the run's "
+    "status), once per process; it expires with its run.",
+)
+
+_ACTIVITY_ATTRIBUTES = (
+    "workflow_exec_id activity_exec_id activity_name workflow_name attempt:I "
+    "workflow_version:I state output:J error error_type created_epoch:N "
+    "updated_epoch:N started_epoch:N ended_epoch:N heartbeat_epoch:N "
+    "heartbeat_timeout_seconds:N close_epoch:N deadline_epoch:N not_before_epoch:N "
+    "timer_shard "
+    "timer_epoch:N claim_shard claim_key worker history:H expires_epoch:N input:J "
+    "map_size:I called_by redrive_count:I retry_base:I waiting_for approvers:SL "
+    "held_epoch:N child_workflow_exec_id late_output:J late_error late_epoch:N "
+    "retry_created:I ends_workflow:BOOL traceparent")
+
+#: The sparse indexes of attempts, alike on ``activity_exec`` and ``map_item`` (a sweep
+#: and a claim read both tables' shards).
+_ATTEMPT_INDEXES = (
+    IndexSpec(
+        "timers",
+        Key("timer_shard"),
+        Key("timer_epoch", "N"),
+        purpose="sparse: present only while a deadline is armed (heartbeat of a "
+        "running activity, or the not-before time of a retry); a heartbeat moves "
+        "only deadline_epoch, never this entry: the sweep re-arms it when it finds "
+        "the real deadline later than the armed one",
+    ),
+    IndexSpec(
+        "claimable",
+        Key("claim_shard"),
+        Key("claim_key"),
+        projection="INCLUDE",
+        # What a claimer needs to write READY -> RUNNING without reading the item
+        # first (one round trip less per pulled activity; the move stays conditional).
+        non_key_attributes=("state", "activity_name", "workflow_name", "workflow_version",
+                            "attempt", "heartbeat_timeout_seconds"),
+        purpose="sparse: present only while an external activity is READY to be claimed",
+    ),
 )
 
 ACTIVITY_EXEC = TableSpec(
     "activity_exec",
     Key("workflow_exec_id"),
     Key("activity_exec_id"),
-    attributes=attributes(
-        "workflow_exec_id activity_exec_id activity_name workflow_name attempt:I "
-        "workflow_version:I state output:J error error_type created_epoch:N "
-        "updated_epoch:N started_epoch:N ended_epoch:N heartbeat_epoch:N "
-        "heartbeat_timeout_seconds:N close_epoch:N deadline_epoch:N not_before_epoch:N "
-        "timer_shard "
-        "timer_epoch:N claim_shard claim_key worker history:H expires_epoch:N input:J "
-        "map_size:I called_by redrive_count:I retry_base:I waiting_for approvers:SL "
-        "held_epoch:N child_workflow_exec_id late_output:J late_error late_epoch:N "
-        "retry_created:I ends_workflow:BOOL traceparent"),
-    indexes=(
-        IndexSpec(
-            "timers",
-            Key("timer_shard"),
-            Key("timer_epoch", "N"),
-            purpose="sparse: present only while a deadline is armed (heartbeat of a "
-            "running activity, or the not-before time of a retry); a heartbeat moves "
-            "only deadline_epoch, never this entry: the sweep re-arms it when it finds "
-            "the real deadline later than the armed one",
-        ),
-        IndexSpec(
-            "claimable",
-            Key("claim_shard"),
-            Key("claim_key"),
-            projection="INCLUDE",
-            # What a claimer needs to write READY -> RUNNING without reading the item
-            # first (one round trip less per pulled activity; the move stays conditional).
-            non_key_attributes=("state", "activity_name", "workflow_name", "workflow_version",
-                                "attempt", "heartbeat_timeout_seconds"),
-            purpose="sparse: present only while an external activity is READY to be claimed",
-        ),
-    ),
+    attributes=attributes(_ACTIVITY_ATTRIBUTES),
+    indexes=_ATTEMPT_INDEXES,
     # For the notify consumer (failures for good, waits that start), as above.
     stream="NEW_AND_OLD_IMAGES",
-    purpose="One item per activity attempt, in its workflow's partition.",
+    purpose="One item per activity attempt, in its workflow's partition (a map's items "
+    "are in map_item).",
+)
+
+MAP_ITEM = TableSpec(
+    "map_item",
+    Key("item_partition"),
+    Key("activity_exec_id"),
+    attributes=attributes(_ACTIVITY_ATTRIBUTES + " item_partition"),
+    indexes=_ATTEMPT_INDEXES,
+    stream="NEW_AND_OLD_IMAGES",
+    purpose="One item per attempt of a map's item (<wx>:<map>#<i>:<attempt>), the same "
+    "attributes as activity_exec, in partitions of their own: item_partition = "
+    "'<wx>/<map>/<i mod MAP_ITEM_PARTITIONS>', so one run's wide map is not one "
+    "partition and an item's place follows from its id.",
 )
 
 ACTIVITY_EXEC_DEPENDENCY = TableSpec(
@@ -326,7 +368,9 @@ TABLES: tuple[TableSpec, ...] = (
     WORKFLOW_DEFINITION,
     WORKFLOW_REQUEST,
     WORKFLOW_EXEC,
+    WORKFLOW_EXEC_DATA,
     ACTIVITY_EXEC,
+    MAP_ITEM,
     ACTIVITY_EXEC_DEPENDENCY,
     ACTIVITY_EVENT,
     REJECTION,
@@ -363,6 +407,11 @@ def by_day_key(shard: int | str) -> str:
 def sweep_lease_id(shard: int) -> str:
     """The lease whose holder sweeps shard ``shard`` of every sparse index."""
     return f"sweep#{shard % SWEEP_LEASES}"
+
+
+def map_item_key(workflow_exec_id: str, map_name: str, partition: int | str) -> str:
+    """The ``map_item`` hash key of partition ``partition`` of a run's map."""
+    return f"{workflow_exec_id}/{map_name}/{partition}"
 
 
 def table_spec(logical_name: str) -> TableSpec:
@@ -490,30 +539,42 @@ NOTIFY_WORKFLOW_CONSUMER = StreamConsumerSpec(
     ),
 )
 
+#: Which writes of an attempt can be events (``activity_exec`` and ``map_item`` alike).
+_ATTEMPT_EVENTS: tuple[Mapping[str, Any], ...] = (
+    # The write that failed or timed out an attempt, unless it had been asked to stop
+    # (CANCELLED_RUNNING) or had ended already (a late attribute update).
+    {"eventName": ["MODIFY"],
+     "dynamodb": {"NewImage": {"state": {"S": _FAILED}},
+                  "OldImage": {"state": {"S": [{"anything-but": [
+                      *_FAILED, ActivityState.CANCELLED_RUNNING.value]}]}}}},
+    # The write that made a wait READY (waiting_for set), or created it READY.
+    {"eventName": ["MODIFY"],
+     "dynamodb": {"NewImage": _WAITING,
+                  "OldImage": {"state": {"S": [{"anything-but": _READY}]}}}},
+    {"eventName": ["INSERT"], "dynamodb": {"NewImage": _WAITING}},
+)
+
 NOTIFY_ACTIVITY_CONSUMER = StreamConsumerSpec(
     name="notify_activity",
     table=ACTIVITY_EXEC,
     handler=NOTIFY_HANDLER,
     function=NOTIFY_FUNCTION,
-    filter_patterns=(
-        # The write that failed or timed out an attempt, unless it had been asked to stop
-        # (CANCELLED_RUNNING) or had ended already (a late attribute update).
-        {"eventName": ["MODIFY"],
-         "dynamodb": {"NewImage": {"state": {"S": _FAILED}},
-                      "OldImage": {"state": {"S": [{"anything-but": [
-                          *_FAILED, ActivityState.CANCELLED_RUNNING.value]}]}}}},
-        # The write that made a wait READY (waiting_for set), or created it READY.
-        {"eventName": ["MODIFY"],
-         "dynamodb": {"NewImage": _WAITING,
-                      "OldImage": {"state": {"S": [{"anything-but": _READY}]}}}},
-        {"eventName": ["INSERT"], "dynamodb": {"NewImage": _WAITING}},
-    ),
+    filter_patterns=_ATTEMPT_EVENTS,
+)
+
+NOTIFY_MAP_ITEM_CONSUMER = StreamConsumerSpec(
+    name="notify_map_item",
+    table=MAP_ITEM,
+    handler=NOTIFY_HANDLER,
+    function=NOTIFY_FUNCTION,
+    filter_patterns=_ATTEMPT_EVENTS,
 )
 
 #: The consumers of the events feature (deployed with it; local only with an events file).
 NOTIFY_CONSUMERS: tuple[StreamConsumerSpec, ...] = (
     NOTIFY_WORKFLOW_CONSUMER,
     NOTIFY_ACTIVITY_CONSUMER,
+    NOTIFY_MAP_ITEM_CONSUMER,
 )
 
 #: The consumers that run the engine (the Simple Lambda API).

@@ -1,0 +1,319 @@
+"""Activity attempts: ``activity_exec`` (a run's activities, in the run's partition) and
+``map_item`` (a map's items, in partitions of their own).
+
+Where an attempt lives follows from its id (``<wx>:<activity>:<attempt>``): an item of
+a map (``<wx>:<map>#<i>:<attempt>``) is in ``map_item`` under
+``<wx>/<map>/<i mod MAP_ITEM_PARTITIONS>``, any other attempt in ``activity_exec`` under
+``<wx>``. So ``get_activity`` is one GetItem and every write one UpdateItem, as before,
+and a wide map spreads its writes over ``MAP_ITEM_PARTITIONS`` keys instead of its run's
+one (docs/architecture.md, "Maps").
+
+Maps expanded before ``map_item`` existed keep their items in the run's partition. The
+store tells them apart without any marker: an item id read or written where it should be
+and not found there is looked for in the run's partition (one more request, only on such
+a miss); an item is created in the run's partition when its map already has items there
+(one Query per map and process, remembered). Listings read both places.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from whimbrel.contract.dataflow import items_prefix, split_item
+from whimbrel.contract.errors import StateConflict
+from whimbrel.contract.ids import parse_activity_exec_id
+from whimbrel.contract.records import ActivityRecord, Change, Changes, Due
+from whimbrel.contract.states import ActivityState
+from whimbrel.store import specs
+from whimbrel.store.codec import Expression, Item, activity_record, record_item, to_ddb
+from whimbrel.store.errors import ConditionLost
+from whimbrel.store.keys import fan_out, index_changes, item_partition
+from whimbrel.store.plumbing import Client, Tables, Write
+
+__all__ = ["AttemptTables", "Place"]
+
+#: Maps this store remembers the place of (their items beside the run or apart).
+KNOWN_MAPS = 4096
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where one attempt is (or is to be) stored."""
+
+    logical: str
+    table: str
+    key: Item
+
+
+class AttemptTables(Tables):
+    """Attempts of one table prefix. Thread-safe."""
+
+    #: Shards of the sparse ``timers`` index (of both tables).
+    timer_shards: tuple[str, ...] = tuple(str(i) for i in range(specs.TIMER_SHARDS))
+
+    def __init__(self, client: Client, prefix: str, write: Write) -> None:
+        super().__init__(client, prefix, write)
+        # (run, map) -> True: its items are in the run's partition (expanded before
+        # map_item existed); False: in map_item. Learnt, never guessed.
+        self._beside: OrderedDict[tuple[str, str], bool] = OrderedDict()
+        self._beside_lock = threading.Lock()
+
+    # -- places ------------------------------------------------------------------------
+
+    def _places(self, activity_exec_id: str) -> list[Place]:
+        """Where ``activity_exec_id`` may be, the likelier place first."""
+        key = parse_activity_exec_id(activity_exec_id)
+        wx, aeid = key.workflow_exec_id, {"S": activity_exec_id}
+        run = Place("activity_exec", self.activity_table,
+                    {"workflow_exec_id": {"S": wx}, "activity_exec_id": aeid})
+        base, index = split_item(key.activity_name)
+        if index is None:
+            return [run]
+        own = Place("map_item", self.item_table,
+                    {"item_partition": {"S": item_partition(wx, base, index)},
+                     "activity_exec_id": aeid})
+        beside = self._known_beside(wx, base)
+        return [own, run] if beside is None else [run] if beside else [own]
+
+    def _known_beside(self, wx: str, map_name: str) -> bool | None:
+        with self._beside_lock:
+            return self._beside.get((wx, map_name))
+
+    def _learn_beside(self, wx: str, map_name: str, beside: bool) -> None:
+        with self._beside_lock:
+            self._beside[(wx, map_name)] = beside
+            self._beside.move_to_end((wx, map_name))
+            while len(self._beside) > KNOWN_MAPS:
+                self._beside.popitem(last=False)
+
+    def _items_beside_run(self, wx: str, map_name: str) -> bool:
+        """Whether the items of ``map_name`` are in the run's partition (one consistent
+        Query, Limit 1, the first time this store creates an item of that map)."""
+        known = self._known_beside(wx, map_name)
+        if known is not None:
+            return known
+        found = any(True for _ in self._query(self._run_query(
+            wx, items_prefix(map_name)), limit=1))
+        self._learn_beside(wx, map_name, found)
+        return found
+
+    def _run_query(self, wx: str, prefix: str | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "TableName": self.activity_table, "ConsistentRead": True,
+            "KeyConditionExpression": "workflow_exec_id = :w",
+            "ExpressionAttributeValues": {":w": {"S": wx}}}
+        if prefix:
+            params["KeyConditionExpression"] += " AND begins_with(activity_exec_id, :p)"
+            params["ExpressionAttributeValues"][":p"] = {"S": f"{wx}:{prefix}"}
+        return params
+
+    def _part_query(self, wx: str, map_name: str, k: int,
+                    prefix: str | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "TableName": self.item_table, "ConsistentRead": True,
+            "KeyConditionExpression": "item_partition = :k",
+            "ExpressionAttributeValues": {":k": {"S": specs.map_item_key(wx, map_name, k)}}}
+        if prefix:
+            params["KeyConditionExpression"] += " AND begins_with(activity_exec_id, :p)"
+            params["ExpressionAttributeValues"][":p"] = {"S": f"{wx}:{prefix}"}
+        return params
+
+    # -- creating and reading ------------------------------------------------------------
+
+    def create_activity(self, record: ActivityRecord) -> bool:
+        if record.timer_epoch is not None:
+            record = replace(record, **index_changes({"timer_epoch": record.timer_epoch},
+                                                     record.activity_exec_id))
+        item = record_item(record)
+        place = self._places(record.activity_exec_id)[0]
+        if place.logical == "map_item":
+            base = split_item(record.activity_name)[0]
+            if self._items_beside_run(record.workflow_exec_id, base):
+                place = self._places(record.activity_exec_id)[0]  # now known: the run's
+            else:
+                item["item_partition"] = place.key["item_partition"]
+        # Ids are deterministic (workflow, activity, attempt): a replayed start or retry
+        # finds the row and must not reset its state.
+        return self._put_new(place.table, place.logical, item, "activity_exec_id")
+
+    def create_claimable(self, record: ActivityRecord) -> bool:
+        """Create an attempt that is READY to be claimed (claim keys derived here)."""
+        keys = index_changes({"claimable": (record.workflow_name, record.activity_name)},
+                             record.activity_exec_id)
+        return self.create_activity(replace(record, **keys))
+
+    def get_activity(self, activity_exec_id: str) -> ActivityRecord | None:
+        for place in self._places(activity_exec_id):
+            item = self._get(place.table, place.key)
+            if item:
+                return activity_record(item)
+        return None
+
+    def list_activities(self, workflow_exec_id: str, prefix: str | None = None, *,
+                        map_size: int | None = None) -> list[ActivityRecord]:
+        """Every attempt of every activity of one execution, map items included, in id
+        order: one consistent Query of the run's partition, and one of each partition of
+        each map that has items (in parallel). With ``prefix``, only those whose activity
+        name starts so (``"load:"``: the attempts of ``load``; ``"m#"``: the items of map
+        ``m``, ``map_size`` saying how many it has when known; ``"m#3:"``: item 3's)."""
+        wx = workflow_exec_id
+        base, mark, rest = (prefix or "").partition("#")
+        if prefix and mark:  # a map's items, or one item's attempts
+            index, colon, _ = rest.partition(":")
+            parts = [int(index) % specs.MAP_ITEM_PARTITIONS] if colon and index.isdigit() \
+                else range(min(specs.MAP_ITEM_PARTITIONS, specs.MAP_ITEM_PARTITIONS
+                               if map_size is None else max(map_size, 0)))
+            reads: list[dict[str, Any]] = [self._part_query(wx, base, k, prefix)
+                                           for k in parts]
+            if self._known_beside(wx, base) is not False:
+                reads.append(self._run_query(wx, prefix))
+            return self._records(reads)
+        rows = self._records([self._run_query(wx, prefix)])
+        if prefix:
+            return rows
+        sizes: dict[str, int] = {}
+        beside: set[str] = set()
+        for row in rows:
+            name, number = split_item(row.activity_name)
+            if number is not None:
+                beside.add(name)
+            elif row.map_size:
+                sizes[name] = max(sizes.get(name, 0), row.map_size)
+        reads = [self._part_query(wx, name, k) for name, size in sizes.items()
+                 if self._known_beside(wx, name) is not True
+                 for k in range(min(specs.MAP_ITEM_PARTITIONS, size))]
+        items = self._records(reads)
+        for name in beside:
+            self._learn_beside(wx, name, True)
+        for name in {split_item(a.activity_name)[0] for a in items}:
+            self._learn_beside(wx, name, False)
+        return sorted(rows + items, key=lambda a: a.activity_exec_id) if items else rows
+
+    def _records(self, reads: Sequence[dict[str, Any]]) -> list[ActivityRecord]:
+        parts = fan_out(lambda params: [activity_record(i) for i in self._query(params)],
+                        reads)
+        out = [a for part in parts for a in part]
+        return sorted(out, key=lambda a: a.activity_exec_id) if len(parts) > 1 else out
+
+    # -- moving ----------------------------------------------------------------------------
+
+    def _update_attempt(self, activity_exec_id: str, expr: Expression, update: str,
+                        condition: str) -> Item:
+        """The conditional update at the attempt's place; an item id missing from
+        ``map_item`` is tried in its run's partition (a map from before map_item).
+
+        Raises:
+            ConditionLost: with the item as it is now (None: it exists nowhere).
+        """
+        places = self._places(activity_exec_id)
+        for n, place in enumerate(places):
+            try:
+                return self._update(place.logical, place.table, place.key, expr, update,
+                                    condition)
+            except ConditionLost as lost:
+                if lost.item or n == len(places) - 1:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _activity_conflict(self, lost: ConditionLost, activity_exec_id: str,
+                           expected: str | list[str], transition: str | None) -> StateConflict:
+        current = activity_record(lost.item) if lost.item else None
+        return StateConflict(expected=expected,
+                             actual=current.state.value if current and current.state else None,
+                             activity_exec_id=activity_exec_id, transition=transition,
+                             current=current)
+
+    def try_set_activity(self, activity_exec_id: str, changes: Changes, *,
+                         states: Collection[ActivityState]) -> bool:
+        """``set_activity`` that reports a refused condition as False."""
+        try:
+            self.set_activity(activity_exec_id, changes, states=states)
+        except StateConflict:
+            return False
+        return True
+
+    def move_activity(self, activity_exec_id: str, expected: ActivityState,
+                      path: Sequence[ActivityState], changes: Changes, *, now: float,
+                      actor: str, due_by: float | None = None,
+                      claimed: bool = False) -> ActivityRecord:
+        changes = index_changes(changes, activity_exec_id)
+        expr = Expression()
+        final = path[-1]
+        update = expr.update({**changes, "state": final.value, "updated_epoch": now},
+                             append={"history": [Change(s.value, now, actor) for s in path]})
+        # state = :expected is the whole contract: one winner per move (and per path of
+        # moves one actor makes in one write; a missing item has no state).
+        condition = expr.equals("state", expected.value)
+        if due_by is not None:
+            # The deadline the sweep saw must still hold: a heartbeat that landed since
+            # pushed deadline_epoch forward (it never moves the timers entry) and wins;
+            # so does a re-arm that pushed timer_epoch.
+            condition += " AND " + expr.at_most("timer_epoch", due_by)
+            condition += (f" AND ({expr.missing('deadline_epoch')} OR "
+                          f"{expr.at_most('deadline_epoch', due_by)})")
+        if claimed:
+            # A claim takes only what is still in the claimable index: a suspend took
+            # it out (and an index read may lag behind).
+            condition += " AND " + expr.exists("claim_key")
+        try:
+            return activity_record(self._update_attempt(activity_exec_id, expr, update,
+                                                        condition))
+        except ConditionLost as lost:
+            raise self._activity_conflict(lost, activity_exec_id, expected.value,
+                                          final.value) from None
+
+    def set_activity(self, activity_exec_id: str, changes: Changes, *,
+                     states: Collection[ActivityState]) -> ActivityRecord:
+        expr = Expression()
+        update = expr.update(index_changes(changes, activity_exec_id))
+        # Attributes other than the state, only while the state is one of ``states``
+        # (e.g. a heartbeat only while the activity runs; never on a TIMED_OUT one).
+        condition = expr.one_of("state", sorted(s.value for s in states))
+        try:
+            return activity_record(self._update_attempt(activity_exec_id, expr, update,
+                                                        condition))
+        except ConditionLost as lost:
+            raise self._activity_conflict(lost, activity_exec_id,
+                                          sorted(s.value for s in states), None) from None
+
+    # -- the sparse indexes (both tables carry them) ---------------------------------------
+
+    def due_timers(self, now: float, limit: int, shard: str | None = None) -> list[Due]:
+        """Armed deadlines at or before ``now``, oldest first in each table: at most
+        ``limit`` per table of shard ``shard`` (a Query of ``activity_exec`` and one of
+        ``map_item``), or of every shard (read at once) when None. The cost grows with
+        what is due, not with what runs (the indexes are sparse)."""
+        def one(at: tuple[str, str]) -> list[Due]:
+            # (map_item's entries hold the attempt's id; the run's is in it)
+            return [Due(parse_activity_exec_id(hit["activity_exec_id"]["S"]).workflow_exec_id,
+                        hit["activity_exec_id"]["S"])
+                    for hit in self._query({
+                        "TableName": at[0], "IndexName": "timers",
+                        "KeyConditionExpression": "timer_shard = :s AND timer_epoch <= :n",
+                        "ExpressionAttributeValues": {":s": {"S": at[1]}, ":n": to_ddb(now)},
+                    }, limit=limit)]
+        shards = self.timer_shards if shard is None else (shard,)
+        return [d for part in fan_out(one, [(t, k) for k in shards
+                                            for t in (self.activity_table, self.item_table)])
+                for d in part]
+
+    def claimable(self, shard: str, key_prefix: str, limit: int) -> list[ActivityRecord]:
+        """READY external attempts of one shard (of both tables), as partial records
+        (what the index projects). Eventually consistent: a hit may already be taken."""
+        cond = "claim_shard = :s"
+        values: dict[str, Any] = {":s": {"S": shard}}
+        if key_prefix:
+            cond += " AND begins_with(claim_key, :p)"
+            values[":p"] = {"S": key_prefix}
+
+        def read(table: str) -> list[ActivityRecord]:
+            return [activity_record(i) for i in self._query({
+                "TableName": table, "IndexName": "claimable",
+                "KeyConditionExpression": cond, "ExpressionAttributeValues": values},
+                limit=limit)]
+        return [a for part in fan_out(read, (self.activity_table, self.item_table))
+                for a in part]
