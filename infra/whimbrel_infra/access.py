@@ -18,6 +18,7 @@ from whimbrel.store.specs import (
     ACTIVITY_EXEC,
     ACTIVITY_EXEC_DEPENDENCY,
     NOTIFICATION,
+    POOL,
     REJECTION,
     SCHEDULE,
     SIGNAL,
@@ -41,6 +42,7 @@ ENGINE_WRITES = (
     REJECTION.logical_name,
     SIGNAL.logical_name,  # signals kept for a wait (SIGNAL rows, reconcile)
     SCHEDULE.logical_name,  # schedules the sweep fires (engine/schedules.py)
+    POOL.logical_name,  # pool slots, rates and waiters (engine/pools.py)
 )
 
 # The notify function (whimbrel/observe/notify.py) reads executions and definitions (a

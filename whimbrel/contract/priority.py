@@ -70,3 +70,17 @@ def sort_key_text(priority: int, enqueued_at: float, *,
     """:func:`sort_key` as fixed-width text that sorts like the number (a DynamoDB
     string sort key): 13 integer digits and 6 decimals, good past the year 30000."""
     return f"{sort_key(priority, enqueued_at, aging_seconds=aging_seconds):020.6f}"
+
+
+def attempt_priority(activity: int, run: int | None) -> int:
+    """The priority an attempt waits with: the lower (more urgent) of its activity's and
+    its run's (``start_workflow(priority=)``; None: the default)."""
+    return min(activity, DEFAULT_PRIORITY if run is None else run)
+
+
+def order_text(priority: int, run_created: float) -> str:
+    """Where an attempt or a run waits (pool waiters, QUEUED runs, the ``claimable``
+    index): :func:`sort_key_text` of its priority and its run's creation time — fixed
+    for the run, so every replay of a wait computes the same entry, and of two runs the
+    older is served first."""
+    return sort_key_text(priority, run_created)

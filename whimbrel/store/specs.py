@@ -47,6 +47,13 @@ CLAIM_SHARDS = 32
 REJECTION_SHARDS = 16
 #: Partitions of the sparse ``due_schedules`` index; a sweep queries them in parallel.
 SCHEDULE_SHARDS = 4
+#: Partitions of the sparse ``pool_checks`` index (held pool slots; the sweep asks each
+#: for what is due): each admission puts an entry and its release deletes it, 2 index
+#: units, so 16 keys carry 8,000 admissions/s account-wide (docs/architecture.md, "Pools").
+POOL_CHECK_SHARDS = 16
+#: The one value of a pool's ``catalog`` attribute (its settings item): every pool is in
+#: the ``pool_names`` index, so ``list_pools`` is one Query.
+POOL_CATALOG = "pools"
 #: The one value of a definition's ``catalog`` attribute: every definition item is in
 #: the ``all_names`` index, so the registered names are one Query away (never a Scan).
 CATALOG = "definitions"
@@ -147,7 +154,7 @@ WORKFLOW_REQUEST = TableSpec(
     Key("workflow_request_id"),
     attributes=attributes("workflow_request_id workflow_name version:I input:J manual:BOOL "
                           "source when_epoch:N workflow_exec_id expires_epoch:N traceparent "
-                          + _OUTCOME),
+                          "priority:I " + _OUTCOME),
     # Old images too: a row written again under the same id is rejected with what it
     # held before (the content that started the run).
     stream="NEW_AND_OLD_IMAGES",
@@ -162,7 +169,7 @@ WORKFLOW_EXEC = TableSpec(
         "source created_epoch:N created_day updated_epoch:N ended_epoch:N name_state "
         "check_shard check_epoch:N request_expires_epoch:N history:H expires_epoch:N "
         "parent_activity_exec_id redrive_count:I redriven_epoch:N redrive_ready:I roots_ready:N "
-        "ended_by output:J traceparent"),
+        "ended_by output:J traceparent priority:I pool_slot"),
     indexes=(
         IndexSpec(
             "by_day",
@@ -207,7 +214,7 @@ ACTIVITY_EXEC = TableSpec(
         "timer_epoch:N claim_shard claim_key worker history:H expires_epoch:N input:J "
         "map_size:I called_by redrive_count:I retry_base:I waiting_for approvers:SL "
         "held_epoch:N child_workflow_exec_id late_output:J late_error late_epoch:N "
-        "retry_created:I ends_workflow:BOOL traceparent"),
+        "retry_created:I ends_workflow:BOOL traceparent pool_slot pool_wait"),
     indexes=(
         IndexSpec(
             "timers",
@@ -302,6 +309,41 @@ SCHEDULE = TableSpec(
     "(request id '<schedule_id>@<fire time>'), so no stream.",
 )
 
+POOL = TableSpec(
+    "pool",
+    Key("pool_key"),
+    Key("entry"),
+    attributes=attributes(
+        "pool_key entry pool_name slots:I slots_high:I per_second:N catalog created_epoch:N "
+        "updated_epoch:N holder token since:N check_shard check_epoch:N tokens:N "
+        "refilled_at:N kind expires_epoch:N"),
+    indexes=(
+        IndexSpec(
+            "pool_names",
+            Key("catalog"),
+            Key("pool_name"),
+            projection="INCLUDE",
+            non_key_attributes=("slots", "slots_high", "per_second", "created_epoch",
+                                "updated_epoch"),
+            purpose="sparse: the settings item of every pool (Whimbrel.set_pool), by name: "
+            "list_pools is one Query",
+        ),
+        IndexSpec(
+            "pool_checks",
+            Key("check_shard"),
+            Key("check_epoch", "N"),
+            purpose="sparse: present only while a slot is held; the sweep frees a slot "
+            "whose holder ended or died without releasing it (check_shard: one of "
+            "POOL_CHECK_SHARDS, a hash of the slot's key)",
+        ),
+    ),
+    purpose="Pools (issue 22; docs/architecture.md, \"Pools\"): a pool's settings "
+    "('pool#<name>', 'settings'), one item per slot ('pool#<name>#<k>', 'slot'; held while "
+    "'holder' is set), its rate's token buckets ('pool#<name>#rate#<j>', 'rate') and "
+    "its waiters ('wait#<name>#<shard>', '<order>#<holder>'). The implicit pool of a "
+    "definition's max_running is 'run:<workflow_name>'.",
+)
+
 TABLES: tuple[TableSpec, ...] = (
     WORKFLOW_DEFINITION,
     WORKFLOW_REQUEST,
@@ -313,6 +355,7 @@ TABLES: tuple[TableSpec, ...] = (
     NOTIFICATION,
     SIGNAL,
     SCHEDULE,
+    POOL,
 )
 
 #: How long an event's marker is kept: longer than a stream record can be redelivered

@@ -4,8 +4,8 @@ Every table goes through one transport (:mod:`whimbrel.store.transport`: the lea
 client, or botocore behind the same seam) and one codec (:mod:`whimbrel.store.codec`);
 every request is metered and every write runs the write hooks (fault injection). The
 tables are parts by concern: executions and edges (:mod:`~whimbrel.store.runs`), the
-cold tables (:mod:`~whimbrel.store.cold`), signals, event markers and schedules
-(:mod:`~whimbrel.store.schedules`).
+cold tables (:mod:`~whimbrel.store.cold`), signals, event markers, schedules
+(:mod:`~whimbrel.store.schedules`) and pools (:mod:`~whimbrel.store.pools`).
 
 The engine speaks intent; index keys are derived in :func:`whimbrel.store.runs.index_changes`.
 """
@@ -25,6 +25,7 @@ from whimbrel.store.errors import translate
 from whimbrel.store.keys import index_changes
 from whimbrel.store.meter import CapacityMeter
 from whimbrel.store.notifications import NotificationMarkers
+from whimbrel.store.pools import PoolTables
 from whimbrel.store.runs import WorkflowKeyPage
 from whimbrel.store.schedules import ScheduleTables
 from whimbrel.store.signals import SignalTables
@@ -51,7 +52,7 @@ class WriteHook(Protocol):
     def __call__(self, phase: str, operation: str, table: str) -> None: ...
 
 
-class Store(ColdTables, SignalTables, NotificationMarkers, ScheduleTables):
+class Store(ColdTables, SignalTables, NotificationMarkers, ScheduleTables, PoolTables):
     """Tables of one prefix at one endpoint. Safe to share between threads.
 
     Args:

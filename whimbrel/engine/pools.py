@@ -1,0 +1,585 @@
+"""Pools and ``max_running`` (a feature; issue 22; docs/architecture.md, "Pools").
+
+A pool limits the attempts that hold one of its slots (``slots``) and how fast they
+start (``per_second``); a definition's ``max_running`` is the implicit pool
+``run:<workflow_name>`` whose holders are runs. Storage is in
+:mod:`whimbrel.contract.pools` (slot items, waiters, rate shards; no hot key).
+
+* **Admission** (``admit``): before the write that starts an attempt — QUEUED or RUNNING,
+  or READY and claimable for a pull one — or that makes a run RUNNING (a start, a
+  redrive), the actor takes a slot (probing a few, in an order fixed by the holder's id;
+  a slot handed over by a release first) and then a token. The slot goes into that same
+  write (``pool_slot``); a lost write gives it back unless the winner recorded it.
+* **Waiting**: with no slot (or no token) the attempt stops READY, out of the claimable
+  index, with ``pool_wait`` set, and enters the pool's waiters; a run is created QUEUED
+  and enters its pool's waiters. Entered, it looks at its slots once more (a release may
+  have come between its probe and its entry: whichever of the two came second sees the
+  other). A pool over its rate arms one *pacer* look of the sweep at its next token.
+* **Release**: any end of a holder — an attempt's terminal write, whoever makes it
+  (``attempt_ended``), a run's end (``ended``) — frees its slot and admits the first
+  waiter (lower priority number first, then the oldest run: contract/priority.py), on the
+  slot just freed. An end in a pool with a rate also admits waiters while tokens last.
+* **Repair**: the sweep checks every held slot at its check time and frees one whose
+  holder ended, vanished or records another slot (a crash between two writes); a QUEUED
+  run's reconcile visit, and a RUNNING run's for its waiting attempts, enter them again
+  and try to admit them.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from whimbrel.contract.activities import ActivityDefinition
+from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.errors import NotFound, StateConflict
+from whimbrel.contract.ids import shard_of
+from whimbrel.contract.pools import (
+    RATE_ENTRY,
+    SLOT_CHECK_SECONDS,
+    WAIT_SHARDS,
+    Bucket,
+    Pool,
+    PoolInfo,
+    Waiter,
+    check_after,
+    is_run_pool,
+    parse_slot_ref,
+    probe_order,
+    rate_shards,
+    run_pool,
+    shard_choice,
+    shard_limits,
+    slot_ref,
+    take,
+    wait_seconds,
+    waiter_entry,
+)
+from whimbrel.contract.priority import order_text
+from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
+from whimbrel.contract.states import (
+    ACTIVITY_NOT_LAUNCHED,
+    WORKFLOW_WAITING,
+    ActivityState,
+    WorkflowState,
+)
+from whimbrel.engine import flow
+from whimbrel.engine.feature import Admission, Core, Feature
+
+log = logging.getLogger("whimbrel.pools")
+
+A = ActivityState
+W = WorkflowState
+
+#: How long a process trusts the settings of a pool it read (``set_pool`` elsewhere
+#: takes effect within this; in this process at once).
+SETTINGS_SECONDS = 5.0
+#: Waiters one release or pacer look tries before it stops (stale entries are skipped
+#: and deleted on the way).
+WAKE_TRIES = 8
+#: A held slot whose holder is still waiting to record it (its admission between two
+#: writes) is kept this long; longer, its admitting actor died, and it is freed.
+IN_FLIGHT_SECONDS = 2 * SLOT_CHECK_SECONDS
+#: Optimistic takes of one rate shard before the actor gives up on it.
+TAKE_TRIES = 5
+
+Limits = tuple[int | None, float | None]
+
+
+class PoolNotFound(NotFound):
+    """No pool has this name (``set_pool`` creates one)."""
+
+    def __init__(self, pool: str) -> None:
+        super().__init__(f"no pool {pool!r} (create it with Whimbrel.set_pool or "
+                         f"`whimbrel pools set {pool}`)", pool=pool)
+        self.pool = pool
+
+
+class _Taken:
+    """What one admission took: a slot (``k``, ``token``), a token, or neither (held
+    until ``retry_at`` for the rate; None: until a slot frees)."""
+
+    def __init__(self, ok: bool, k: int | None = None, token: str | None = None,
+                 retry_at: float | None = None) -> None:
+        self.ok, self.k, self.token, self.retry_at = ok, k, token, retry_at
+
+
+class Pools(Feature):
+    """Slots, rates and waiters of named pools and of ``max_running``."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.store = core.store
+        self._lock = threading.Lock()
+        self._settings: dict[str, tuple[float, PoolInfo | None]] = {}
+        #: holder -> the slot a release hands it (tried first by its admission).
+        self._prefer: dict[str, int] = {}
+        self._local = threading.local()
+
+    # -- settings ----------------------------------------------------------------------
+
+    def settings(self, name: str) -> PoolInfo | None:
+        """A pool's settings, read at most every :data:`SETTINGS_SECONDS`."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._settings.get(name)
+        if cached is not None and now - cached[0] < SETTINGS_SECONDS:
+            return cached[1]
+        info = self.store.get_pool_settings(name)
+        with self._lock:
+            self._settings[name] = (now, info)
+        return info
+
+    def forget(self, name: str) -> None:
+        """Read ``name``'s settings afresh next time (``set_pool`` in this process)."""
+        with self._lock:
+            self._settings.pop(name, None)
+
+    def limits(self, pool: str, defn: WorkflowDefinition) -> Limits | None:
+        """``(slots, per_second)`` of ``pool``; None: nothing to take (no limit, or a pool
+        whose settings vanished — a raw DeleteItem — which limits nothing)."""
+        if is_run_pool(pool):
+            return (defn.max_running, None) if defn.max_running else None
+        info = self.settings(pool)
+        if info is None:
+            log.warning("pool %r has no settings: it limits nothing", pool)
+            return None
+        if info.slots is None and info.per_second is None:
+            return None
+        return info.slots, info.per_second
+
+    # -- the calls only this feature offers (Whimbrel.set_pool, get_pool, list_pools) ----
+
+    def set_pool(self, pool: Pool) -> PoolInfo:
+        """Create or change a pool (validated first; nothing is written when invalid).
+
+        Raises:
+            InvalidInput: a bad name, slots or rate.
+        """
+        pool.validate()
+        info = self.store.put_pool(pool, self.core.clock())
+        self.forget(pool.name)
+        if self.store.waiter_heads(pool.name, 1):
+            self._wake(pool.name, None)  # room made, perhaps: waiters go in while it lasts
+        return info
+
+    def get_pool(self, name: str) -> PoolInfo:
+        """A pool's settings, the slots held now and how many wait for it.
+
+        Raises:
+            PoolNotFound: no such pool.
+        """
+        Pool(name).validate()
+        info = self.store.get_pool_settings(name)
+        if info is None:
+            raise PoolNotFound(name)
+        high = max(info.slots or 0, info.slots_high or 0)
+        in_use = len(self.store.held_slots(name, high)) if high else 0
+        return replace(info, in_use=in_use, waiting=self.store.count_waiters(name))
+
+    def list_pools(self) -> list[PoolInfo]:
+        """Every pool's settings, by name."""
+        return self.store.list_pool_settings()
+
+    # -- registration ------------------------------------------------------------------
+
+    def registering(self, defn: WorkflowDefinition) -> list[str]:
+        """A definition may only name pools that exist (``set_pool`` first): a typo is
+        refused at once, not discovered at the first start."""
+        out = []
+        for name in sorted({a.pool for a in defn.activities if a.pool is not None}):
+            if self.store.get_pool_settings(name) is None:
+                users = ", ".join(repr(a.name) for a in defn.activities if a.pool == name)
+                out.append(f"activity {users}: pool {name!r} does not exist; create it "
+                           f"first (Whimbrel.set_pool, `whimbrel pools set {name}`)")
+        return out
+
+    # -- taking a slot and a token -----------------------------------------------------
+
+    def _take(self, pool: str, limits: Limits, holder: str, now: float) -> _Taken:
+        slots, per_second = limits
+        k: int | None = None
+        token: str | None = None
+        if slots is not None:
+            order = list(probe_order(slots, holder))
+            with self._lock:
+                handed = self._prefer.pop(holder, None)
+            if handed is not None and handed < slots:
+                order = [handed, *(x for x in order if x != handed)]
+            token = uuid.uuid4().hex
+            for cand in order:
+                if self.store.acquire_slot(pool, cand, holder, token, now,
+                                           now + SLOT_CHECK_SECONDS):
+                    k = cand
+                    break
+            if k is None:
+                return _Taken(False)
+        if per_second is not None:
+            wait = self._take_token(pool, per_second, holder, now)
+            if wait > 0:
+                if k is not None:
+                    self.store.release_slot(pool, k, holder, token)
+                return _Taken(False, retry_at=now + wait)
+        return _Taken(True, k, token)
+
+    def _take_token(self, pool: str, per_second: float, holder: str, now: float) -> float:
+        """Take one token (0.0), or how long until one is there."""
+        shards = rate_shards(per_second)
+        rate, capacity = shard_limits(per_second)
+        wait = math.inf
+        for choice in range(2 if shards > 1 else 1):
+            j = shard_choice(shards, holder, choice)
+            for _ in range(TAKE_TRIES):
+                seen = self.store.get_bucket(pool, j)
+                ok, after = take(seen or Bucket(capacity, now), now, rate, capacity)
+                if not ok:
+                    wait = min(wait, wait_seconds(after, now, rate, capacity))
+                    break
+                if self.store.put_bucket(pool, j, after, seen):
+                    return 0.0
+        return wait if math.isfinite(wait) else 1.0 / rate
+
+    def _give_back(self, pool: str, taken: _Taken, holder: str, recorded: str | None) -> None:
+        """A write that would have recorded the slot lost: free it, unless the winner
+        (another actor admitting the same holder) recorded this very slot."""
+        if taken.k is None or recorded == slot_ref(pool, taken.k):
+            return
+        if self.store.release_slot(pool, taken.k, holder, taken.token):
+            self._wake(pool, taken.k)
+
+    # -- admission ---------------------------------------------------------------------
+
+    def admit(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+              item: ActivityRecord | None, changes: Mapping[str, Any]) -> Admission | None:
+        if item is None:
+            return self._admit_run(wf, defn)
+        spec = defn.activity(item.activity_name)
+        limits = self.limits(spec.pool, defn) if spec.pool is not None else None
+        if spec.pool is None or limits is None:
+            return None
+        pool = spec.pool
+        now = self.core.clock()
+        taken = self._take(pool, limits, item.activity_exec_id, now)
+        order = flow.claim_order(spec, wf)
+        if taken.ok:
+            go: dict[str, Any] = {"pool_wait": REMOVE}
+            if taken.k is not None:
+                go["pool_slot"] = slot_ref(pool, taken.k)
+
+            def landed(_moved: ActivityRecord) -> None:
+                if item.state is A.READY:  # it waited: leave the queue
+                    self.store.delete_waiter(self._waiter(pool, item.activity_exec_id,
+                                                          order))
+
+            return Admission(True, go, landed=landed, lost=lambda cur: self._give_back(
+                pool, taken, item.activity_exec_id, getattr(cur, "pool_slot", None)))
+        held: dict[str, Any] = {"pool_wait": pool, "claimable": REMOVE}
+        return Admission(False, held, landed=lambda _rec: self._wait(
+            pool, item.activity_exec_id, order, "activity", taken.retry_at,
+            lambda: self._retry_activity(item.activity_exec_id)))
+
+    def _admit_run(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> Admission | None:
+        if not defn.max_running:
+            return None
+        pool = run_pool(wf.workflow_name)
+        wx = wf.workflow_exec_id
+        taken = self._take(pool, (defn.max_running, None), wx, self.core.clock())
+        if taken.ok:
+            assert taken.k is not None
+            ref = slot_ref(pool, taken.k)
+
+            def lost(cur: WorkflowRecord | None) -> None:
+                if cur is not None and cur.state in WORKFLOW_WAITING and cur.pool_slot is None:
+                    self._start_queued(cur, defn, taken)  # a replayed start of a QUEUED run
+                else:
+                    self._give_back(pool, taken, wx, getattr(cur, "pool_slot", None))
+
+            return Admission(True, {"pool_slot": ref}, lost=lost)
+
+        def queue(rec: WorkflowRecord | None) -> None:
+            if rec is not None and rec.state in WORKFLOW_WAITING:
+                self._wait(pool, wx, self._run_order(rec), "run", None,
+                           lambda: self._retry_run(wx))
+
+        return Admission(False, {}, landed=queue, lost=queue)
+
+    def _start_queued(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                      taken: _Taken) -> bool:
+        """QUEUED → RUNNING with the slot ``taken``, then the start's rows and launches."""
+        pool = run_pool(wf.workflow_name)
+        assert taken.k is not None
+        try:
+            # Only a run still QUEUED: a cancel or a deadline that came first ends it.
+            moved = self.store.move_workflow(
+                wf.workflow_exec_id, WORKFLOW_WAITING, W.RUNNING,
+                {"pool_slot": slot_ref(pool, taken.k)}, now=self.core.clock(),
+                actor=self.core.actor, workflow_name=wf.workflow_name)
+        except StateConflict as lost:
+            self._give_back(pool, taken, wf.workflow_exec_id,
+                            getattr(lost.current, "pool_slot", None))
+            return False
+        self.store.delete_waiter(self._waiter(pool, wf.workflow_exec_id,
+                                              self._run_order(wf)))
+        self.core.resume_start(moved, defn)  # its rows, then its roots (starting.py)
+        return True
+
+    # -- waiting -----------------------------------------------------------------------
+
+    @staticmethod
+    def _run_order(wf: WorkflowRecord) -> str:
+        return order_text(5 if wf.priority is None else wf.priority, wf.created_epoch)
+
+    @staticmethod
+    def _waiter(pool: str, holder: str, order: str) -> Waiter:
+        return Waiter(pool, shard_of(holder, WAIT_SHARDS), waiter_entry(order, holder), holder)
+
+    def _wait(self, pool: str, holder: str, order: str, kind: str, retry_at: float | None,
+              retry: Any) -> None:
+        """Enter ``holder`` among ``pool``'s waiters; then (a fresh wait) look once more."""
+        self.store.put_waiter(pool, holder, order, kind=kind, expires_epoch=None)
+        if retry_at is not None:
+            self.store.arm_pacer(pool, retry_at)  # the sweep looks when a token is there
+            return
+        if getattr(self._local, "quiet", False):
+            return  # re-held by a wake or by this very look: no second look
+        probes = self._probes(pool, holder)
+        if probes and self.store.free_among(pool, probes):
+            self._local.quiet = True
+            try:
+                retry()
+            finally:
+                self._local.quiet = False
+
+    def _probes(self, pool: str, holder: str) -> list[int]:
+        if is_run_pool(pool):
+            wf = self.store.get_workflow(holder)
+            slots = self.core.definition_of(wf).max_running if wf is not None else None
+        else:
+            info = self.settings(pool)
+            slots = info.slots if info is not None else None
+        return list(probe_order(slots, holder)) if slots else []
+
+    def _retry_activity(self, aeid: str) -> str:
+        """Admit a waiting attempt now if it can be: ``"admitted"``, ``"held"`` or
+        ``"gone"`` (it waits no more)."""
+        item = self.store.get_activity(aeid)
+        if item is None or item.state not in ACTIVITY_NOT_LAUNCHED \
+                or item.pool_slot is not None:
+            return "gone"
+        wf = self.store.get_workflow(item.workflow_exec_id)
+        if wf is None or wf.state.is_terminal or not flow.proceeds(wf):
+            return "gone"
+        if wf.state is not W.RUNNING:
+            return "held"  # SUSPENDED: its resume's reconcile visit admits it
+        defn = self.core.definition_of(wf)
+        spec = defn.activity(item.activity_name)
+        if spec.launcher.is_pull:
+            return self._admit_pull(wf, defn, spec, item)
+        self.core.advance(wf, defn, item.activity_name, item.attempt, item.state)
+        fresh = self.store.get_activity(aeid)
+        return "admitted" if fresh is not None and fresh.pool_wait is None else "held"
+
+    def _admit_pull(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                    spec: ActivityDefinition, item: ActivityRecord) -> str:
+        """A waiting pull attempt becomes claimable, its slot recorded in the same write."""
+        assert spec.pool is not None
+        pool = spec.pool
+        limits = self.limits(pool, defn) or (None, None)
+        now = self.core.clock()
+        taken = self._take(pool, limits, item.activity_exec_id, now)
+        order = flow.claim_order(spec, wf)
+        if not taken.ok:
+            self._wait(pool, item.activity_exec_id, order, "activity", taken.retry_at,
+                       lambda: None)
+            return "held"
+        changes: dict[str, Any] = {"pool_wait": REMOVE}
+        if taken.k is not None:
+            changes["pool_slot"] = slot_ref(pool, taken.k)
+        if wf.state is W.RUNNING:  # SUSPENDED: its resume makes it claimable
+            changes["claimable"] = (wf.workflow_name, spec.name, order)
+        try:
+            moved = self.store.admit_waiting(item.activity_exec_id, changes)
+        except StateConflict as lost:
+            self._give_back(pool, taken, item.activity_exec_id,
+                            getattr(lost.current, "pool_slot", None))
+            return "gone"
+        self.core.remember(moved)
+        self.store.delete_waiter(self._waiter(pool, item.activity_exec_id, order))
+        return "admitted"
+
+    def _retry_run(self, wx: str) -> str:
+        wf = self.store.get_workflow(wx)
+        if wf is None or wf.state not in WORKFLOW_WAITING or wf.pool_slot is not None:
+            return "gone"
+        defn = self.core.definition_of(wf)
+        pool = run_pool(wf.workflow_name)
+        if not defn.max_running:
+            return "gone"
+        taken = self._take(pool, (defn.max_running, None), wx, self.core.clock())
+        if not taken.ok:
+            return "held"
+        return "admitted" if self._start_queued(wf, defn, taken) else "gone"
+
+    # -- release and wake ----------------------------------------------------------------
+
+    def attempt_ended(self, item: ActivityRecord) -> None:
+        pool = parse_slot_ref(item.pool_slot)[0] if item.pool_slot else self._pool_of(item)
+        if pool is None:
+            return
+        if item.pool_wait is not None and item.pool_slot is None:
+            self._leave(item)  # ended while it waited (cancelled, timed out): out of line
+        if item.pool_slot is not None:
+            k = parse_slot_ref(item.pool_slot)[1]
+            if self.store.release_slot(pool, k, item.activity_exec_id):
+                self._wake(pool, k)
+                return
+        if self._rated(pool):
+            self._wake(pool, None)  # a token may be there for the next waiter
+
+    def _leave(self, item: ActivityRecord) -> None:
+        wf = self.store.get_workflow(item.workflow_exec_id)
+        if wf is None or item.pool_wait is None:
+            return
+        spec = self.core.definition_of(wf).activity(item.activity_name)
+        self.store.delete_waiter(self._waiter(item.pool_wait, item.activity_exec_id,
+                                              flow.claim_order(spec, wf)))
+
+    def _pool_of(self, item: ActivityRecord) -> str | None:
+        if item.workflow_version is None:
+            return None
+        defn = self.core.definition(item.workflow_name, item.workflow_version)[1]
+        return defn.activity(item.activity_name).pool
+
+    def _rated(self, pool: str) -> bool:
+        info = None if is_run_pool(pool) else self.settings(pool)
+        return info is not None and info.per_second is not None
+
+    def ended(self, wf: WorkflowRecord) -> None:
+        if wf.pool_slot is not None:
+            pool, k = parse_slot_ref(wf.pool_slot)
+            if self.store.release_slot(pool, k, wf.workflow_exec_id):
+                self._wake(pool, k)
+        elif any(h.state in {s.value for s in WORKFLOW_WAITING} for h in wf.history):
+            # Cancelled or timed out while QUEUED: it leaves the queue.
+            self.store.delete_waiter(self._waiter(run_pool(wf.workflow_name),
+                                                  wf.workflow_exec_id, self._run_order(wf)))
+
+    def _wake(self, pool: str, freed: int | None) -> None:
+        """Admit ``pool``'s first waiters: after a release, one (on the slot ``freed``);
+        a rate's look, as many as its tokens allow. Wakes inside a wake (an admitted
+        attempt whose launch failed and released) are queued on the thread, never nested."""
+        queue: list[tuple[str, int | None]] | None = getattr(self._local, "wakes", None)
+        if queue is not None:
+            queue.append((pool, freed))
+            return
+        self._local.wakes = queue = [(pool, freed)]
+        quiet = getattr(self._local, "quiet", False)
+        self._local.quiet = True
+        try:
+            while queue:
+                self._wake_once(*queue.pop(0))
+        finally:
+            self._local.wakes = None
+            self._local.quiet = quiet
+
+    def _wake_once(self, pool: str, freed: int | None) -> None:
+        for waiter in self.store.waiter_heads(pool)[:WAKE_TRIES]:
+            if freed is not None:
+                with self._lock:
+                    self._prefer[waiter.holder] = freed
+            try:
+                outcome = (self._retry_run(waiter.holder) if is_run_pool(pool)
+                           else self._retry_activity(waiter.holder))
+            finally:
+                with self._lock:
+                    self._prefer.pop(waiter.holder, None)
+            if outcome == "gone":
+                self.store.delete_waiter(waiter)  # admitted or ended meanwhile
+                continue
+            if outcome == "held" or freed is not None:
+                return  # full (or out of tokens) again, or the freed slot is taken
+
+    # -- sweep and reconcile -------------------------------------------------------------
+
+    def sweep(self, now: float) -> None:
+        """Held slots whose check is due (free the dead ones), and pacer looks."""
+        for pool, kind, number in self.store.due_pool_checks(now, 1000):
+            try:
+                if kind == RATE_ENTRY:
+                    self._pace(pool, now)
+                else:
+                    self._check_slot(pool, number, now)
+            except Exception as exc:  # one bad item never stops the pass (as sweep.py)
+                log.warning("pool check %s#%s: %s: %s", pool, number, type(exc).__name__,
+                            exc)
+
+    def _pace(self, pool: str, now: float) -> None:
+        seen = self.store.get_pacer(pool)
+        if seen is None or seen > now or not self.store.disarm_pacer(pool, seen):
+            return
+        self._wake(pool, None)
+
+    def _check_slot(self, pool: str, k: int, now: float) -> None:
+        slot = self.store.get_slot(pool, k)
+        if slot.holder is None or slot.token is None or slot.check_epoch is None \
+                or slot.check_epoch > now:
+            return
+        since = slot.since if slot.since is not None else now
+        if self._holds(pool, k, slot.holder, now - since):
+            self.store.recheck_slot(pool, k, slot.holder, slot.token,
+                                    now + check_after(now - since))
+            return
+        log.info("pool %s: slot %d freed (holder %s is gone)", pool, k, slot.holder)
+        if self.store.release_slot(pool, k, slot.holder, slot.token):
+            self._wake(pool, k)
+
+    def _holds(self, pool: str, k: int, holder: str, held_for: float) -> bool:
+        """Whether ``holder`` still holds slot ``k``: live and recording it, or live,
+        not launched and recording nothing for less than :data:`IN_FLIGHT_SECONDS` (its
+        admitting write may still come)."""
+        ref = slot_ref(pool, k)
+        if is_run_pool(pool):
+            wf = self.store.get_workflow(holder)
+            if wf is None or wf.state.is_terminal:
+                return False
+            if wf.pool_slot is None:
+                return wf.state in WORKFLOW_WAITING and held_for < IN_FLIGHT_SECONDS
+            return wf.pool_slot == ref
+        item = self.store.get_activity(holder)
+        if item is None or item.state is None or item.state.is_terminal:
+            return False
+        if item.pool_slot is None:
+            return item.state in ACTIVITY_NOT_LAUNCHED and held_for < IN_FLIGHT_SECONDS
+        return item.pool_slot == ref
+
+    def reconcile(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                  acts: list[ActivityRecord], now: float) -> bool:
+        """A QUEUED run, and a RUNNING run's waiting attempts: in the queue again (a
+        crash before their entry), and admitted if a slot is free."""
+        if wf.state in WORKFLOW_WAITING:
+            if not defn.max_running:
+                return False
+            pool = run_pool(wf.workflow_name)
+            self.store.put_waiter(pool, wf.workflow_exec_id, self._run_order(wf),
+                                  kind="run", expires_epoch=None)
+            return self._retry_run(wf.workflow_exec_id) == "admitted"
+        if wf.state is not W.RUNNING:
+            return False
+        repaired = False
+        for act in acts:
+            if act.state is not A.READY or act.pool_wait is None:
+                continue
+            spec = defn.activity(act.activity_name)
+            self.store.put_waiter(act.pool_wait, act.activity_exec_id,
+                                  flow.claim_order(spec, wf), kind="activity",
+                                  expires_epoch=None)
+            if spec.launcher.is_pull:  # a push one is advanced by the core's visit
+                repaired |= self._admit_pull(wf, defn, spec, act) == "admitted"
+        return repaired
+
