@@ -33,7 +33,7 @@ from whimbrel.contract.states import ActivityState, Transition, WorkflowState
 from whimbrel.contract.waits import NotAnApprover, SignalRefused
 from whimbrel.engine.manual import RetryNotAllowed
 from whimbrel.engine.moves import EngineDriven
-from whimbrel.engine.pools import PoolNotFound
+from whimbrel.engine.pool_ledger import PoolNotFound
 from whimbrel.engine.redrive import RedriveNotAllowed
 from whimbrel.engine.schedules import ScheduleConflict, ScheduleNotFound
 from whimbrel.engine.sweep import SweepReport

@@ -28,23 +28,19 @@ start (``per_second``); a definition's ``max_running`` is the implicit pool
 from __future__ import annotations
 
 import logging
-import math
 import threading
-import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.definitions import WorkflowDefinition
-from whimbrel.contract.errors import NotFound, StateConflict
+from whimbrel.contract.errors import StateConflict
 from whimbrel.contract.ids import shard_of
 from whimbrel.contract.pools import (
     RATE_ENTRY,
     SLOT_CHECK_SECONDS,
     WAIT_SHARDS,
-    Bucket,
     Pool,
     PoolInfo,
     Waiter,
@@ -52,13 +48,8 @@ from whimbrel.contract.pools import (
     is_run_pool,
     parse_slot_ref,
     probe_order,
-    rate_shards,
     run_pool,
-    shard_choice,
-    shard_limits,
     slot_ref,
-    take,
-    wait_seconds,
     waiter_entry,
 )
 from whimbrel.contract.priority import order_text
@@ -71,43 +62,21 @@ from whimbrel.contract.states import (
 )
 from whimbrel.engine import flow
 from whimbrel.engine.feature import Admission, Core, Feature
+from whimbrel.engine.pool_ledger import Ledger, Limits, PoolNotFound, Taken
+
+__all__ = ["Ledger", "PoolNotFound", "Pools"]
 
 log = logging.getLogger("whimbrel.pools")
 
 A = ActivityState
 W = WorkflowState
 
-#: How long a process trusts the settings of a pool it read (``set_pool`` elsewhere
-#: takes effect within this; in this process at once).
-SETTINGS_SECONDS = 5.0
 #: Waiters one release or pacer look tries before it stops (stale entries are skipped
 #: and deleted on the way).
 WAKE_TRIES = 8
 #: A held slot whose holder is still waiting to record it (its admission between two
 #: writes) is kept this long; longer, its admitting actor died, and it is freed.
 IN_FLIGHT_SECONDS = 2 * SLOT_CHECK_SECONDS
-#: Optimistic takes of one rate shard before the actor gives up on it.
-TAKE_TRIES = 5
-
-Limits = tuple[int | None, float | None]
-
-
-class PoolNotFound(NotFound):
-    """No pool has this name (``set_pool`` creates one)."""
-
-    def __init__(self, pool: str) -> None:
-        super().__init__(f"no pool {pool!r} (create it with Whimbrel.set_pool or "
-                         f"`whimbrel pools set {pool}`)", pool=pool)
-        self.pool = pool
-
-
-class _Taken:
-    """What one admission took: a slot (``k``, ``token``), a token, or neither (held
-    until ``retry_at`` for the rate; None: until a slot frees)."""
-
-    def __init__(self, ok: bool, k: int | None = None, token: str | None = None,
-                 retry_at: float | None = None) -> None:
-        self.ok, self.k, self.token, self.retry_at = ok, k, token, retry_at
 
 
 class Pools(Feature):
@@ -116,43 +85,11 @@ class Pools(Feature):
     def __init__(self, core: Core) -> None:
         self.core = core
         self.store = core.store
+        self.ledger = Ledger(core.store, self._wake)
         self._lock = threading.Lock()
-        self._settings: dict[str, tuple[float, PoolInfo | None]] = {}
         #: holder -> the slot a release hands it (tried first by its admission).
         self._prefer: dict[str, int] = {}
         self._local = threading.local()
-
-    # -- settings ----------------------------------------------------------------------
-
-    def settings(self, name: str) -> PoolInfo | None:
-        """A pool's settings, read at most every :data:`SETTINGS_SECONDS`."""
-        now = time.monotonic()
-        with self._lock:
-            cached = self._settings.get(name)
-        if cached is not None and now - cached[0] < SETTINGS_SECONDS:
-            return cached[1]
-        info = self.store.get_pool_settings(name)
-        with self._lock:
-            self._settings[name] = (now, info)
-        return info
-
-    def forget(self, name: str) -> None:
-        """Read ``name``'s settings afresh next time (``set_pool`` in this process)."""
-        with self._lock:
-            self._settings.pop(name, None)
-
-    def limits(self, pool: str, defn: WorkflowDefinition) -> Limits | None:
-        """``(slots, per_second)`` of ``pool``; None: nothing to take (no limit, or a pool
-        whose settings vanished — a raw DeleteItem — which limits nothing)."""
-        if is_run_pool(pool):
-            return (defn.max_running, None) if defn.max_running else None
-        info = self.settings(pool)
-        if info is None:
-            log.warning("pool %r has no settings: it limits nothing", pool)
-            return None
-        if info.slots is None and info.per_second is None:
-            return None
-        return info.slots, info.per_second
 
     # -- the calls only this feature offers (Whimbrel.set_pool, get_pool, list_pools) ----
 
@@ -164,7 +101,7 @@ class Pools(Feature):
         """
         pool.validate()
         info = self.store.put_pool(pool, self.core.clock())
-        self.forget(pool.name)
+        self.ledger.forget(pool.name)
         if self.store.waiter_heads(pool.name, 1):
             self._wake(pool.name, None)  # room made, perhaps: waiters go in while it lasts
         return info
@@ -200,58 +137,10 @@ class Pools(Feature):
                            f"first (Whimbrel.set_pool, `whimbrel pools set {name}`)")
         return out
 
-    # -- taking a slot and a token -----------------------------------------------------
-
-    def _take(self, pool: str, limits: Limits, holder: str, now: float) -> _Taken:
-        slots, per_second = limits
-        k: int | None = None
-        token: str | None = None
-        if slots is not None:
-            order = list(probe_order(slots, holder))
-            with self._lock:
-                handed = self._prefer.pop(holder, None)
-            if handed is not None and handed < slots:
-                order = [handed, *(x for x in order if x != handed)]
-            token = uuid.uuid4().hex
-            for cand in order:
-                if self.store.acquire_slot(pool, cand, holder, token, now,
-                                           now + SLOT_CHECK_SECONDS):
-                    k = cand
-                    break
-            if k is None:
-                return _Taken(False)
-        if per_second is not None:
-            wait = self._take_token(pool, per_second, holder, now)
-            if wait > 0:
-                if k is not None:
-                    self.store.release_slot(pool, k, holder, token)
-                return _Taken(False, retry_at=now + wait)
-        return _Taken(True, k, token)
-
-    def _take_token(self, pool: str, per_second: float, holder: str, now: float) -> float:
-        """Take one token (0.0), or how long until one is there."""
-        shards = rate_shards(per_second)
-        rate, capacity = shard_limits(per_second)
-        wait = math.inf
-        for choice in range(2 if shards > 1 else 1):
-            j = shard_choice(shards, holder, choice)
-            for _ in range(TAKE_TRIES):
-                seen = self.store.get_bucket(pool, j)
-                ok, after = take(seen or Bucket(capacity, now), now, rate, capacity)
-                if not ok:
-                    wait = min(wait, wait_seconds(after, now, rate, capacity))
-                    break
-                if self.store.put_bucket(pool, j, after, seen):
-                    return 0.0
-        return wait if math.isfinite(wait) else 1.0 / rate
-
-    def _give_back(self, pool: str, taken: _Taken, holder: str, recorded: str | None) -> None:
-        """A write that would have recorded the slot lost: free it, unless the winner
-        (another actor admitting the same holder) recorded this very slot."""
-        if taken.k is None or recorded == slot_ref(pool, taken.k):
-            return
-        if self.store.release_slot(pool, taken.k, holder, taken.token):
-            self._wake(pool, taken.k)
+    def _take(self, pool: str, limits: Limits, holder: str, now: float) -> Taken:
+        with self._lock:
+            handed = self._prefer.pop(holder, None)
+        return self.ledger.take(pool, limits, holder, now, handed)
 
     # -- admission ---------------------------------------------------------------------
 
@@ -260,7 +149,7 @@ class Pools(Feature):
         if item is None:
             return self._admit_run(wf, defn)
         spec = defn.activity(item.activity_name)
-        limits = self.limits(spec.pool, defn) if spec.pool is not None else None
+        limits = self.ledger.limits(spec.pool, defn) if spec.pool is not None else None
         if spec.pool is None or limits is None:
             return None
         pool = spec.pool
@@ -277,7 +166,7 @@ class Pools(Feature):
                     self.store.delete_waiter(self._waiter(pool, item.activity_exec_id,
                                                           order))
 
-            return Admission(True, go, landed=landed, lost=lambda cur: self._give_back(
+            return Admission(True, go, landed=landed, lost=lambda cur: self.ledger.give_back(
                 pool, taken, item.activity_exec_id, getattr(cur, "pool_slot", None)))
         held: dict[str, Any] = {"pool_wait": pool, "claimable": REMOVE}
         return Admission(False, held, landed=lambda _rec: self._wait(
@@ -298,7 +187,7 @@ class Pools(Feature):
                 if cur is not None and cur.state in WORKFLOW_WAITING and cur.pool_slot is None:
                     self._start_queued(cur, defn, taken)  # a replayed start of a QUEUED run
                 else:
-                    self._give_back(pool, taken, wx, getattr(cur, "pool_slot", None))
+                    self.ledger.give_back(pool, taken, wx, getattr(cur, "pool_slot", None))
 
             return Admission(True, {"pool_slot": ref}, lost=lost)
 
@@ -310,7 +199,7 @@ class Pools(Feature):
         return Admission(False, {}, landed=queue, lost=queue)
 
     def _start_queued(self, wf: WorkflowRecord, defn: WorkflowDefinition,
-                      taken: _Taken) -> bool:
+                      taken: Taken) -> bool:
         """QUEUED → RUNNING with the slot ``taken``, then the start's rows and launches."""
         pool = run_pool(wf.workflow_name)
         assert taken.k is not None
@@ -321,7 +210,7 @@ class Pools(Feature):
                 {"pool_slot": slot_ref(pool, taken.k)}, now=self.core.clock(),
                 actor=self.core.actor, workflow_name=wf.workflow_name)
         except StateConflict as lost:
-            self._give_back(pool, taken, wf.workflow_exec_id,
+            self.ledger.give_back(pool, taken, wf.workflow_exec_id,
                             getattr(lost.current, "pool_slot", None))
             return False
         self.store.delete_waiter(self._waiter(pool, wf.workflow_exec_id,
@@ -361,7 +250,7 @@ class Pools(Feature):
             wf = self.store.get_workflow(holder)
             slots = self.core.definition_of(wf).max_running if wf is not None else None
         else:
-            info = self.settings(pool)
+            info = self.ledger.settings(pool)
             slots = info.slots if info is not None else None
         return list(probe_order(slots, holder)) if slots else []
 
@@ -390,7 +279,7 @@ class Pools(Feature):
         """A waiting pull attempt becomes claimable, its slot recorded in the same write."""
         assert spec.pool is not None
         pool = spec.pool
-        limits = self.limits(pool, defn) or (None, None)
+        limits = self.ledger.limits(pool, defn) or (None, None)
         now = self.core.clock()
         taken = self._take(pool, limits, item.activity_exec_id, now)
         order = flow.claim_order(spec, wf)
@@ -406,7 +295,7 @@ class Pools(Feature):
         try:
             moved = self.store.admit_waiting(item.activity_exec_id, changes)
         except StateConflict as lost:
-            self._give_back(pool, taken, item.activity_exec_id,
+            self.ledger.give_back(pool, taken, item.activity_exec_id,
                             getattr(lost.current, "pool_slot", None))
             return "gone"
         self.core.remember(moved)
@@ -457,7 +346,7 @@ class Pools(Feature):
         return defn.activity(item.activity_name).pool
 
     def _rated(self, pool: str) -> bool:
-        info = None if is_run_pool(pool) else self.settings(pool)
+        info = None if is_run_pool(pool) else self.ledger.settings(pool)
         return info is not None and info.per_second is not None
 
     def ended(self, wf: WorkflowRecord) -> None:
