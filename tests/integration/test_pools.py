@@ -253,3 +253,25 @@ def test_a_bad_priority_is_refused_and_nothing_starts(wb: Whimbrel) -> None:
             wb.start_workflow("w", priority=bad, request_id="bad")  # type: ignore[arg-type]
     assert wb.store.get_workflow(workflow_exec_id_for("bad")) is None
 
+
+
+def test_claim_serves_the_most_urgent_then_the_oldest(wb: Whimbrel, clock: StepClock) -> None:
+    wb.register_workflow(one("w", pull=True))
+    wb.register_workflow(one("hot", pull=True, priority=0))
+    runs = []
+    for name, prio in (("w", 6), ("w", 7), ("w", 2), ("hot", None), ("w", 6)):
+        clock.advance(1)
+        runs.append(wb.start_workflow(name, priority=prio))
+    order = []
+    for _ in runs:
+        claimed = wb.claim()
+        assert claimed is not None
+        order.append(runs.index(claimed.workflow_exec_id))
+    assert order == [3, 2, 0, 4, 1]
+    assert wb.claim() is None
+    # Aging: a priority-9 run waiting 45 minutes goes before fresh priority-0 work.
+    old = wb.start_workflow("w", priority=9)
+    clock.advance(9 * 300 + 1)
+    wb.start_workflow("hot")
+    first = wb.claim()
+    assert first is not None and first.workflow_exec_id == old

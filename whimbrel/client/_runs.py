@@ -37,8 +37,8 @@ class Runs:
         with ``manual = true`` is written for tracing. When ``max_running`` runs of the
         definition are RUNNING, the run is accepted QUEUED and starts when one ends.
         ``priority`` (0 first to 9; default 5) orders it among QUEUED runs, and its
-        attempts among those waiting for a pool or a claim (each waits with the lower of
-        it and its activity's ``priority``).
+        attempts among those waiting for a pool or a claim (each waits with its
+        activity's ``priority`` shifted by ``priority - 5``, kept within 0-9).
 
         Raises:
             DefinitionNotFound: unknown name or version.

@@ -73,9 +73,12 @@ def sort_key_text(priority: int, enqueued_at: float, *,
 
 
 def attempt_priority(activity: int, run: int | None) -> int:
-    """The priority an attempt waits with: the lower (more urgent) of its activity's and
-    its run's (``start_workflow(priority=)``; None: the default)."""
-    return min(activity, DEFAULT_PRIORITY if run is None else run)
+    """The priority an attempt waits with: its activity's, shifted by its run's distance
+    from the default (``start_workflow(priority=)``; None: the default), kept within 0-9.
+    A default run leaves the activity's; a default activity takes the run's; an urgent
+    step of an urgent run is more urgent still."""
+    shift = 0 if run is None else run - DEFAULT_PRIORITY
+    return max(MIN_PRIORITY, min(MAX_PRIORITY, activity + shift))
 
 
 def order_text(priority: int, run_created: float) -> str:
@@ -84,3 +87,10 @@ def order_text(priority: int, run_created: float) -> str:
     for the run, so every replay of a wait computes the same entry, and of two runs the
     older is served first."""
     return sort_key_text(priority, run_created)
+
+
+def claim_key_order(claim_key: str | None) -> str:
+    """The order part of a ``claimable`` key ``<workflow>/<activity>/<order>/<id>`` ("" for
+    a key written before issue 22, ``<workflow>/<activity>/<id>``: served first)."""
+    parts = (claim_key or "").split("/")
+    return parts[2] if len(parts) >= 4 else ""

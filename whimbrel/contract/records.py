@@ -162,8 +162,8 @@ class WorkflowRecord:
     output: str | None = None
     #: The run's root span as W3C trace context (engine/tracing.py).
     traceparent: str | None = None
-    #: 0 (first) to 9, given at start (None: the default, 5): orders QUEUED runs, and an
-    #: attempt waits with the lower of it and its activity's (contract/priority.py).
+    #: 0 (first) to 9, given at start (None: the default, 5): orders QUEUED runs, and
+    #: shifts its attempts' priorities (contract/priority.py ``attempt_priority``).
     priority: int | None = None
     #: The run slot it holds (``run:<workflow_name>#<k>``) under ``max_running``.
     pool_slot: str | None = None

@@ -326,7 +326,7 @@ def ready_changes(engine: Core, spec: ActivityDefinition, wf: WorkflowRecord, no
     out = dict(changes)
     claim = out.get("claimable")
     if isinstance(claim, tuple) and len(claim) == 2:
-        out["claimable"] = (*claim, claim_order(spec, wf))
+        out["claimable"] = (*claim, *claim_intent(spec, wf))
     for feature in engine.features:
         feature.ready(spec, wf, now, out)
     return out
@@ -336,6 +336,12 @@ def claim_order(spec: ActivityDefinition, wf: WorkflowRecord) -> str:
     """Where an attempt of ``spec`` in ``wf`` is served among waiting ones (the
     ``claimable`` index, a pool's waiters): contract/priority.py."""
     return order_text(attempt_priority(spec.priority, wf.priority), wf.created_epoch)
+
+
+def claim_intent(spec: ActivityDefinition, wf: WorkflowRecord) -> tuple[str, int]:
+    """What a ``claimable`` intent carries beside the names: where the attempt is served,
+    and its priority (an urgent one goes to the shards every claim reads)."""
+    return claim_order(spec, wf), attempt_priority(spec.priority, wf.priority)
 
 
 def starts(path: Sequence[ActivityState], changes: Changes) -> bool:

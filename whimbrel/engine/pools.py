@@ -291,7 +291,7 @@ class Pools(Feature):
         if taken.k is not None:
             changes["pool_slot"] = slot_ref(pool, taken.k)
         if wf.state is W.RUNNING:  # SUSPENDED: its resume makes it claimable
-            changes["claimable"] = (wf.workflow_name, spec.name, order)
+            changes["claimable"] = (wf.workflow_name, spec.name, *flow.claim_intent(spec, wf))
         try:
             moved = self.store.admit_waiting(item.activity_exec_id, changes)
         except StateConflict as lost:

@@ -41,6 +41,8 @@ class StorePort(Protocol):
     table_prefix: str
     #: Partitions of the sparse ``claimable`` index; a claim asks them all at once.
     claim_shards: tuple[str, ...]
+    #: Its shards of attempts whose priority is not the default, read by every claim.
+    priority_claim_shards: tuple[str, ...]
     #: Partitions of the sparse ``due_schedules`` index; a sweep asks them all at once.
     schedule_shards: tuple[str, ...]
 
@@ -75,7 +77,8 @@ class StorePort(Protocol):
 
     # -- activity executions ---------------------------------------------------------------
     def create_activity(self, record: ActivityRecord) -> bool: ...
-    def create_claimable(self, record: ActivityRecord, order: str | None = None) -> bool: ...
+    def create_claimable(self, record: ActivityRecord,
+                         claim: tuple[str, int] | None = None) -> bool: ...
     def get_activity(self, activity_exec_id: str) -> ActivityRecord | None: ...
     def list_activities(self, workflow_exec_id: str,
                         prefix: str | None = None) -> list[ActivityRecord]: ...

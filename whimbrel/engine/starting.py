@@ -249,8 +249,7 @@ def create_root(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name
         history=record.history + tuple(Change(s.value, now, engine.actor) for s in path))
     if "claimable" in changes:
         claim = changes["claimable"]
-        return engine.store.create_claimable(record, order=claim[2] if len(claim) > 2
-                                             else None)
+        return engine.store.create_claimable(record, claim=tuple(claim[2:]) or None)
     return engine.store.create_activity(record)
 
 

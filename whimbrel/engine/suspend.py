@@ -38,7 +38,7 @@ from whimbrel.contract.states import (
     workflow_sources,
 )
 from whimbrel.engine.feature import Core, Feature
-from whimbrel.engine.flow import claim_order
+from whimbrel.engine.flow import claim_intent
 from whimbrel.engine.sweep import SweepReport, fire_timer, reconcile
 
 A = ActivityState
@@ -196,7 +196,7 @@ def repair_claims(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
             continue  # as it should be, or waiting for its pool (engine/pools.py)
         # The key a claim filters on: the activity's name (a map item's: its map's), then
         # where it is served (priority, then the oldest run).
-        intent: Any = (act.workflow_name, spec.name, claim_order(spec, wf)) if claimable \
+        intent: Any = (act.workflow_name, spec.name, *claim_intent(spec, wf)) if claimable \
             else REMOVE
         changed |= engine.store.try_set_activity(act.activity_exec_id,
                                                  {"claimable": intent}, states=[A.READY])

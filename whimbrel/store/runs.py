@@ -266,10 +266,11 @@ class RunTables:
         return self._put_new(self.activity_table, "activity_exec", record_item(record),
                              "activity_exec_id")
 
-    def create_claimable(self, record: ActivityRecord, order: str | None = None) -> bool:
+    def create_claimable(self, record: ActivityRecord,
+                         claim: tuple[str, int] | None = None) -> bool:
         """Create an attempt that is READY to be claimed (claim keys derived here;
-        ``order``: where it is served, contract/priority.py ``order_text``)."""
-        intent = (record.workflow_name, record.activity_name, *([order] if order else []))
+        ``claim``: where it is served and its priority, ``flow.claim_intent``)."""
+        intent = (record.workflow_name, record.activity_name, *(claim or ()))
         keys = index_changes({"claimable": intent}, record.activity_exec_id)
         return self.create_activity(replace(record, **keys))
 

@@ -44,6 +44,10 @@ NAME_STATE_SHARDS = 32
 TIMER_SHARDS = 32
 RECONCILE_SHARDS = 32
 CLAIM_SHARDS = 32
+#: Shards of the ``claimable`` index for attempts whose priority is not the default
+#: (``p0``..``p3``): every claim reads them with its window, so every worker sees them
+#: and serves them in order, aging included (docs/architecture.md, "Pools").
+PRIORITY_CLAIM_SHARDS = 4
 REJECTION_SHARDS = 16
 #: Partitions of the sparse ``due_schedules`` index; a sweep queries them in parallel.
 SCHEDULE_SHARDS = 4

@@ -81,6 +81,8 @@ class Store(ColdTables, SignalTables, NotificationMarkers, ScheduleTables, PoolT
         self.endpoint_url = endpoint_url
         self.meter = meter or CapacityMeter()
         self.claim_shards = tuple(str(i) for i in range(specs.CLAIM_SHARDS))
+        self.priority_claim_shards = tuple(f"p{i}"
+                                           for i in range(specs.PRIORITY_CLAIM_SHARDS))
         self.write_hooks: list[WriteHook] = []
         self.botocore = botocore_client(endpoint_url=endpoint_url, region=region,
                                         boto3_session=boto3_session,
