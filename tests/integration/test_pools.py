@@ -24,6 +24,7 @@ from whimbrel import (
     workflow_exec_id_for,
 )
 from whimbrel.contract.pools import run_pool
+from whimbrel.engine.pools import WaitsForPool
 from whimbrel.testing import RecordingLauncher, StepClock
 
 CLOCK = StepClock
@@ -275,3 +276,45 @@ def test_claim_serves_the_most_urgent_then_the_oldest(wb: Whimbrel, clock: StepC
     wb.start_workflow("hot")
     first = wb.claim()
     assert first is not None and first.workflow_exec_id == old
+
+
+def test_a_caller_cannot_start_what_its_pool_holds(wb: Whimbrel,
+                                                   launched: RecordingLauncher) -> None:
+    wb.set_pool("p", slots=1, per_second=None)
+    wb.register_workflow(one("push", pool="p"))
+    wb.register_workflow(one("pull", pool="p", pull=True))
+    first, held_push, held_pull = (wb.start_workflow(n) for n in ("push", "push", "pull"))
+    for wx in (held_push, held_pull):
+        aeid, state = attempt(wb, wx)
+        assert state is A.READY
+        for verb in (Transition.RUNNING, Transition.QUEUED, Transition.PREPARING):
+            with pytest.raises(WaitsForPool, match="waits for pool 'p'"):
+                wb.transition_activity(aeid, verb)
+        assert attempt(wb, wx)[1] is A.READY
+    assert wb.claim(workflow_name="pull") is None
+    wb.transition_activity(attempt(wb, held_pull)[0], Transition.CANCEL)  # CANCEL is fine
+    run_to_end(wb, attempt(wb, first)[0])
+    assert attempt(wb, held_push)[1] is A.QUEUED
+    assert wb.get_workflow(held_pull).state is W.CANCELLED
+    assert launched.doubled() == []
+
+
+def test_a_suspended_run_waits_for_its_pool_on_resume(wb: Whimbrel) -> None:
+    wb.set_pool("p", slots=1, per_second=None)
+    wb.register_workflow(WorkflowDefinition("two", (
+        ActivityDefinition("a", launcher=LauncherSpec.external()),
+        ActivityDefinition("b", ("a",), launcher=LauncherSpec.external(), pool="p"))))
+    wb.register_workflow(one("hog", pool="p", pull=True))
+    wx, hog = wb.start_workflow("two"), wb.start_workflow("hog")
+    a = wb.claim(workflow_name="two")
+    assert a is not None
+    wb.suspend_workflow(wx)
+    wb.transition_activity(a.activity_exec_id, Transition.COMPLETED)  # b: READY, held
+    wb.resume_workflow(wx)  # the slot is the hog's: b stays out of the claimable index
+    assert wb.claim(workflow_name="two") is None
+    got = wb.claim(workflow_name="hog")
+    assert got is not None
+    wb.transition_activity(got.activity_exec_id, Transition.COMPLETED)
+    b = wb.claim(workflow_name="two")
+    assert b is not None and b.activity_name == "b"
+    assert wb.get_workflow(hog).state is W.COMPLETED

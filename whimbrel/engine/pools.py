@@ -35,7 +35,7 @@ from typing import Any
 
 from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.definitions import WorkflowDefinition
-from whimbrel.contract.errors import StateConflict
+from whimbrel.contract.errors import NotAllowedNow, StateConflict
 from whimbrel.contract.ids import shard_of
 from whimbrel.contract.pools import (
     RATE_ENTRY,
@@ -56,15 +56,18 @@ from whimbrel.contract.priority import order_text
 from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import (
     ACTIVITY_NOT_LAUNCHED,
+    ACTIVITY_STARTING,
+    ACTIVITY_TRANSITIONS,
     WORKFLOW_WAITING,
     ActivityState,
+    Transition,
     WorkflowState,
 )
 from whimbrel.engine import flow
 from whimbrel.engine.feature import Admission, Core, Feature
 from whimbrel.engine.pool_ledger import Ledger, Limits, PoolNotFound, Taken
 
-__all__ = ["Ledger", "PoolNotFound", "Pools"]
+__all__ = ["Ledger", "PoolNotFound", "Pools", "WaitsForPool"]
 
 log = logging.getLogger("whimbrel.pools")
 
@@ -77,6 +80,19 @@ WAKE_TRIES = 8
 #: A held slot whose holder is still waiting to record it (its admission between two
 #: writes) is kept this long; longer, its admitting actor died, and it is freed.
 IN_FLIGHT_SECONDS = 2 * SLOT_CHECK_SECONDS
+
+
+class WaitsForPool(NotAllowedNow):
+    """A caller asked to start (or make claimable) an attempt its pool has not admitted:
+    it goes when a slot frees (and a token is there)."""
+
+    def __init__(self, *, activity_exec_id: str, pool: str, transition: str) -> None:
+        super().__init__(
+            f"{transition} refused for {activity_exec_id}: it waits for pool {pool!r} "
+            "(full or over its rate); the engine starts it when a slot frees",
+            activity_exec_id=activity_exec_id, pool=pool, transition=transition)
+        self.activity_exec_id = activity_exec_id
+        self.pool = pool
 
 
 class Pools(Feature):
@@ -265,7 +281,7 @@ class Pools(Feature):
         if wf is None or wf.state.is_terminal or not flow.proceeds(wf):
             return "gone"
         if wf.state is not W.RUNNING:
-            return "held"  # SUSPENDED: its resume's reconcile visit admits it
+            return "skip"  # SUSPENDED: its resume's reconcile visit admits it
         defn = self.core.definition_of(wf)
         spec = defn.activity(item.activity_name)
         if spec.launcher.is_pull:
@@ -391,6 +407,8 @@ class Pools(Feature):
             if outcome == "gone":
                 self.store.delete_waiter(waiter)  # admitted or ended meanwhile
                 continue
+            if outcome == "skip":
+                continue  # its run is SUSPENDED: the next one may go
             if outcome == "held" or freed is not None:
                 return  # full (or out of tokens) again, or the freed slot is taken
 
@@ -462,13 +480,40 @@ class Pools(Feature):
             return False
         repaired = False
         for act in acts:
-            if act.state is not A.READY or act.pool_wait is None:
-                continue
             spec = defn.activity(act.activity_name)
-            self.store.put_waiter(act.pool_wait, act.activity_exec_id,
+            if act.state is not A.READY or spec.pool is None or act.pool_slot is not None:
+                continue
+            # Waiting for its pool, or readied while its run was SUSPENDED.
+            self.store.put_waiter(spec.pool, act.activity_exec_id,
                                   flow.claim_order(spec, wf), kind="activity",
                                   expires_epoch=None)
             if spec.launcher.is_pull:  # a push one is advanced by the core's visit
                 repaired |= self._admit_pull(wf, defn, spec, act) == "admitted"
         return repaired
+
+    def refuse(self, spec: ActivityDefinition, item: ActivityRecord,
+               verb: Transition) -> None:
+        """A caller may not start (or make claimable) an attempt its pool has not admitted:
+        that would go past the pool's limits.
+
+        Raises:
+            WaitsForPool: it waits for its pool (or for its upstreams to let the engine
+                admit it).
+        """
+        state = item.state
+        if spec.pool is None or state not in ACTIVITY_NOT_LAUNCHED:
+            return
+        target = ACTIVITY_TRANSITIONS.get((state, verb))
+        if target is None or (target not in ACTIVITY_STARTING and target is not A.READY):
+            return
+        if item.pool_slot is not None or item.claim_key is not None:
+            return  # admitted (a claim's candidate is in the index only when admitted)
+        if not is_run_pool(spec.pool) and self.ledger.settings(spec.pool) is None:
+            return  # a pool whose settings vanished limits nothing
+        fresh = self.store.get_activity(item.activity_exec_id)  # the image may be stale
+        if fresh is None or fresh.state is not state or fresh.pool_slot is not None \
+                or fresh.claim_key is not None:
+            return
+        raise WaitsForPool(activity_exec_id=item.activity_exec_id, pool=spec.pool,
+                           transition=verb.value)
 

@@ -192,8 +192,9 @@ def repair_claims(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
         spec = defn.activity(act.activity_name)  # a map's item: its map's
         if act.state is not A.READY or not spec.launcher.is_pull:
             continue
-        if claimable == (act.claim_key is not None) or (claimable and act.pool_wait):
-            continue  # as it should be, or waiting for its pool (engine/pools.py)
+        if claimable == (act.claim_key is not None) or (
+                claimable and spec.pool is not None and act.pool_slot is None):
+            continue  # as it should be, or not admitted by its pool (engine/pools.py)
         # The key a claim filters on: the activity's name (a map item's: its map's), then
         # where it is served (priority, then the oldest run).
         intent: Any = (act.workflow_name, spec.name, *claim_intent(spec, wf)) if claimable \

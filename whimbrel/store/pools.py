@@ -330,10 +330,11 @@ class PoolTables(RunTables):
         """
         expr = Expression()
         update = expr.update(index_changes(changes, activity_exec_id))
-        # READY, waiting for a pool, with no slot yet: of two actors admitting it, one
-        # writes; the other's slot is given back (it is not the one recorded).
+        # READY with no slot yet (waiting for its pool, or readied while its run was
+        # SUSPENDED): of two actors admitting it, one writes; the other's slot is given
+        # back (it is not the one recorded).
         condition = (f"{expr.equals('state', ActivityState.READY.value)} AND "
-                     f"{expr.exists('pool_wait')} AND {expr.missing('pool_slot')}")
+                     f"{expr.missing('pool_slot')}")
         try:
             return activity_record(self._update(
                 "activity_exec", self.activity_table, self._activity_key(activity_exec_id),
