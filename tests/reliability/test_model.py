@@ -662,10 +662,12 @@ class WorkflowMachine(RuleBasedStateMachine):
         it; nothing is claimable or running without its slot; the slot's holder is that
         attempt, or one that just ended (its release follows the end's write)."""
         live: list[str] = []
+        waiting = 0
         for wf in self.model.wfs.values():
             for row in self.wb.store.list_activities(wf.wx):
                 if wf.defn.activity(row.activity_name).pool is None or row.state is None:
                     continue
+                waiting += row.state is A.READY and row.pool_slot is None
                 if row.claim_key is not None or row.state in (A.RUNNING, A.QUEUED,
                                                               A.PREPARING):
                     assert row.pool_slot is not None, f"started around its pool: {row}"
@@ -673,6 +675,9 @@ class WorkflowMachine(RuleBasedStateMachine):
                     assert parse_slot_ref(row.pool_slot) == (self.pool, 0), row
                     live.append(row.activity_exec_id)
         assert len(live) <= 1, f"two holders of one slot: {live}"
+        if live and waiting:  # (printed with the figures: the pool was exercised)
+            WAIT_COUNTS["pool: steps with a waiter"] = WAIT_COUNTS.get(
+                "pool: steps with a waiter", 0) + 1
         slot = self.wb.store.get_slot(self.pool, 0)
         if live:
             assert slot.holder == live[0], (slot, live)
