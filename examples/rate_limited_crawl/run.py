@@ -9,8 +9,11 @@ Lambda, or `whimbrel dev`'s sweeper, does that when deployed: it lets a rate's w
 attempts in when the next token is due). It prints when each fetch started: two at
 once (the burst: one second's worth), then two a second as the bucket refills.
 
-With the CLI (PYTHONPATH=. so the python launcher finds the activities):
+With the CLI: a fetch let in by the pool's pacer runs in the process that lets it in —
+the sweeper of `whimbrel dev` — so start dev where the activities can be imported, and
+the submit too (PYTHONPATH=. so the python launcher finds them):
 
+    PYTHONPATH=. whimbrel dev                      # terminal 1, in this directory
     whimbrel pools set example-api --slots 4 --per-second 2
     whimbrel definitions register crawl.yaml
     PYTHONPATH=. whimbrel submit crawl --wait \\
