@@ -9,7 +9,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import NotFound
@@ -116,7 +116,17 @@ class Ledger:
             if handed is not None and handed < slots:
                 order = [handed, *(x for x in order if x != handed)]
             token = uuid.uuid4().hex
-            for cand in order:
+            # The first slot is written at once (free, usually, in a pool that is not
+            # full); when it is held, the others are read first and only a free one is
+            # written: a conditional write that fails costs a write unit on a slot that
+            # is busy already, a consistent read of the same item half as much and
+            # nothing of the key's write capacity.
+            def candidates() -> Iterator[int]:
+                yield order[0]
+                if order[1:]:
+                    yield from self.store.free_among(pool, order[1:])
+
+            for cand in candidates() if order else ():
                 if self.store.acquire_slot(pool, cand, holder, token, now,
                                            now + SLOT_CHECK_SECONDS):
                     k = cand
