@@ -318,3 +318,28 @@ def test_a_suspended_run_waits_for_its_pool_on_resume(wb: Whimbrel) -> None:
     b = wb.claim(workflow_name="two")
     assert b is not None and b.activity_name == "b"
     assert wb.get_workflow(hog).state is W.COMPLETED
+
+
+def test_a_rate_only_pool_and_an_unlimited_one_mark_what_they_admitted(
+        wb: Whimbrel, clock: StepClock) -> None:
+    wb.set_pool("rated", slots=None, per_second=1.0)
+    wb.set_pool("free", slots=None, per_second=None)
+    wb.register_workflow(one("r", pool="rated", pull=True))
+    wb.register_workflow(one("f", pool="free", pull=True))
+    admitted, held, free = wb.start_workflow("r"), wb.start_workflow("r"), wb.start_workflow("f")
+    assert wb.get_workflow(admitted).activity("a").pool_slot == "rated"
+    assert wb.get_workflow(held).activity("a").pool_wait == "rated"
+    assert wb.get_workflow(free).activity("a").pool_slot == "free"
+    with pytest.raises(WaitsForPool):
+        wb.transition_activity(attempt(wb, held)[0], Transition.RUNNING)
+    # Suspended and resumed, an admitted one is claimable again without a second token.
+    wb.suspend_workflow(admitted)
+    wb.resume_workflow(admitted)
+    got = wb.claim(workflow_name="r")
+    assert got is not None and got.workflow_exec_id == admitted
+    assert wb.claim(workflow_name="r") is None  # the other still waits for a token
+    clock.advance(1.0)
+    wb.sweep()  # the pacer: a token is there
+    again = wb.claim(workflow_name="r")
+    assert again is not None and again.workflow_exec_id == held
+    wb.transition_activity(attempt(wb, free)[0], Transition.RUNNING)  # no limit: allowed

@@ -154,21 +154,25 @@ def waiter_entry(order: str, holder: str) -> str:
     return f"{order}#{holder}"
 
 
-def slot_ref(pool: str, k: int) -> str:
-    """What a holder's row records of the slot it holds: ``<pool>#<k>``."""
-    return f"{pool}#{k}"
+def slot_ref(pool: str, k: int | None) -> str:
+    """What an admitted holder's row records (``pool_slot``): ``<pool>#<k>``, the slot it
+    holds, or ``<pool>`` alone when it was admitted without one (a pool with a rate and
+    no ``slots``, or no limit at all): "admitted" is always "``pool_slot`` is set"."""
+    return pool if k is None else f"{pool}#{k}"
 
 
-def parse_slot_ref(ref: str) -> tuple[str, int]:
-    """``(pool, k)`` of a :func:`slot_ref`.
+def parse_slot_ref(ref: str) -> tuple[str, int | None]:
+    """``(pool, k)`` of a :func:`slot_ref` (``k`` None: admitted without a slot).
 
     Raises:
         InvalidInput: not a slot reference.
     """
-    pool, _, k = ref.rpartition("#")
-    if not pool or not k.isdigit():
+    pool, sep, k = ref.rpartition("#")
+    if not sep:
+        pool, k = ref, ""
+    if not pool or (k and not k.isdigit()):
         raise InvalidInput(f"not a pool slot: {ref!r}"[:200], field="pool_slot")
-    return pool, int(k)
+    return pool, int(k) if k else None
 
 
 def is_run_pool(pool: str) -> bool:

@@ -165,17 +165,17 @@ class Pools(Feature):
         if item is None:
             return self._admit_run(wf, defn)
         spec = defn.activity(item.activity_name)
-        limits = self.ledger.limits(spec.pool, defn) if spec.pool is not None else None
-        if spec.pool is None or limits is None:
+        if spec.pool is None:
             return None
         pool = spec.pool
+        limits = self.ledger.limits(pool, defn)
+        if limits is None:  # no limit: admitted at once (marked, so nothing re-admits it)
+            return Admission(True, {"pool_slot": slot_ref(pool, None), "pool_wait": REMOVE})
         now = self.core.clock()
         taken = self._take(pool, limits, item.activity_exec_id, now)
         order = flow.claim_order(spec, wf)
         if taken.ok:
-            go: dict[str, Any] = {"pool_wait": REMOVE}
-            if taken.k is not None:
-                go["pool_slot"] = slot_ref(pool, taken.k)
+            go: dict[str, Any] = {"pool_wait": REMOVE, "pool_slot": slot_ref(pool, taken.k)}
 
             def landed(_moved: ActivityRecord) -> None:
                 if item.state is A.READY:  # it waited: leave the queue
@@ -303,9 +303,7 @@ class Pools(Feature):
             self._wait(pool, item.activity_exec_id, order, "activity", taken.retry_at,
                        lambda: None)
             return "held"
-        changes: dict[str, Any] = {"pool_wait": REMOVE}
-        if taken.k is not None:
-            changes["pool_slot"] = slot_ref(pool, taken.k)
+        changes: dict[str, Any] = {"pool_wait": REMOVE, "pool_slot": slot_ref(pool, taken.k)}
         if wf.state is W.RUNNING:  # SUSPENDED: its resume makes it claimable
             changes["claimable"] = (wf.workflow_name, spec.name, *flow.claim_intent(spec, wf))
         try:
@@ -339,11 +337,10 @@ class Pools(Feature):
             return
         if item.pool_wait is not None and item.pool_slot is None:
             self._leave(item)  # ended while it waited (cancelled, timed out): out of line
-        if item.pool_slot is not None:
-            k = parse_slot_ref(item.pool_slot)[1]
-            if self.store.release_slot(pool, k, item.activity_exec_id):
-                self._wake(pool, k)
-                return
+        k = parse_slot_ref(item.pool_slot)[1] if item.pool_slot else None
+        if k is not None and self.store.release_slot(pool, k, item.activity_exec_id):
+            self._wake(pool, k)
+            return
         if self._rated(pool):
             self._wake(pool, None)  # a token may be there for the next waiter
 
@@ -366,8 +363,8 @@ class Pools(Feature):
         return info is not None and info.per_second is not None
 
     def ended(self, wf: WorkflowRecord) -> None:
-        if wf.pool_slot is not None:
-            pool, k = parse_slot_ref(wf.pool_slot)
+        pool, k = parse_slot_ref(wf.pool_slot) if wf.pool_slot else ("", None)
+        if k is not None:
             if self.store.release_slot(pool, k, wf.workflow_exec_id):
                 self._wake(pool, k)
         elif any(h.state in {s.value for s in WORKFLOW_WAITING} for h in wf.history):
@@ -481,8 +478,9 @@ class Pools(Feature):
         repaired = False
         for act in acts:
             spec = defn.activity(act.activity_name)
-            if act.state is not A.READY or spec.pool is None or act.pool_slot is not None:
-                continue
+            if act.state is not A.READY or spec.pool is None or act.pool_slot is not None \
+                    or act.claim_key is not None:
+                continue  # not waiting: admitted (and claimable, for a pull one)
             # Waiting for its pool, or readied while its run was SUSPENDED.
             self.store.put_waiter(spec.pool, act.activity_exec_id,
                                   flow.claim_order(spec, wf), kind="activity",
@@ -508,8 +506,9 @@ class Pools(Feature):
             return
         if item.pool_slot is not None or item.claim_key is not None:
             return  # admitted (a claim's candidate is in the index only when admitted)
-        if not is_run_pool(spec.pool) and self.ledger.settings(spec.pool) is None:
-            return  # a pool whose settings vanished limits nothing
+        info = self.ledger.settings(spec.pool)
+        if info is None or (info.slots is None and info.per_second is None):
+            return  # no limit (or its settings vanished): nothing to go past
         fresh = self.store.get_activity(item.activity_exec_id)  # the image may be stale
         if fresh is None or fresh.state is not state or fresh.pool_slot is not None \
                 or fresh.claim_key is not None:
