@@ -114,8 +114,9 @@ class ActivityRecord:
     #: The run's W3C trace context (``traceparent``, a newline, ``tracestate`` when there
     #: is one), copied from the workflow item (engine/tracing.py).
     traceparent: str | None = None
-    #: The pool slot it holds (``<pool>#<k>``), written by the move that admitted it
-    #: (QUEUED/RUNNING, or READY and claimable for a pull one): engine/pools.py.
+    #: The pool slot it holds (``<pool>#<k>``; ``<pool>`` alone: admitted by a pool
+    #: without slots), written by the move that admitted it (QUEUED/RUNNING, or READY
+    #: and claimable for a pull one): engine/pools.py.
     pool_slot: str | None = None
     #: While it waits READY for its pool (full, or over its rate): the pool's name.
     pool_wait: str | None = None

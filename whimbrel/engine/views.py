@@ -68,8 +68,9 @@ class ActivityExec:
     late_output: Any = None
     late_error: str | None = None
     late_epoch: float | None = None
-    #: The pool slot the attempt holds (``<pool>#<k>``), and while it waits READY for
-    #: its pool (full, or over its rate), that pool's name (docs/definitions.md, "Pools").
+    #: The pool slot the attempt holds (``<pool>#<k>``; ``<pool>`` alone: admitted by a
+    #: pool without slots), and while it waits READY for its pool (full, or over its
+    #: rate), that pool's name (docs/definitions.md, "Pools").
     pool_slot: str | None = None
     pool_wait: str | None = None
 
