@@ -40,9 +40,13 @@ def test_pools_commands_and_a_pooled_definition(run: Run, wb: Whimbrel,
     listed = run.json("list", "--workflow", "crawl", "--state", "QUEUED")["items"]
     assert [r["workflow_exec_id"] for r in listed] == [second]
     shown = run.json("status", second)
-    assert shown["state"] == "QUEUED"
+    assert shown["state"] == "QUEUED" and shown["priority"] == 2
+    held = run.json("submit", "crawl")["workflow_exec_id"]  # QUEUED too: max_running 1
+    assert wb.get_workflow(held).state is WorkflowState.QUEUED
     got = run.json("pools", "get", "api")
     assert (got["in_use"], got["waiting"]) == (1, 0)  # the first run's attempt holds one
+    first_act = run.json("status", first)["activities"][0]
+    assert first_act["pool_slot"].startswith("api#") and "pool_wait" not in first_act
     assert "1 in use, 0 waiting" in run("pools", "get", "api").stdout
     table = run("pools", "list").stdout
     assert "api" in table and "1.5" in table
