@@ -22,8 +22,7 @@ from whimbrel.contract.ids import END_NODE, activity_exec_id, unit_random
 from whimbrel.contract.launching import LAUNCH_FAILED
 from whimbrel.contract.outcomes import carry, open_activities
 from whimbrel.contract.payloads import clip_error
-from whimbrel.contract.priority import attempt_priority, order_text
-from whimbrel.contract.records import REMOVE, ActivityRecord, Change, Changes, WorkflowRecord
+from whimbrel.contract.records import ActivityRecord, Change, Changes, WorkflowRecord
 from whimbrel.contract.states import (
     ACTIVITY_FAILED,
     ACTIVITY_NOT_LAUNCHED,
@@ -36,6 +35,7 @@ from whimbrel.contract.states import (
     WorkflowState,
 )
 from whimbrel.engine import ending, rules
+from whimbrel.engine.admission import admission, claim_intent, starts
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Admission, Core, RunRead
 from whimbrel.engine.ports import LaunchRequest, runs_in_process
@@ -330,35 +330,6 @@ def ready_changes(engine: Core, spec: ActivityDefinition, wf: WorkflowRecord, no
     for feature in engine.features:
         feature.ready(spec, wf, now, out)
     return out
-
-
-def claim_order(spec: ActivityDefinition, wf: WorkflowRecord) -> str:
-    """Where an attempt of ``spec`` in ``wf`` is served among waiting ones (the
-    ``claimable`` index, a pool's waiters): contract/priority.py."""
-    return order_text(attempt_priority(spec.priority, wf.priority), wf.created_epoch)
-
-
-def claim_intent(spec: ActivityDefinition, wf: WorkflowRecord) -> tuple[str, int]:
-    """What a ``claimable`` intent carries beside the names: where the attempt is served,
-    and its priority (an urgent one goes to the shards every claim reads)."""
-    return claim_order(spec, wf), attempt_priority(spec.priority, wf.priority)
-
-
-def starts(path: Sequence[ActivityState], changes: Changes) -> bool:
-    """Whether a move along ``path`` starts its attempt (QUEUED, PREPARING, RUNNING) or
-    makes it claimable (READY, in the ``claimable`` index): what a pool admits."""
-    claim = changes.get("claimable")
-    return path[-1] in ACTIVITY_STARTING or (claim is not None and claim is not REMOVE)
-
-
-def admission(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
-              item: ActivityRecord | None, changes: Changes) -> Admission | None:
-    """The first feature's answer to ``admit`` (None: nothing limits it)."""
-    for feature in engine.features:
-        answer = feature.admit(wf, defn, item, changes)
-        if answer is not None:
-            return answer
-    return None
 
 
 def launch(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,

@@ -3,7 +3,9 @@
 A pool limits the attempts that hold one of its slots (``slots``) and how fast they
 start (``per_second``); a definition's ``max_running`` is the implicit pool
 ``run:<workflow_name>`` whose holders are runs. Storage is in
-:mod:`whimbrel.contract.pools` (slot items, waiters, rate shards; no hot key).
+:mod:`whimbrel.contract.pools` (slot items, waiters, rate shards; no hot key). This
+module holds the hooks; ``pool_ledger.py`` takes slots and tokens, ``pool_queue.py``
+keeps the waiters and wakes them.
 
 * **Admission** (``admit``): before the write that starts an attempt — QUEUED or RUNNING,
   or READY and claimable for a pull one — or that makes a run RUNNING (a start, a
@@ -28,31 +30,24 @@ start (``per_second``); a definition's ``max_running`` is the implicit pool
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.definitions import WorkflowDefinition
-from whimbrel.contract.errors import NotAllowedNow, StateConflict
-from whimbrel.contract.ids import shard_of
+from whimbrel.contract.errors import NotAllowedNow, WhimbrelError
 from whimbrel.contract.pools import (
     RATE_ENTRY,
     SLOT_CHECK_SECONDS,
-    WAIT_SHARDS,
     Pool,
     PoolInfo,
-    Waiter,
     check_after,
     is_run_pool,
     parse_slot_ref,
-    probe_order,
     run_pool,
     slot_ref,
-    waiter_entry,
 )
-from whimbrel.contract.priority import order_text
 from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import (
     ACTIVITY_NOT_LAUNCHED,
@@ -63,9 +58,10 @@ from whimbrel.contract.states import (
     Transition,
     WorkflowState,
 )
-from whimbrel.engine import flow
+from whimbrel.engine import admission
 from whimbrel.engine.feature import Admission, Core, Feature
-from whimbrel.engine.pool_ledger import Ledger, Limits, PoolNotFound, Taken
+from whimbrel.engine.pool_ledger import Ledger, PoolNotFound
+from whimbrel.engine.pool_queue import Queue
 
 __all__ = ["Ledger", "PoolNotFound", "Pools", "WaitsForPool"]
 
@@ -74,9 +70,6 @@ log = logging.getLogger("whimbrel.pools")
 A = ActivityState
 W = WorkflowState
 
-#: Waiters one release or pacer look tries before it stops (stale entries are skipped
-#: and deleted on the way).
-WAKE_TRIES = 8
 #: A held slot whose holder is still waiting to record it (its admission between two
 #: writes) is kept this long; longer, its admitting actor died, and it is freed.
 IN_FLIGHT_SECONDS = 2 * SLOT_CHECK_SECONDS
@@ -101,11 +94,8 @@ class Pools(Feature):
     def __init__(self, core: Core) -> None:
         self.core = core
         self.store = core.store
-        self.ledger = Ledger(core.store, self._wake)
-        self._lock = threading.Lock()
-        #: holder -> the slot a release hands it (tried first by its admission).
-        self._prefer: dict[str, int] = {}
-        self._local = threading.local()
+        self.ledger = Ledger(core.store, lambda pool, k: self.queue.wake(pool, k))
+        self.queue = Queue(core, self.ledger)
 
     # -- the calls only this feature offers (Whimbrel.set_pool, get_pool, list_pools) ----
 
@@ -119,7 +109,7 @@ class Pools(Feature):
         info = self.store.put_pool(pool, self.core.clock())
         self.ledger.forget(pool.name)
         if self.store.waiter_heads(pool.name, 1):
-            self._wake(pool.name, None)  # room made, perhaps: waiters go in while it lasts
+            self.queue.wake(pool.name, None)  # room made, perhaps: waiters go in while it lasts
         return info
 
     def get_pool(self, name: str) -> PoolInfo:
@@ -153,11 +143,6 @@ class Pools(Feature):
                            f"first (Whimbrel.set_pool, `whimbrel pools set {name}`)")
         return out
 
-    def _take(self, pool: str, limits: Limits, holder: str, now: float) -> Taken:
-        with self._lock:
-            handed = self._prefer.pop(holder, None)
-        return self.ledger.take(pool, limits, holder, now, handed)
-
     # -- admission ---------------------------------------------------------------------
 
     def admit(self, wf: WorkflowRecord, defn: WorkflowDefinition,
@@ -172,36 +157,36 @@ class Pools(Feature):
         if limits is None:  # no limit: admitted at once (marked, so nothing re-admits it)
             return Admission(True, {"pool_slot": slot_ref(pool, None), "pool_wait": REMOVE})
         now = self.core.clock()
-        taken = self._take(pool, limits, item.activity_exec_id, now)
-        order = flow.claim_order(spec, wf)
+        taken = self.queue.take(pool, limits, item.activity_exec_id, now)
+        order = admission.claim_order(spec, wf)
         if taken.ok:
             go: dict[str, Any] = {"pool_wait": REMOVE, "pool_slot": slot_ref(pool, taken.k)}
 
             def landed(_moved: ActivityRecord) -> None:
                 if item.state is A.READY:  # it waited: leave the queue
-                    self.store.delete_waiter(self._waiter(pool, item.activity_exec_id,
+                    self.store.delete_waiter(self.queue.waiter(pool, item.activity_exec_id,
                                                           order))
 
             return Admission(True, go, landed=landed, lost=lambda cur: self.ledger.give_back(
                 pool, taken, item.activity_exec_id, getattr(cur, "pool_slot", None)))
         held: dict[str, Any] = {"pool_wait": pool, "claimable": REMOVE}
-        return Admission(False, held, landed=lambda _rec: self._wait(
+        return Admission(False, held, landed=lambda _rec: self.queue.wait(
             pool, item.activity_exec_id, order, "activity", taken.retry_at,
-            lambda: self._retry_activity(item.activity_exec_id)))
+            lambda: self.queue.retry_activity(item.activity_exec_id)))
 
     def _admit_run(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> Admission | None:
         if not defn.max_running:
             return None
         pool = run_pool(wf.workflow_name)
         wx = wf.workflow_exec_id
-        taken = self._take(pool, (defn.max_running, None), wx, self.core.clock())
+        taken = self.queue.take(pool, (defn.max_running, None), wx, self.core.clock())
         if taken.ok:
             assert taken.k is not None
             ref = slot_ref(pool, taken.k)
 
             def lost(cur: WorkflowRecord | None) -> None:
                 if cur is not None and cur.state in WORKFLOW_WAITING and cur.pool_slot is None:
-                    self._start_queued(cur, defn, taken)  # a replayed start of a QUEUED run
+                    self.queue.start_queued(cur, defn, taken)  # a replayed start of a QUEUED run
                 else:
                     self.ledger.give_back(pool, taken, wx, getattr(cur, "pool_slot", None))
 
@@ -209,148 +194,36 @@ class Pools(Feature):
 
         def queue(rec: WorkflowRecord | None) -> None:
             if rec is not None and rec.state in WORKFLOW_WAITING:
-                self._wait(pool, wx, self._run_order(rec), "run", None,
-                           lambda: self._retry_run(wx))
+                self.queue.wait(pool, wx, self.queue.run_order(rec), "run", None,
+                           lambda: self.queue.retry_run(wx))
 
         return Admission(False, {}, landed=queue, lost=queue)
-
-    def _start_queued(self, wf: WorkflowRecord, defn: WorkflowDefinition,
-                      taken: Taken) -> bool:
-        """QUEUED → RUNNING with the slot ``taken``, then the start's rows and launches."""
-        pool = run_pool(wf.workflow_name)
-        assert taken.k is not None
-        try:
-            # Only a run still QUEUED: a cancel or a deadline that came first ends it.
-            moved = self.store.move_workflow(
-                wf.workflow_exec_id, WORKFLOW_WAITING, W.RUNNING,
-                {"pool_slot": slot_ref(pool, taken.k)}, now=self.core.clock(),
-                actor=self.core.actor, workflow_name=wf.workflow_name)
-        except StateConflict as lost:
-            self.ledger.give_back(pool, taken, wf.workflow_exec_id,
-                            getattr(lost.current, "pool_slot", None))
-            return False
-        self.store.delete_waiter(self._waiter(pool, wf.workflow_exec_id,
-                                              self._run_order(wf)))
-        self.core.resume_start(moved, defn)  # its rows, then its roots (starting.py)
-        return True
-
-    # -- waiting -----------------------------------------------------------------------
-
-    @staticmethod
-    def _run_order(wf: WorkflowRecord) -> str:
-        return order_text(5 if wf.priority is None else wf.priority, wf.created_epoch)
-
-    @staticmethod
-    def _waiter(pool: str, holder: str, order: str) -> Waiter:
-        return Waiter(pool, shard_of(holder, WAIT_SHARDS), waiter_entry(order, holder), holder)
-
-    def _wait(self, pool: str, holder: str, order: str, kind: str, retry_at: float | None,
-              retry: Any) -> None:
-        """Enter ``holder`` among ``pool``'s waiters; then (a fresh wait) look once more."""
-        self.store.put_waiter(pool, holder, order, kind=kind, expires_epoch=None)
-        if retry_at is not None:
-            self.store.arm_pacer(pool, retry_at)  # the sweep looks when a token is there
-            return
-        if getattr(self._local, "quiet", False):
-            return  # re-held by a wake or by this very look: no second look
-        probes = self._probes(pool, holder)
-        if probes and self.store.free_among(pool, probes):
-            self._local.quiet = True
-            try:
-                retry()
-            finally:
-                self._local.quiet = False
-
-    def _probes(self, pool: str, holder: str) -> list[int]:
-        if is_run_pool(pool):
-            wf = self.store.get_workflow(holder)
-            slots = self.core.definition_of(wf).max_running if wf is not None else None
-        else:
-            info = self.ledger.settings(pool)
-            slots = info.slots if info is not None else None
-        return list(probe_order(slots, holder)) if slots else []
-
-    def _retry_activity(self, aeid: str) -> str:
-        """Admit a waiting attempt now if it can be: ``"admitted"``, ``"held"`` or
-        ``"gone"`` (it waits no more)."""
-        item = self.store.get_activity(aeid)
-        if item is None or item.state not in ACTIVITY_NOT_LAUNCHED \
-                or item.pool_slot is not None:
-            return "gone"
-        wf = self.store.get_workflow(item.workflow_exec_id)
-        if wf is None or wf.state.is_terminal or not flow.proceeds(wf):
-            return "gone"
-        if wf.state is not W.RUNNING:
-            return "skip"  # SUSPENDED: its resume's reconcile visit admits it
-        defn = self.core.definition_of(wf)
-        spec = defn.activity(item.activity_name)
-        if spec.launcher.is_pull:
-            return self._admit_pull(wf, defn, spec, item)
-        self.core.advance(wf, defn, item.activity_name, item.attempt, item.state)
-        fresh = self.store.get_activity(aeid)
-        return "admitted" if fresh is not None and fresh.pool_wait is None else "held"
-
-    def _admit_pull(self, wf: WorkflowRecord, defn: WorkflowDefinition,
-                    spec: ActivityDefinition, item: ActivityRecord) -> str:
-        """A waiting pull attempt becomes claimable, its slot recorded in the same write."""
-        assert spec.pool is not None
-        pool = spec.pool
-        limits = self.ledger.limits(pool, defn) or (None, None)
-        now = self.core.clock()
-        taken = self._take(pool, limits, item.activity_exec_id, now)
-        order = flow.claim_order(spec, wf)
-        if not taken.ok:
-            self._wait(pool, item.activity_exec_id, order, "activity", taken.retry_at,
-                       lambda: None)
-            return "held"
-        changes: dict[str, Any] = {"pool_wait": REMOVE, "pool_slot": slot_ref(pool, taken.k)}
-        if wf.state is W.RUNNING:  # SUSPENDED: its resume makes it claimable
-            changes["claimable"] = (wf.workflow_name, spec.name, *flow.claim_intent(spec, wf))
-        try:
-            moved = self.store.admit_waiting(item.activity_exec_id, changes)
-        except StateConflict as lost:
-            self.ledger.give_back(pool, taken, item.activity_exec_id,
-                            getattr(lost.current, "pool_slot", None))
-            return "gone"
-        self.core.remember(moved)
-        self.store.delete_waiter(self._waiter(pool, item.activity_exec_id, order))
-        return "admitted"
-
-    def _retry_run(self, wx: str) -> str:
-        wf = self.store.get_workflow(wx)
-        if wf is None or wf.state not in WORKFLOW_WAITING or wf.pool_slot is not None:
-            return "gone"
-        defn = self.core.definition_of(wf)
-        pool = run_pool(wf.workflow_name)
-        if not defn.max_running:
-            return "gone"
-        taken = self._take(pool, (defn.max_running, None), wx, self.core.clock())
-        if not taken.ok:
-            return "held"
-        return "admitted" if self._start_queued(wf, defn, taken) else "gone"
 
     # -- release and wake ----------------------------------------------------------------
 
     def attempt_ended(self, item: ActivityRecord) -> None:
+        # What follows an end's write is best effort: the write landed, and a slot or
+        # a wake lost here (throttled past the store's retries) is repaired by the sweep
+        # (the slot's check) and the reconcile visits (the waiters); the caller whose
+        # move landed must not hear an error for it.
+        try:
+            self._give_back_after(item)
+        except WhimbrelError as exc:
+            self.core.incidents.count("pool_followup_failed")
+            log.warning("pool follow-up of %s: %s", item.activity_exec_id, exc)
+
+    def _give_back_after(self, item: ActivityRecord) -> None:
         pool = parse_slot_ref(item.pool_slot)[0] if item.pool_slot else self._pool_of(item)
         if pool is None:
             return
         if item.pool_wait is not None and item.pool_slot is None:
-            self._leave(item)  # ended while it waited (cancelled, timed out): out of line
+            self.queue.leave(item)  # ended while it waited (cancelled, timed out): out of line
         k = parse_slot_ref(item.pool_slot)[1] if item.pool_slot else None
         if k is not None and self.store.release_slot(pool, k, item.activity_exec_id):
-            self._wake(pool, k)
+            self.queue.wake(pool, k)
             return
         if self._rated(pool):
-            self._wake(pool, None)  # a token may be there for the next waiter
-
-    def _leave(self, item: ActivityRecord) -> None:
-        wf = self.store.get_workflow(item.workflow_exec_id)
-        if wf is None or item.pool_wait is None:
-            return
-        spec = self.core.definition_of(wf).activity(item.activity_name)
-        self.store.delete_waiter(self._waiter(item.pool_wait, item.activity_exec_id,
-                                              flow.claim_order(spec, wf)))
+            self.queue.wake(pool, None)  # a token may be there for the next waiter
 
     def _pool_of(self, item: ActivityRecord) -> str | None:
         if item.workflow_version is None:
@@ -363,51 +236,18 @@ class Pools(Feature):
         return info is not None and info.per_second is not None
 
     def ended(self, wf: WorkflowRecord) -> None:
-        pool, k = parse_slot_ref(wf.pool_slot) if wf.pool_slot else ("", None)
-        if k is not None:
-            if self.store.release_slot(pool, k, wf.workflow_exec_id):
-                self._wake(pool, k)
-        elif any(h.state in {s.value for s in WORKFLOW_WAITING} for h in wf.history):
-            # Cancelled or timed out while QUEUED: it leaves the queue.
-            self.store.delete_waiter(self._waiter(run_pool(wf.workflow_name),
-                                                  wf.workflow_exec_id, self._run_order(wf)))
-
-    def _wake(self, pool: str, freed: int | None) -> None:
-        """Admit ``pool``'s first waiters: after a release, one (on the slot ``freed``);
-        a rate's look, as many as its tokens allow. Wakes inside a wake (an admitted
-        attempt whose launch failed and released) are queued on the thread, never nested."""
-        queue: list[tuple[str, int | None]] | None = getattr(self._local, "wakes", None)
-        if queue is not None:
-            queue.append((pool, freed))
-            return
-        self._local.wakes = queue = [(pool, freed)]
-        quiet = getattr(self._local, "quiet", False)
-        self._local.quiet = True
-        try:
-            while queue:
-                self._wake_once(*queue.pop(0))
-        finally:
-            self._local.wakes = None
-            self._local.quiet = quiet
-
-    def _wake_once(self, pool: str, freed: int | None) -> None:
-        for waiter in self.store.waiter_heads(pool)[:WAKE_TRIES]:
-            if freed is not None:
-                with self._lock:
-                    self._prefer[waiter.holder] = freed
-            try:
-                outcome = (self._retry_run(waiter.holder) if is_run_pool(pool)
-                           else self._retry_activity(waiter.holder))
-            finally:
-                with self._lock:
-                    self._prefer.pop(waiter.holder, None)
-            if outcome == "gone":
-                self.store.delete_waiter(waiter)  # admitted or ended meanwhile
-                continue
-            if outcome == "skip":
-                continue  # its run is SUSPENDED: the next one may go
-            if outcome == "held" or freed is not None:
-                return  # full (or out of tokens) again, or the freed slot is taken
+        try:  # best effort, as after an attempt's end (the sweep repairs)
+            pool, k = parse_slot_ref(wf.pool_slot) if wf.pool_slot else ("", None)
+            if k is not None:
+                if self.store.release_slot(pool, k, wf.workflow_exec_id):
+                    self.queue.wake(pool, k)
+            elif any(h.state in {s.value for s in WORKFLOW_WAITING} for h in wf.history):
+                # Cancelled or timed out while QUEUED: it leaves the queue.
+                self.store.delete_waiter(self.queue.waiter(
+                    run_pool(wf.workflow_name), wf.workflow_exec_id, self.queue.run_order(wf)))
+        except WhimbrelError as exc:
+            self.core.incidents.count("pool_followup_failed")
+            log.warning("pool follow-up of %s: %s", wf.workflow_exec_id, exc)
 
     # -- sweep and reconcile -------------------------------------------------------------
 
@@ -427,7 +267,7 @@ class Pools(Feature):
         seen = self.store.get_pacer(pool)
         if seen is None or seen > now or not self.store.disarm_pacer(pool, seen):
             return
-        self._wake(pool, None)
+        self.queue.wake(pool, None)
 
     def _check_slot(self, pool: str, k: int, now: float) -> None:
         slot = self.store.get_slot(pool, k)
@@ -441,7 +281,7 @@ class Pools(Feature):
             return
         log.info("pool %s: slot %d freed (holder %s is gone)", pool, k, slot.holder)
         if self.store.release_slot(pool, k, slot.holder, slot.token):
-            self._wake(pool, k)
+            self.queue.wake(pool, k)
 
     def _holds(self, pool: str, k: int, holder: str, held_for: float) -> bool:
         """Whether ``holder`` still holds slot ``k``: live and recording it, or live,
@@ -470,9 +310,9 @@ class Pools(Feature):
             if not defn.max_running:
                 return False
             pool = run_pool(wf.workflow_name)
-            self.store.put_waiter(pool, wf.workflow_exec_id, self._run_order(wf),
+            self.store.put_waiter(pool, wf.workflow_exec_id, self.queue.run_order(wf),
                                   kind="run", expires_epoch=None)
-            return self._retry_run(wf.workflow_exec_id) == "admitted"
+            return self.queue.retry_run(wf.workflow_exec_id) == "admitted"
         if wf.state is not W.RUNNING:
             return False
         repaired = False
@@ -483,10 +323,10 @@ class Pools(Feature):
                 continue  # not waiting: admitted (and claimable, for a pull one)
             # Waiting for its pool, or readied while its run was SUSPENDED.
             self.store.put_waiter(spec.pool, act.activity_exec_id,
-                                  flow.claim_order(spec, wf), kind="activity",
+                                  admission.claim_order(spec, wf), kind="activity",
                                   expires_epoch=None)
             if spec.launcher.is_pull:  # a push one is advanced by the core's visit
-                repaired |= self._admit_pull(wf, defn, spec, act) == "admitted"
+                repaired |= self.queue.admit_pull(wf, defn, spec, act) == "admitted"
         return repaired
 
     def refuse(self, spec: ActivityDefinition, item: ActivityRecord,

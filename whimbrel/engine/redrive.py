@@ -32,6 +32,7 @@ from whimbrel.contract.outcomes import UNSUCCESSFUL, generation, resolution, unr
 from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import WORKFLOW_REDRIVABLE, ActivityState, WorkflowState
 from whimbrel.engine import flow
+from whimbrel.engine.admission import admission
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core, Feature, RunRead
 
@@ -129,7 +130,7 @@ class Redrive(Feature):
             changes["parent_activity_exec_id"] = parent
         # max_running: a redriven run takes a run slot like a start, in the same write;
         # with none free it is refused (a redrive is an operator's act: try again later).
-        ask = flow.admission(self.core, wf, defn, None, changes)
+        ask = admission(self.core, wf, defn, None, changes)
         if ask is not None and not ask.go:
             raise RedriveNotAllowed(
                 f"workflow {wx}: {defn.max_running} run(s) of {wf.workflow_name!r} are "

@@ -33,6 +33,7 @@ from whimbrel.contract.states import (
 )
 from whimbrel.contract.waits import check_input
 from whimbrel.engine import ending, flow, rules
+from whimbrel.engine.admission import admission
 from whimbrel.engine.base import day_of
 from whimbrel.engine.feature import Core
 from whimbrel.engine.ports import runs_in_process
@@ -117,7 +118,7 @@ def start(
     for feature in engine.features:
         record = feature.begin(record)  # e.g. the run's trace context (tracing.py)
     # max_running: a run slot in the same write as the item, or the item QUEUED.
-    ask = flow.admission(engine, record, defn, None, {})
+    ask = admission(engine, record, defn, None, {})
     if ask is not None:
         state = W.RUNNING if ask.go else next_workflow_state(W.REQUESTED, WT.QUEUE)
         record = replace(record, state=state, **ask.changes, history=(

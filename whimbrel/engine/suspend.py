@@ -37,8 +37,8 @@ from whimbrel.contract.states import (
     next_workflow_state,
     workflow_sources,
 )
+from whimbrel.engine.admission import claim_intent
 from whimbrel.engine.feature import Core, Feature
-from whimbrel.engine.flow import claim_intent
 from whimbrel.engine.sweep import SweepReport, fire_timer, reconcile
 
 A = ActivityState
