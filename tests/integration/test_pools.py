@@ -343,3 +343,26 @@ def test_a_rate_only_pool_and_an_unlimited_one_mark_what_they_admitted(
     again = wb.claim(workflow_name="r")
     assert again is not None and again.workflow_exec_id == held
     wb.transition_activity(attempt(wb, free)[0], Transition.RUNNING)  # no limit: allowed
+
+
+def test_a_lost_holder_gives_its_slot_back_through_the_sweep(
+        wb: Whimbrel, launched: RecordingLauncher, clock: StepClock) -> None:
+    wb.set_pool("p", slots=1, per_second=None)
+    wb.register_workflow(one("w", pool="p", hb=30.0, attempts=1))
+    first, second = wb.start_workflow("w"), wb.start_workflow("w")
+    holder = attempt(wb, first)[0]
+    wb.transition_activity(holder, Transition.RUNNING)
+    # An operator's mistake: a raw DeleteItem of the holder's row (no end, no release).
+    wb.store.client.call("DeleteItem", {
+        "TableName": f"{wb.table_prefix}activity_exec",
+        "Key": {"workflow_exec_id": {"S": first}, "activity_exec_id": {"S": holder}}})
+    assert attempt(wb, second)[1] is A.READY
+    for _ in range(6):  # the run's reconcile visit (LOST), then the slot's check come due
+        clock.advance(130)
+        wb.sweep()
+        if attempt(wb, second)[1] is not A.READY:
+            break
+    assert wb.get_workflow(first).activity("a").state is A.LOST
+    assert attempt(wb, second)[1] is A.QUEUED  # the slot came back and went on
+    assert wb.store.get_slot("p", 0).holder == attempt(wb, second)[0]
+    assert launched.doubled() == []
