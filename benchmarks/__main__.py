@@ -39,6 +39,7 @@ BENCHMARKS = {
     "sweep": "benchmarks.bench_sweep",
     "fanout": "benchmarks.bench_fanout",
     "waits": "benchmarks.bench_waits",
+    "pools": "benchmarks.bench_pools",
     "maps": "benchmarks.bench_maps",
     "peers": "benchmarks.bench_peers",
     "scale": "benchmarks.bench_scale",

@@ -27,11 +27,13 @@ from whimbrel.contract.errors import (
 )
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.outcomes import MapProgress
+from whimbrel.contract.pools import PoolInfo
 from whimbrel.contract.schedules import Schedule, ScheduleInfo
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
 from whimbrel.contract.waits import NotAnApprover, SignalRefused
 from whimbrel.engine.manual import RetryNotAllowed
 from whimbrel.engine.moves import EngineDriven
+from whimbrel.engine.pool_ledger import PoolNotFound
 from whimbrel.engine.redrive import RedriveNotAllowed
 from whimbrel.engine.schedules import ScheduleConflict, ScheduleNotFound
 from whimbrel.engine.sweep import SweepReport
@@ -57,6 +59,8 @@ __all__ = [
     "MapProgress",
     "NotAllowedNow",
     "NotAnApprover",
+    "PoolInfo",
+    "PoolNotFound",
     "RedriveNotAllowed",
     "RetryNotAllowed",
     "RetryPolicy",

@@ -20,6 +20,7 @@ from whimbrel.store.specs import (
     LEASE,
     MAP_ITEM,
     NOTIFICATION,
+    POOL,
     REJECTION,
     SCHEDULE,
     SIGNAL,
@@ -45,6 +46,7 @@ ENGINE_WRITES = (
     SIGNAL.logical_name,  # signals kept for a wait (SIGNAL rows, reconcile)
     SCHEDULE.logical_name,  # schedules the sweep fires (engine/schedules.py)
     LEASE.logical_name,  # the sweep's shard leases (engine/leases.py)
+    POOL.logical_name,  # pool slots, rates and waiters (engine/pools.py)
 )
 # Tables the engine uses with a few item operations only, granted just those (the
 # functions' roles keep one inline policy, under IAM's size limit): a run's large input,

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 import typer
 import yaml
 
@@ -27,7 +26,6 @@ from whimbrel.contract.definitions import (
     RetryPolicy,
     WorkflowDefinition,
 )
-from whimbrel.contract.errors import InvalidDefinition
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SHARED = {"--endpoint-url", "--table-prefix", "--json", "--debug", "--help"}
@@ -69,8 +67,8 @@ def test_definitions_md_names_every_field() -> None:
             if f"`{n}`" not in text] == []
 
 
-#: Issue 22's flow-control fields: their own example ("Flow control") while the engine
-#: does not enforce them all (FLOW_FIELDS_ENABLED); the complete example covers the rest.
+#: Issue 22's flow-control fields: their own example ("Flow control"; the pool it names
+#: must exist to register it); the complete example covers the rest.
 FLOW_WORKFLOW_FIELDS = {"max_running"}
 FLOW_ACTIVITY_FIELDS = set(FLOW_DEFAULTS)
 
@@ -89,13 +87,11 @@ def test_definitions_md_example_is_complete_and_valid() -> None:
         - FLOW_WORKFLOW_FIELDS
 
 
-def test_definitions_md_flow_control_example(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_definitions_md_flow_control_example() -> None:
     text = (DOCS / "definitions.md").read_text(encoding="utf-8")
     section = text.split("## Flow control", 1)[1]
     example = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)[0]
-    with pytest.raises(InvalidDefinition, match="not supported yet"):
-        WorkflowDefinition.from_yaml(example)
-    monkeypatch.setattr(definitions, "FLOW_FIELDS_ENABLED", definitions.FLOW_FIELDS)
+    assert definitions.FLOW_FIELDS_ENABLED == definitions.FLOW_FIELDS  # all wired
     defn = WorkflowDefinition.from_yaml(example)
     raw = yaml.safe_load(example)
     assert set(raw) >= FLOW_WORKFLOW_FIELDS

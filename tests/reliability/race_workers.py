@@ -92,3 +92,14 @@ class WriteRendezvous:
             return
         with self._lock:
             self.met += 1
+
+
+def start_runs(endpoint: str, prefix: str, workflow_name: str, n: int,
+               barrier: Any) -> list[str]:
+    """Start ``n`` runs right after the other processes are ready (issue 22's pools)."""
+    wb = Whimbrel(endpoint_url=endpoint, table_prefix=prefix)
+    try:
+        barrier.wait()
+        return [wb.start_workflow(workflow_name) for _ in range(n)]
+    finally:
+        wb.close()

@@ -63,6 +63,10 @@ class Plan:
     #: When the run has FAILED once, redrive it (the plan's behaviour then lets it end).
     redrive: bool = False
     events: Events | None = None
+    #: Pools the definition names, (name, slots), set before it is registered.
+    pools: tuple[tuple[str, int], ...] = ()
+    #: Called (through ``call``, until it went through) before the run starts.
+    before: Events | None = None
 
 
 @dataclass
@@ -90,6 +94,10 @@ def run_plan(wb: Whimbrel, clock: StepClock, launcher: RecordingLauncher, plan: 
             out.log.append(f"{what}: {type(exc).__name__}")
             return False, exc
 
+    if plan.before is not None:
+        for _ in range(3):  # a dead caller tries again (its call is idempotent)
+            if plan.before(wb, wx, call):
+                break
     crashed, _ = call("start", lambda: wb.start_workflow(plan.definition.name, plan.input,
                                                          request_id=request_id))
     if crashed and wb.store.get_workflow(wx) is None:
@@ -213,6 +221,7 @@ def plans() -> list[Plan]:
             act("A"), act("B", "A"), act("C", "A"), act("D", "B", "C"))), W.COMPLETED,
             behaviour=lambda n, a: "end" if n == "B" else "complete"),
         *wait_plans(),
+        *pool_plans(),
     ]
 
 
@@ -274,4 +283,70 @@ def wait_plans() -> list[Plan]:
         Plan("suspend", WorkflowDefinition("suspend", (
             act("A", external=True), act("B", "A"), act("C", "A", external=True))),
             W.COMPLETED, events=_suspend_then_resume),
+    ]
+
+
+# -- pools and max_running (issue 22) ---------------------------------------------------------
+
+#: States in which an attempt holds its pool's slot (launched, until it ends).
+_HOLDING = {ActivityState.QUEUED, ActivityState.PREPARING, ActivityState.RUNNING,
+            ActivityState.CANCELLED_RUNNING}
+
+
+def _one_slot(wb: Whimbrel, wx: str, call: Call) -> bool:
+    """B and C share a pool of one slot: never both launched at once (checked every round,
+    whatever crashed)."""
+    wf = wb.engine.get_workflow(wx)
+    holding = [a.activity_name for a in wf.activities if a.activity_name in ("B", "C")
+               and a.state in _HOLDING]
+    assert len(holding) <= 1, f"pool of one slot held by {holding}: {wf}"
+    return False
+
+
+def blocker_id(wx: str) -> str:
+    return f"blocker-of-{wx}"
+
+
+def _start_blocker(wb: Whimbrel, wx: str, call: Call) -> bool:
+    """The run that holds the one run slot when the plan's run starts (so it is QUEUED)."""
+    crashed, _ = call("start blocker", lambda: wb.start_workflow(
+        "maxrun", {"n": 0}, request_id=blocker_id(wx)))
+    return not crashed
+
+
+def _drive_blocker(wb: Whimbrel, wx: str, call: Call) -> bool:
+    """Run the blocker's attempts to their end (its launches are not the plan's), and
+    check that the two runs of ``max_running: 1`` never run at once."""
+    other = workflow_exec_id_for(blocker_id(wx))
+    runs = [r for r in (wb.store.get_workflow(wx), wb.store.get_workflow(other))
+            if r is not None]
+    live = [r.workflow_exec_id for r in runs
+            if not r.state.is_terminal and r.state not in (W.QUEUED, W.REQUESTED)]
+    assert len(live) <= 1, f"max_running 1, running: {live}"
+    if wb.store.get_workflow(other) is None:
+        return False
+    did = False
+    for act in wb.engine.get_workflow(other).latest_activities.values():
+        if act.state is ActivityState.QUEUED:
+            call(f"blocker run {act.activity_exec_id}", lambda a=act.activity_exec_id:
+                 wb.transition_activity(a, Transition.RUNNING))
+            did = True
+        elif act.state is ActivityState.RUNNING:
+            call(f"blocker end {act.activity_exec_id}", lambda a=act.activity_exec_id:
+                 wb.transition_activity(a, Transition.COMPLETED, output={"ok": True}))
+            did = True
+    return did
+
+
+def pool_plans() -> list[Plan]:
+    """A pool of one slot shared by two branches (a crash anywhere: no slot leaked, never
+    two holders); a second run of a ``max_running: 1`` definition, QUEUED behind the
+    first and started by its end."""
+    return [
+        Plan("pool", WorkflowDefinition("pooled", (
+            act("A"), replace(act("B", "A"), pool="cp"), replace(act("C", "A"), pool="cp"),
+            act("D", "B", "C"))), W.COMPLETED, events=_one_slot, pools=(("cp", 1),)),
+        Plan("max-running", WorkflowDefinition("maxrun", (act("A"), act("B", "A")),
+                                               max_running=1),
+             W.COMPLETED, before=_start_blocker, events=_drive_blocker),
     ]

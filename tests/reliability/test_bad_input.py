@@ -140,6 +140,28 @@ CORPUS: list[Case] = [
     ("register an invalid definition object", lambda wb, c: wb.register_workflow(
         WorkflowDefinition("wf", (ActivityDefinition("A", ("A",), launcher=EXT),))),
      InvalidDefinition, "depends on itself"),
+    # -- issue 22: pools, max_running, priority in YAML -------------------------------------
+    ("YAML pool with a space", lambda wb, c: WorkflowDefinition.from_yaml(
+        "name: p\nactivities:\n  - {name: a, pool: 'my pool'}\n"), InvalidDefinition,
+     "pool must be a name matching"),
+    ("YAML pool a number", lambda wb, c: WorkflowDefinition.from_yaml(
+        "name: p\nactivities:\n  - {name: a, pool: 7}\n"), InvalidDefinition, "not 7"),
+    ("YAML priority 11", lambda wb, c: WorkflowDefinition.from_yaml(
+        "name: p\nactivities:\n  - {name: a, priority: 11}\n"), InvalidDefinition,
+     "priority must be an integer from 0"),
+    ("YAML priority true", lambda wb, c: WorkflowDefinition.from_yaml(
+        "name: p\nactivities:\n  - {name: a, priority: true}\n"), InvalidDefinition,
+     "not True"),
+    ("YAML max_running -3", lambda wb, c: WorkflowDefinition.from_yaml(
+        "name: p\nmax_running: -3\nactivities:\n  - {name: a}\n"), InvalidDefinition,
+     "max_running must be an integer from 1"),
+    ("YAML max_running as text", lambda wb, c: WorkflowDefinition.from_yaml(
+        "name: p\nmax_running: ten\nactivities:\n  - {name: a}\n"), InvalidDefinition,
+     "not 'ten'"),
+    ("JSON pool that does not exist", lambda wb, c: wb.register_workflow(
+        WorkflowDefinition.from_json('{"name": "p", "activities": [{"name": "a", '
+                                     '"pool": "nowhere"}]}')), InvalidDefinition,
+     "pool 'nowhere' does not exist"),
     # -- start -------------------------------------------------------------------------
     ("start unknown workflow", lambda wb, c: wb.start_workflow("nope"), DefinitionNotFound,
      "'nope'"),

@@ -25,6 +25,7 @@ from whimbrel import (
     LauncherSpec,
     NotAllowedNow,
     NotAnApprover,
+    PoolNotFound,
     Whimbrel,
     WorkflowDefinition,
 )
@@ -203,6 +204,61 @@ CORPUS: list[Case] = [
      InvalidInput, "schedule_id must match"),
     ("schedule: backfill from 'a'", lambda wb, c: wb.backfill_schedule(
         "s", "a", "b"), InvalidInput, "start must be epoch seconds"),  # type: ignore[arg-type]
+    # -- pools, max_running and priority (issue 22) -------------------------------------------
+    ("set_pool: negative slots", lambda wb, c: wb.set_pool("p", slots=-1, per_second=None),
+     InvalidInput, "slots must be a whole number from 0"),
+    ("set_pool: fractional slots", lambda wb, c: wb.set_pool(
+        "p", slots=1.5, per_second=None), InvalidInput, "not 1.5"),  # type: ignore[arg-type]
+    ("set_pool: slots True", lambda wb, c: wb.set_pool(
+        "p", slots=True, per_second=None), InvalidInput, "not True"),
+    ("set_pool: slots beyond 100,000", lambda wb, c: wb.set_pool(
+        "p", slots=100_001, per_second=None), InvalidInput, "from 0 (closed) to 100000"),
+    ("set_pool: a rate of 0", lambda wb, c: wb.set_pool("p", slots=None, per_second=0),
+     InvalidInput, "per_second must be a number above 0"),
+    ("set_pool: a negative rate", lambda wb, c: wb.set_pool("p", slots=1, per_second=-2.0),
+     InvalidInput, "not -2.0"),
+    ("set_pool: an infinite rate", lambda wb, c: wb.set_pool(
+        "p", slots=None, per_second=float("inf")), InvalidInput, "at most 100000"),
+    ("set_pool: a NaN rate", lambda wb, c: wb.set_pool(
+        "p", slots=None, per_second=float("nan")), InvalidInput, "per_second"),
+    ("set_pool: a rate as text", lambda wb, c: wb.set_pool(
+        "p", slots=None, per_second="2"), InvalidInput, "not '2'"),  # type: ignore[arg-type]
+    ("set_pool: a max_running pool's name", lambda wb, c: wb.set_pool(
+        "run:ok", slots=1, per_second=None), InvalidInput, "pool name must match"),
+    ("set_pool: name None", lambda wb, c: wb.set_pool(
+        None, slots=1, per_second=None), InvalidInput, "pool name"),  # type: ignore[arg-type]
+    ("get_pool: unknown pool", lambda wb, c: wb.get_pool("ghost"), PoolNotFound,
+     "no pool 'ghost'"),
+    ("get_pool: a bad name", lambda wb, c: wb.get_pool("a b"), InvalidInput,
+     "pool name must match"),
+    ("register: an unknown pool", lambda wb, c: wb.register_workflow(WorkflowDefinition(
+        "pooled", (ActivityDefinition("A", launcher=EXT, pool="ghost"),))),
+     InvalidDefinition, "pool 'ghost' does not exist"),
+    ("register: a wait in a pool", lambda wb, c: wb.register_workflow(WorkflowDefinition(
+        "pooled", (ActivityDefinition("T", launcher=LauncherSpec.timer(5), pool="p"),))),
+     InvalidDefinition, "takes no pool slot"),
+    ("register: priority 10", lambda wb, c: wb.register_workflow(WorkflowDefinition(
+        "pooled", (ActivityDefinition("A", launcher=EXT, priority=10),))),
+     InvalidDefinition, "priority must be an integer from 0"),
+    ("register: priority as text", lambda wb, c: wb.register_workflow(WorkflowDefinition(
+        "pooled", (ActivityDefinition("A", launcher=EXT, priority="high"),))),  # type: ignore[arg-type]
+     InvalidDefinition, "not 'high'"),
+    ("register: max_running 0", lambda wb, c: wb.register_workflow(WorkflowDefinition(
+        "pooled", (ActivityDefinition("A", launcher=EXT),), max_running=0)),
+     InvalidDefinition, "max_running must be an integer from 1"),
+    ("register: max_running 2.5", lambda wb, c: wb.register_workflow(WorkflowDefinition(
+        "pooled", (ActivityDefinition("A", launcher=EXT),), max_running=2.5)),  # type: ignore[arg-type]
+     InvalidDefinition, "not 2.5"),
+    ("start: priority 10", lambda wb, c: wb.start_workflow("ok", priority=10), InvalidInput,
+     "priority must be an integer from 0"),
+    ("start: priority -1", lambda wb, c: wb.start_workflow("ok", priority=-1), InvalidInput,
+     "not -1"),
+    ("start: priority True", lambda wb, c: wb.start_workflow("ok", priority=True),
+     InvalidInput, "not True"),
+    ("start: priority '1'", lambda wb, c: wb.start_workflow(
+        "ok", priority="1"), InvalidInput, "not '1'"),  # type: ignore[arg-type]
+    ("request: priority 2.5", lambda wb, c: wb.request_workflow(
+        "ok", priority=2.5), InvalidInput, "not 2.5"),  # type: ignore[arg-type]
 ]
 
 

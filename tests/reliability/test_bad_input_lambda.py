@@ -119,6 +119,12 @@ REQUESTS: list[Case] = [
          "source: Input should be a valid string (got DynamoDB type M)"),
     Case("when_epoch as text", req(when_epoch=S("yesterday")),
          "when_epoch: Input should be a valid number"),
+    # -- issue 22: the run's priority ------------------------------------------------------
+    Case("priority 10", req(priority=N("10")), "priority: Input should be less than or equal"),
+    Case("priority -1", req(priority=N("-1")),
+         "priority: Input should be greater than or equal to 0"),
+    Case("fractional priority", req(priority=N("2.5")), "priority: Input should be a valid"),
+    Case("priority as text", req(priority=S("high")), "priority: Input should be a valid"),
     Case("request id reused for another workflow",
          req(workflow_request_id=S("bystander"), workflow_name=S("other")),
          "request id 'bystander' already started workflow 'ok', not 'other'"),

@@ -25,8 +25,10 @@ from whimbrel import (
     WorkflowDefinition,
 )
 from whimbrel.contract.ids import activity_exec_id
+from whimbrel.contract.pools import run_pool
 from whimbrel.engine.base import RECONCILE_GRACE_SECONDS
 from whimbrel.engine.leases import SWEEP_LEASE_SECONDS
+from whimbrel.engine.pools import IN_FLIGHT_SECONDS
 from whimbrel.store import specs
 from whimbrel.testing import (
     Crash,
@@ -45,7 +47,9 @@ FULL = os.environ.get("WHIMBREL_RELIABILITY_FULL") == "1"
 FIGURES: dict[str, int] = {}
 
 
-def _check(wb: Whimbrel, launcher: RecordingLauncher, plan: Plan, wx: str, why: str) -> None:
+def _check(wb: Whimbrel, launcher: RecordingLauncher, plan: Plan, wx: str, why: str,
+           clock: StepClock) -> None:
+    _slots_given_back(wb, plan, clock, why)
     wf = wb.get_workflow(wx)
     assert wf.state is plan.expected, f"{plan.name} {why}: ended {wf.state.value}: {wf}"
     defs = {d.name: d for d in (plan.definition, *plan.children)}
@@ -66,10 +70,27 @@ def _check(wb: Whimbrel, launcher: RecordingLauncher, plan: Plan, wx: str, why: 
             assert len(wf.child_workflow_exec_ids) == 1, wf  # one child, however replayed
 
 
+def _slots_given_back(wb: Whimbrel, plan: Plan, clock: StepClock, why: str) -> None:
+    """Issue 22: once the run ended (and the sweep had its look at held slots) no slot
+    of its pools is held and nothing waits: none leaked, none counted twice."""
+    pools = [name for name, _ in plan.pools]
+    if plan.definition.max_running:
+        pools.append(run_pool(plan.definition.name))
+    if not pools:
+        return
+    clock.advance(IN_FLIGHT_SECONDS + 1)
+    wb.sweep(clock())
+    for pool in pools:
+        assert wb.store.held_slots(pool, 4) == [], f"{plan.name} {why}: {pool} slot leaked"
+        assert wb.store.waiter_heads(pool) == [], f"{plan.name} {why}: {pool} waiter left"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("plan", plans(), ids=lambda p: p.name)
 def test_crash_at_every_write(rwb: Whimbrel, step_clock: StepClock,
                               launcher: RecordingLauncher, plan: Plan) -> None:
+    for pool, slots in plan.pools:
+        rwb.set_pool(pool, slots=slots, per_second=None)
     for child in plan.children:
         rwb.register_workflow(child)
     rwb.register_workflow(plan.definition)
@@ -77,7 +98,7 @@ def test_crash_at_every_write(rwb: Whimbrel, step_clock: StepClock,
     rwb.store.write_hooks.append(counter)
     clean = run_plan(rwb, step_clock, launcher, plan, f"clean-{uuid.uuid4()}")
     rwb.store.write_hooks.remove(counter)
-    _check(rwb, launcher, plan, clean.workflow_exec_id, "without a crash")
+    _check(rwb, launcher, plan, clean.workflow_exec_id, "without a crash", step_clock)
     writes = counter.count
     assert writes > 5
 
@@ -96,7 +117,8 @@ def test_crash_at_every_write(rwb: Whimbrel, step_clock: StepClock,
                 continue  # this path had fewer writes; still checked below
             tried += 1
             _check(rwb, launcher, plan, out.workflow_exec_id,
-                   f"crash {phase} write #{k} {injector.fired}\n" + "\n".join(out.log))
+                   f"crash {phase} write #{k} {injector.fired}\n" + "\n".join(out.log),
+                   step_clock)
     assert launcher.doubled() == []
     FIGURES[plan.name] = tried
     print(f"\n{plan.name}: {writes} writes in a clean run, {tried} crash points tried")

@@ -12,6 +12,13 @@ late results (a COMPLETED/FAILED of a TIMED_OUT or LOST attempt: ActivityTimedOu
 as late output, its state unchanged). The only freedom it allows the engine is the
 order in which one sweep (or a resume) fires several due timers of one workflow: it
 accepts any order whose outcome matches.
+
+Since issue 22 some external activities share a pool of one slot (one pool per example,
+across its runs). Admission changes no state (a waiting pull attempt is READY, only out
+of the claimable index), so the model's states stand as they are; the pool is checked
+as invariants on the tables after every step: never two live holders, nothing claimable
+or running without its slot, a slot held only by its holder (or by one that just
+ended, until its release), and a caller's start of an attempt the pool holds refused.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ from whimbrel.contract.errors import (
     StateConflict,
 )
 from whimbrel.contract.ids import activity_exec_id, workflow_exec_id_for
+from whimbrel.contract.pools import parse_slot_ref
 from whimbrel.contract.states import (
     ACTIVITY_TRANSITIONS,
     ActivityState,
@@ -321,16 +329,17 @@ class Model:
                                 for a in wf.acts if not a.lost}
 
 
-Shape = list[tuple[list[int], float | None, int, float, str | None]]
+Shape = list[tuple[list[int], float | None, int, float, str | None, bool]]
 
 
 def dags() -> st.SearchStrategy[Shape]:
-    """Nodes: upstreams, heartbeat timeout, attempts, retry interval, and the signal a
-    wait node waits for (None: an external activity)."""
+    """Nodes: upstreams, heartbeat timeout, attempts, retry interval, the signal a wait
+    node waits for (None: an external activity), and whether an external one is in the
+    example's pool of one slot."""
     node = st.tuples(st.lists(st.integers(0, 3), max_size=2, unique=True),
                      st.sampled_from([None, 30.0]), st.integers(1, 2),
                      st.sampled_from([0.0, 50.0]),
-                     st.sampled_from([None, *SIGNAL_NAMES]))
+                     st.sampled_from([None, *SIGNAL_NAMES]), st.booleans())
     return st.lists(node, min_size=1, max_size=4)
 
 
@@ -348,6 +357,9 @@ class WorkflowMachine(RuleBasedStateMachine):
         self.defs = 0
         #: Every attempt id handed out to run (moved to RUNNING by a claim).
         self.handed_out: set[str] = set()
+        #: This example's pool of one slot (its runs' pooled activities share it).
+        self.pool = f"mpool{COUNTS['examples']}"
+        self.wb.set_pool(self.pool, slots=1, per_second=None)
 
     def teardown(self) -> None:
         self.wb.close()
@@ -366,13 +378,14 @@ class WorkflowMachine(RuleBasedStateMachine):
     def start(self, shape: Shape) -> None:
         self.defs += 1
         acts = []
-        for i, (deps, hb, attempts, interval, signal) in enumerate(shape):
+        for i, (deps, hb, attempts, interval, signal, pooled) in enumerate(shape):
             launcher = (LauncherSpec.external() if signal is None else
                         LauncherSpec.signal(signal, timeout_seconds=SIGNAL_TIMEOUT))
             acts.append(ActivityDefinition(
                 f"N{i}", tuple(sorted({f"N{d}" for d in deps if d < i})),
                 launcher=launcher, heartbeat_timeout_seconds=hb if signal is None else None,
-                retry=RetryPolicy(max_attempts=attempts, initial_interval_seconds=interval)))
+                retry=RetryPolicy(max_attempts=attempts, initial_interval_seconds=interval),
+                pool=self.pool if pooled and signal is None else None))
         defn = WorkflowDefinition(f"m{COUNTS['examples']}-{self.defs}", tuple(acts))
         self.wb.register_workflow(defn)
         request = f"{defn.name}-req"
@@ -386,6 +399,14 @@ class WorkflowMachine(RuleBasedStateMachine):
         return [(wf, a) for wf, a in self._attempts(A.READY)
                 if wf.state is W.RUNNING and wf.signal_name(a.name) is None]
 
+    def _held(self, wf: MWorkflow, a: MAct) -> bool:
+        """A pooled attempt its pool has not admitted (read on the tables: admission
+        changes no state)."""
+        if wf.defn.activity(a.name).pool is None:
+            return False
+        row = self.wb.store.get_activity(self._aeid(wf, a))
+        return row is not None and row.pool_slot is None
+
     @precondition(lambda self: self._claimable())
     @rule(pick=st.integers(0, 99), by_claim=st.booleans())
     def claim(self, pick: int, by_claim: bool) -> None:
@@ -393,10 +414,21 @@ class WorkflowMachine(RuleBasedStateMachine):
         wf, a = cands[pick % len(cands)]
         if by_claim:  # a worker's claim(): any READY external attempt of the run's workflow
             got = self.wb.claim(workflow_name=wf.defn.name)
-            assert got is not None
+            if got is None:  # only attempts the pool holds are left
+                assert all(self._held(w, x) for w, x in cands if w.defn is wf.defn), cands
+                WAIT_COUNTS["claim: pool full"] = WAIT_COUNTS.get("claim: pool full", 0) + 1
+                return
             wf, a = self.model.find(got.activity_exec_id)
             assert (wf, a) in cands, got
         else:
+            if self._held(wf, a):  # refused: it waits for its pool
+                try:
+                    self.wb.transition_activity(self._aeid(wf, a), T.RUNNING)
+                except NotAllowedNow:
+                    WAIT_COUNTS["pool held a start"] = WAIT_COUNTS.get(
+                        "pool held a start", 0) + 1
+                    return
+                raise AssertionError(f"{self._aeid(wf, a)} started around its pool")
             self.wb.transition_activity(self._aeid(wf, a), T.RUNNING)
         aeid = self._aeid(wf, a)
         assert aeid not in self.handed_out, f"{aeid} handed out twice"
@@ -404,8 +436,11 @@ class WorkflowMachine(RuleBasedStateMachine):
         self.model.move(wf, a, T.RUNNING, self.clock())
 
     def _losable(self) -> list[tuple[MWorkflow, MAct]]:
+        # Not a pooled one: its slot comes back at the sweep's check of the slot, on a
+        # schedule of its own the model does not follow (test_crash_points covers it).
         return [(wf, a) for wf, a in self._attempts(A.READY, A.RUNNING, A.CANCELLED_RUNNING)
-                if wf.state is W.RUNNING and wf.signal_name(a.name) is None]
+                if wf.state is W.RUNNING and wf.signal_name(a.name) is None
+                and wf.defn.activity(a.name).pool is None]
 
     @precondition(lambda self: self._losable())
     @rule(pick=st.integers(0, 99))
@@ -499,8 +534,14 @@ class WorkflowMachine(RuleBasedStateMachine):
         """Any move, on any attempt, at any moment, by a caller outside the engine (the
         Full Logic API a user calls by hand, as a Simple API row would)."""
         cands = self._attempts()
+        if not cands:
+            return  # every attempt's row is lost until its visit: nothing to move
         wf, a = cands[pick % len(cands)]
         allowed = self.model.allows(wf, a, verb)
+        target = ACTIVITY_TRANSITIONS.get((a.state, verb))
+        if allowed and target in (A.READY, A.QUEUED, A.PREPARING, A.RUNNING) \
+                and self._held(wf, a):
+            allowed = False  # the pool holds it: only the engine starts it
         try:
             self.wb.transition_activity(self._aeid(wf, a), verb, output={"o": 1}, error="e")
         except (IllegalTransition, StateConflict, NotAllowedNow) as exc:
@@ -614,6 +655,36 @@ class WorkflowMachine(RuleBasedStateMachine):
                 assert {a.state for a in wf.latest_activities.values()} == {A.COMPLETED}, wf
             if wf.state.is_terminal:
                 assert all(a.state is not A.RUNNING for a in wf.activities), wf
+
+    @invariant()
+    def the_pool_holds_one(self) -> None:
+        """The example's pool of one slot, on the tables: at most one live attempt holds
+        it; nothing is claimable or running without its slot; the slot's holder is that
+        attempt, or one that just ended (its release follows the end's write)."""
+        live: list[str] = []
+        waiting = 0
+        for wf in self.model.wfs.values():
+            for row in self.wb.store.list_activities(wf.wx):
+                if wf.defn.activity(row.activity_name).pool is None or row.state is None:
+                    continue
+                waiting += row.state is A.READY and row.pool_slot is None
+                if row.claim_key is not None or row.state in (A.RUNNING, A.QUEUED,
+                                                              A.PREPARING):
+                    assert row.pool_slot is not None, f"started around its pool: {row}"
+                if row.pool_slot is not None and not row.state.is_terminal:
+                    assert parse_slot_ref(row.pool_slot) == (self.pool, 0), row
+                    live.append(row.activity_exec_id)
+        assert len(live) <= 1, f"two holders of one slot: {live}"
+        if live and waiting:  # (printed with the figures: the pool was exercised)
+            WAIT_COUNTS["pool: steps with a waiter"] = WAIT_COUNTS.get(
+                "pool: steps with a waiter", 0) + 1
+        slot = self.wb.store.get_slot(self.pool, 0)
+        if live:
+            assert slot.holder == live[0], (slot, live)
+        if slot.holder is not None and not live:
+            row = self.wb.store.get_activity(slot.holder)
+            assert row is None or row.state is None or row.state.is_terminal \
+                or row.pool_slot is None, (slot, row)
 
     @invariant()
     def no_attempt_id_comes_back(self) -> None:

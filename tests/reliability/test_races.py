@@ -543,3 +543,113 @@ def test_a_renewal_and_a_takeover_at_once_one_holds_the_lease(rwb: Whimbrel,
         (holder if kept else taker).release()
         assert rwb.store.get_lease(lease) is None
     print("renewal vs takeover outcomes:", dict(outcomes))
+
+
+# -- issue 22: one free slot ------------------------------------------------------------------
+
+
+def _holders(rwb: Whimbrel, pool: str, slots: int) -> list[str]:
+    return [s.holder for s in rwb.store.held_slots(pool, slots) if s.holder]
+
+
+def test_many_starts_race_for_one_free_slot(rwb: Whimbrel, launcher: RecordingLauncher
+                                            ) -> None:
+    rwb.set_pool("one", slots=1, per_second=None)
+    defn = _one("slot1", ActivityDefinition("A", launcher=LAMBDA, pool="one"))
+    rwb.register_workflow(defn)
+    # Every starter holds at its first pool write (its take of slot 0) until all are
+    # there: THREADS conditional writes on one free slot at the same moment.
+    meet = race_workers.WriteRendezvous(THREADS, "pool")
+    for _ in range(ROUNDS):
+        meet.reset()
+        rwb.store.write_hooks.append(meet)
+        try:
+            wxs = together(*[lambda: rwb.start_workflow("slot1")] * THREADS)
+        finally:
+            rwb.store.write_hooks.remove(meet)
+        assert meet.met == THREADS, "the race did not happen"
+        RACES["start into one free slot (threads)"] += 1
+        assert all(isinstance(wx, str) for wx in wxs), wxs
+        states = Counter(rwb.get_workflow(wx).activity("A").state for wx in wxs)
+        assert states == {A.QUEUED: 1, A.READY: THREADS - 1}, states
+        held = _holders(rwb, "one", 1)
+        assert len(held) == 1 and held[0].startswith(tuple(wxs))
+        for _ in wxs:  # each end admits the next: every run launched once
+            [req] = [r for r in launcher.take()]
+            rwb.transition_activity(req.activity_exec_id, T.RUNNING)
+            rwb.transition_activity(req.activity_exec_id, T.COMPLETED)
+        assert launcher.take() == [] and launcher.doubled() == []
+        for wx in wxs:
+            assert _checked(rwb, wx, defn, launcher).state is W.COMPLETED
+        assert _holders(rwb, "one", 1) == [] and rwb.get_pool("one").waiting == 0
+
+
+def test_a_release_and_a_newcomer_race_for_the_slot(rwb: Whimbrel,
+                                                    launcher: RecordingLauncher) -> None:
+    rwb.set_pool("one", slots=1, per_second=None)
+    defn = _one("slot2", ActivityDefinition("A", launcher=LAMBDA, pool="one"))
+    rwb.register_workflow(defn)
+    meet = race_workers.WriteRendezvous(2, "pool")
+    outcomes: Counter[str] = Counter()
+    for _ in range(ROUNDS):
+        holder, waiter = rwb.start_workflow("slot2"), rwb.start_workflow("slot2")
+        [req] = launcher.take()
+        rwb.transition_activity(req.activity_exec_id, T.RUNNING)
+        meet.reset()
+        rwb.store.write_hooks.append(meet)
+        try:
+            _, newcomer = together(
+                lambda a=req.activity_exec_id: rwb.transition_activity(a, T.COMPLETED),
+                lambda: rwb.start_workflow("slot2"))
+        finally:
+            rwb.store.write_hooks.remove(meet)
+        assert meet.met == 2, "the race did not happen"
+        RACES["release vs newcomer for one slot (threads)"] += 1
+        assert isinstance(newcomer, str), newcomer
+        queued = [wx for wx in (waiter, newcomer)
+                  if rwb.get_workflow(wx).activity("A").state is A.QUEUED]
+        assert len(queued) == 1, queued  # one of them took it, never both
+        outcomes["waiter" if queued == [waiter] else "newcomer"] += 1
+        assert _holders(rwb, "one", 1) == [activity_exec_id(queued[0], "A", 1)]
+        for _ in range(2):
+            [nxt] = launcher.take()
+            rwb.transition_activity(nxt.activity_exec_id, T.RUNNING)
+            rwb.transition_activity(nxt.activity_exec_id, T.COMPLETED)
+        for wx in (holder, waiter, newcomer):
+            assert _checked(rwb, wx, defn, launcher).state is W.COMPLETED
+        assert _holders(rwb, "one", 1) == []
+    print("release vs newcomer:", dict(outcomes))
+
+
+@pytest.mark.slow
+def test_processes_start_and_claim_through_a_pool_of_two(ddb_endpoint: str,
+                                                         table_prefix: str) -> None:
+    procs = 3
+    wb = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix)
+    wb.create_tables()
+    wb.set_pool("two", slots=2, per_second=None)
+    defn = _one("pool2", ActivityDefinition("A", launcher=EXT, pool="two"))
+    wb.register_workflow(defn)
+    pool, manager = _spawn_pool(procs)
+    with pool, manager:
+        barrier = manager.Barrier(procs)
+        started = [pool.submit(race_workers.start_runs, ddb_endpoint, table_prefix, "pool2",
+                               4, barrier) for _ in range(procs)]
+        wxs = [wx for f in started for wx in f.result(timeout=120)]
+        assert len(_holders(wb, "two", 2)) == 2
+        barrier = manager.Barrier(procs)
+        futures = [pool.submit(race_workers.claim_until_done, ddb_endpoint, table_prefix,
+                               "pool2", wxs, barrier, 60.0) for _ in range(procs)]
+        claims = Counter(a for f in futures for a in f.result(timeout=120))
+    assert all(n == 1 for n in claims.values()) and len(claims) == len(wxs), claims
+    RACES["start and claim through a pool (processes)"] += len(claims)
+    spans = []
+    for wx in wxs:
+        act = _checked(wb, wx, defn).activity("A")
+        at = {h.state: h.at for h in act.history}
+        spans.append((at["RUNNING"], at["COMPLETED"]))
+    # Running spans (inside the held ones: claimable → end) never overlap three deep.
+    most = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
+    assert most <= 2, spans
+    assert _holders(wb, "two", 2) == [] and wb.get_pool("two").waiting == 0
+    wb.close()

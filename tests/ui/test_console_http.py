@@ -281,3 +281,19 @@ def test_the_schedules_page_lists_schedules(con: Console) -> None:
     assert 'href="/schedules" class="active"' in page.body
     for sid in ("ui-nightly", "ui-paused"):
         con.wb.delete_schedule(sid)
+
+
+def test_queued_runs_are_filtered_counted_and_cancelled(con: Console) -> None:
+    con.wb.register_workflow(WorkflowDefinition("capped", (
+        ActivityDefinition("work", launcher=LauncherSpec.external()),), max_running=1))
+    first, queued = con.wb.start_workflow("capped"), con.wb.start_workflow("capped")
+    page = http(con.url("/runs?workflow=capped&state=QUEUED"))
+    assert page.status == 200
+    assert re.findall(r'data-run="([^"]+)"', page.body) == [queued]
+    count = re.search(r'data-state="QUEUED">\s*<span class="n">(\d+)</span>', page.body)
+    assert count is not None and count.group(1) == "1"
+    shown = http(con.url(f"/runs/{queued}"))
+    assert shown.status == 200 and "QUEUED" in shown.body and "Cancel run" in shown.body
+    con.wb.cancel_workflow(queued)
+    assert con.wb.get_workflow(queued).state.value == "CANCELLED"
+    assert con.wb.get_workflow(first).state.value == "RUNNING"

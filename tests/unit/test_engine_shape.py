@@ -19,6 +19,7 @@ from whimbrel.contract.states import (
     ACTIVITY_UNSUCCESSFUL,
     WORKFLOW_PAUSABLE,
     WORKFLOW_REDRIVABLE,
+    WORKFLOW_WAITING,
     ActivityState,
     WorkflowState,
 )
@@ -30,7 +31,7 @@ A, W = ActivityState, WorkflowState
 PACKAGE = Path(whimbrel.__file__).parent
 #: The modules that make up the features (signals.py is the waits feature's signal kind).
 FEATURE_MODULES = {"conditions", "maps", "children", "handlers", "redrive", "suspend", "waits",
-                   "lost", "schedules", "tracing"}
+                   "lost", "pools", "schedules", "tracing"}
 
 
 def _imports() -> dict[str, set[str]]:
@@ -99,3 +100,4 @@ def test_state_sets_are_the_contracts() -> None:
     assert {A.REQUESTED, A.READY} == ACTIVITY_NOT_LAUNCHED
     assert {W.FAILED, W.CANCELLED, W.TIMED_OUT} == WORKFLOW_REDRIVABLE
     assert {W.RUNNING, W.SUSPENDED} == WORKFLOW_PAUSABLE
+    assert {W.QUEUED} == WORKFLOW_WAITING

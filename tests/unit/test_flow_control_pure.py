@@ -97,24 +97,29 @@ BRANCHES = _wf(
 
 # -- definitions: the switch -------------------------------------------------------------
 
-def test_switch_refuses_every_flow_field_not_enabled_naming_it() -> None:
+def test_switch_refuses_every_flow_field_not_enabled_naming_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The switch stays for a field whose wiring is not there yet: refused, named.
+    monkeypatch.setattr(defs_module, "FLOW_FIELDS_ENABLED",
+                        frozenset({"when", "trigger", "input_from"}))
     problems = _problems(BRANCHES)
     assert len(problems) == 1
     text = problems[0]
     assert text.startswith("not supported yet")
     for part in ("max_running", "'refund': pool", "'refund': priority"):
         assert part in text
-    # Conditions and inputs from data are wired (engine/conditions.py): accepted.
     for part in ("'refund': when", "'refund': input_from", "'notify': trigger"):
         assert part not in text
 
 
-def test_enabled_flow_fields_are_accepted_alone() -> None:
-    acts = [{k: v for k, v in a.items() if k not in ("pool", "priority")}
-            for a in BRANCHES["activities"]]
-    defn = WorkflowDefinition.from_dict({"name": "wf", "activities": acts})
+def test_every_flow_field_is_wired_and_accepted() -> None:
+    # Conditions and inputs from data (engine/conditions.py), pools, max_running and
+    # priority (engine/pools.py): all enforced, so all accepted.
+    assert defs_module.FLOW_FIELDS_ENABLED == defs_module.FLOW_FIELDS
+    defn = WorkflowDefinition.from_dict(BRANCHES)
     assert defn.activity("notify").trigger == "none_failed"
-    assert {"when", "trigger", "input_from"} == defs_module.FLOW_FIELDS_ENABLED
+    assert (defn.max_running, defn.activity("refund").pool,
+            defn.activity("refund").priority) == (3, "payments", 2)
 
 
 def test_switch_off_keeps_plain_definitions_and_their_canonical_json() -> None:

@@ -61,8 +61,9 @@ def test_public_names_are_pinned() -> None:
         # issue 11: the guards' errors; issue 12: the request view and the id rule
         "ListenerOnly", "NotAllowedNow", "UpstreamNotCompleted", "WorkflowNotRunning",
         "WorkflowRequest", "workflow_exec_id_for",
-        # issue 22: schedules
+        # issue 22: schedules, pools
         "Schedule", "ScheduleConflict", "ScheduleInfo", "ScheduleNotFound",
+        "PoolInfo", "PoolNotFound",
     ])
     for name in whimbrel.__all__:
         assert getattr(whimbrel, name) is not None

@@ -9,6 +9,7 @@ from whimbrel.cli import (
     cmd_exec,
     cmd_local,
     cmd_notify,
+    cmd_pools,
     cmd_runs,
     cmd_schedules,
     cmd_setup,
@@ -18,5 +19,5 @@ from whimbrel.cli import (
 from whimbrel.cli.app import ExitCode, app, main
 
 __all__ = ["ExitCode", "app", "cmd_control", "cmd_data", "cmd_exec", "cmd_local",
-           "cmd_notify", "cmd_runs", "cmd_schedules", "cmd_setup", "cmd_ui", "cmd_waits",
-           "main"]
+           "cmd_notify", "cmd_pools", "cmd_runs", "cmd_schedules", "cmd_setup", "cmd_ui",
+           "cmd_waits", "main"]

@@ -80,13 +80,18 @@ def submit(
         "--wait", "-w", help="Show live progress; exit 0 only if the run COMPLETED.")] = False,
     timeout: TimeoutOpt = None,
     interval: IntervalOpt = 0.5,
+    priority: Annotated[int | None, typer.Option(
+        help="0 (first) to 9 (default 5): orders the run among QUEUED ones "
+             "(max_running) and its attempts among those waiting for a pool or a claim.",
+        min=0, max=9)] = None,
 ) -> None:
     """Start a workflow run and print its workflow_exec_id.
 
     By default the run starts in this process (Full Logic API). Activities with the
     python or command launcher then run here too, so the command stays until they are
     done. --simple only writes the request item; a workflow_request stream Lambda (or
-    `whimbrel dev`) starts the run.
+    `whimbrel dev`) starts the run. A run of a definition whose max_running runs are
+    all RUNNING is accepted QUEUED and starts when one ends.
     """
     payload = parse_input(input)
     if request_id is not None and not request_id.strip():
@@ -94,11 +99,11 @@ def submit(
                        ExitCode.INVALID)
     if simple:
         request_id = cli.wb.request_workflow(name, payload, version=version, source="cli",
-                                             request_id=request_id)
+                                             request_id=request_id, priority=priority)
         wx = workflow_exec_id_for(request_id)
     else:
         wx = cli.wb.start_workflow(name, payload, version=version, request_id=request_id,
-                                   source="cli")
+                                   source="cli", priority=priority)
         item = cli.wb.find_workflow(wx)
         request_id = item.workflow_request_id if item is not None else request_id
     if not wait:

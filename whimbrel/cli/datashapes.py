@@ -19,15 +19,19 @@ def activity_extras(act: ActivityExec) -> dict[str, Any]:
         out["child_workflow_exec_id"] = act.child_workflow_exec_id
     if act.called_by is not None:
         out["called_by"] = act.called_by
+    if act.pool_slot is not None:  # issue 22: the pool slot it holds
+        out["pool_slot"] = act.pool_slot
+    if act.pool_wait is not None:  # and the pool it waits for
+        out["pool_wait"] = act.pool_wait
     return out
 
 
 def run_extras(wf: WorkflowExec) -> dict[str, Any]:
-    """The JSON keys a run gains: its parent, its children, its redrives."""
+    """The JSON keys a run gains: its parent, its children, its redrives, its priority."""
     return {"parent_workflow_exec_id": wf.parent_workflow_exec_id,
             "parent_activity_exec_id": wf.parent_activity_exec_id,
             "child_workflow_exec_ids": list(wf.child_workflow_exec_ids),
-            "redrive_count": wf.redrive_count}
+            "redrive_count": wf.redrive_count, "priority": wf.priority}
 
 
 def note(act: ActivityExec) -> str:

@@ -74,6 +74,8 @@ def _heartbeat(act: ActivityExec, now: float) -> str:
 def _waiting(act: ActivityExec, now: float) -> str:
     if act.waiting_for:
         return f"waits for {act.waiting_for}"
+    if act.pool_wait and act.state is A.READY:
+        return f"waits for pool {act.pool_wait}"
     if act.state is A.REQUESTED and act.not_before_epoch and act.not_before_epoch > now:
         return f"retry in {human_duration(act.not_before_epoch - now)}"
     return note(act)  # a map's progress, a child run

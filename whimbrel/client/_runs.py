@@ -29,21 +29,27 @@ class Runs:
     clock: Clock
 
     def start_workflow(self, name: str, input: Any = None, *, version: int | None = None,
-                       request_id: str | None = None, source: str | None = None) -> str:
+                       request_id: str | None = None, source: str | None = None,
+                       priority: int | None = None) -> str:
         """Start a workflow in-process; returns its ``workflow_exec_id``.
 
         The same ``request_id`` always yields the same single execution. A request row
-        with ``manual = true`` is written for tracing.
+        with ``manual = true`` is written for tracing. When ``max_running`` runs of the
+        definition are RUNNING, the run is accepted QUEUED and starts when one ends.
+        ``priority`` (0 first to 9; default 5) orders it among QUEUED runs, and its
+        attempts among those waiting for a pool or a claim (each waits with its
+        activity's ``priority`` shifted by ``priority - 5``, kept within 0-9).
 
         Raises:
             DefinitionNotFound: unknown name or version.
-            InvalidInput: input not JSON or too large.
+            InvalidInput: input not JSON or too large; a priority that is not 0-9.
         """
         return self.engine.start(name, input, version=version, request_id=request_id,
-                                 source=source)
+                                 source=source, priority=priority)
 
     def request_workflow(self, name: str, input: Any = None, *, version: int | None = None,
-                         source: str | None = None, request_id: str | None = None) -> str:
+                         source: str | None = None, request_id: str | None = None,
+                         priority: int | None = None) -> str:
         """Write one ``workflow_request`` item; returns its ``workflow_request_id``.
 
         The execution id is ``whimbrel.contract.ids.workflow_exec_id_for(request_id)``.
@@ -57,7 +63,8 @@ class Runs:
         """
         return simple.request_workflow(self.store, self.clock, name, input, version=version,
                                        source=source, request_id=request_id,
-                                       require_definition=self.engine.definition)
+                                       require_definition=self.engine.definition,
+                                       priority=priority)
 
     def get_workflow(self, workflow_exec_id: str) -> WorkflowExec:
         """The execution with every attempt of its activities.

@@ -18,6 +18,7 @@ from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.ids import new_request_id, parse_activity_exec_id, workflow_exec_id_for
 from whimbrel.contract.limits import MAX_INPUT_BYTES, MAX_OUTPUT_BYTES
 from whimbrel.contract.payloads import clip_error, encode_payload
+from whimbrel.contract.priority import check_priority
 from whimbrel.contract.records import EventRecord, RequestRecord
 from whimbrel.contract.states import Transition
 from whimbrel.engine import tracing
@@ -30,8 +31,8 @@ __all__ = ["Rejection", "list_rejections", "request_workflow", "send_activity_ev
 def request_workflow(store: StorePort, clock: Clock, name: str, input: Any = None, *,
                      version: int | None = None, source: str | None = None,
                      request_id: str | None = None,
-                     require_definition: Callable[[str, int | None], object] | None = None
-                     ) -> str:
+                     require_definition: Callable[[str, int | None], object] | None = None,
+                     priority: int | None = None) -> str:
     """Write one ``workflow_request`` item; returns its ``workflow_request_id``.
 
     ``request_id`` is the idempotency key, as for ``start_workflow``: writing it again
@@ -41,10 +42,13 @@ def request_workflow(store: StorePort, clock: Clock, name: str, input: Any = Non
 
     Raises:
         InvalidInput: empty name, bad version, bad request id, input not JSON / too
-            large, or ``request_id`` already asked for another workflow.
+            large, a priority that is not 0-9, or ``request_id`` already asked for
+            another workflow.
         DefinitionNotFound: from ``require_definition``.
     """
     checks.workflow_name(name)
+    if priority is not None:
+        check_priority(priority)
     checks.version(version)
     checks.optional_text(source, "source")
     payload = encode_payload(input, field="input", max_bytes=MAX_INPUT_BYTES)
@@ -56,7 +60,8 @@ def request_workflow(store: StorePort, clock: Clock, name: str, input: Any = Non
         require_definition(name, version)
     if not store.put_request(RequestRecord(request_id, name, clock(), version=version,
                                            input=payload, manual=False, source=source,
-                                           traceparent=tracing.current())):
+                                           traceparent=tracing.current(),
+                                           priority=priority)):
         existing = store.get_request(request_id)
         if existing is not None and existing.workflow_name != name:
             raise InvalidInput(f"request id {request_id!r} already asked for workflow "

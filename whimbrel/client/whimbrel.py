@@ -1,9 +1,9 @@
 """``Whimbrel``: the public facade over the engine, the store and the launchers.
 
 The methods live by concern in ``_runs.py`` (runs), ``_activities.py`` (activities),
-``_notify.py`` (events), ``_waits.py`` (signals, approvals, suspend/resume) and
-``_data.py`` (redrive); this module holds the setup: settings, tables, definitions,
-launchers, lifetime.
+``_notify.py`` (events), ``_waits.py`` (signals, approvals, suspend/resume),
+``_data.py`` (redrive), ``_schedules.py`` and ``_pools.py``; this module holds the
+setup: settings, tables, definitions, launchers, lifetime.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from whimbrel.client import query
 from whimbrel.client._activities import Activities
 from whimbrel.client._data import DataFlows
 from whimbrel.client._notify import Notifications
+from whimbrel.client._pools import Pools
 from whimbrel.client._runs import Runs
 from whimbrel.client._schedules import Schedules
 from whimbrel.client._waits import Waits
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from botocore.config import Config
 
 
-class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules):
+class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Pools):
     """Entry point of the Full Logic API (and, through the same store, everything else).
 
     Args:

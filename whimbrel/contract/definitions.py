@@ -50,8 +50,10 @@ _WORKFLOW_NAME = re.compile(WORKFLOW_NAME_PATTERN)
 FLOW_FIELDS: frozenset[str] = frozenset(
     {"max_running", "pool", "priority", "when", "trigger", "input_from"})
 #: The flow-control fields the engine enforces (engine/conditions.py: ``when``,
-#: ``trigger``, ``input_from``). Each field's wiring adds it here.
-FLOW_FIELDS_ENABLED: frozenset[str] = frozenset({"when", "trigger", "input_from"})
+#: ``trigger``, ``input_from``; engine/pools.py: ``max_running``, ``pool``, ``priority``).
+#: Each field's wiring adds it here.
+FLOW_FIELDS_ENABLED: frozenset[str] = frozenset(
+    {"when", "trigger", "input_from", "max_running", "pool", "priority"})
 _TOO_DEEP = f"the definition is nested deeper than {MAX_DEFINITION_DEPTH} levels"
 
 @dataclass(frozen=True)

@@ -23,7 +23,13 @@ from enum import StrEnum
 from typing import Any
 
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
-from whimbrel.contract.states import ACTIVITY_FAILED, WORKFLOW_TERMINAL, ActivityState
+from whimbrel.contract.states import (
+    ACTIVITY_FAILED,
+    WORKFLOW_TERMINAL,
+    WORKFLOW_WAITING,
+    ActivityState,
+    WorkflowState,
+)
 
 __all__ = [
     "EVENT_SCHEMA",
@@ -132,6 +138,18 @@ def _duration(start: float | None, end: float | None) -> float | None:
     return round(max(0.0, end - start), 3)
 
 
+def queued_seconds(wf: WorkflowRecord, ended: float) -> float | None:
+    """How long a run waited QUEUED for a slot of its definition's ``max_running`` (until
+    it started, or ended without starting); None: it never waited."""
+    waiting = {s.value for s in WORKFLOW_WAITING}
+    since = next((h.at for h in wf.history if h.state in waiting), None)
+    if since is None:
+        return None
+    started = next((h.at for h in wf.history if h.at >= since and h.state
+                    == WorkflowState.RUNNING.value), None)
+    return _duration(since, started if started is not None else ended)
+
+
 def workflow_ended(wf: WorkflowRecord, *, previous: str | None, redrive_count: int = 0,
                    output: Mapping[str, Any] | None = None) -> Notification:
     """A run reached a terminal state (``wf`` is the item its terminal write left).
@@ -158,6 +176,9 @@ def workflow_ended(wf: WorkflowRecord, *, previous: str | None, redrive_count: i
         "error": _error(wf.error),
         "redrive_count": redrive_count,
     }
+    queued = queued_seconds(wf, ended)
+    if queued is not None:  # it waited QUEUED for a run slot (max_running)
+        detail["queued_seconds"] = queued
     if output is not None:
         text = json.dumps(output, sort_keys=True, separators=(",", ":"))
         if len(text.encode()) <= MAX_EVENT_OUTPUT_BYTES:
@@ -256,9 +277,10 @@ EVENT_SCHEMA: dict[str, Any] = {
             "duration_seconds": _SECONDS,
             "error": _TEXT_OR_NULL,
             "redrive_count": {"type": "integer", "minimum": 0},
+            "queued_seconds": _SECONDS,
             "output": {"type": "object"},
             "output_truncated": {"const": True},
-        }, optional=("output", "output_truncated")),
+        }, optional=("output", "output_truncated", "queued_seconds")),
         DetailType.ACTIVITY_FAILED.name: _object({
             **_RUN, **_ATTEMPT,
             "max_attempts": {"type": "integer", "minimum": 1},

@@ -65,6 +65,19 @@ RATE_PER_SHARD = 100.0
 #: The most shards one pool's rate is split over.
 MAX_RATE_SHARDS = 1_000
 SLOT_PREFIX = "pool#"
+WAIT_PREFIX = "wait#"
+#: Partitions of one pool's waiters: each waited admission writes its entry twice (put,
+#: delete), so 4 keys carry 2,000 waited admissions/s; a release reads the head of each.
+WAIT_SHARDS = 4
+#: The range key of a pool's settings item, of a slot item and of a rate shard.
+SETTINGS_ENTRY = "settings"
+SLOT_ENTRY = "slot"
+RATE_ENTRY = "rate"
+#: A held slot is checked by the sweep this long after it was taken (then backing off
+#: with the holder's age, up to :data:`MAX_CHECK_SECONDS`): a holder that ended without
+#: releasing it (a crash between two writes) gives it back then.
+SLOT_CHECK_SECONDS = 120.0
+MAX_CHECK_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)
@@ -125,10 +138,114 @@ def slot_key(pool: str, k: int) -> str:
     return f"{SLOT_PREFIX}{pool}#{k}"
 
 
+def settings_key(pool: str) -> str:
+    """The key of a pool's settings item: ``pool#<name>``."""
+    return f"{SLOT_PREFIX}{pool}"
+
+
+def wait_key(pool: str, shard: int | str) -> str:
+    """The key of waiter shard ``shard`` of ``pool``: ``wait#<name>#<shard>``."""
+    return f"{WAIT_PREFIX}{pool}#{shard}"
+
+
+def waiter_entry(order: str, holder: str) -> str:
+    """A waiter's range key: its order (:func:`whimbrel.contract.priority.sort_key_text`)
+    then its holder's id, so a shard reads in serving order and an entry is unique."""
+    return f"{order}#{holder}"
+
+
+def slot_ref(pool: str, k: int | None) -> str:
+    """What an admitted holder's row records (``pool_slot``): ``<pool>#<k>``, the slot it
+    holds, or ``<pool>`` alone when it was admitted without one (a pool with a rate and
+    no ``slots``, or no limit at all): "admitted" is always "``pool_slot`` is set"."""
+    return pool if k is None else f"{pool}#{k}"
+
+
+def parse_slot_ref(ref: str) -> tuple[str, int | None]:
+    """``(pool, k)`` of a :func:`slot_ref` (``k`` None: admitted without a slot).
+
+    Raises:
+        InvalidInput: not a slot reference.
+    """
+    pool, sep, k = ref.rpartition("#")
+    if not sep:
+        pool, k = ref, ""
+    if not pool or (k and not k.isdigit()):
+        raise InvalidInput(f"not a pool slot: {ref!r}"[:200], field="pool_slot")
+    return pool, int(k) if k else None
+
+
+def is_run_pool(pool: str) -> bool:
+    """Whether ``pool`` is a definition's ``max_running`` pool (its holders are runs)."""
+    return pool.startswith(_RUN_POOL)
+
+
+def check_after(held_for: float) -> float:
+    """Seconds until a held slot's next check: :data:`SLOT_CHECK_SECONDS`, then half its
+    holder's age, at most :data:`MAX_CHECK_SECONDS` (a long run costs a few checks)."""
+    return min(max(SLOT_CHECK_SECONDS, held_for / 2), MAX_CHECK_SECONDS)
+
+
+@dataclass(frozen=True)
+class PoolInfo:
+    """A pool as ``get_pool`` / ``list_pools`` report it.
+
+    Attributes:
+        in_use: slots held now (counted on request: ``get_pool``; None in a listing).
+        waiting: attempts (or runs) waiting for it (likewise).
+    """
+
+    name: str
+    slots: int | None
+    per_second: float | None
+    created_epoch: float
+    updated_epoch: float
+    in_use: int | None = None
+    waiting: int | None = None
+    #: The most slots it ever had (slots above a lowered limit drain as they end).
+    slots_high: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"name": self.name, "slots": self.slots,
+                                  "per_second": self.per_second,
+                                  "created_epoch": self.created_epoch,
+                                  "updated_epoch": self.updated_epoch}
+        if self.in_use is not None:
+            out["in_use"] = self.in_use
+        if self.waiting is not None:
+            out["waiting"] = self.waiting
+        return out
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One slot item as stored (``holder`` None: free)."""
+
+    pool: str
+    k: int
+    holder: str | None = None
+    token: str | None = None
+    since: float | None = None
+    check_epoch: float | None = None
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """One waiter entry: ``holder`` (an attempt's or a run's id) waits for ``pool``."""
+
+    pool: str
+    shard: str
+    entry: str
+    holder: str
+
+
+_RUN_POOL = "run:"
+
+
 def run_pool(workflow_name: str) -> str:
     """The implicit pool of a definition's ``max_running``: ``run:<workflow_name>``
     (``:`` is in no pool name a user can give, so the two never collide)."""
-    return f"run:{workflow_name}"
+    return f"{_RUN_POOL}{workflow_name}"
 
 
 def rate_shard_key(pool: str, j: int) -> str:

@@ -70,3 +70,27 @@ def sort_key_text(priority: int, enqueued_at: float, *,
     """:func:`sort_key` as fixed-width text that sorts like the number (a DynamoDB
     string sort key): 13 integer digits and 6 decimals, good past the year 30000."""
     return f"{sort_key(priority, enqueued_at, aging_seconds=aging_seconds):020.6f}"
+
+
+def attempt_priority(activity: int, run: int | None) -> int:
+    """The priority an attempt waits with: its activity's, shifted by its run's distance
+    from the default (``start_workflow(priority=)``; None: the default), kept within 0-9.
+    A default run leaves the activity's; a default activity takes the run's; an urgent
+    step of an urgent run is more urgent still."""
+    shift = 0 if run is None else run - DEFAULT_PRIORITY
+    return max(MIN_PRIORITY, min(MAX_PRIORITY, activity + shift))
+
+
+def order_text(priority: int, run_created: float) -> str:
+    """Where an attempt or a run waits (pool waiters, QUEUED runs, the ``claimable``
+    index): :func:`sort_key_text` of its priority and its run's creation time — fixed
+    for the run, so every replay of a wait computes the same entry, and of two runs the
+    older is served first."""
+    return sort_key_text(priority, run_created)
+
+
+def claim_key_order(claim_key: str | None) -> str:
+    """The order part of a ``claimable`` key ``<workflow>/<activity>/<order>/<id>`` ("" for
+    a key written before issue 22, ``<workflow>/<activity>/<id>``: served first)."""
+    parts = (claim_key or "").split("/")
+    return parts[2] if len(parts) >= 4 else ""

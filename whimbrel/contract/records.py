@@ -114,6 +114,12 @@ class ActivityRecord:
     #: The run's W3C trace context (``traceparent``, a newline, ``tracestate`` when there
     #: is one), copied from the workflow item (engine/tracing.py).
     traceparent: str | None = None
+    #: The pool slot it holds (``<pool>#<k>``; ``<pool>`` alone: admitted by a pool
+    #: without slots), written by the move that admitted it (QUEUED/RUNNING, or READY
+    #: and claimable for a pull one): engine/pools.py.
+    pool_slot: str | None = None
+    #: While it waits READY for its pool (full, or over its rate): the pool's name.
+    pool_wait: str | None = None
 
     def with_changes(self, **changes: Any) -> ActivityRecord:
         return replace(self, **changes)
@@ -163,6 +169,11 @@ class WorkflowRecord:
     #: True: the input is not on this item but kept apart (the store's
     #: ``workflow_input``); ``input`` is then None.
     input_apart: bool | None = None
+    #: 0 (first) to 9, given at start (None: the default, 5): orders QUEUED runs, and
+    #: shifts its attempts' priorities (contract/priority.py ``attempt_priority``).
+    priority: int | None = None
+    #: The run slot it holds (``run:<workflow_name>#<k>``) under ``max_running``.
+    pool_slot: str | None = None
 
     @property
     def redrives(self) -> int:
@@ -195,6 +206,8 @@ class RequestRecord:
     processed_epoch: float | None = None
     #: The caller's W3C trace context, continued by the run (engine/tracing.py).
     traceparent: str | None = None
+    #: The run's priority (0-9; None: the default).
+    priority: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,6 +84,9 @@ class WorkflowState(StrEnum):
     TIMED_OUT = "TIMED_OUT"
     #: Paused by an operator: nothing new starts until RESUME; what runs runs on.
     SUSPENDED = "SUSPENDED"
+    #: Accepted, waiting for a run slot of its definition (``max_running``, issue 22):
+    #: nothing of it exists but its item until it STARTs (engine/pools.py).
+    QUEUED = "QUEUED"
 
     @property
     def is_terminal(self) -> bool:
@@ -103,6 +106,8 @@ class WorkflowTransition(StrEnum):
     REDRIVE = "REDRIVE"
     SUSPEND = "SUSPEND"
     RESUME = "RESUME"
+    #: A start of a definition whose ``max_running`` runs are all RUNNING: it waits.
+    QUEUE = "QUEUE"
 
 
 A, T, W, WT = ActivityState, Transition, WorkflowState, WorkflowTransition
@@ -185,6 +190,14 @@ WORKFLOW_TRANSITIONS: Mapping[tuple[WorkflowState, WorkflowTransition], Workflow
             (W.SUSPENDED, WT.CANCEL): W.CANCEL_REQUESTED,
             (W.SUSPENDED, WT.FAIL): W.FAILED_WAITING,
             (W.SUSPENDED, WT.TIME_OUT): W.TIMED_OUT,
+            # max_running (docs/contract.md, "Queued runs"): a start beyond the limit is
+            # accepted and waits QUEUED; the engine that frees a run slot (any end of a
+            # run) or a reconcile visit STARTs it; a cancel or its deadline ends it
+            # without it ever running.
+            (W.REQUESTED, WT.QUEUE): W.QUEUED,
+            (W.QUEUED, WT.START): W.RUNNING,
+            (W.QUEUED, WT.CANCEL): W.CANCEL_REQUESTED,
+            (W.QUEUED, WT.TIME_OUT): W.TIMED_OUT,
         }
     )
 )
@@ -267,6 +280,9 @@ WORKFLOW_REDRIVABLE: frozenset[WorkflowState] = workflow_sources(WorkflowTransit
 #: (RUNNING, SUSPENDED): those a SUSPEND or RESUME starts from.
 WORKFLOW_PAUSABLE: frozenset[WorkflowState] = workflow_sources(
     WorkflowTransition.SUSPEND) | workflow_sources(WorkflowTransition.RESUME)
+#: Waiting for a run slot (QUEUED): where a QUEUE leads.
+WORKFLOW_WAITING: frozenset[WorkflowState] = frozenset(
+    n for (s, t), n in WORKFLOW_TRANSITIONS.items() if t is WorkflowTransition.QUEUE)
 #: Not terminal.
 WORKFLOW_LIVE: frozenset[WorkflowState] = frozenset(
     s for s in WorkflowState if s not in WORKFLOW_TERMINAL)

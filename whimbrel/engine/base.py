@@ -266,6 +266,8 @@ class EngineBase:
         self.remember(moved)
         if path[-1].is_terminal:
             report_activity_end(self.metrics, moved)
+            for feature in self.features:  # e.g. its pool slot is given back (pools.py)
+                feature.attempt_ended(moved)
         return moved
 
     # -- reads ---------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from whimbrel.engine.handlers import FailureHandlers
 from whimbrel.engine.lost import Lost
 from whimbrel.engine.maps import Maps
 from whimbrel.engine.metrics import EngineMetrics
+from whimbrel.engine.pools import Pools
 from whimbrel.engine.ports import Clock, Launcher, StorePort
 from whimbrel.engine.redrive import Redrive
 from whimbrel.engine.schedules import Schedules
@@ -56,6 +57,7 @@ FEATURES: tuple[Callable[[Core], Feature], ...] = (
     Suspend,          # held deadlines and claims of a SUSPENDED run
     Waits,            # timer, signal and approval waits
     Lost,             # missing attempt rows: LOST tombstones; a created retry never again
+    Pools,            # max_running and pools: slots, rates, waiters; what an end gives back
     Schedules,        # sweep: start the due firings of schedules
     Tracing,          # spans of a run and its attempts (observes only)
 )
@@ -102,16 +104,18 @@ class Engine(EngineBase):
 
     def start(self, name: str, input: Any = None, *, version: int | None = None,
               request_id: str | None = None, source: str | None = None,
-              write_request: bool = True, parent: str | None = None) -> str:
+              write_request: bool = True, parent: str | None = None,
+              priority: int | None = None) -> str:
         """Start (or resume starting) the execution for ``request_id``. Idempotent.
 
         Raises:
             DefinitionNotFound: unknown workflow name or version.
             InvalidInput: input too large or not JSON; request id used for another
-                workflow.
+                workflow; a priority that is not 0-9.
         """
         return starting.start(self, name, input, version=version, request_id=request_id,
-                              source=source, write_request=write_request, parent=parent)
+                              source=source, write_request=write_request, parent=parent,
+                              priority=priority)
 
     def resume_start(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                      rows: list[ActivityRecord] | None = None) -> bool:

@@ -13,17 +13,19 @@ Each feature is one module with one class that subclasses :class:`Feature` (for 
 do-nothing defaults) and overrides the hooks it needs; it sees the engine only as
 :class:`Core`. No feature imports another.
 
-Where the features still to come plug in (docs/architecture.md, "The engine: a core
-and its features"): schedules take
-``sweep`` (once per sweep pass); tracing observes ``moved``, ``launched`` and ``ended``;
-pools need one more hook, ``admit`` (asked in ``flow.advance`` before a move to QUEUED
-or RUNNING and in ``moves.claim`` before a claim), added with the first pool.
+Pools (engine/pools.py) take ``admit``: asked in ``flow.advance`` before a move that
+starts an attempt (to QUEUED or RUNNING, or READY and claimable for a pull one), and in
+``starting.start`` and a redrive before a run goes RUNNING; and ``attempt_ended``, asked
+after every write that ends an attempt, whoever makes it (its own report, a cancel, a
+time-out), to give back what the attempt held. A claim asks nothing: a pull attempt took
+its slot when it became claimable, so a worker polling a full pool writes nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from whimbrel.contract.activities import ActivityDefinition
@@ -60,6 +62,30 @@ class RunRead:
         """Not needed after all: a read started ahead is cancelled."""
         if self._started is not None and self._value is None:
             self._started.cancel()
+
+
+def _nothing(_: Any) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A feature's answer to ``admit``.
+
+    Attributes:
+        go: True: the move goes on, also writing ``changes`` (the slot it took). False:
+            it is held — an attempt stops at READY (not claimable), a run is created
+            QUEUED — also writing ``changes``; the feature moves it on later.
+        landed: called with the item as written (held where it already was: as it is)
+            once the write landed.
+        lost: called when the write lost, with the item as it is now (None: missing):
+            what the admission took is given back.
+    """
+
+    go: bool
+    changes: Mapping[str, Any] = field(default_factory=dict)
+    landed: Callable[[Any], None] = _nothing
+    lost: Callable[[Any], None] = _nothing
 
 
 class Core(Protocol):
@@ -100,7 +126,10 @@ class Core(Protocol):
     # -- start (starting.py)
     def start(self, name: str, input: Any = None, *, version: int | None = None,
               request_id: str | None = None, source: str | None = None,
-              write_request: bool = True, parent: str | None = None) -> str: ...
+              write_request: bool = True, parent: str | None = None,
+              priority: int | None = None) -> str: ...
+    def resume_start(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                     rows: list[ActivityRecord] | None = None) -> bool: ...
 
     # -- moves and hand-offs (flow.py)
     def after(self, item: ActivityRecord,
@@ -142,11 +171,12 @@ class Feature(Protocol):
     """The hooks a feature may take part in; every default does nothing.
 
     Taking over (the first feature that returns a truthy value decides): ``drives``,
-    ``advance``, ``reads_run_after``, ``follow_up``, ``before_retry``,
+    ``advance``, ``admit``, ``reads_run_after``, ``follow_up``, ``before_retry``,
     ``failed_for_good``, ``stop``, ``waiting_attempt``, ``check_at_end``,
     ``finish_start``, ``due``. Observing (every feature, in order): ``begin``,
     ``new_attempt``, ``ready``, ``readied``, ``refuse``, ``completed``, ``moved``,
-    ``launched``, ``ended``, ``after_end``, ``reconcile``, ``sweep``, ``registering``.
+    ``launched``, ``attempt_ended``, ``ended``, ``after_end``, ``reconcile``, ``sweep``,
+    ``registering``.
     """
 
     # -- registration --------------------------------------------------------------------
@@ -179,6 +209,14 @@ class Feature(Protocol):
                 source: ActivityState) -> bool:
         """Take over moving an attempt on (a condition skips; a map expands)."""
         return False
+
+    def admit(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+              item: ActivityRecord | None, changes: Mapping[str, Any]) -> Admission | None:
+        """Whether a move that starts ``item`` (QUEUED or RUNNING; READY and claimable
+        for a pull attempt) — or, ``item`` None, the run ``wf`` (its start, a redrive) —
+        may go now (None: not this feature's business). ``changes``: what the move
+        writes so far."""
+        return None
 
     def ready(self, spec: ActivityDefinition, wf: WorkflowRecord, now: float,
               changes: dict[str, Any]) -> None:
@@ -218,6 +256,11 @@ class Feature(Protocol):
 
     def launched(self, item: ActivityRecord) -> None:
         """An attempt was handed to its launcher (one that failed is a move instead)."""
+        return None
+
+    def attempt_ended(self, item: ActivityRecord) -> None:
+        """A write that ended an attempt landed (``item`` as written), whoever made it:
+        its own report, a cancel, a time-out, a skip (before the move's follow-ups)."""
         return None
 
     # -- failure -------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from whimbrel.contract.payloads import clip_error
 from whimbrel.contract.records import ActivityRecord, Change, Changes, WorkflowRecord
 from whimbrel.contract.states import (
     ACTIVITY_FAILED,
+    ACTIVITY_NOT_LAUNCHED,
     ACTIVITY_STARTING,
     ACTIVITY_TRANSITIONS,
     WORKFLOW_LIVE,
@@ -34,8 +35,9 @@ from whimbrel.contract.states import (
     WorkflowState,
 )
 from whimbrel.engine import ending, rules
+from whimbrel.engine.admission import admission, claim_intent, starts
 from whimbrel.engine.base import latest_of
-from whimbrel.engine.feature import Core, RunRead
+from whimbrel.engine.feature import Admission, Core, RunRead
 from whimbrel.engine.ports import LaunchRequest, runs_in_process
 
 log = logging.getLogger("whimbrel.engine")
@@ -285,10 +287,30 @@ def advance(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name: st
                                 retention=engine.retention(defn))
     if path[-1] is A.READY:
         changes = ready_changes(engine, spec, wf, now, changes)
+    ask: Admission | None = None
+    if source in ACTIVITY_NOT_LAUNCHED and starts(path, changes):
+        # A pool may hold it READY, out of the claimable index (engine/pools.py).
+        item = ActivityRecord(wf.workflow_exec_id, aeid, name, wf.workflow_name, attempt,
+                              source, workflow_version=wf.version)
+        ask = admission(engine, wf, defn, item, changes)
+        if ask is not None and not ask.go:
+            path = (A.READY,) if source is A.REQUESTED else ()
+            changes = ready_changes(engine, spec, wf, now, rules.changes_for(
+                spec, source, A.READY, now=now, workflow_name=wf.workflow_name,
+                retention=engine.retention(defn))) if path else {}
+        if ask is not None:
+            changes = {**changes, **ask.changes}
+        if ask is not None and not path:  # held where it is: nothing to write
+            ask.landed(item)
+            return
     try:
         moved = engine.move(aeid, source, path, changes)
-    except StateConflict:
+    except StateConflict as lost:
+        if ask is not None:
+            ask.lost(lost.current)  # what the admission took is given back
         return
+    if ask is not None:
+        ask.landed(moved)
     if path[-1] in ACTIVITY_STARTING:
         launch(engine, wf, defn, moved)
     else:
@@ -298,10 +320,13 @@ def advance(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name: st
 
 def ready_changes(engine: Core, spec: ActivityDefinition, wf: WorkflowRecord, now: float,
                   changes: Changes) -> dict[str, Any]:
-    """What a write that makes ``spec`` READY carries besides ``rules.changes_for``: what
-    the features add (a wait's deadline and ``waiting_for``) or take away (no claim while
-    the run is SUSPENDED)."""
+    """What a write that makes ``spec`` READY carries besides ``rules.changes_for``: where
+    a claim serves it (priority, then the oldest run), what the features add (a wait's
+    deadline and ``waiting_for``) or take away (no claim while the run is SUSPENDED)."""
     out = dict(changes)
+    claim = out.get("claimable")
+    if isinstance(claim, tuple) and len(claim) == 2:
+        out["claimable"] = (*claim, *claim_intent(spec, wf))
     for feature in engine.features:
         feature.ready(spec, wf, now, out)
     return out

@@ -26,6 +26,7 @@ from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.limits import MAX_OUTPUT_BYTES
 from whimbrel.contract.outcomes import resolution
 from whimbrel.contract.payloads import encode_payload
+from whimbrel.contract.priority import claim_key_order
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import (
     ACTIVITY_ACTIVE,
@@ -288,13 +289,17 @@ def claim(engine: Core, workflow_name: str | None = None, activity_name: str | N
     a RUNNING workflow.
 
     Candidates come from the sparse ``claimable`` index: first a window of
-    ``CLAIM_WINDOW`` shards at a random offset (read at once), then, when it holds
-    nothing or another worker took all it held, the other shards (read at once), so that
-    workers spread over the shards and a claim reads 4 shards, not 32, while a backlog
-    lasts. The move is conditional, so two workers never claim the same attempt. The
-    workflow item is read while the move is in flight; an attempt claimed in a workflow
-    that turned out to be ending is given up at once (CANCELLED) and the next candidate
-    is tried.
+    ``CLAIM_WINDOW`` shards at a random offset with the priority shards (attempts whose
+    priority is not the default; read at once), then, when they hold nothing or another
+    worker took all they held, the other shards (read at once), so that workers spread
+    over the shards and a claim reads 8 shards, not 36, while a backlog lasts. Candidates
+    are tried lower priority first, then the oldest run (the claim key's order, aging
+    included: contract/priority.py), equals in a random order; so every claim serves
+    non-default priorities in order, and default-priority work oldest first among what
+    its window holds. The move is conditional, so two workers never claim the same
+    attempt. The workflow item is read while the move is in flight; an attempt claimed
+    in a workflow that turned out to be ending is given up at once (CANCELLED) and the
+    next candidate is tried.
     """
     prefix = ""
     if workflow_name:
@@ -302,16 +307,17 @@ def claim(engine: Core, workflow_name: str | None = None, activity_name: str | N
     shards = list(engine.store.claim_shards)
     start = random.randrange(len(shards))
     shards = shards[start:] + shards[:start]
-    for group in (shards[:CLAIM_WINDOW], shards[CLAIM_WINDOW:]):
+    first = [*engine.store.priority_claim_shards, *shards[:CLAIM_WINDOW]]
+    for group in (first, shards[CLAIM_WINDOW:]):
         pending = [engine.in_background(
             lambda shard: engine.store.claimable(shard, prefix, CLAIM_CANDIDATES), shard)
             for shard in group]
         hits = [hit for future in pending for hit in future.result()
                 if not (activity_name and not workflow_name
                         and hit.activity_name != activity_name)]
-        # Workers polling together may still see the same candidates: try them in a
-        # random order, or they all race for the first one and lose conditional writes.
-        random.shuffle(hits)
+        # Most urgent first, then the oldest run; workers polling together may still see
+        # the same candidates, so equals go in a random order (fewer lost writes).
+        hits.sort(key=lambda h: (claim_key_order(h.claim_key), random.random()))
         claimed = _claim_one(engine, hits, actor)
         if claimed is not None:
             return claimed

@@ -32,6 +32,7 @@ from whimbrel.contract.outcomes import UNSUCCESSFUL, generation, resolution, unr
 from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import WORKFLOW_REDRIVABLE, ActivityState, WorkflowState
 from whimbrel.engine import flow
+from whimbrel.engine.admission import admission
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core, Feature, RunRead
 
@@ -127,6 +128,16 @@ class Redrive(Feature):
                    "error": REMOVE}
         if parent is not None:  # the adopting attempt, in the same write as the move
             changes["parent_activity_exec_id"] = parent
+        # max_running: a redriven run takes a run slot like a start, in the same write;
+        # with none free it is refused (a redrive is an operator's act: try again later).
+        ask = admission(self.core, wf, defn, None, changes)
+        if ask is not None and not ask.go:
+            raise RedriveNotAllowed(
+                f"workflow {wx}: {defn.max_running} run(s) of {wf.workflow_name!r} are "
+                "running (max_running); redrive it when one has ended",
+                workflow_exec_id=wx, workflow_state=state)
+        if ask is not None:
+            changes.update(ask.changes)
         if wf.input_apart:
             # Its input, kept apart, must not expire while it runs again: off first.
             self.store.expire_workflow_data(wx, None)
@@ -136,10 +147,14 @@ class Redrive(Feature):
                 now=now, actor=actor or self.core.actor, workflow_name=wf.workflow_name,
                 if_unchanged={"redrive_count": wf.redrives})
         except StateConflict as lost:
+            if ask is not None:
+                ask.lost(lost.current)
             current = lost.current.state.value if lost.current is not None else state
             raise RedriveNotAllowed(
                 f"workflow {wx} was redriven by another caller meanwhile (it is {current})",
                 workflow_exec_id=wx, workflow_state=current) from None
+        if ask is not None:
+            ask.landed(moved)
         self.followups(moved, defn)
         return moved
 

@@ -6,7 +6,7 @@ half-way (docs/architecture.md, "Start").
 from __future__ import annotations
 
 from concurrent.futures import Future
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any
 
 from whimbrel.contract import checks
@@ -21,16 +21,26 @@ from whimbrel.contract.ids import (
 )
 from whimbrel.contract.limits import MAX_INPUT_BYTES
 from whimbrel.contract.payloads import encode_payload
+from whimbrel.contract.priority import check_priority
 from whimbrel.contract.records import ActivityRecord, Change, RequestRecord, WorkflowRecord
-from whimbrel.contract.states import ActivityState, Transition, WorkflowState, activity_path
+from whimbrel.contract.states import (
+    ActivityState,
+    Transition,
+    WorkflowState,
+    WorkflowTransition,
+    activity_path,
+    next_workflow_state,
+)
 from whimbrel.contract.waits import check_input
 from whimbrel.engine import ending, flow, rules
+from whimbrel.engine.admission import admission
 from whimbrel.engine.base import day_of
 from whimbrel.engine.feature import Core
 from whimbrel.engine.ports import runs_in_process
 
 A = ActivityState
 W = WorkflowState
+WT = WorkflowTransition
 
 #: Attributes of an activity item, by name: what a READY write sets that a root
 #: created READY carries as fields.
@@ -39,9 +49,11 @@ _FIELDS = frozenset(f.name for f in fields(ActivityRecord))
 
 def driven(engine: Core, spec: ActivityDefinition, name: str) -> bool:
     """Whether a root is created REQUESTED and advanced: a feature moves its attempts
-    itself (``Feature.drives``), or its ``when`` decides first whether it runs at all
-    (engine/conditions.py takes the advance over)."""
-    return spec.when is not None or any(f.drives(spec, name) for f in engine.features)
+    itself (``Feature.drives``), its ``when`` decides first whether it runs at all
+    (engine/conditions.py takes the advance over), or its pool decides when it starts
+    (the advance asks ``admit``: engine/pools.py)."""
+    return spec.when is not None or spec.pool is not None \
+        or any(f.drives(spec, name) for f in engine.features)
 
 
 def record_fields(changes: dict[str, Any]) -> dict[str, Any]:
@@ -61,21 +73,28 @@ def start(
     source: str | None = None,
     write_request: bool = True,
     parent: str | None = None,
+    priority: int | None = None,
 ) -> str:
     """Start (or resume starting) the execution for ``request_id``. Idempotent.
 
     The starter writes the workflow item RUNNING (REQUESTED → RUNNING in one write:
     nobody else can act on a run that does not exist yet), creates the activity rows,
     reads the workflow item back — nothing is launched unless it is still RUNNING —
-    and launches the roots.
+    and launches the roots. A definition's ``max_running`` may hold it: the item is
+    written QUEUED instead (REQUESTED → QUEUED), and it starts when a run slot frees
+    (engine/pools.py).
 
-    ``parent`` is the activity attempt that starts this run as its child.
+    ``parent`` is the activity attempt that starts this run as its child; ``priority``
+    (0-9, None: the default) orders it among QUEUED runs and its attempts among waiting
+    ones (contract/priority.py).
 
     Raises:
         DefinitionNotFound: unknown workflow name or version.
         InvalidInput: input too large or not JSON; request id used for another workflow.
     """
     payload = encode_payload(input, field="input", max_bytes=MAX_INPUT_BYTES)
+    if priority is not None:
+        check_priority(priority)
     checks.workflow_name(name)
     checks.optional_text(source, "source")
     request_id = new_request_id() if request_id is None else request_id
@@ -93,25 +112,38 @@ def start(
         workflow_request_id=request_id, input=payload, source=source, created_epoch=now,
         created_day=day_of(now), updated_epoch=now,
         check_epoch=next_check(engine, now, now, defn), request_expires_epoch=expires,
-        parent_activity_exec_id=parent,
+        parent_activity_exec_id=parent, priority=priority,
         history=(Change(W.REQUESTED.value, now, engine.actor),
                  Change(W.RUNNING.value, now, engine.actor)))
     for feature in engine.features:
         record = feature.begin(record)  # e.g. the run's trace context (tracing.py)
+    # max_running: a run slot in the same write as the item, or the item QUEUED.
+    ask = admission(engine, record, defn, None, {})
+    if ask is not None:
+        state = W.RUNNING if ask.go else next_workflow_state(W.REQUESTED, WT.QUEUE)
+        record = replace(record, state=state, **ask.changes, history=(
+            record.history[0], Change(state.value, now, engine.actor)))
     if write_request:
         engine.store.put_request(RequestRecord(
             request_id, name, now, version=version, input=payload, manual=True,
             source=source, workflow_exec_id=wx, expires_epoch=expires,
-            traceparent=record.traceparent))
+            traceparent=record.traceparent, priority=priority))
     if not engine.store.create_workflow(record):
         existing = engine.workflow(wx)
         if existing.workflow_name != name:
+            if ask is not None:
+                ask.lost(None)
             raise InvalidInput(
                 f"request id {request_id!r} already started workflow "
                 f"{existing.workflow_name!r}, not {name!r}", field="workflow_request_id")
+        if ask is not None:
+            ask.lost(existing)  # a replay: what it took serves the run, or goes back
         resume_start(engine, existing, defn)  # repairs a start that died half-way
         return wx
-    launch_roots(engine, record, defn, materialize(engine, record, defn))
+    if ask is not None:
+        ask.landed(record)  # QUEUED: it waits among the pool's waiters
+    if record.state is W.RUNNING:
+        launch_roots(engine, record, defn, materialize(engine, record, defn))
     return wx
 
 
@@ -217,7 +249,8 @@ def create_root(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name
         **record_fields(changes),
         history=record.history + tuple(Change(s.value, now, engine.actor) for s in path))
     if "claimable" in changes:
-        return engine.store.create_claimable(record)
+        claim = changes["claimable"]
+        return engine.store.create_claimable(record, claim=tuple(claim[2:]) or None)
     return engine.store.create_activity(record)
 
 

@@ -37,6 +37,7 @@ from whimbrel.contract.states import (
     next_workflow_state,
     workflow_sources,
 )
+from whimbrel.engine.admission import claim_intent
 from whimbrel.engine.feature import Core, Feature
 from whimbrel.engine.sweep import SweepReport, fire_timer, reconcile
 
@@ -191,10 +192,13 @@ def repair_claims(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
         spec = defn.activity(act.activity_name)  # a map's item: its map's
         if act.state is not A.READY or not spec.launcher.is_pull:
             continue
-        if claimable == (act.claim_key is not None):
-            continue
-        # The key a claim filters on: the activity's name (a map item's: its map's).
-        intent: Any = (act.workflow_name, spec.name) if claimable else REMOVE
+        if claimable == (act.claim_key is not None) or (
+                claimable and spec.pool is not None and act.pool_slot is None):
+            continue  # as it should be, or not admitted by its pool (engine/pools.py)
+        # The key a claim filters on: the activity's name (a map item's: its map's), then
+        # where it is served (priority, then the oldest run).
+        intent: Any = (act.workflow_name, spec.name, *claim_intent(spec, wf)) if claimable \
+            else REMOVE
         changed |= engine.store.try_set_activity(act.activity_exec_id,
                                                  {"claimable": intent}, states=[A.READY])
     return changed

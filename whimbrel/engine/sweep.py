@@ -28,6 +28,7 @@ from whimbrel.contract.states import (
     ACTIVITY_TERMINAL,
     ACTIVITY_UNSUCCESSFUL,
     WORKFLOW_LIVE,
+    WORKFLOW_WAITING,
     ActivityState,
     WorkflowState,
 )
@@ -294,6 +295,9 @@ def reconcile(engine: Core, wx: str, now: float | None = None) -> str:
     elif wf.state is W.RUNNING:
         if _reconcile_running(engine, wf, defn, now):
             outcome = "repaired"
+    elif wf.state in WORKFLOW_WAITING:
+        if _repair(engine, wf, defn, [], now):
+            outcome = "repaired"  # QUEUED: in its queue, started if a slot is free
     elif wf.state is W.SUSPENDED:
         if _repair(engine, wf, defn, engine.store.list_activities(wx), now):
             outcome = "repaired"  # claims a suspend or resume left half done

@@ -9,6 +9,7 @@ from whimbrel.contract.dataflow import split_item
 from whimbrel.contract.ids import parse_activity_exec_id, workflow_exec_id_for
 from whimbrel.contract.outcomes import MapProgress
 from whimbrel.contract.payloads import decode_payload
+from whimbrel.contract.priority import DEFAULT_PRIORITY
 from whimbrel.contract.records import ActivityRecord, Change, RequestRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, WorkflowState
 
@@ -67,6 +68,11 @@ class ActivityExec:
     late_output: Any = None
     late_error: str | None = None
     late_epoch: float | None = None
+    #: The pool slot the attempt holds (``<pool>#<k>``; ``<pool>`` alone: admitted by a
+    #: pool without slots), and while it waits READY for its pool (full, or over its
+    #: rate), that pool's name (docs/definitions.md, "Pools").
+    pool_slot: str | None = None
+    pool_wait: str | None = None
 
     @property
     def duration_seconds(self) -> float | None:
@@ -105,6 +111,8 @@ class ActivityExec:
             late_output=decode_payload(m.late_output, field="late_output"),
             late_error=m.late_error,
             late_epoch=m.late_epoch,
+            pool_slot=m.pool_slot,
+            pool_wait=m.pool_wait if m.state is ActivityState.READY else None,
         )
 
 
@@ -138,6 +146,8 @@ class WorkflowExec:
     #: that ended it, and the output it gave (the run's output).
     ended_by: str | None = None
     ended_with: Any = None
+    #: Its priority, 0 (first) to 9 (``start_workflow(priority=)``; 5 unless given).
+    priority: int = 5
 
     @property
     def parent_workflow_exec_id(self) -> str | None:
@@ -205,6 +215,7 @@ class WorkflowExec:
             redrive_count=m.redrives,
             ended_by=m.ended_by,
             ended_with=decode_payload(m.output, field="output") if m.output else None,
+            priority=DEFAULT_PRIORITY if m.priority is None else m.priority,
         )
 
 

@@ -140,10 +140,12 @@ class AttemptTables(Tables):
         # finds the row and must not reset its state.
         return self._put_new(place.table, place.logical, item, "activity_exec_id")
 
-    def create_claimable(self, record: ActivityRecord) -> bool:
-        """Create an attempt that is READY to be claimed (claim keys derived here)."""
-        keys = index_changes({"claimable": (record.workflow_name, record.activity_name)},
-                             record.activity_exec_id)
+    def create_claimable(self, record: ActivityRecord,
+                         claim: tuple[str, int] | None = None) -> bool:
+        """Create an attempt that is READY to be claimed (claim keys derived here;
+        ``claim``: where it is served and its priority, ``flow.claim_intent``)."""
+        intent = (record.workflow_name, record.activity_name, *(claim or ()))
+        keys = index_changes({"claimable": intent}, record.activity_exec_id)
         return self.create_activity(replace(record, **keys))
 
     def get_activity(self, activity_exec_id: str) -> ActivityRecord | None:

@@ -2,10 +2,10 @@
 
 A change set carrying ``timer_epoch`` arms the sparse ``timers`` index (its shard is
 added), ``check_epoch`` the ``reconcile`` index, and ``claimable`` (``(workflow_name,
-activity_name)`` or ``REMOVE``) the ``claimable`` index; a run's state change moves its
-``by_name_state`` key. Every key that many items share carries a write shard derived
-from the item's id (``specs.*_SHARDS``), so no one key value takes a hot share of its
-index (docs/architecture.md, "Scale").
+activity_name[, order, priority])`` or ``REMOVE``) the ``claimable`` index; a run's
+state change moves its ``by_name_state`` key. Every key that many items share carries a
+write shard derived from the item's id (``specs.*_SHARDS``), so no one key value takes a
+hot share of its index (docs/architecture.md, "Scale").
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from whimbrel.contract.ids import shard_of
+from whimbrel.contract.priority import DEFAULT_PRIORITY
 from whimbrel.contract.records import REMOVE, Changes
 from whimbrel.store import specs
 
@@ -64,10 +65,30 @@ def index_changes(changes: Changes, activity_exec_id: str | None = None,
         if claim is REMOVE or not claim or not activity_exec_id:
             out["claim_shard"] = out["claim_key"] = REMOVE
         else:
-            workflow_name, activity_name = claim
-            out["claim_shard"] = shard_of(activity_exec_id, specs.CLAIM_SHARDS)
-            out["claim_key"] = f"{workflow_name}/{activity_name}/{activity_exec_id}"
+            workflow_name, activity_name, *rest = claim
+            order = rest[0] if rest else None
+            ordered = len(rest) > 1 and rest[1] != DEFAULT_PRIORITY
+            out["claim_shard"] = priority_claim_shard(activity_exec_id) if ordered \
+                else shard_of(activity_exec_id, specs.CLAIM_SHARDS)
+            out["claim_key"] = claim_key(workflow_name, activity_name, activity_exec_id,
+                                         order)
     return out
+
+
+def claim_key(workflow_name: str, activity_name: str, activity_exec_id: str,
+              order: str | None) -> str:
+    """The ``claimable`` index's sort key: ``<workflow>/<activity>/<order>/<id>`` — a
+    claim filtered by workflow (and activity) reads its candidates in serving order
+    (priority, then the oldest run: contract/priority.py ``order_text``; read back by
+    ``claim_key_order``)."""
+    middle = f"{order}/" if order else ""
+    return f"{workflow_name}/{activity_name}/{middle}{activity_exec_id}"
+
+
+def priority_claim_shard(activity_exec_id: str) -> str:
+    """The ``claimable`` shard of an attempt whose priority is not the default (one of
+    those every claim reads)."""
+    return f"p{shard_of(activity_exec_id, specs.PRIORITY_CLAIM_SHARDS)}"
 
 
 _T = TypeVar("_T")

@@ -44,6 +44,10 @@ NAME_STATE_SHARDS = 32
 TIMER_SHARDS = 32
 RECONCILE_SHARDS = 32
 CLAIM_SHARDS = 32
+#: Shards of the ``claimable`` index for attempts whose priority is not the default
+#: (``p0``..``p3``): every claim reads them with its window, so every worker sees them
+#: and serves them in order, aging included (docs/architecture.md, "Pools").
+PRIORITY_CLAIM_SHARDS = 4
 REJECTION_SHARDS = 16
 #: Partitions of the sparse ``due_schedules`` index; a sweep queries them in parallel.
 SCHEDULE_SHARDS = 4
@@ -63,6 +67,13 @@ MAP_ITEM_PARTITIONS = 16
 #: so the run's item that every guard reads stays one 4 KB read unit (a strongly
 #: consistent read of up to 4 KB is 1 RCU); smaller inputs stay on the run's item.
 INLINE_INPUT_BYTES = 1024
+#: Partitions of the sparse ``pool_checks`` index (held pool slots; the sweep asks each
+#: for what is due): each admission puts an entry and its release deletes it, 2 index
+#: units, so 16 keys carry 8,000 admissions/s account-wide (docs/architecture.md, "Pools").
+POOL_CHECK_SHARDS = 16
+#: The one value of a pool's ``catalog`` attribute (its settings item): every pool is in
+#: the ``pool_names`` index, so ``list_pools`` is one Query.
+POOL_CATALOG = "pools"
 #: The one value of a definition's ``catalog`` attribute: every definition item is in
 #: the ``all_names`` index, so the registered names are one Query away (never a Scan).
 CATALOG = "definitions"
@@ -163,7 +174,7 @@ WORKFLOW_REQUEST = TableSpec(
     Key("workflow_request_id"),
     attributes=attributes("workflow_request_id workflow_name version:I input:J manual:BOOL "
                           "source when_epoch:N workflow_exec_id expires_epoch:N traceparent "
-                          + _OUTCOME),
+                          "priority:I " + _OUTCOME),
     # Old images too: a row written again under the same id is rejected with what it
     # held before (the content that started the run).
     stream="NEW_AND_OLD_IMAGES",
@@ -178,7 +189,7 @@ WORKFLOW_EXEC = TableSpec(
         "source created_epoch:N created_day updated_epoch:N ended_epoch:N name_state "
         "check_shard check_epoch:N request_expires_epoch:N history:H expires_epoch:N "
         "parent_activity_exec_id redrive_count:I redriven_epoch:N redrive_ready:I roots_ready:N "
-        "ended_by output:J traceparent input_apart:BOOL"),
+        "ended_by output:J traceparent input_apart:BOOL priority:I pool_slot"),
     indexes=(
         IndexSpec(
             "by_day",
@@ -231,7 +242,7 @@ _ACTIVITY_ATTRIBUTES = (
     "timer_epoch:N claim_shard claim_key worker history:H expires_epoch:N input:J "
     "map_size:I called_by redrive_count:I retry_base:I waiting_for approvers:SL "
     "held_epoch:N child_workflow_exec_id late_output:J late_error late_epoch:N "
-    "retry_created:I ends_workflow:BOOL traceparent")
+    "retry_created:I ends_workflow:BOOL traceparent pool_slot pool_wait")
 
 #: The sparse indexes of attempts, alike on ``activity_exec`` and ``map_item`` (a sweep
 #: and a claim read both tables' shards).
@@ -364,6 +375,41 @@ LEASE = TableSpec(
     "a conditional write, so two holders (clocks apart) only waste reads.",
 )
 
+POOL = TableSpec(
+    "pool",
+    Key("pool_key"),
+    Key("entry"),
+    attributes=attributes(
+        "pool_key entry pool_name slots:I slots_high:I per_second:N catalog created_epoch:N "
+        "updated_epoch:N holder token since:N check_shard check_epoch:N tokens:N "
+        "refilled_at:N kind expires_epoch:N"),
+    indexes=(
+        IndexSpec(
+            "pool_names",
+            Key("catalog"),
+            Key("pool_name"),
+            projection="INCLUDE",
+            non_key_attributes=("slots", "slots_high", "per_second", "created_epoch",
+                                "updated_epoch"),
+            purpose="sparse: the settings item of every pool (Whimbrel.set_pool), by name: "
+            "list_pools is one Query",
+        ),
+        IndexSpec(
+            "pool_checks",
+            Key("check_shard"),
+            Key("check_epoch", "N"),
+            purpose="sparse: present only while a slot is held; the sweep frees a slot "
+            "whose holder ended or died without releasing it (check_shard: one of "
+            "POOL_CHECK_SHARDS, a hash of the slot's key)",
+        ),
+    ),
+    purpose="Pools (issue 22; docs/architecture.md, \"Pools\"): a pool's settings "
+    "('pool#<name>', 'settings'), one item per slot ('pool#<name>#<k>', 'slot'; held while "
+    "'holder' is set), its rate's token buckets ('pool#<name>#rate#<j>', 'rate') and "
+    "its waiters ('wait#<name>#<shard>', '<order>#<holder>'). The implicit pool of a "
+    "definition's max_running is 'run:<workflow_name>'.",
+)
+
 TABLES: tuple[TableSpec, ...] = (
     WORKFLOW_DEFINITION,
     WORKFLOW_REQUEST,
@@ -378,6 +424,7 @@ TABLES: tuple[TableSpec, ...] = (
     SIGNAL,
     SCHEDULE,
     LEASE,
+    POOL,
 )
 
 #: How long an event's marker is kept: longer than a stream record can be redelivered

@@ -5,7 +5,8 @@ client, or botocore behind the same seam) and one codec (:mod:`whimbrel.store.co
 every request is metered and every write runs the write hooks (fault injection). The
 tables are parts by concern: executions and edges (:mod:`~whimbrel.store.runs`), the
 cold tables (:mod:`~whimbrel.store.cold`), signals, event markers, schedules
-(:mod:`~whimbrel.store.schedules`) and leases (:mod:`~whimbrel.store.leases`).
+(:mod:`~whimbrel.store.schedules`), leases (:mod:`~whimbrel.store.leases`) and pools
+(:mod:`~whimbrel.store.pools`).
 
 The engine speaks intent; index keys are derived in :func:`whimbrel.store.runs.index_changes`.
 """
@@ -26,6 +27,7 @@ from whimbrel.store.keys import index_changes
 from whimbrel.store.leases import LeaseTables
 from whimbrel.store.meter import CapacityMeter
 from whimbrel.store.notifications import NotificationMarkers
+from whimbrel.store.pools import PoolTables
 from whimbrel.store.runs import WorkflowKeyPage
 from whimbrel.store.schedules import ScheduleTables
 from whimbrel.store.signals import SignalTables
@@ -52,7 +54,8 @@ class WriteHook(Protocol):
     def __call__(self, phase: str, operation: str, table: str) -> None: ...
 
 
-class Store(ColdTables, SignalTables, NotificationMarkers, ScheduleTables, LeaseTables):
+class Store(ColdTables, SignalTables, NotificationMarkers, ScheduleTables, LeaseTables,
+            PoolTables):
     """Tables of one prefix at one endpoint. Safe to share between threads.
 
     Args:
@@ -81,6 +84,8 @@ class Store(ColdTables, SignalTables, NotificationMarkers, ScheduleTables, Lease
         self.endpoint_url = endpoint_url
         self.meter = meter or CapacityMeter()
         self.claim_shards = tuple(str(i) for i in range(specs.CLAIM_SHARDS))
+        self.priority_claim_shards = tuple(f"p{i}"
+                                           for i in range(specs.PRIORITY_CLAIM_SHARDS))
         self.write_hooks: list[WriteHook] = []
         self.botocore = botocore_client(endpoint_url=endpoint_url, region=region,
                                         boto3_session=boto3_session,

@@ -220,7 +220,8 @@ def related(wf: WorkflowExec) -> dict[str, Any]:
 
 # -- the runs list -----------------------------------------------------------------------
 
-_FIRST = (WorkflowState.RUNNING, WorkflowState.SUSPENDED, WorkflowState.FAILED_WAITING,
+_FIRST = (WorkflowState.RUNNING, WorkflowState.QUEUED, WorkflowState.SUSPENDED,
+          WorkflowState.FAILED_WAITING,
           WorkflowState.CANCEL_REQUESTED, WorkflowState.REQUESTED,
           WorkflowState.FAILED, WorkflowState.TIMED_OUT, WorkflowState.COMPLETED,
           WorkflowState.CANCELLED)

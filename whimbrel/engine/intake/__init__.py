@@ -133,7 +133,7 @@ class Intake:
             with tracing.continued(item.traceparent):  # the requester's trace
                 self.engine.start(item.workflow_name, input_, version=item.version,
                                   request_id=request_id, source=item.source or "simple-api",
-                                  write_request=False)
+                                  write_request=False, priority=item.priority)
         except ValidationError as exc:
             result = self._reject(SOURCE_WORKFLOW_REQUEST, record,
                                   describe_validation(exc, record), "ValidationError")

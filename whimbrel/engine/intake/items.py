@@ -44,6 +44,8 @@ class WorkflowRequestItem(BaseModel):
     when_epoch: float | None = None
     #: The requester's W3C trace context, continued by the run (engine/tracing.py).
     traceparent: str | None = Field(default=None, max_length=1024)
+    #: The run's priority: 0 (first) to 9 (absent: 5); contract/priority.py.
+    priority: int | None = Field(default=None, ge=0, le=9, strict=True)
 
 
 class ActivityEventItem(BaseModel):

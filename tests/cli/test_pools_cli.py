@@ -1,0 +1,69 @@
+"""``whimbrel pools …``, ``submit --priority`` and QUEUED runs on the command line (issue
+22): set, get and list pools; a definition naming a pool from YAML; bad input exits 4
+and changes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from cli_helpers import Run
+
+from whimbrel import Whimbrel, WorkflowState
+
+WF = """\
+name: crawl
+max_running: 1
+activities:
+  - name: fetch
+    launcher: external
+    pool: api
+    priority: 3
+"""
+
+
+def test_pools_commands_and_a_pooled_definition(run: Run, wb: Whimbrel,
+                                                write_definition: Callable[..., Path]) -> None:
+    assert run.json("pools", "list") == []
+    assert "no pools" in run("pools", "list").stdout
+    made = run.json("pools", "set", "api", "--slots", "2", "--per-second", "1.5")
+    assert (made["name"], made["slots"], made["per_second"]) == ("api", 2, 1.5)
+    assert "pool api: 2 slot(s), 1.5/s" in run("pools", "set", "api", "--slots", "2",
+                                               "--per-second", "1.5").stdout
+    run("definitions", "register", str(write_definition(WF)))
+    assert wb.get_definition("crawl").activities[0].pool == "api"
+    first = run.json("submit", "crawl")["workflow_exec_id"]
+    second = run.json("submit", "crawl", "--priority", "2")["workflow_exec_id"]
+    assert wb.get_workflow(first).state is WorkflowState.RUNNING
+    assert wb.get_workflow(second).state is WorkflowState.QUEUED
+    assert wb.get_workflow(second).priority == 2
+    listed = run.json("list", "--workflow", "crawl", "--state", "QUEUED")["items"]
+    assert [r["workflow_exec_id"] for r in listed] == [second]
+    shown = run.json("status", second)
+    assert shown["state"] == "QUEUED" and shown["priority"] == 2
+    held = run.json("submit", "crawl")["workflow_exec_id"]  # QUEUED too: max_running 1
+    assert wb.get_workflow(held).state is WorkflowState.QUEUED
+    got = run.json("pools", "get", "api")
+    assert (got["in_use"], got["waiting"]) == (1, 0)  # the first run's attempt holds one
+    first_act = run.json("status", first)["activities"][0]
+    assert first_act["pool_slot"].startswith("api#") and "pool_wait" not in first_act
+    assert "1 in use, 0 waiting" in run("pools", "get", "api").stdout
+    table = run("pools", "list").stdout
+    assert "api" in table and "1.5" in table
+    run.json("pools", "set", "api")  # limits left out: no limit
+    assert run.json("pools", "list")[0]["slots"] is None
+
+
+def test_bad_pools_and_priorities_exit_non_zero_and_change_nothing(
+        run: Run, wb: Whimbrel, write_definition: Callable[..., Path]) -> None:
+    run("pools", "set", "api", "--slots", "-1", code=4)
+    run("pools", "set", "api", "--per-second", "0", code=4)
+    run("pools", "set", "bad name", "--slots", "1", code=4)
+    assert run.json("pools", "list") == []
+    run("pools", "get", "api", code=3)
+    bad = run("definitions", "register", str(write_definition(WF)), code=4)
+    assert "pool 'api' does not exist" in bad.stderr
+    run.json("pools", "set", "api", "--slots", "1")
+    run("definitions", "register", str(write_definition(WF)))
+    run("submit", "crawl", "--priority", "10", "--request-id", "r1", code=2)
+    assert run.json("list", "--workflow", "crawl")["items"] == []

@@ -1,0 +1,43 @@
+"""Admission (part of the core): where a waiting attempt is served (its claim key's
+order, contract/priority.py), whether a move starts its attempt, and the features' answer
+to ``admit`` (engine/pools.py gives it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from whimbrel.contract.activities import ActivityDefinition
+from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.priority import attempt_priority, order_text
+from whimbrel.contract.records import REMOVE, ActivityRecord, Changes, WorkflowRecord
+from whimbrel.contract.states import ACTIVITY_STARTING, ActivityState
+from whimbrel.engine.feature import Admission, Core
+
+
+def claim_order(spec: ActivityDefinition, wf: WorkflowRecord) -> str:
+    """Where an attempt of ``spec`` in ``wf`` is served among waiting ones (the
+    ``claimable`` index, a pool's waiters): contract/priority.py."""
+    return order_text(attempt_priority(spec.priority, wf.priority), wf.created_epoch)
+
+
+def claim_intent(spec: ActivityDefinition, wf: WorkflowRecord) -> tuple[str, int]:
+    """What a ``claimable`` intent carries beside the names: where the attempt is served,
+    and its priority (an urgent one goes to the shards every claim reads)."""
+    return claim_order(spec, wf), attempt_priority(spec.priority, wf.priority)
+
+
+def starts(path: Sequence[ActivityState], changes: Changes) -> bool:
+    """Whether a move along ``path`` starts its attempt (QUEUED, PREPARING, RUNNING) or
+    makes it claimable (READY, in the ``claimable`` index): what a pool admits."""
+    claim = changes.get("claimable")
+    return path[-1] in ACTIVITY_STARTING or (claim is not None and claim is not REMOVE)
+
+
+def admission(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
+              item: ActivityRecord | None, changes: Changes) -> Admission | None:
+    """The first feature's answer to ``admit`` (None: nothing limits it)."""
+    for feature in engine.features:
+        answer = feature.admit(wf, defn, item, changes)
+        if answer is not None:
+            return answer
+    return None

@@ -1,0 +1,223 @@
+"""Waiting for a pool (engine/pools.py): a held attempt's or QUEUED run's entry among its
+pool's waiters and its second look at its slots, its admission when its turn comes, and
+the wake a release (or a pacer look) owes the first waiters."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from whimbrel.contract.activities import ActivityDefinition
+from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.errors import StateConflict
+from whimbrel.contract.ids import shard_of
+from whimbrel.contract.pools import (
+    WAIT_SHARDS,
+    Waiter,
+    is_run_pool,
+    probe_order,
+    run_pool,
+    slot_ref,
+    waiter_entry,
+)
+from whimbrel.contract.priority import DEFAULT_PRIORITY, order_text
+from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
+from whimbrel.contract.states import (
+    ACTIVITY_NOT_LAUNCHED,
+    WORKFLOW_WAITING,
+    ActivityState,
+    WorkflowState,
+)
+from whimbrel.engine import admission, flow
+from whimbrel.engine.feature import Core
+from whimbrel.engine.pool_ledger import Ledger, Limits, Taken
+
+A = ActivityState
+W = WorkflowState
+
+#: Waiters one release or pacer look tries before it stops (stale entries are skipped
+#: and deleted on the way).
+WAKE_TRIES = 8
+
+
+class Queue:
+    """The waiters of every pool, for one engine. Thread-safe."""
+
+    def __init__(self, core: Core, ledger: Ledger) -> None:
+        self.core = core
+        self.store = core.store
+        self.ledger = ledger
+        self._lock = threading.Lock()
+        #: holder -> the slot a release hands it (tried first by its admission).
+        self._prefer: dict[str, int] = {}
+        self._local = threading.local()
+
+    def take(self, pool: str, limits: Limits, holder: str, now: float) -> Taken:
+        """A slot and a token for ``holder`` (a slot a release handed it first)."""
+        with self._lock:
+            handed = self._prefer.pop(holder, None)
+        return self.ledger.take(pool, limits, holder, now, handed)
+
+    def start_queued(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                     taken: Taken) -> bool:
+        """QUEUED → RUNNING with the slot ``taken``, then the start's rows and launches."""
+        pool = run_pool(wf.workflow_name)
+        assert taken.k is not None
+        try:
+            # Only a run still QUEUED: a cancel or a deadline that came first ends it.
+            moved = self.store.move_workflow(
+                wf.workflow_exec_id, WORKFLOW_WAITING, W.RUNNING,
+                {"pool_slot": slot_ref(pool, taken.k)}, now=self.core.clock(),
+                actor=self.core.actor, workflow_name=wf.workflow_name)
+        except StateConflict as lost:
+            self.ledger.give_back(pool, taken, wf.workflow_exec_id,
+                                  getattr(lost.current, "pool_slot", None))
+            return False
+        self.store.delete_waiter(self.waiter(pool, wf.workflow_exec_id, self.run_order(wf)))
+        self.core.resume_start(moved, defn)  # its rows, then its roots (starting.py)
+        return True
+
+    # -- waiting -----------------------------------------------------------------------
+
+    @staticmethod
+    def run_order(wf: WorkflowRecord) -> str:
+        return order_text(DEFAULT_PRIORITY if wf.priority is None else wf.priority,
+                          wf.created_epoch)
+
+    @staticmethod
+    def waiter(pool: str, holder: str, order: str) -> Waiter:
+        return Waiter(pool, shard_of(holder, WAIT_SHARDS), waiter_entry(order, holder), holder)
+
+    def wait(self, pool: str, holder: str, order: str, kind: str, retry_at: float | None,
+             retry: Callable[[], Any]) -> None:
+        """Enter ``holder`` among ``pool``'s waiters; then (a fresh wait) look once more."""
+        self.store.put_waiter(pool, holder, order, kind=kind, expires_epoch=None)
+        if retry_at is not None:
+            self.store.arm_pacer(pool, retry_at)  # the sweep looks when a token is there
+            return
+        if getattr(self._local, "quiet", False):
+            return  # re-held by a wake or by this very look: no second look
+        probes = self.probes(pool, holder)
+        if probes and self.store.free_among(pool, probes):
+            self._local.quiet = True
+            try:
+                retry()
+            finally:
+                self._local.quiet = False
+
+    def probes(self, pool: str, holder: str) -> list[int]:
+        if is_run_pool(pool):
+            wf = self.store.get_workflow(holder)
+            slots = self.core.definition_of(wf).max_running if wf is not None else None
+        else:
+            info = self.ledger.settings(pool)
+            slots = info.slots if info is not None else None
+        return list(probe_order(slots, holder)) if slots else []
+
+    def retry_activity(self, aeid: str) -> str:
+        """Admit a waiting attempt now if it can be: ``"admitted"``, ``"held"`` or
+        ``"gone"`` (it waits no more)."""
+        item = self.store.get_activity(aeid)
+        if item is None or item.state not in ACTIVITY_NOT_LAUNCHED \
+                or item.pool_slot is not None:
+            return "gone"
+        wf = self.store.get_workflow(item.workflow_exec_id)
+        if wf is None or wf.state.is_terminal or not flow.proceeds(wf):
+            return "gone"
+        if wf.state is not W.RUNNING:
+            return "skip"  # SUSPENDED: its resume's reconcile visit admits it
+        defn = self.core.definition_of(wf)
+        spec = defn.activity(item.activity_name)
+        if spec.launcher.is_pull:
+            return self.admit_pull(wf, defn, spec, item)
+        self.core.advance(wf, defn, item.activity_name, item.attempt, item.state)
+        fresh = self.store.get_activity(aeid)
+        return "admitted" if fresh is not None and fresh.pool_wait is None else "held"
+
+    def admit_pull(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                   spec: ActivityDefinition, item: ActivityRecord) -> str:
+        """A waiting pull attempt becomes claimable, its slot recorded in the same write."""
+        assert spec.pool is not None
+        pool = spec.pool
+        limits = self.ledger.limits(pool, defn) or (None, None)
+        now = self.core.clock()
+        taken = self.take(pool, limits, item.activity_exec_id, now)
+        order = admission.claim_order(spec, wf)
+        if not taken.ok:
+            self.wait(pool, item.activity_exec_id, order, "activity", taken.retry_at,
+                      lambda: None)
+            return "held"
+        changes: dict[str, Any] = {"pool_wait": REMOVE, "pool_slot": slot_ref(pool, taken.k)}
+        if wf.state is W.RUNNING:  # SUSPENDED: its resume makes it claimable
+            changes["claimable"] = (wf.workflow_name, spec.name, *admission.claim_intent(spec, wf))
+        try:
+            moved = self.store.admit_waiting(item.activity_exec_id, changes)
+        except StateConflict as lost:
+            self.ledger.give_back(pool, taken, item.activity_exec_id,
+                                  getattr(lost.current, "pool_slot", None))
+            return "gone"
+        self.core.remember(moved)
+        self.store.delete_waiter(self.waiter(pool, item.activity_exec_id, order))
+        return "admitted"
+
+    def retry_run(self, wx: str) -> str:
+        """Start a QUEUED run now if a run slot is free: ``"admitted"``, ``"held"`` or
+        ``"gone"`` (it is QUEUED no more)."""
+        wf = self.store.get_workflow(wx)
+        if wf is None or wf.state not in WORKFLOW_WAITING or wf.pool_slot is not None:
+            return "gone"
+        defn = self.core.definition_of(wf)
+        pool = run_pool(wf.workflow_name)
+        if not defn.max_running:
+            return "gone"
+        taken = self.take(pool, (defn.max_running, None), wx, self.core.clock())
+        if not taken.ok:
+            return "held"
+        return "admitted" if self.start_queued(wf, defn, taken) else "gone"
+
+    def leave(self, item: ActivityRecord) -> None:
+        """An attempt that waited ended (cancelled, timed out): its entry goes."""
+        wf = self.store.get_workflow(item.workflow_exec_id)
+        if wf is None or item.pool_wait is None:
+            return
+        spec = self.core.definition_of(wf).activity(item.activity_name)
+        self.store.delete_waiter(self.waiter(item.pool_wait, item.activity_exec_id,
+                                             admission.claim_order(spec, wf)))
+
+    def wake(self, pool: str, freed: int | None) -> None:
+        """Admit ``pool``'s first waiters: after a release, one (on the slot ``freed``);
+        a rate's look, as many as its tokens allow. Wakes inside a wake (an admitted
+        attempt whose launch failed and released) are queued on the thread, never nested."""
+        queue: list[tuple[str, int | None]] | None = getattr(self._local, "wakes", None)
+        if queue is not None:
+            queue.append((pool, freed))
+            return
+        self._local.wakes = queue = [(pool, freed)]
+        quiet = getattr(self._local, "quiet", False)
+        self._local.quiet = True
+        try:
+            while queue:
+                self._wake_once(*queue.pop(0))
+        finally:
+            self._local.wakes = None
+            self._local.quiet = quiet
+
+    def _wake_once(self, pool: str, freed: int | None) -> None:
+        for waiter in self.store.waiter_heads(pool)[:WAKE_TRIES]:
+            if freed is not None:
+                with self._lock:
+                    self._prefer[waiter.holder] = freed
+            try:
+                outcome = (self.retry_run(waiter.holder) if is_run_pool(pool)
+                           else self.retry_activity(waiter.holder))
+            finally:
+                with self._lock:
+                    self._prefer.pop(waiter.holder, None)
+            if outcome == "gone":
+                self.store.delete_waiter(waiter)  # admitted or ended meanwhile
+                continue
+            if outcome == "skip":
+                continue  # its run is SUSPENDED: the next one may go
+            if outcome == "held" or freed is not None:
+                return  # full (or out of tokens) again, or the freed slot is taken

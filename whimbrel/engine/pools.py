@@ -1,0 +1,370 @@
+"""Pools and ``max_running`` (a feature; issue 22; docs/architecture.md, "Pools").
+
+A pool limits the attempts that hold one of its slots (``slots``) and how fast they
+start (``per_second``); a definition's ``max_running`` is the implicit pool
+``run:<workflow_name>`` whose holders are runs. Storage is in
+:mod:`whimbrel.contract.pools` (slot items, waiters, rate shards; no hot key). This
+module holds the hooks; ``pool_ledger.py`` takes slots and tokens, ``pool_queue.py``
+keeps the waiters and wakes them.
+
+* **Admission** (``admit``): before the write that starts an attempt — QUEUED or RUNNING,
+  or READY and claimable for a pull one — or that makes a run RUNNING (a start, a
+  redrive), the actor takes a slot (probing a few, in an order fixed by the holder's id;
+  a slot handed over by a release first) and then a token. The slot goes into that same
+  write (``pool_slot``); a lost write gives it back unless the winner recorded it.
+* **Waiting**: with no slot (or no token) the attempt stops READY, out of the claimable
+  index, with ``pool_wait`` set, and enters the pool's waiters; a run is created QUEUED
+  and enters its pool's waiters. Entered, it looks at its slots once more (a release may
+  have come between its probe and its entry: whichever of the two came second sees the
+  other). A pool over its rate arms one *pacer* look of the sweep at its next token.
+* **Release**: any end of a holder — an attempt's terminal write, whoever makes it
+  (``attempt_ended``), a run's end (``ended``) — frees its slot and admits the first
+  waiter (lower priority number first, then the oldest run: contract/priority.py), on the
+  slot just freed. An end in a pool with a rate also admits waiters while tokens last.
+* **Repair**: the sweep checks every held slot at its check time and frees one whose
+  holder ended, vanished or records another slot (a crash between two writes); a QUEUED
+  run's reconcile visit, and a RUNNING run's for its waiting attempts, enter them again
+  and try to admit them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from whimbrel.contract.activities import ActivityDefinition
+from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.errors import NotAllowedNow, WhimbrelError
+from whimbrel.contract.pools import (
+    RATE_ENTRY,
+    SLOT_CHECK_SECONDS,
+    Pool,
+    PoolInfo,
+    check_after,
+    is_run_pool,
+    parse_slot_ref,
+    run_pool,
+    slot_ref,
+)
+from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
+from whimbrel.contract.states import (
+    ACTIVITY_NOT_LAUNCHED,
+    ACTIVITY_STARTING,
+    ACTIVITY_TRANSITIONS,
+    WORKFLOW_WAITING,
+    ActivityState,
+    Transition,
+    WorkflowState,
+)
+from whimbrel.engine import admission
+from whimbrel.engine.feature import Admission, Core, Feature
+from whimbrel.engine.pool_ledger import Ledger, PoolNotFound
+from whimbrel.engine.pool_queue import Queue
+
+if TYPE_CHECKING:
+    from whimbrel.engine.leases import SweepLeases
+
+__all__ = ["Ledger", "PoolNotFound", "Pools", "WaitsForPool"]
+
+log = logging.getLogger("whimbrel.pools")
+
+A = ActivityState
+W = WorkflowState
+
+#: A held slot whose holder is still waiting to record it (its admission between two
+#: writes) is kept this long; longer, its admitting actor died, and it is freed.
+IN_FLIGHT_SECONDS = 2 * SLOT_CHECK_SECONDS
+
+
+class WaitsForPool(NotAllowedNow):
+    """A caller asked to start (or make claimable) an attempt its pool has not admitted:
+    it goes when a slot frees (and a token is there)."""
+
+    def __init__(self, *, activity_exec_id: str, pool: str, transition: str) -> None:
+        super().__init__(
+            f"{transition} refused for {activity_exec_id}: it waits for pool {pool!r} "
+            "(full or over its rate); the engine starts it when a slot frees",
+            activity_exec_id=activity_exec_id, pool=pool, transition=transition)
+        self.activity_exec_id = activity_exec_id
+        self.pool = pool
+
+
+class Pools(Feature):
+    """Slots, rates and waiters of named pools and of ``max_running``."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.store = core.store
+        self.ledger = Ledger(core.store, lambda pool, k: self.queue.wake(pool, k))
+        self.queue = Queue(core, self.ledger)
+
+    # -- the calls only this feature offers (Whimbrel.set_pool, get_pool, list_pools) ----
+
+    def set_pool(self, pool: Pool) -> PoolInfo:
+        """Create or change a pool (validated first; nothing is written when invalid).
+
+        Raises:
+            InvalidInput: a bad name, slots or rate.
+        """
+        pool.validate()
+        info = self.store.put_pool(pool, self.core.clock())
+        self.ledger.forget(pool.name)
+        if self.store.waiter_heads(pool.name, 1):
+            self.queue.wake(pool.name, None)  # room made, perhaps: waiters go in while it lasts
+        return info
+
+    def get_pool(self, name: str) -> PoolInfo:
+        """A pool's settings, the slots held now and how many wait for it.
+
+        Raises:
+            PoolNotFound: no such pool.
+        """
+        Pool(name).validate()
+        info = self.store.get_pool_settings(name)
+        if info is None:
+            raise PoolNotFound(name)
+        high = max(info.slots or 0, info.slots_high or 0)
+        in_use = len(self.store.held_slots(name, high)) if high else 0
+        return replace(info, in_use=in_use, waiting=self.store.count_waiters(name))
+
+    def list_pools(self) -> list[PoolInfo]:
+        """Every pool's settings, by name."""
+        return self.store.list_pool_settings()
+
+    # -- registration ------------------------------------------------------------------
+
+    def registering(self, defn: WorkflowDefinition) -> list[str]:
+        """A definition may only name pools that exist (``set_pool`` first): a typo is
+        refused at once, not discovered at the first start."""
+        out = []
+        for name in sorted({a.pool for a in defn.activities if a.pool is not None}):
+            if self.store.get_pool_settings(name) is None:
+                users = ", ".join(repr(a.name) for a in defn.activities if a.pool == name)
+                out.append(f"activity {users}: pool {name!r} does not exist; create it "
+                           f"first (Whimbrel.set_pool, `whimbrel pools set {name}`)")
+        return out
+
+    # -- admission ---------------------------------------------------------------------
+
+    def admit(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+              item: ActivityRecord | None, changes: Mapping[str, Any]) -> Admission | None:
+        if item is None:
+            return self._admit_run(wf, defn)
+        spec = defn.activity(item.activity_name)
+        if spec.pool is None:
+            return None
+        pool = spec.pool
+        limits = self.ledger.limits(pool, defn)
+        if limits is None:  # no limit: admitted at once (marked, so nothing re-admits it)
+            return Admission(True, {"pool_slot": slot_ref(pool, None), "pool_wait": REMOVE})
+        now = self.core.clock()
+        taken = self.queue.take(pool, limits, item.activity_exec_id, now)
+        order = admission.claim_order(spec, wf)
+        if taken.ok:
+            go: dict[str, Any] = {"pool_wait": REMOVE, "pool_slot": slot_ref(pool, taken.k)}
+
+            def landed(_moved: ActivityRecord) -> None:
+                if item.state is A.READY:  # it waited: leave the queue
+                    self.store.delete_waiter(self.queue.waiter(pool, item.activity_exec_id,
+                                                          order))
+
+            return Admission(True, go, landed=landed, lost=lambda cur: self.ledger.give_back(
+                pool, taken, item.activity_exec_id, getattr(cur, "pool_slot", None)))
+        held: dict[str, Any] = {"pool_wait": pool, "claimable": REMOVE}
+        return Admission(False, held, landed=lambda _rec: self.queue.wait(
+            pool, item.activity_exec_id, order, "activity", taken.retry_at,
+            lambda: self.queue.retry_activity(item.activity_exec_id)))
+
+    def _admit_run(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> Admission | None:
+        if not defn.max_running:
+            return None
+        pool = run_pool(wf.workflow_name)
+        wx = wf.workflow_exec_id
+        taken = self.queue.take(pool, (defn.max_running, None), wx, self.core.clock())
+        if taken.ok:
+            assert taken.k is not None
+            ref = slot_ref(pool, taken.k)
+
+            def lost(cur: WorkflowRecord | None) -> None:
+                if cur is not None and cur.state in WORKFLOW_WAITING and cur.pool_slot is None:
+                    self.queue.start_queued(cur, defn, taken)  # a replayed start of a QUEUED run
+                else:
+                    self.ledger.give_back(pool, taken, wx, getattr(cur, "pool_slot", None))
+
+            return Admission(True, {"pool_slot": ref}, lost=lost)
+
+        def queue(rec: WorkflowRecord | None) -> None:
+            if rec is not None and rec.state in WORKFLOW_WAITING:
+                self.queue.wait(pool, wx, self.queue.run_order(rec), "run", None,
+                           lambda: self.queue.retry_run(wx))
+
+        return Admission(False, {}, landed=queue, lost=queue)
+
+    # -- release and wake ----------------------------------------------------------------
+
+    def attempt_ended(self, item: ActivityRecord) -> None:
+        # What follows an end's write is best effort: the write landed, and a slot or
+        # a wake lost here (throttled past the store's retries) is repaired by the sweep
+        # (the slot's check) and the reconcile visits (the waiters); the caller whose
+        # move landed must not hear an error for it.
+        try:
+            self._give_back_after(item)
+        except WhimbrelError as exc:
+            self.core.incidents.count("pool_followup_failed")
+            log.warning("pool follow-up of %s: %s", item.activity_exec_id, exc)
+
+    def _give_back_after(self, item: ActivityRecord) -> None:
+        pool = parse_slot_ref(item.pool_slot)[0] if item.pool_slot else self._pool_of(item)
+        if pool is None:
+            return
+        if item.pool_wait is not None and item.pool_slot is None:
+            self.queue.leave(item)  # ended while it waited (cancelled, timed out): out of line
+        k = parse_slot_ref(item.pool_slot)[1] if item.pool_slot else None
+        if k is not None and self.store.release_slot(pool, k, item.activity_exec_id):
+            self.queue.wake(pool, k)
+            return
+        if self._rated(pool):
+            self.queue.wake(pool, None)  # a token may be there for the next waiter
+
+    def _pool_of(self, item: ActivityRecord) -> str | None:
+        if item.workflow_version is None:
+            return None
+        defn = self.core.definition(item.workflow_name, item.workflow_version)[1]
+        return defn.activity(item.activity_name).pool
+
+    def _rated(self, pool: str) -> bool:
+        info = None if is_run_pool(pool) else self.ledger.settings(pool)
+        return info is not None and info.per_second is not None
+
+    def ended(self, wf: WorkflowRecord) -> None:
+        try:  # best effort, as after an attempt's end (the sweep repairs)
+            pool, k = parse_slot_ref(wf.pool_slot) if wf.pool_slot else ("", None)
+            if k is not None:
+                if self.store.release_slot(pool, k, wf.workflow_exec_id):
+                    self.queue.wake(pool, k)
+            elif any(h.state in {s.value for s in WORKFLOW_WAITING} for h in wf.history):
+                # Cancelled or timed out while QUEUED: it leaves the queue.
+                self.store.delete_waiter(self.queue.waiter(
+                    run_pool(wf.workflow_name), wf.workflow_exec_id, self.queue.run_order(wf)))
+        except WhimbrelError as exc:
+            self.core.incidents.count("pool_followup_failed")
+            log.warning("pool follow-up of %s: %s", wf.workflow_exec_id, exc)
+
+    # -- sweep and reconcile -------------------------------------------------------------
+
+    def sweep(self, now: float, leases: SweepLeases) -> None:
+        """Held slots whose check is due (free the dead ones), and pacer looks: of the
+        ``pool_checks`` shards with something due whose lease this pass holds."""
+        shards = self.store.pool_check_shards
+        reads = [self.core.submit(self.store.due_pool_checks, now, 1, shard)
+                 for shard in shards]
+        for shard, read in zip(shards, reads, strict=True):
+            if read.result() and leases.hold(shard):
+                self._sweep_shard(now, shard)
+
+    def _sweep_shard(self, now: float, shard: str) -> None:
+        for pool, kind, number in self.store.due_pool_checks(now, 1000, shard):
+            try:
+                if kind == RATE_ENTRY:
+                    self._pace(pool, now)
+                else:
+                    self._check_slot(pool, number, now)
+            except Exception as exc:  # one bad item never stops the pass (as sweep.py)
+                log.warning("pool check %s#%s: %s: %s", pool, number, type(exc).__name__,
+                            exc)
+
+    def _pace(self, pool: str, now: float) -> None:
+        seen = self.store.get_pacer(pool)
+        if seen is None or seen > now or not self.store.disarm_pacer(pool, seen):
+            return
+        self.queue.wake(pool, None)
+
+    def _check_slot(self, pool: str, k: int, now: float) -> None:
+        slot = self.store.get_slot(pool, k)
+        if slot.holder is None or slot.token is None or slot.check_epoch is None \
+                or slot.check_epoch > now:
+            return
+        since = slot.since if slot.since is not None else now
+        if self._holds(pool, k, slot.holder, now - since):
+            self.store.recheck_slot(pool, k, slot.holder, slot.token,
+                                    now + check_after(now - since))
+            return
+        log.info("pool %s: slot %d freed (holder %s is gone)", pool, k, slot.holder)
+        if self.store.release_slot(pool, k, slot.holder, slot.token):
+            self.queue.wake(pool, k)
+
+    def _holds(self, pool: str, k: int, holder: str, held_for: float) -> bool:
+        """Whether ``holder`` still holds slot ``k``: live and recording it, or live,
+        not launched and recording nothing for less than :data:`IN_FLIGHT_SECONDS` (its
+        admitting write may still come)."""
+        ref = slot_ref(pool, k)
+        if is_run_pool(pool):
+            wf = self.store.get_workflow(holder)
+            if wf is None or wf.state.is_terminal:
+                return False
+            if wf.pool_slot is None:
+                return wf.state in WORKFLOW_WAITING and held_for < IN_FLIGHT_SECONDS
+            return wf.pool_slot == ref
+        item = self.store.get_activity(holder)
+        if item is None or item.state is None or item.state.is_terminal:
+            return False
+        if item.pool_slot is None:
+            return item.state in ACTIVITY_NOT_LAUNCHED and held_for < IN_FLIGHT_SECONDS
+        return item.pool_slot == ref
+
+    def reconcile(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                  acts: list[ActivityRecord], now: float) -> bool:
+        """A QUEUED run, and a RUNNING run's waiting attempts: in the queue again (a
+        crash before their entry), and admitted if a slot is free."""
+        if wf.state in WORKFLOW_WAITING:
+            if not defn.max_running:
+                return False
+            pool = run_pool(wf.workflow_name)
+            self.store.put_waiter(pool, wf.workflow_exec_id, self.queue.run_order(wf),
+                                  kind="run", expires_epoch=None)
+            return self.queue.retry_run(wf.workflow_exec_id) == "admitted"
+        if wf.state is not W.RUNNING:
+            return False
+        repaired = False
+        for act in acts:
+            spec = defn.activity(act.activity_name)
+            if act.state is not A.READY or spec.pool is None or act.pool_slot is not None \
+                    or act.claim_key is not None:
+                continue  # not waiting: admitted (and claimable, for a pull one)
+            # Waiting for its pool, or readied while its run was SUSPENDED.
+            self.store.put_waiter(spec.pool, act.activity_exec_id,
+                                  admission.claim_order(spec, wf), kind="activity",
+                                  expires_epoch=None)
+            if spec.launcher.is_pull:  # a push one is advanced by the core's visit
+                repaired |= self.queue.admit_pull(wf, defn, spec, act) == "admitted"
+        return repaired
+
+    def refuse(self, spec: ActivityDefinition, item: ActivityRecord,
+               verb: Transition) -> None:
+        """A caller may not start (or make claimable) an attempt its pool has not admitted:
+        that would go past the pool's limits.
+
+        Raises:
+            WaitsForPool: it waits for its pool (or for its upstreams to let the engine
+                admit it).
+        """
+        state = item.state
+        if spec.pool is None or state not in ACTIVITY_NOT_LAUNCHED:
+            return
+        target = ACTIVITY_TRANSITIONS.get((state, verb))
+        if target is None or (target not in ACTIVITY_STARTING and target is not A.READY):
+            return
+        if item.pool_slot is not None or item.claim_key is not None:
+            return  # admitted (a claim's candidate is in the index only when admitted)
+        info = self.ledger.settings(spec.pool)
+        if info is None or (info.slots is None and info.per_second is None):
+            return  # no limit (or its settings vanished): nothing to go past
+        fresh = self.store.get_activity(item.activity_exec_id)  # the image may be stale
+        if fresh is None or fresh.state is not state or fresh.pool_slot is not None \
+                or fresh.claim_key is not None:
+            return
+        raise WaitsForPool(activity_exec_id=item.activity_exec_id, pool=spec.pool,
+                           transition=verb.value)
+
