@@ -1,10 +1,12 @@
 """Admission (part of the core): where a waiting attempt is served (its claim key's
-order, contract/priority.py), whether a move starts its attempt, and the features' answer
-to ``admit`` (engine/pools.py gives it)."""
+order, contract/priority.py), whether a move starts its attempt, the features' answer
+to ``admit`` (engine/pools.py gives it), and what a write that readies an attempt
+carries."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.definitions import WorkflowDefinition
@@ -41,3 +43,17 @@ def admission(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
         if answer is not None:
             return answer
     return None
+
+
+def ready_changes(engine: Core, spec: ActivityDefinition, wf: WorkflowRecord, now: float,
+                  changes: Changes) -> dict[str, Any]:
+    """What a write that makes ``spec`` READY carries besides ``rules.changes_for``: where
+    a claim serves it (priority, then the oldest run), what the features add (a wait's
+    deadline and ``waiting_for``) or take away (no claim while the run is SUSPENDED)."""
+    out = dict(changes)
+    claim = out.get("claimable")
+    if isinstance(claim, tuple) and len(claim) == 2:
+        out["claimable"] = (*claim, *claim_intent(spec, wf))
+    for feature in engine.features:
+        feature.ready(spec, wf, now, out)
+    return out

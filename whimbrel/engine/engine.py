@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
-from whimbrel.engine import ending, flow, moves, starting
+from whimbrel.engine import ending, flow, launches, moves, starting
 from whimbrel.engine.base import (
     IN_FLIGHT_GRACE_SECONDS,
     RECONCILE_GRACE_SECONDS,
@@ -194,7 +194,7 @@ class Engine(EngineBase):
 
     def launch(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                item: ActivityRecord) -> None:
-        flow.launch(self, wf, defn, item)
+        launches.launch(self, wf, defn, item)
 
     def apply(self, item: ActivityRecord, transition: Transition, *,
               output: str | None = None, error: str | None = None,

@@ -11,18 +11,14 @@ launcher, on to RUNNING. Each state still lands in the item's history.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import Any
 
-from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import StateConflict, StoreError, WhimbrelError
 from whimbrel.contract.ids import END_NODE, activity_exec_id, unit_random
-from whimbrel.contract.launching import LAUNCH_FAILED
 from whimbrel.contract.outcomes import carry, open_activities
 from whimbrel.contract.payloads import clip_error
-from whimbrel.contract.records import ActivityRecord, Change, Changes, WorkflowRecord
+from whimbrel.contract.records import ActivityRecord, Change, WorkflowRecord
 from whimbrel.contract.states import (
     ACTIVITY_FAILED,
     ACTIVITY_NOT_LAUNCHED,
@@ -34,11 +30,11 @@ from whimbrel.contract.states import (
     Transition,
     WorkflowState,
 )
-from whimbrel.engine import ending, rules
-from whimbrel.engine.admission import admission, claim_intent, starts
+from whimbrel.engine import ending, launches, rules
+from whimbrel.engine.admission import admission, ready_changes, starts
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Admission, Core, RunRead
-from whimbrel.engine.ports import LaunchRequest, runs_in_process
+from whimbrel.engine.ports import runs_in_process
 
 log = logging.getLogger("whimbrel.engine")
 
@@ -312,55 +308,10 @@ def advance(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name: st
     if ask is not None:
         ask.landed(moved)
     if path[-1] in ACTIVITY_STARTING:
-        launch(engine, wf, defn, moved)
+        launches.launch(engine, wf, defn, moved)
     else:
         for feature in engine.features:
             feature.readied(wf, defn, moved)
-
-
-def ready_changes(engine: Core, spec: ActivityDefinition, wf: WorkflowRecord, now: float,
-                  changes: Changes) -> dict[str, Any]:
-    """What a write that makes ``spec`` READY carries besides ``rules.changes_for``: where
-    a claim serves it (priority, then the oldest run), what the features add (a wait's
-    deadline and ``waiting_for``) or take away (no claim while the run is SUSPENDED)."""
-    out = dict(changes)
-    claim = out.get("claimable")
-    if isinstance(claim, tuple) and len(claim) == 2:
-        out["claimable"] = (*claim, *claim_intent(spec, wf))
-    for feature in engine.features:
-        feature.ready(spec, wf, now, out)
-    return out
-
-
-def launch(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
-           item: ActivityRecord) -> None:
-    """Hand a QUEUED (or, in-process, RUNNING) attempt to its launcher; a launch that
-    fails fails the attempt, with the error recorded."""
-    spec = defn.activity(item.activity_name)
-    launcher = engine.launchers.get(spec.launcher.kind)
-    request = LaunchRequest(
-        activity_exec_id=item.activity_exec_id, activity_name=item.activity_name,
-        workflow_exec_id=wf.workflow_exec_id, workflow_name=wf.workflow_name,
-        attempt=item.attempt, config=dict(spec.launcher.config),
-        endpoint_url=engine.store.endpoint_url, table_prefix=engine.store.table_prefix)
-    try:
-        if launcher is None:
-            raise RuntimeError(
-                f"no {spec.launcher.kind!r} launcher is configured in this process")
-        if item.state is A.RUNNING:
-            # Moved straight to RUNNING for an in-process launcher: the run finds the
-            # image remembered and the workflow item here, and reads nothing first.
-            done: Future[WorkflowRecord] = Future()
-            done.set_result(wf)
-            engine.prefetched_workflow(item.activity_exec_id, done)
-        launcher.launch(request)
-    except Exception as exc:  # any launch failure fails this attempt, recorded
-        log.warning("launch of %s failed: %s", item.activity_exec_id, exc)
-        fail_attempt(engine, item, f"{LAUNCH_FAILED}{type(exc).__name__}: {exc}",
-                     type(exc).__name__)
-        return
-    for feature in engine.features:
-        feature.launched(item)
 
 
 def apply(engine: Core, item: ActivityRecord, transition: Transition, *,
@@ -421,20 +372,3 @@ def apply(engine: Core, item: ActivityRecord, transition: Transition, *,
         raise
     after(engine, moved, wf_read)
     return moved
-
-
-def fail_attempt(engine: Core, item: ActivityRecord, error: str, error_type: str | None) -> None:
-    """FAILED (from QUEUED/PREPARING/RUNNING) with its follow-ups; quiet if it moved on."""
-    try:
-        apply(engine, item, Transition.FAILED, error=error, error_type=error_type)
-    except WhimbrelError as exc:
-        log.info("%s not failed: %s", item.activity_exec_id, exc)
-
-
-def relaunch_ready(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
-                   items: Sequence[ActivityRecord]) -> None:
-    """Move on READY push attempts whose mover died before queueing them."""
-    for act in items:
-        if act.state is A.READY and defn.activity(act.activity_name).launcher.is_push:
-            advance(engine, wf, defn, act.activity_name, act.attempt, A.READY)
-

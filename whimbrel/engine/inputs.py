@@ -12,6 +12,8 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -172,3 +174,23 @@ def map_list(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name: s
     else:
         value = upstream_value(engine, wf.workflow_exec_id, defn, source.upstream)
     return select(value, source)
+
+
+class KnownLists:
+    """Maps' lists this process read, by (run, map, redrive): a list is read once per
+    process, not per item. Thread-safe; keeps the ``size`` latest."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._lists: OrderedDict[tuple[str, str, int], list[Any]] = OrderedDict()
+
+    def get(self, wx: str, name: str, gen: int) -> list[Any] | None:
+        with self._lock:
+            return self._lists.get((wx, name, gen))
+
+    def put(self, wx: str, name: str, gen: int, found: list[Any]) -> None:
+        with self._lock:
+            self._lists[(wx, name, gen)] = found
+            while len(self._lists) > self._size:
+                self._lists.popitem(last=False)

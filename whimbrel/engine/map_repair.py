@@ -8,9 +8,10 @@ from typing import Protocol
 
 from whimbrel.contract.dataflow import lane_edges, lanes
 from whimbrel.contract.definitions import WorkflowDefinition
-from whimbrel.contract.outcomes import generation, retries_left
+from whimbrel.contract.outcomes import generation, map_items, retries_left
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState
+from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core
 from whimbrel.engine.ports import StorePort
 
@@ -28,6 +29,23 @@ class MapSteps(Protocol):
     def start_lanes(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
                     size: int, which: range | list[int]) -> None: ...
     def finish_map(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str) -> None: ...
+
+
+def repair_maps(maps: MapSteps, wf: WorkflowRecord, defn: WorkflowDefinition,
+                acts: list[ActivityRecord]) -> bool:
+    """Repair each RUNNING map of ``wf`` (``acts``: every attempt of the run): start
+    lanes an expansion left unstarted, move on items stuck before they ran, redo a lost
+    chain step or lane end, and end a map whose lanes all ended. True if it did
+    anything."""
+    latest = latest_of(acts)
+    repaired = False
+    for spec in defn.activities:
+        node = latest.get(spec.name)
+        if spec.map_over is None or node is None or node.state is not A.RUNNING \
+                or not node.map_size:
+            continue
+        repaired |= repair_map(maps, wf, defn, node, map_items(acts, spec.name))
+    return repaired
 
 
 def repair_map(maps: MapSteps, wf: WorkflowRecord, defn: WorkflowDefinition,

@@ -11,8 +11,6 @@ what it costs: docs/architecture.md, "Maps".
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from typing import Any
 
 from whimbrel.contract import states
@@ -42,8 +40,8 @@ from whimbrel.contract.states import ActivityState, Transition, WorkflowState, a
 from whimbrel.engine import flow, rules
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core, Feature, RunRead
-from whimbrel.engine.inputs import map_list, own_input
-from whimbrel.engine.map_repair import repair_map
+from whimbrel.engine.inputs import KnownLists, map_list, own_input
+from whimbrel.engine.map_repair import repair_maps
 
 log = logging.getLogger("whimbrel.engine")
 
@@ -63,8 +61,7 @@ class Maps(Feature):
     def __init__(self, core: Core) -> None:
         self.core = core
         self.store = core.store
-        self._lock = threading.Lock()
-        self._lists: OrderedDict[tuple[str, str, int], list[Any]] = OrderedDict()
+        self._lists = KnownLists(KNOWN_LISTS)
 
     # -- hooks ---------------------------------------------------------------------------------
 
@@ -128,20 +125,15 @@ class Maps(Feature):
         Raises:
             ValueError: the source is missing, not a list, or too long.
         """
-        key = (wf.workflow_exec_id, name, wf.redrives)
-        with self._lock:
-            cached = self._lists.get(key)
+        cached = self._lists.get(wf.workflow_exec_id, name, wf.redrives)
         if cached is not None:
             return cached
         found = map_list(self.core, wf, defn, name)
-        with self._lock:
-            self._lists[key] = found
-            while len(self._lists) > KNOWN_LISTS:
-                self._lists.popitem(last=False)
+        self._lists.put(wf.workflow_exec_id, name, wf.redrives, found)
         return found
 
-    def expand_map(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str, attempt: int,
-               source: ActivityState) -> None:
+    def expand_map(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
+                   attempt: int, source: ActivityState) -> None:
         """Start a map whose upstreams resolved (its attempt is REQUESTED or READY)."""
         if not flow.proceeds(wf) or source not in states.ACTIVITY_NOT_LAUNCHED:
             return
@@ -156,7 +148,7 @@ class Maps(Feature):
         except ValueError as exc:
             end = activity_path(path[-1], Transition.FAILED)
             self.end_map_node(node, (*path, *end), defn, error=str(exc), error_type=BAD_LIST,
-                          expected=source)
+                              expected=source)
             return
         if not items:
             end = activity_path(path[-1], Transition.COMPLETED)
@@ -167,7 +159,7 @@ class Maps(Feature):
             # Whoever advances a map runs it: no other actor moves it between READY and
             # RUNNING, and one write picks one runner (docs/contract.md).
             self.core.move(aeid, source, path, {"started_epoch": now, "map_size": len(items),
-                                           "timer_epoch": REMOVE})
+                                                "timer_epoch": REMOVE})
         except StateConflict:
             return  # expanded by someone else
         self.start_lanes(wf, defn, name, len(items), range(lanes(spec, len(items))))
@@ -208,8 +200,7 @@ class Maps(Feature):
         if index is None or name not in defn.names:
             return None
         spec = defn.activity(name)
-        with self._lock:
-            items = self._lists.get((item.workflow_exec_id, name, generation(item)))
+        items = self._lists.get(item.workflow_exec_id, name, generation(item))
         if items is None or spec.on_failure is not None:
             return None
         nxt = index + lanes(spec, len(items))
@@ -263,7 +254,7 @@ class Maps(Feature):
         self.chain_lane(wf, defn, name, index + width, index % width)
 
     def chain_lane(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
-              index: int | None, lane: int) -> None:
+                   index: int | None, lane: int) -> None:
         """Start the first open item of ``lane`` from ``index`` on, or end the lane."""
         items = self.map_elements(wf, defn, name)
         width = lanes(defn.activity(name), len(items))
@@ -327,8 +318,7 @@ class Maps(Feature):
                           name: str) -> bool:
         if not spec.tolerated_failures:
             return True
-        with self._lock:
-            known = self._lists.get((wf.workflow_exec_id, name, wf.redrives))
+        known = self._lists.get(wf.workflow_exec_id, name, wf.redrives)
         items = map_items(self.store.list_activities(
             wf.workflow_exec_id, items_prefix(name),
             map_size=None if known is None else len(known)), name)
@@ -401,17 +391,5 @@ class Maps(Feature):
 
     def reconcile(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                   acts: list[ActivityRecord], now: float) -> bool:
-        """The reconciler's part for each RUNNING map (of a run not SUSPENDED): start
-        lanes an expansion left unstarted, move on items stuck before they ran, redo a
-        lost chain step or lane end, and end a map whose lanes all ended."""
-        if wf.state is W.SUSPENDED:
-            return False
-        latest = latest_of(acts)
-        repaired = False
-        for spec in defn.activities:
-            node = latest.get(spec.name)
-            if spec.map_over is None or node is None or node.state is not A.RUNNING \
-                    or not node.map_size:
-                continue
-            repaired |= repair_map(self, wf, defn, node, map_items(acts, spec.name))
-        return repaired
+        """The reconciler's part for each RUNNING map (map_repair.py)."""
+        return wf.state is not W.SUSPENDED and repair_maps(self, wf, defn, acts)

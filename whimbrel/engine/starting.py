@@ -32,8 +32,8 @@ from whimbrel.contract.states import (
     next_workflow_state,
 )
 from whimbrel.contract.waits import check_input
-from whimbrel.engine import ending, flow, rules
-from whimbrel.engine.admission import admission
+from whimbrel.engine import ending, flow, launches, rules
+from whimbrel.engine.admission import admission, ready_changes
 from whimbrel.engine.base import day_of
 from whimbrel.engine.feature import Core
 from whimbrel.engine.ports import runs_in_process
@@ -242,7 +242,7 @@ def create_root(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name
                                 workflow_name=wf.workflow_name,
                                 retention=engine.retention(defn))
     if path[-1] is A.READY:
-        changes = flow.ready_changes(engine, spec, wf, now, changes)
+        changes = ready_changes(engine, spec, wf, now, changes)
     timer = changes.get("timer_epoch")
     record = record.with_changes(
         state=path[-1], timer_epoch=timer if isinstance(timer, float) else None,
@@ -282,7 +282,7 @@ def launch_roots(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
         if flow.plan(engine, current, defn, name, A.REQUESTED)[-1:] == (A.RUNNING,):
             flow.advance(engine, current, defn, name, 1)
         elif name in created:
-            flow.launch(engine, current, defn, ActivityRecord(
+            launches.launch(engine, current, defn, ActivityRecord(
                 wf.workflow_exec_id, activity_exec_id(wf.workflow_exec_id, name, 1),
                 name, wf.workflow_name, 1, A.QUEUED, workflow_version=wf.version))
 

@@ -1,0 +1,58 @@
+"""Launching (part of the core): handing a QUEUED (or, in-process, RUNNING) attempt to
+its launcher, and failing the attempt when the hand-over fails."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import Future
+
+from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.errors import WhimbrelError
+from whimbrel.contract.launching import LAUNCH_FAILED
+from whimbrel.contract.records import ActivityRecord, WorkflowRecord
+from whimbrel.contract.states import ActivityState, Transition
+from whimbrel.engine.feature import Core
+from whimbrel.engine.ports import LaunchRequest
+
+log = logging.getLogger("whimbrel.engine")
+
+A = ActivityState
+
+
+def launch(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
+           item: ActivityRecord) -> None:
+    """Hand a QUEUED (or, in-process, RUNNING) attempt to its launcher; a launch that
+    fails fails the attempt, with the error recorded."""
+    spec = defn.activity(item.activity_name)
+    launcher = engine.launchers.get(spec.launcher.kind)
+    request = LaunchRequest(
+        activity_exec_id=item.activity_exec_id, activity_name=item.activity_name,
+        workflow_exec_id=wf.workflow_exec_id, workflow_name=wf.workflow_name,
+        attempt=item.attempt, config=dict(spec.launcher.config),
+        endpoint_url=engine.store.endpoint_url, table_prefix=engine.store.table_prefix)
+    try:
+        if launcher is None:
+            raise RuntimeError(
+                f"no {spec.launcher.kind!r} launcher is configured in this process")
+        if item.state is A.RUNNING:
+            # Moved straight to RUNNING for an in-process launcher: the run finds the
+            # image remembered and the workflow item here, and reads nothing first.
+            done: Future[WorkflowRecord] = Future()
+            done.set_result(wf)
+            engine.prefetched_workflow(item.activity_exec_id, done)
+        launcher.launch(request)
+    except Exception as exc:  # any launch failure fails this attempt, recorded
+        log.warning("launch of %s failed: %s", item.activity_exec_id, exc)
+        fail_attempt(engine, item, f"{LAUNCH_FAILED}{type(exc).__name__}: {exc}",
+                     type(exc).__name__)
+        return
+    for feature in engine.features:
+        feature.launched(item)
+
+
+def fail_attempt(engine: Core, item: ActivityRecord, error: str, error_type: str | None) -> None:
+    """FAILED (from QUEUED/PREPARING/RUNNING) with its follow-ups; quiet if it moved on."""
+    try:
+        engine.apply(item, Transition.FAILED, error=error, error_type=error_type)
+    except WhimbrelError as exc:
+        log.info("%s not failed: %s", item.activity_exec_id, exc)
