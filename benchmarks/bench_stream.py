@@ -17,7 +17,7 @@ from benchmarks.shapes import EXTERNAL
 from lambdas import _shared
 from whimbrel import ActivityDefinition, Whimbrel, WorkflowDefinition, WorkflowState
 from whimbrel.local.runtime import LocalRuntime
-from whimbrel.store import specs
+from whimbrel.store import consumers, specs
 from whimbrel.testing import fresh_table_prefix
 
 #: An assumed DynamoDB round trip from Lambda in the same region (ms), for the ceiling.
@@ -38,7 +38,7 @@ def _once(ctx: Ctx, records: int, threads: int) -> dict[str, Any]:
         while len(claimed) < records:
             if (act := wb.claim(workflow_name="stream_one")) is not None:
                 claimed.append(act.activity_exec_id)
-        pump = rt.pumps[specs.ACTIVITY_EVENT_CONSUMER.name]
+        pump = rt.pumps[consumers.ACTIVITY_EVENT_CONSUMER.name]
         rt.wait_idle(60)
         before, calls = pump.stats.records, wb.meter.total_calls
         t0 = time.perf_counter()
@@ -67,7 +67,7 @@ def _once(ctx: Ctx, records: int, threads: int) -> dict[str, Any]:
 def run(ctx: Ctx) -> dict[str, Any]:
     records = ctx.size(400, 60)
     out: dict[str, Any] = {"records": records, "batch_size":
-                           specs.ACTIVITY_EVENT_CONSUMER.batch_size}
+                           consumers.ACTIVITY_EVENT_CONSUMER.batch_size}
     for name, threads in (("one_by_one", 1), ("concurrent", 10)):
         runs = [_once(ctx, records, threads) for _ in range(ctx.repeats)]
         out[name] = {"runs": runs, "threads": threads,

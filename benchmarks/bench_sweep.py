@@ -17,11 +17,11 @@ import boto3
 from benchmarks.billing import Meter, summarize
 from benchmarks.common import Ctx, bars, md_table, medians
 from whimbrel import ActivityDefinition, LauncherSpec, RetryPolicy, Whimbrel, WorkflowDefinition
-from whimbrel.store import specs
+from whimbrel.store import consumers, specs
 
 HEARTBEAT = 300.0
 STALE_EVERY = 100
-SWEEP_RATE = float(specs.HEARTBEAT_RATE_SECONDS_AWS)
+SWEEP_RATE = float(consumers.HEARTBEAT_RATE_SECONDS_AWS)
 DEFINITION = WorkflowDefinition("sweep", (ActivityDefinition(
     "work", launcher=LauncherSpec.external(), heartbeat_timeout_seconds=HEARTBEAT,
     retry=RetryPolicy(max_attempts=1)),))

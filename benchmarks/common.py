@@ -25,7 +25,7 @@ import boto3
 
 from whimbrel import Whimbrel, WorkflowExec, WorkflowNotFound
 from whimbrel.local.dynamodb_local import local_env
-from whimbrel.store import specs
+from whimbrel.store import consumers
 from whimbrel.testing import dynamodb_local, fresh_table_prefix
 
 #: On-demand prices, us-east-1, in US$ per million.
@@ -50,7 +50,7 @@ class Ctx:
         benchmark's writes slowed down as it ran, its SQLite thread busy in stream
         bookkeeping."""
         ddb = boto3.client("dynamodb", endpoint_url=self.endpoint)
-        for consumer in specs.NOTIFY_CONSUMERS:
+        for consumer in consumers.NOTIFY_CONSUMERS:
             ddb.update_table(TableName=consumer.table.table_name(prefix),
                              StreamSpecification={"StreamEnabled": False})
 

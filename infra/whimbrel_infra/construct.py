@@ -13,7 +13,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from whimbrel.store.specs import NOTIFY_FUNCTION, StreamConsumerSpec
+from whimbrel.store.consumers import NOTIFY_FUNCTION, StreamConsumerSpec
 
 from . import access
 from .alarms import build_alarms

@@ -26,7 +26,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from whimbrel.settings import ENV_EVENT_BUS, ENV_METRICS
-from whimbrel.store.specs import (
+from whimbrel.store.consumers import (
     ENGINE_CONSUMERS,
     HEARTBEAT_HANDLER,
     NOTIFY_CONSUMERS,

@@ -19,7 +19,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 
-from whimbrel.store.specs import DEFAULT_TABLE_PREFIX, HEARTBEAT_RATE_SECONDS_AWS, TABLES
+from whimbrel.store.consumers import HEARTBEAT_RATE_SECONDS_AWS
+from whimbrel.store.specs import DEFAULT_TABLE_PREFIX, TABLES
 
 # --- deployment-only defaults (not part of the engine contract) -------------------
 
@@ -58,7 +59,7 @@ class WhimbrelProps:
         deletion_protection: DynamoDB deletion protection on every table. ``None``
             means "on exactly when ``removal_policy`` is ``RETAIN``".
         heartbeat_rate: How often the heartbeat listener (sweep + reconcile) runs.
-            ``None`` means ``specs.HEARTBEAT_RATE_SECONDS_AWS``. Whole minutes only.
+            ``None`` means ``consumers.HEARTBEAT_RATE_SECONDS_AWS``. Whole minutes only.
         heartbeat_enabled: ``False`` deploys the schedule disabled (e.g. to pause).
         encryption_key: A customer-managed KMS key for the tables and the dead-letter
             queue. ``None`` uses AWS-managed keys (no key to pay for or manage).

@@ -6,10 +6,10 @@ from __future__ import annotations
 from e2e_support import RawClient
 
 from whimbrel.local.runtime import LocalRuntime
-from whimbrel.store import specs
+from whimbrel.store import consumers, specs
 from whimbrel.testing import wait_until
 
-BOOM = specs.StreamConsumerSpec("boom", specs.ACTIVITY_EVENT, "dead_letter_support.boom",
+BOOM = consumers.StreamConsumerSpec("boom", specs.ACTIVITY_EVENT, "dead_letter_support.boom",
                                 batch_size=1, max_retry_attempts=1)
 
 

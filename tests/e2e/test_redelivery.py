@@ -33,7 +33,7 @@ from whimbrel.contract.ids import activity_exec_id, workflow_exec_id_for
 from whimbrel.local.delivery import RandomRedelivery, RedeliveryFigures, record_key
 from whimbrel.local.runtime import LocalRuntime
 from whimbrel.local.streams import StreamPump
-from whimbrel.store import specs
+from whimbrel.store import consumers, specs
 from whimbrel.testing import assert_contract_holds, fresh_table_prefix, wait_until
 
 SEEDS = (11, 23, 47)
@@ -414,7 +414,7 @@ class FakeStreams:
 
 def _pump(n: int, invoke: Callable[[dict[str, Any]], Any],
           delivery: RandomRedelivery | None) -> tuple[StreamPump, list[str]]:
-    consumer = specs.StreamConsumerSpec("t", specs.ACTIVITY_EVENT, "unused", batch_size=4)
+    consumer = consumers.StreamConsumerSpec("t", specs.ACTIVITY_EVENT, "unused", batch_size=4)
     dead: list[str] = []
     pump = StreamPump(consumer, streams=FakeStreams([_raw(i) for i in range(n)]),
                       stream_arn="arn:test", invoke=invoke, stop=threading.Event(),

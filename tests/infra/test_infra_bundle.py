@@ -31,7 +31,7 @@ from whimbrel_infra.bundling import (
 from whimbrel_infra.functions import deployed_consumers
 from whimbrel_infra.stack import _import_launch_target
 
-from whimbrel.store.specs import ENGINE_CONSUMERS, HEARTBEAT_HANDLER, STREAM_CONSUMERS
+from whimbrel.store.consumers import ENGINE_CONSUMERS, HEARTBEAT_HANDLER, STREAM_CONSUMERS
 
 pytestmark = pytest.mark.infra
 

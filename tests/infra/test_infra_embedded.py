@@ -22,7 +22,8 @@ from whimbrel_infra import Whimbrel, WhimbrelProps
 from whimbrel_infra.functions import TABLE_PREFIX_ENV
 
 from whimbrel.settings import ENV_EVENT_BUS
-from whimbrel.store.specs import NOTIFY_HANDLER, TABLES
+from whimbrel.store.consumers import NOTIFY_HANDLER
+from whimbrel.store.specs import TABLES
 
 pytestmark = pytest.mark.infra
 

@@ -26,17 +26,19 @@ from whimbrel.contract.records import WorkflowRecord
 from whimbrel.contract.states import WorkflowState
 from whimbrel.observe.emf import EmfMetrics
 from whimbrel.settings import ENV_EVENT_BUS, ENV_METRICS
+from whimbrel.store.consumers import (
+    HEARTBEAT_HANDLER,
+    HEARTBEAT_RATE_SECONDS_AWS,
+    NOTIFY_HANDLER,
+    STREAM_CONSUMERS,
+)
 from whimbrel.store.specs import (
     ACTIVITY_EVENT,
     ACTIVITY_EXEC,
     ACTIVITY_EXEC_DEPENDENCY,
     DEFAULT_TABLE_PREFIX,
-    HEARTBEAT_HANDLER,
-    HEARTBEAT_RATE_SECONDS_AWS,
     MAP_ITEM,
     NOTIFICATION,
-    NOTIFY_HANDLER,
-    STREAM_CONSUMERS,
     TABLES,
     WORKFLOW_DEFINITION,
     WORKFLOW_EXEC,

@@ -23,7 +23,7 @@ from whimbrel.contract.ids import activity_exec_id
 from whimbrel.contract.notifications import EVENT_SCHEMA, Notification
 from whimbrel.local.streams import StreamPump
 from whimbrel.observe import PublishError
-from whimbrel.store import specs
+from whimbrel.store import consumers
 
 A = ActivityState
 PY = LauncherSpec.python("wb_test_activities:echo")
@@ -31,7 +31,7 @@ ONCE_THEN_RETRY = RetryPolicy(max_attempts=2, initial_interval_seconds=0.0)
 SCHEMA = Draft202012Validator(EVENT_SCHEMA, format_checker=FormatChecker())
 
 
-def filtered_records(wb: Whimbrel, consumer: specs.StreamConsumerSpec) -> list[dict[str, Any]]:
+def filtered_records(wb: Whimbrel, consumer: consumers.StreamConsumerSpec) -> list[dict[str, Any]]:
     """Every record of ``consumer``'s table stream (from its start) that its Lambda filters
     let through, in Lambda's shape: read by the local runtime's own pump."""
     ddb = boto3.client("dynamodb", endpoint_url=wb.endpoint_url, region_name="us-east-1")
@@ -57,7 +57,7 @@ def filtered_records(wb: Whimbrel, consumer: specs.StreamConsumerSpec) -> list[d
 
 def notify_records(wb: Whimbrel) -> list[dict[str, Any]]:
     """The records both notify consumers would get."""
-    return [r for consumer in specs.NOTIFY_CONSUMERS for r in filtered_records(wb, consumer)]
+    return [r for consumer in consumers.NOTIFY_CONSUMERS for r in filtered_records(wb, consumer)]
 
 
 def schema_errors(envelope: dict[str, Any]) -> list[str]:

@@ -29,7 +29,7 @@ from whimbrel.observe.publishers import (
     publisher_from_settings,
 )
 from whimbrel.settings import Settings
-from whimbrel.store import specs
+from whimbrel.store import consumers
 
 A = ActivityState
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -184,13 +184,13 @@ def _activity_expected(old: A, new: A) -> bool:
 @pytest.mark.parametrize(("old", "new"), sorted(
     {(s, n) for (s, _), n in ACTIVITY_TRANSITIONS.items()}))
 def test_activity_filter_passes_failures_of_every_contract_move(old: A, new: A) -> None:
-    patterns = specs.NOTIFY_ACTIVITY_CONSUMER.filter_patterns
+    patterns = consumers.NOTIFY_ACTIVITY_CONSUMER.filter_patterns
     record = _record("MODIFY", _image(new.value), _image(old.value))
     assert matches_any(patterns, record) is _activity_expected(old, new)
 
 
 def test_activity_filter_passes_waits_that_start_only() -> None:
-    patterns = specs.NOTIFY_ACTIVITY_CONSUMER.filter_patterns
+    patterns = consumers.NOTIFY_ACTIVITY_CONSUMER.filter_patterns
     assert matches_any(patterns, _record("MODIFY", _image("READY", **WAITING),
                                          _image("REQUESTED")))
     assert matches_any(patterns, _record("INSERT", _image("READY", **WAITING)))
@@ -209,7 +209,7 @@ def test_activity_filter_passes_waits_that_start_only() -> None:
 @pytest.mark.parametrize("old", list(W))
 @pytest.mark.parametrize("new", list(W))
 def test_workflow_filter_passes_the_write_that_ends_a_run(old: W, new: W) -> None:
-    patterns = specs.NOTIFY_WORKFLOW_CONSUMER.filter_patterns
+    patterns = consumers.NOTIFY_WORKFLOW_CONSUMER.filter_patterns
     record = _record("MODIFY", {"state": {"S": new.value}}, {"state": {"S": old.value}})
     assert matches_any(patterns, record) is (new.is_terminal and not old.is_terminal)
     assert not matches_any(patterns, _record("REMOVE", {"state": {"S": new.value}},

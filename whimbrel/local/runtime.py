@@ -2,7 +2,7 @@
 
 :class:`LocalRuntime` starts DynamoDB Local (unless given an endpoint), creates the
 tables, and runs one :class:`~whimbrel.local.streams.StreamPump` per entry of
-:data:`~whimbrel.store.specs.ENGINE_CONSUMERS` — feeding the *same* handlers that are
+:data:`~whimbrel.store.consumers.ENGINE_CONSUMERS` — feeding the *same* handlers that are
 deployed (``lambdas/``) with Lambda-shaped events from the real streams — plus the
 heartbeat handler on a schedule. ``python`` launcher activities run in this process.
 Given an events file (or a publisher), the ``notify`` consumers run too and append
@@ -45,6 +45,13 @@ from whimbrel.local.dynamodb_local import (
 from whimbrel.local.streams import StreamPump
 from whimbrel.observe.publishers import JsonLinesPublisher, Publisher
 from whimbrel.store import specs
+from whimbrel.store.consumers import (
+    ENGINE_CONSUMERS,
+    HEARTBEAT_HANDLER,
+    HEARTBEAT_RATE_SECONDS_LOCAL,
+    NOTIFY_CONSUMERS,
+    StreamConsumerSpec,
+)
 from whimbrel.store.migrate import migrate_index_keys
 
 __all__ = ["DEV_PORT", "LambdaContext", "LocalRuntime"]
@@ -58,7 +65,7 @@ log = logging.getLogger("whimbrel.local")
 Handler = Callable[[dict[str, Any], Any], Any]
 #: Builds the delivery policy of one stream consumer, None for the default (tests only;
 #: see ``LocalRuntime(delivery=...)``).
-DeliveryFactory = Callable[[specs.StreamConsumerSpec], DeliveryPolicy | None]
+DeliveryFactory = Callable[[StreamConsumerSpec], DeliveryPolicy | None]
 
 
 @dataclass
@@ -139,14 +146,14 @@ class LocalRuntime:
         self,
         endpoint_url: str | None = None,
         table_prefix: str = specs.DEFAULT_TABLE_PREFIX,
-        heartbeat_rate_seconds: float = specs.HEARTBEAT_RATE_SECONDS_LOCAL,
+        heartbeat_rate_seconds: float = HEARTBEAT_RATE_SECONDS_LOCAL,
         *,
         clock: Clock | None = None,
         deliver_twice: bool = False,
         delivery: DeliveryFactory | None = None,
         poll_interval: float = 0.05,
         launchers: Mapping[str, Launcher] | None = None,
-        consumers: tuple[specs.StreamConsumerSpec, ...] | None = None,
+        consumers: tuple[StreamConsumerSpec, ...] | None = None,
         lambda_log_level: str | None = None,
         region: str = "us-east-1",
         events_file: str | Path | None = None,
@@ -159,9 +166,9 @@ class LocalRuntime:
             publisher = JsonLinesPublisher(events_file, region=region)
         self.publisher = publisher
         if consumers is None:
-            consumers = specs.ENGINE_CONSUMERS
+            consumers = ENGINE_CONSUMERS
             if publisher is not None:
-                consumers += specs.NOTIFY_CONSUMERS
+                consumers += NOTIFY_CONSUMERS
         self._endpoint_url = endpoint_url
         self.table_prefix = table_prefix
         self.heartbeat_rate_seconds = heartbeat_rate_seconds
@@ -317,14 +324,14 @@ class LocalRuntime:
                 log.error("could not record dead letter %s: %s", rec.get("eventID"), exc)
 
     def _heartbeat_loop(self) -> None:
-        handler = load_handler(specs.HEARTBEAT_HANDLER)
+        handler = load_handler(HEARTBEAT_HANDLER)
         while not self._stop.wait(self.heartbeat_rate_seconds):
             if self._lease is None or self._lease.valid():
                 self.run_heartbeat(handler)
 
     def run_heartbeat(self, handler: Handler | None = None) -> Any:
         """Invoke the heartbeat handler once, as the schedule does."""
-        handler = handler or load_handler(specs.HEARTBEAT_HANDLER)
+        handler = handler or load_handler(HEARTBEAT_HANDLER)
         event = {"source": "aws.events", "detail-type": "Scheduled Event", "detail": {},
                  "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         try:

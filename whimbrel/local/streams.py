@@ -1,5 +1,5 @@
 """Reads a table's real DynamoDB stream and feeds a handler like a Lambda event source
-mapping would, with the settings of a :class:`~whimbrel.store.specs.StreamConsumerSpec`.
+mapping would, with the settings of a :class:`~whimbrel.store.consumers.StreamConsumerSpec`.
 
 Per shard (parents before children), records are turned into Lambda's event shape,
 filtered with the consumer's filter patterns, and delivered in batches of at most
@@ -30,7 +30,7 @@ from botocore.exceptions import ClientError
 
 from whimbrel.local.delivery import DeliveryPolicy, record_key
 from whimbrel.local.filters import matches_any
-from whimbrel.store.specs import StreamConsumerSpec
+from whimbrel.store.consumers import StreamConsumerSpec
 
 log = logging.getLogger("whimbrel.local.streams")
 
