@@ -292,14 +292,14 @@ def claim(engine: Core, workflow_name: str | None = None, activity_name: str | N
     ``CLAIM_WINDOW`` shards at a random offset with the priority shards (attempts whose
     priority is not the default; read at once), then, when they hold nothing or another
     worker took all they held, the other shards (read at once), so that workers spread
-    over the shards and a claim reads 8 shards, not 36, while a backlog lasts. Candidates
-    are tried lower priority first, then the oldest run (the claim key's order, aging
-    included: contract/priority.py), equals in a random order; so every claim serves
-    non-default priorities in order, and default-priority work oldest first among what
-    its window holds. The move is conditional, so two workers never claim the same
-    attempt. The workflow item is read while the move is in flight; an attempt claimed
-    in a workflow that turned out to be ending is given up at once (CANCELLED) and the
-    next candidate is tried.
+    over the shards and a claim reads 8 shards of each table, not all of them, while a
+    backlog lasts. Candidates are tried lower priority first, then the oldest run (the
+    claim key's order, aging included: contract/priority.py), equals in a random order;
+    so every claim serves non-default priorities in order, and default-priority work
+    oldest first among what its window holds. The move is conditional, so two workers
+    never claim the same attempt. The workflow item is read while the move is in
+    flight; an attempt claimed in a workflow that turned out to be ending is given up at
+    once (CANCELLED) and the next candidate is tried.
     """
     prefix = ""
     if workflow_name:

@@ -300,8 +300,15 @@ class AttemptTables(Tables):
                     }, limit=limit)]
         shards = self.timer_shards if shard is None else (shard,)
         return [d for part in fan_out(one, [(t, k) for k in shards
-                                            for t in (self.activity_table, self.item_table)])
+                                            for t in self._indexed_tables(k)])
                 for d in part]
+
+    def _indexed_tables(self, shard: str) -> tuple[str, ...]:
+        """The tables whose ``timers``/``claimable`` index has shard ``shard``: both for a
+        priority shard or one of ``map_item``'s fewer shards, else ``activity_exec``."""
+        if not shard.isdigit() or int(shard) < specs.MAP_ITEM_INDEX_SHARDS:
+            return self.activity_table, self.item_table
+        return (self.activity_table,)
 
     def claimable(self, shard: str, key_prefix: str, limit: int) -> list[ActivityRecord]:
         """READY external attempts of one shard (of both tables), as partial records
@@ -317,5 +324,4 @@ class AttemptTables(Tables):
                 "TableName": table, "IndexName": "claimable",
                 "KeyConditionExpression": cond, "ExpressionAttributeValues": values},
                 limit=limit)]
-        return [a for part in fan_out(read, (self.activity_table, self.item_table))
-                for a in part]
+        return [a for part in fan_out(read, self._indexed_tables(shard)) for a in part]

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from whimbrel.contract.ids import shard_of
+from whimbrel.contract.dataflow import split_item
+from whimbrel.contract.ids import parse_activity_exec_id, shard_of
 from whimbrel.contract.priority import DEFAULT_PRIORITY
 from whimbrel.contract.records import REMOVE, Changes
 from whimbrel.store import specs
@@ -56,7 +57,7 @@ def index_changes(changes: Changes, activity_exec_id: str | None = None,
     out = dict(changes)
     if "timer_epoch" in out and activity_exec_id:
         out["timer_shard"] = (REMOVE if out["timer_epoch"] is REMOVE
-                              else shard_of(activity_exec_id, specs.TIMER_SHARDS))
+                              else attempt_shard(activity_exec_id, specs.TIMER_SHARDS))
     if "check_epoch" in out and workflow_exec_id:
         out["check_shard"] = (REMOVE if out["check_epoch"] is REMOVE
                               else shard_of(workflow_exec_id, specs.RECONCILE_SHARDS))
@@ -69,10 +70,23 @@ def index_changes(changes: Changes, activity_exec_id: str | None = None,
             order = rest[0] if rest else None
             ordered = len(rest) > 1 and rest[1] != DEFAULT_PRIORITY
             out["claim_shard"] = priority_claim_shard(activity_exec_id) if ordered \
-                else shard_of(activity_exec_id, specs.CLAIM_SHARDS)
+                else attempt_shard(activity_exec_id, specs.CLAIM_SHARDS)
             out["claim_key"] = claim_key(workflow_name, activity_name, activity_exec_id,
                                          order)
     return out
+
+
+def attempt_shard(activity_exec_id: str, shards: int) -> str:
+    """The ``timers``/``claimable`` shard of an attempt: of ``shards``, or of
+    ``MAP_ITEM_INDEX_SHARDS`` for a map's item (``map_item``'s indexes have fewer). A
+    legacy item in its run's partition gets the same shard, one of ``activity_exec``'s."""
+    try:
+        name = parse_activity_exec_id(activity_exec_id).activity_name
+    except ValueError:
+        name = ""  # not an id the engine makes: no map item
+    if split_item(name)[1] is not None:
+        shards = specs.MAP_ITEM_INDEX_SHARDS
+    return shard_of(activity_exec_id, shards)
 
 
 def claim_key(workflow_name: str, activity_name: str, activity_exec_id: str,

@@ -59,6 +59,11 @@ DEV_LEASE_ID = "dev"
 #: 16,000 WCU/s, ~5,300 items/s at AWS's 1,000 WCU/s per key (docs/architecture.md,
 #: "Maps"). Changing it moves every item: it is part of the schema.
 MAP_ITEM_PARTITIONS = 16
+#: Shards of ``map_item``'s sparse ``timers`` and ``claimable`` indexes (``activity_exec``'s
+#: have TIMER_SHARDS and CLAIM_SHARDS): an item's entry is put and deleted once (2 WCU),
+#: so 8 keys carry ~4,000 items/s account-wide, above one map's 3,000 items/s target,
+#: while every sweep pass and every empty claim reads 8 shards of them, not 32.
+MAP_ITEM_INDEX_SHARDS = 8
 #: A run's input larger than this (bytes of JSON) is kept apart, in ``workflow_exec_data``,
 #: so the run's item that every guard reads stays one 4 KB read unit (a strongly
 #: consistent read of up to 4 KB is 1 RCU); smaller inputs stay on the run's item.
