@@ -57,6 +57,12 @@ ENGINE_ITEM_ACTIONS = {
     MAP_ITEM.logical_name: ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
                             "dynamodb:Query"),
 }
+# The sweep asks each sparse index which of its shards have something due in one PartiQL
+# SELECT with IN on the shard key (whimbrel/store/plumbing.py, select_in: a Query of
+# each key, never a Scan), and a claim reads its shards of `claimable` so.
+PARTIQL_SELECT = "dynamodb:PartiQLSelect"
+ENGINE_PARTIQL = (WORKFLOW_EXEC.logical_name, ACTIVITY_EXEC.logical_name,
+                  MAP_ITEM.logical_name, SCHEDULE.logical_name, POOL.logical_name)
 
 # The notify function (whimbrel/observe/notify.py) reads executions and definitions (a
 # retry policy, a completed run's sink outputs), claims and marks its event markers, and
@@ -82,6 +88,7 @@ WORKER_ACTIVITY_EXEC = (
     "dynamodb:BatchGetItem",
     "dynamodb:Query",
     "dynamodb:UpdateItem",
+    PARTIQL_SELECT,  # a claim's read of its claimable shards
 )
 WORKER_READ = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
 
@@ -95,6 +102,8 @@ def grant_engine_access(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.T
     for name, actions in ENGINE_ITEM_ACTIONS.items():
         # (the tables share one key, which the grants above already cover)
         tables[name].grant(grantee, *actions)
+    for name in ENGINE_PARTIQL:
+        tables[name].grant(grantee, PARTIQL_SELECT)
 
 
 def grant_notify_access(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.Table]) -> None:
@@ -124,6 +133,8 @@ def grant_full_logic_client(grantee: iam.IGrantable, tables: Mapping[str, dynamo
     """What a process that runs the engine in-process needs: every table, no streams."""
     for table in tables.values():
         table.grant_read_write_data(grantee)
+    for name in ENGINE_PARTIQL:
+        tables[name].grant(grantee, PARTIQL_SELECT)
 
 
 def grant_start_workflow(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.Table]) -> None:

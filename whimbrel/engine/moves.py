@@ -309,10 +309,7 @@ def claim(engine: Core, workflow_name: str | None = None, activity_name: str | N
     shards = shards[start:] + shards[:start]
     first = [*engine.store.priority_claim_shards, *shards[:CLAIM_WINDOW]]
     for group in (first, shards[CLAIM_WINDOW:]):
-        pending = [engine.in_background(
-            lambda shard: engine.store.claimable(shard, prefix, CLAIM_CANDIDATES), shard)
-            for shard in group]
-        hits = [hit for future in pending for hit in future.result()
+        hits = [hit for hit in engine.store.claimable_among(group, prefix, CLAIM_CANDIDATES)
                 if not (activity_name and not workflow_name
                         and hit.activity_name != activity_name)]
         # Most urgent first, then the oldest run; workers polling together may still see

@@ -257,11 +257,14 @@ class Pools(Feature):
     def sweep(self, now: float, leases: SweepLeases) -> None:
         """Held slots whose check is due (free the dead ones), and pacer looks: of the
         ``pool_checks`` shards with something due whose lease this pass holds."""
+        seen = self.store.due_pool_check_shards(now)
         shards = self.store.pool_check_shards
-        reads = [self.core.submit(self.store.due_pool_checks, now, 1, shard)
-                 for shard in shards]
-        for shard, read in zip(shards, reads, strict=True):
-            if read.result() and leases.hold(shard):
+        if seen is None:  # ask each shard
+            reads = [self.core.submit(self.store.due_pool_checks, now, 1, shard)
+                     for shard in shards]
+            seen = {shard for shard, read in zip(shards, reads, strict=True) if read.result()}
+        for shard in shards:
+            if shard in seen and leases.hold(shard):
                 self._sweep_shard(now, shard)
 
     def _sweep_shard(self, now: float, shard: str) -> None:

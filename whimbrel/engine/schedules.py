@@ -209,9 +209,11 @@ class Schedules(Feature):
 
     def sweep(self, now: float, leases: SweepLeases) -> None:
         store = self.core.store
+        seen = store.due_schedule_shards(now)  # one request (None: ask each shard)
+        shards = [k for k in store.schedule_shards if seen is None or k in seen]
         reads = [self.core.submit(store.due_schedules, shard, now, DUE_PER_SHARD)
-                 for shard in store.schedule_shards]
-        for shard, read in zip(store.schedule_shards, reads, strict=True):
+                 for shard in shards]
+        for shard, read in zip(shards, reads, strict=True):
             due = read.result()
             # Another sweeper's shard: it fires these (fire() is safe twice; this saves
             # the reads).

@@ -127,14 +127,22 @@ def sweep(engine: Core, now: float | None = None, *, limit: int = 1000,
 
 
 def busy_shards(engine: Core, shards: tuple[str, ...],
-                due: Callable[[str], Sequence[object]]) -> Callable[[], list[str]]:
-    """Ask every shard at once whether ``due(shard)`` finds anything; the returned call
-    waits for the answers: the busy shards, from a random one on (sweepers that start
-    together start apart)."""
-    asked = [engine.submit(due, shard) for shard in shards]
+                due: Callable[[str], Sequence[object]],
+                at_once: Callable[[], set[str] | None]) -> Callable[[], list[str]]:
+    """Ask which shards have something due: ``at_once()`` (one request for every shard,
+    the store's ``due_*_shards``), or, when it cannot say, every shard at once with
+    ``due(shard)``. The returned call waits for the answers: the busy shards, from a
+    random one on (sweepers that start together start apart)."""
+    probe = engine.submit(at_once)
 
     def busy() -> list[str]:
-        found = [shard for shard, hits in zip(shards, asked, strict=True) if hits.result()]
+        seen = probe.result()
+        if seen is None:
+            asked = [engine.submit(due, shard) for shard in shards]
+            found = [shard for shard, hits in zip(shards, asked, strict=True)
+                     if hits.result()]
+        else:
+            found = [shard for shard in shards if shard in seen]
         start = random.randrange(len(found)) if found else 0
         return found[start:] + found[:start]
     return busy
@@ -146,12 +154,14 @@ def _sweep_shards(engine: Core, now: float, limit: int, leases: SweepLeases,
     pass holds: the shard's page is read once the lease is held (what another sweeper
     did meanwhile is not read again), and each item is checked to be still ours."""
     store: StorePort = engine.store
-    # One entry asked of every shard of both indexes, all at once: an idle pass costs one
-    # Query per shard and writes nothing.
+    # Every shard of both indexes asked at once, in one request per index (or one Query
+    # per shard): an idle pass writes nothing.
     busy_timers = busy_shards(engine, store.timer_shards,
-                              lambda k: store.due_timers(now, 1, k))
+                              lambda k: store.due_timers(now, 1, k),
+                              lambda: store.due_timer_shards(now))
     busy_checks = busy_shards(engine, store.check_shards,
-                              lambda k: store.due_workflow_checks(now, 1, k))
+                              lambda k: store.due_workflow_checks(now, 1, k),
+                              lambda: store.due_check_shards(now))
     timers, checks = busy_timers(), busy_checks()
     for shard in timers:
         if not leases.hold(shard):

@@ -32,7 +32,7 @@ from whimbrel.store import specs
 from whimbrel.store.codec import Expression, Item, activity_record, record_item, to_ddb
 from whimbrel.store.errors import ConditionLost
 from whimbrel.store.keys import fan_out, index_changes, item_partition
-from whimbrel.store.plumbing import Client, Tables, Write
+from whimbrel.store.plumbing import DUE_KEYS_LIMIT, Client, Tables, Write
 
 __all__ = ["AttemptTables", "Place"]
 
@@ -303,6 +303,19 @@ class AttemptTables(Tables):
                                             for t in self._indexed_tables(k)])
                 for d in part]
 
+    def due_timer_shards(self, now: float) -> set[str] | None:
+        """The ``timers`` shards (of either table) with a deadline due at ``now``, one
+        request per table (``due_keys``); None: ask them shard by shard."""
+        found: set[str] = set()
+        for table, shards in ((self.activity_table, self.timer_shards),
+                              (self.item_table,
+                               self.timer_shards[:specs.MAP_ITEM_INDEX_SHARDS])):
+            got = self.due_keys(table, "timers", "timer_shard", "timer_epoch", shards, now)
+            if got is None:
+                return None
+            found |= got
+        return found
+
     def _indexed_tables(self, shard: str) -> tuple[str, ...]:
         """The tables whose ``timers``/``claimable`` index has shard ``shard``: both for a
         priority shard or one of ``map_item``'s fewer shards, else ``activity_exec``."""
@@ -313,15 +326,35 @@ class AttemptTables(Tables):
     def claimable(self, shard: str, key_prefix: str, limit: int) -> list[ActivityRecord]:
         """READY external attempts of one shard (of both tables), as partial records
         (what the index projects). Eventually consistent: a hit may already be taken."""
+        return self.claimable_among((shard,), key_prefix, limit)
+
+    def claimable_among(self, shards: Sequence[str], key_prefix: str,
+                        limit: int) -> list[ActivityRecord]:
+        """READY external attempts of ``shards`` (of both tables), as partial records: one
+        request per table (``select_in``; about ``limit`` per shard, at most a page), or,
+        where PartiQL is refused, a Query of each shard (at most ``limit`` each)."""
         cond = "claim_shard = :s"
-        values: dict[str, Any] = {":s": {"S": shard}}
+        values: dict[str, Any] = {}
         if key_prefix:
             cond += " AND begins_with(claim_key, :p)"
             values[":p"] = {"S": key_prefix}
 
-        def read(table: str) -> list[ActivityRecord]:
-            return [activity_record(i) for i in self._query({
-                "TableName": table, "IndexName": "claimable",
-                "KeyConditionExpression": cond, "ExpressionAttributeValues": values},
-                limit=limit)]
-        return [a for part in fan_out(read, self._indexed_tables(shard)) for a in part]
+        def one(at: tuple[str, str]) -> list[Item]:
+            return list(self._query({
+                "TableName": at[0], "IndexName": "claimable", "KeyConditionExpression": cond,
+                "ExpressionAttributeValues": {**values, ":s": {"S": at[1]}}}, limit=limit))
+
+        def read(table: str) -> list[Item]:
+            keys = [k for k in shards if table in self._indexed_tables(k)]
+            if len(keys) > 1:
+                got = self.select_in(
+                    table, "claimable", "claim_shard", keys,
+                    where=' AND begins_with("claim_key", ?)' if key_prefix else "",
+                    values=[{"S": key_prefix}] if key_prefix else [],
+                    limit=min(DUE_KEYS_LIMIT, limit * len(keys)))
+                if got is not None:
+                    return got[0]
+            return [i for part in fan_out(one, [(table, k) for k in keys]) for i in part]
+        return [activity_record(i) for part in fan_out(read, (self.activity_table,
+                                                              self.item_table))
+                for i in part]

@@ -8,15 +8,17 @@ Conditional writes ask for the item as it is when they lose
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
+from whimbrel.contract.errors import StoreError
 from whimbrel.store import specs
-from whimbrel.store.codec import Expression, Item
+from whimbrel.store.codec import Expression, Item, to_ddb
 from whimbrel.store.errors import ConditionLost
 from whimbrel.store.lean import RequestObserver, RetryObserver
 
-__all__ = ["CAPACITY", "Client", "Tables", "Write"]
+__all__ = ["CAPACITY", "DUE_KEYS_LIMIT", "Client", "Tables", "Write"]
 
 
 class Client(Protocol):
@@ -32,6 +34,10 @@ class Client(Protocol):
 Write = Callable[[str, str, Callable[[], Any]], Any]
 
 CAPACITY = {"ReturnConsumedCapacity": "INDEXES"}
+#: Entries one ``due_keys`` request reads at most (one page; more: ask key by key).
+DUE_KEYS_LIMIT = 100
+
+log = logging.getLogger("whimbrel.store")
 
 
 class Tables:
@@ -45,6 +51,8 @@ class Tables:
         self.activity_table = specs.ACTIVITY_EXEC.table_name(prefix)
         self.item_table = specs.MAP_ITEM.table_name(prefix)
         self.edge_table = specs.ACTIVITY_EXEC_DEPENDENCY.table_name(prefix)
+        #: False once PartiQL was refused here (no ``dynamodb:PartiQLSelect``): Queries.
+        self.partiql = True
 
     def _put_new(self, table: str, logical: str, item: Item, key_attr: str) -> bool:
         expr = Expression()
@@ -79,6 +87,47 @@ class Tables:
             if not start:
                 return
             params["ExclusiveStartKey"] = start
+
+    def select_in(self, table: str, index: str, key_attr: str, keys: Sequence[str], *,
+                  where: str = "", values: Sequence[Any] = (), projection: str = "*",
+                  limit: int = DUE_KEYS_LIMIT) -> tuple[list[Item], bool] | None:
+        """Entries of the sparse ``index`` under any of the partition keys ``keys`` (and
+        ``where``, with ``values`` for its ``?``), in one request: a PartiQL ``SELECT``
+        with ``IN`` on the partition key, which DynamoDB answers with a Query of each key,
+        never a Scan. Returns the first page (at most ``limit`` entries) and whether more
+        are there; None when PartiQL is refused here (an IAM policy without
+        ``dynamodb:PartiQLSelect``): the caller then asks key by key, as this store will
+        from now on."""
+        if not self.partiql:
+            return None
+        if not keys:
+            return [], False
+        marks = ", ".join("?" for _ in keys)
+        params = {"Statement": f'SELECT {projection} FROM "{table}"."{index}" '
+                               f'WHERE "{key_attr}" IN [{marks}]{where}',
+                  "Parameters": [*({"S": k} for k in keys), *values],
+                  "Limit": limit, **CAPACITY}
+        try:
+            resp = self.client.call("ExecuteStatement", params)
+        except StoreError as exc:
+            if exc.retryable:
+                raise
+            log.warning("PartiQL refused (%s); sparse indexes are read key by key", exc)
+            self.partiql = False
+            return None
+        return resp.get("Items", []), bool(resp.get("NextToken"))
+
+    def due_keys(self, table: str, index: str, key_attr: str, sort_attr: str,
+                 keys: Sequence[str], now: float) -> set[str] | None:
+        """Which of ``keys`` (partition keys of the sparse ``index``, whose sort key is a
+        due time) hold an entry due at ``now``, in one request (``select_in``): an idle
+        sweep pass asks each index once, not each shard. None when it cannot say (more
+        than one page is due, or PartiQL is refused): the caller asks key by key."""
+        got = self.select_in(table, index, key_attr, keys, where=f' AND "{sort_attr}" <= ?',
+                             values=[to_ddb(now)], projection=f'"{key_attr}"')
+        if got is None or got[1]:
+            return None
+        return {item[key_attr]["S"] for item in got[0]}
 
     def _update(self, logical: str, table: str, key: Item, expr: Expression, update: str,
                 condition: str) -> Item:

@@ -184,6 +184,12 @@ class PoolTables(RunTables):
     #: Shards of the sparse ``pool_checks`` index.
     pool_check_shards: tuple[str, ...] = tuple(str(j) for j in range(specs.POOL_CHECK_SHARDS))
 
+    def due_pool_check_shards(self, now: float) -> set[str] | None:
+        """The ``pool_checks`` shards with a check due at ``now``, in one request
+        (``due_keys``); None: ask them shard by shard."""
+        return self.due_keys(self._pool_table, "pool_checks", "check_shard", "check_epoch",
+                             self.pool_check_shards, now)
+
     def due_pool_checks(self, now: float, limit: int,
                         shard: str | None = None) -> list[tuple[str, str, int]]:
         """``(pool, kind, number)`` of the checks due at ``now`` (the sparse

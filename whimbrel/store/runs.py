@@ -148,6 +148,12 @@ class RunTables(AttemptTables):
             return False
         return True
 
+    def due_check_shards(self, now: float) -> set[str] | None:
+        """The ``reconcile`` shards with a check due at ``now``, in one request
+        (``due_keys``); None: ask them shard by shard."""
+        return self.due_keys(self.workflow_table, "reconcile", "check_shard", "check_epoch",
+                             self.check_shards, now)
+
     def due_workflow_checks(self, now: float, limit: int,
                             shard: str | None = None) -> list[str]:
         """Runs whose check time is at or before ``now``, oldest first: at most ``limit``

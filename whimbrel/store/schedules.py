@@ -87,6 +87,12 @@ class ScheduleTables(RunTables):
                 return
             params["ExclusiveStartKey"] = start
 
+    def due_schedule_shards(self, now: float) -> set[str] | None:
+        """The ``due_schedules`` shards with a schedule due at ``now``, in one request
+        (``due_keys``); None: ask them shard by shard."""
+        return self.due_keys(self._schedule_table, "due_schedules", "fire_shard",
+                             "next_fire_epoch", self.schedule_shards, now)
+
     def due_schedules(self, shard: str, now: float, limit: int) -> list[str]:
         """Ids of the ACTIVE schedules of one shard whose next look is at or before
         ``now``, the oldest first (one Query of the sparse index)."""
