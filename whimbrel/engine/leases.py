@@ -3,7 +3,7 @@
 
 Lease ``sweep#<k>`` gives its holder shard ``j`` of every sparse index the sweep reads
 (``timers``, ``reconcile``, ``due_schedules``) with ``j % specs.SWEEP_LEASES == k``. A pass
-asks every shard whether anything is due (one Query per shard, all at once), and takes
+asks every shard whether anything is due (one request per index, ``select_in``), and takes
 the lease of a shard only when it has something to do there (an idle pass writes
 nothing); it then reads that shard's page and handles it. A lease another live sweeper
 holds is left to it. The pass renews what it holds at half the lease time and releases

@@ -3,10 +3,10 @@
 The index key is ``fire_shard`` (a stable hash of the schedule id over
 :data:`~whimbrel.store.specs.SCHEDULE_SHARDS` partitions), sorted by ``next_fire_epoch``:
 both are written only while the schedule is ACTIVE, so a paused, ended or deleted
-schedule is not in the index at all, and "what is due" is one Query per shard whose
-cost grows with what is due (docs/architecture.md, "Schedules"). The engine never spells
-a shard: a change set carrying ``next_fire_epoch`` (a time or ``REMOVE``) gets its shard
-here.
+schedule is not in the index at all, and "what is due" (one request for every shard,
+then a Query of each busy one) costs what is due (docs/architecture.md, "Schedules").
+The engine never spells a shard: a change set carrying ``next_fire_epoch`` (a time or
+``REMOVE``) gets its shard here.
 """
 
 from __future__ import annotations
