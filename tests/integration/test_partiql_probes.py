@@ -1,0 +1,108 @@
+"""The sweep and claims ask all the shards of a sparse index in one request (a PartiQL
+``SELECT … WHERE <shard> IN [...]``, ``store/plumbing.py`` ``select_in``), on DynamoDB
+Local: an idle pass is one request per index; what is due is still found in every
+shard; a store whose PartiQL is refused (an IAM policy without
+``dynamodb:PartiQLSelect``, which DynamoDB Local cannot enforce: the refusal is
+injected at the transport) reads shard by shard from then on and loses nothing."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from whimbrel import ActivityDefinition as Act
+from whimbrel import ActivityState as A
+from whimbrel import Whimbrel, WorkflowDefinition
+from whimbrel.contract.errors import StoreError
+from whimbrel.store.plumbing import DUE_KEYS_LIMIT
+from whimbrel.testing import StepClock
+
+CLOCK = StepClock
+
+
+@pytest.fixture
+def requests(wb: Whimbrel) -> Iterator[Counter[str]]:
+    """Every request the store sends, by operation (and index for Queries)."""
+    seen: Counter[str] = Counter()
+
+    def observe(operation: str, params: dict[str, Any], _resp: Any) -> None:
+        seen[f"{operation} {params.get('IndexName', '')}".strip()] += 1
+    wb.store.client.observers.append(observe)
+    yield seen
+    wb.store.client.observers.remove(observe)
+
+
+def _silent(wb: Whimbrel, clock: StepClock, n: int) -> list[str]:
+    """``n`` claimed attempts, each of a run of its own, past their heartbeat deadline."""
+    wb.register_workflow(WorkflowDefinition("probe", (Act("work", heartbeat_timeout_seconds=10),)))
+    for _ in range(n):
+        wb.start_workflow("probe")
+    ids = []
+    while (act := wb.claim(workflow_name="probe")) is not None:
+        ids.append(act.activity_exec_id)
+    assert len(ids) == n
+    clock.advance(11 + wb.engine.in_flight_grace_seconds)
+    return ids
+
+
+def test_an_idle_pass_asks_each_index_once(wb: Whimbrel, clock: StepClock,
+                                           requests: Counter[str]) -> None:
+    report = wb.sweep(clock())
+    assert (report.timed_out, report.errors) == ([], [])
+    # timers of activity_exec and of map_item, reconcile, due_schedules, pool_checks
+    assert requests == Counter({"ExecuteStatement": 5}), requests
+
+
+def test_what_is_due_in_any_shard_is_found(wb: Whimbrel, clock: StepClock,
+                                           requests: Counter[str]) -> None:
+    ids = _silent(wb, clock, 40)
+    requests.clear()
+    report = wb.sweep(clock())
+    assert sorted(report.timed_out) == sorted(ids)
+    assert all(wb.get_activity(a).state is A.TIMED_OUT for a in ids)
+    # The busy shards' pages are Queries of those shards only (of both tables for the 8
+    # that map_item has too): no per-shard probe.
+    busy = len(report.leases)
+    assert busy > 8 and requests["Query timers"] <= busy + 8, requests
+
+
+def test_more_than_a_page_due_is_asked_shard_by_shard(wb: Whimbrel, clock: StepClock,
+                                                      requests: Counter[str]) -> None:
+    ids = _silent(wb, clock, DUE_KEYS_LIMIT + 10)
+    requests.clear()
+    report = wb.sweep(clock())
+    assert sorted(report.timed_out) == sorted(ids)
+    assert requests["Query timers"] > 32, requests  # the per-shard probe, then the pages
+
+
+def test_a_store_without_partiql_reads_shard_by_shard(wb: Whimbrel, clock: StepClock,
+                                                      requests: Counter[str]) -> None:
+    ids = _silent(wb, clock, 6)
+    wb.register_workflow(WorkflowDefinition("waiting", (Act("w"),)))
+    queued = wb.start_workflow("waiting")
+    refused: list[str] = []
+    client = wb.store.client
+    call = client.call
+
+    def no_partiql(operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        if operation == "ExecuteStatement":
+            refused.append(params["Statement"])
+            raise StoreError("ExecuteStatement: AccessDeniedException: not authorized to "
+                             "perform dynamodb:PartiQLSelect", aws_code="AccessDeniedException",
+                             retryable=False)
+        return call(operation, params)
+    client.call = no_partiql  # type: ignore[method-assign]
+    try:
+        requests.clear()
+        report = wb.sweep(clock())
+        claimed = wb.claim(workflow_name="waiting")
+        assert wb.sweep(clock()).timed_out == []
+    finally:
+        client.call = call  # type: ignore[method-assign]
+    assert sorted(report.timed_out) == sorted(ids) and report.errors == []
+    assert claimed is not None and claimed.workflow_exec_id == queued
+    assert len(refused) == 1 and wb.store.partiql is False  # asked once, then never
+    assert requests["Query timers"] >= 2 * 32, requests  # every shard, twice
