@@ -28,6 +28,7 @@ from whimbrel.store.specs import (
     WORKFLOW_EXEC,
     WORKFLOW_EXEC_DATA,
     WORKFLOW_REQUEST,
+    table_spec,
 )
 
 # Deployment concern, kept here: which tables the engine code reads and writes (from
@@ -93,17 +94,51 @@ WORKER_ACTIVITY_EXEC = (
 WORKER_READ = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
 
 
-def grant_engine_access(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.Table]) -> None:
-    """What one engine function (stream handler or heartbeat) needs on the tables."""
-    for name in ENGINE_READS:
-        tables[name].grant_read_data(grantee)
-    for name in ENGINE_WRITES:
-        tables[name].grant_read_write_data(grantee)
+def grant_partiql_select(grantee: iam.IGrantable,
+                         tables: Mapping[str, dynamodb.Table]) -> None:
+    """``PartiQLSelect`` on the indexes of ``ENGINE_PARTIQL``, in one statement (the
+    function roles keep one inline policy, under IAM's size limit)."""
+    grantee.grant_principal.add_to_principal_policy(iam.PolicyStatement(
+        actions=[PARTIQL_SELECT],
+        resources=[f"{tables[name].table_arn}/index/*" for name in ENGINE_PARTIQL]))
+
+
+#: What ``Table.grant_read_data`` / ``grant_read_write_data`` allow (aws-cdk-lib's
+#: ``perms.ts``), granted here in one statement for many tables.
+READ_ACTIONS = ("dynamodb:BatchGetItem", "dynamodb:GetRecords", "dynamodb:GetShardIterator",
+                "dynamodb:Query", "dynamodb:GetItem", "dynamodb:Scan",
+                "dynamodb:ConditionCheckItem", "dynamodb:DescribeTable")
+WRITE_ACTIONS = ("dynamodb:BatchWriteItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
+                 "dynamodb:DeleteItem")
+
+
+def _arns(tables: Mapping[str, dynamodb.Table], names: tuple[str, ...]) -> list[str]:
+    """The tables' ARNs and, for a table with indexes, its indexes' (as CDK's grants)."""
+    return [arn for name in names for arn in (
+        (tables[name].table_arn, f"{tables[name].table_arn}/index/*")
+        if table_spec(name).indexes else (tables[name].table_arn,))]
+
+
+def grant_engine_access(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.Table], *,
+                        sweeps: bool = False) -> None:
+    """What one engine function (stream handler or heartbeat) needs on the tables; the
+    heartbeat (``sweeps``) also asks the sweep's indexes in one request each. One
+    statement per kind of access, not one per table: each function's role keeps one
+    inline policy, under IAM's size limit, however many tables the engine uses."""
+    principal = grantee.grant_principal
+    principal.add_to_principal_policy(iam.PolicyStatement(
+        actions=list(READ_ACTIONS), resources=_arns(tables, ENGINE_READS)))
+    principal.add_to_principal_policy(iam.PolicyStatement(
+        actions=[*READ_ACTIONS, *WRITE_ACTIONS], resources=_arns(tables, ENGINE_WRITES)))
     for name, actions in ENGINE_ITEM_ACTIONS.items():
-        # (the tables share one key, which the grants above already cover)
         tables[name].grant(grantee, *actions)
-    for name in ENGINE_PARTIQL:
-        tables[name].grant(grantee, PARTIQL_SELECT)
+    keys = {id(t.encryption_key): t.encryption_key
+            for n in (*ENGINE_READS, *ENGINE_WRITES, *ENGINE_ITEM_ACTIONS)
+            if (t := tables[n]).encryption_key is not None}
+    for key in keys.values():  # (one customer-managed key for every table, if any)
+        key.grant_encrypt_decrypt(grantee)
+    if sweeps:
+        grant_partiql_select(grantee, tables)
 
 
 def grant_notify_access(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.Table]) -> None:
@@ -133,8 +168,7 @@ def grant_full_logic_client(grantee: iam.IGrantable, tables: Mapping[str, dynamo
     """What a process that runs the engine in-process needs: every table, no streams."""
     for table in tables.values():
         table.grant_read_write_data(grantee)
-    for name in ENGINE_PARTIQL:
-        tables[name].grant(grantee, PARTIQL_SELECT)
+    grant_partiql_select(grantee, tables)
 
 
 def grant_start_workflow(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.Table]) -> None:

@@ -137,7 +137,7 @@ def build_functions(
         # again, and the errors alarm reports the failure.
         retry_attempts=0,
     )
-    grant_engine_access(heartbeat, tables)
+    grant_engine_access(heartbeat, tables, sweeps=True)
     functions[HEARTBEAT_NAME] = heartbeat
     rule = events.Rule(
         scope,

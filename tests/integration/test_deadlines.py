@@ -155,18 +155,20 @@ def test_the_sweep_reads_only_what_is_due(wb: Whimbrel, clock: StepClock) -> Non
     report = wb.sweep(clock.advance(61 + wb.engine.in_flight_grace_seconds))
     assert len(report.timed_out) == 2
     calls = wb.meter.snapshot()["calls"]
-    # Every shard of timers and reconcile asked for one entry and the schedule shards
-    # read, all at once; then, per timer shard holding something due, its lease taken
-    # (and given back) and its page read; per due activity (not per running one) a read
+    # Which shards have something due, one request per sparse index (timers of both
+    # attempt tables, reconcile, due_schedules, pool_checks); then, per timer shard
+    # holding something due, its lease taken (and given back) and its page read (of
+    # map_item's too, for its 8 shards); per due activity (not per running one) a read
     # of it and of its workflow for the follow-ups (a retry, here).
     busy = {shard_of(a, specs.TIMER_SHARDS) for a in report.timed_out}
     assert sorted(report.leases) == sorted(specs.sweep_lease_id(int(k)) for k in busy)
-    assert calls["Query"] == (specs.TIMER_SHARDS + specs.RECONCILE_SHARDS
-                              + specs.SCHEDULE_SHARDS + len(busy))
+    assert calls["ExecuteStatement"] == 5
+    assert calls["Query"] == len(busy) + sum(
+        1 for k in busy if int(k) < specs.MAP_ITEM_INDEX_SHARDS)
     assert calls["GetItem"] == 2 * 2
     # The leases taken and given back; each retry's new attempt.
     assert (calls["PutItem"], calls["DeleteItem"]) == (len(busy) + 2, len(busy))
     # An idle pass writes nothing: no lease is taken where nothing is due.
     wb.meter.reset()
     idle = wb.sweep(clock())
-    assert idle.leases == [] and set(wb.meter.snapshot()["calls"]) == {"Query"}
+    assert idle.leases == [] and wb.meter.snapshot()["calls"] == {"ExecuteStatement": 5}

@@ -94,3 +94,11 @@ def claim_key_order(claim_key: str | None) -> str:
     a key written before issue 22, ``<workflow>/<activity>/<id>``: served first)."""
     parts = (claim_key or "").split("/")
     return parts[2] if len(parts) >= 4 else ""
+
+
+def serving_grain(claim_key: str | None, grain_seconds: float) -> float:
+    """Where a ``claimable`` entry is served (its key's order: a priority level is worth
+    ``AGING_SECONDS`` of waiting) to ``grain_seconds``: entries in one grain are equals
+    (a claim tries them in a random order). A key from before priorities comes first."""
+    order = claim_key_order(claim_key)
+    return float(order) // grain_seconds if order else -1.0

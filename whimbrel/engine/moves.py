@@ -26,7 +26,7 @@ from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.limits import MAX_OUTPUT_BYTES
 from whimbrel.contract.outcomes import resolution
 from whimbrel.contract.payloads import encode_payload
-from whimbrel.contract.priority import claim_key_order
+from whimbrel.contract.priority import serving_grain
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import (
     ACTIVITY_ACTIVE,
@@ -52,6 +52,9 @@ CLAIM_CANDIDATES = 25
 #: a random offset, so workers polling together mostly read (and race on) different
 #: shards; only when the window holds nothing are the other shards read.
 CLAIM_WINDOW = 4
+#: Candidates whose serving order is this close are equals to a claim, tried in a random
+#: order (far finer than a priority level, AGING_SECONDS = 300 s of waiting).
+CLAIM_ORDER_GRAIN_SECONDS = 10.0
 
 
 class EngineDriven(NotAllowedNow):
@@ -313,8 +316,10 @@ def claim(engine: Core, workflow_name: str | None = None, activity_name: str | N
                 if not (activity_name and not workflow_name
                         and hit.activity_name != activity_name)]
         # Most urgent first, then the oldest run; workers polling together may still see
-        # the same candidates, so equals go in a random order (fewer lost writes).
-        hits.sort(key=lambda h: (claim_key_order(h.claim_key), random.random()))
+        # the same candidates, so equals (within CLAIM_ORDER_GRAIN_SECONDS of serving
+        # order) go in a random order: fewer lost writes.
+        hits.sort(key=lambda h: (serving_grain(h.claim_key, CLAIM_ORDER_GRAIN_SECONDS),
+                                 random.random()))
         claimed = _claim_one(engine, hits, actor)
         if claimed is not None:
             return claimed
