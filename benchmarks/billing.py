@@ -218,7 +218,7 @@ class Meter:
                 t1 = self._last = time.time()
                 self._busy -= 1
         got = json.loads(out or b"{}")
-        req = Request(op, t0, t1, status < 300, params.get("IndexName"), label=op)
+        req = Request(op, t0, t1, status < 300, _index_of(params), label=op)
         self._bill(req, params, got, before)
         self._reported(req, got.get("ConsumedCapacity"))
         if self.throttle:
@@ -397,3 +397,12 @@ def _table_of(params: dict[str, Any], default: str) -> str:
         m = _SELECT_IN.match(str(params["Statement"]))
         return m.group(1) if m else ""
     return str(params.get("TableName", default))
+
+
+def _index_of(params: dict[str, Any]) -> str | None:
+    """The index a request reads: ``IndexName``, or a PartiQL SELECT's ``FROM "t"."i"``."""
+    if "Statement" in params:
+        m = _SELECT_IN.match(str(params["Statement"]))
+        return m.group(2) if m else None
+    index = params.get("IndexName")
+    return str(index) if index else None

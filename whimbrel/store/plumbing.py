@@ -90,14 +90,14 @@ class Tables:
 
     def select_in(self, table: str, index: str, key_attr: str, keys: Sequence[str], *,
                   where: str = "", values: Sequence[Any] = (), projection: str = "*",
-                  limit: int = DUE_KEYS_LIMIT) -> tuple[list[Item], bool] | None:
+                  limit: int | None = None) -> tuple[list[Item], bool] | None:
         """Entries of the sparse ``index`` under any of the partition keys ``keys`` (and
         ``where``, with ``values`` for its ``?``), in one request: a PartiQL ``SELECT``
         with ``IN`` on the partition key, which DynamoDB answers with a Query of each key,
-        never a Scan. Returns the first page (at most ``limit`` entries) and whether more
-        are there; None when PartiQL is refused here (an IAM policy without
-        ``dynamodb:PartiQLSelect``): the caller then asks key by key, as this store will
-        from now on."""
+        never a Scan. Returns the first page (at most ``limit`` entries, by default
+        ``DUE_KEYS_LIMIT``) and whether more are there; None when PartiQL is refused here
+        (an IAM policy without ``dynamodb:PartiQLSelect``): the caller then asks key by
+        key, as this store will from now on."""
         if not self.partiql:
             return None
         if not keys:
@@ -106,7 +106,7 @@ class Tables:
         params = {"Statement": f'SELECT {projection} FROM "{table}"."{index}" '
                                f'WHERE "{key_attr}" IN [{marks}]{where}',
                   "Parameters": [*({"S": k} for k in keys), *values],
-                  "Limit": limit, **CAPACITY}
+                  "Limit": limit or DUE_KEYS_LIMIT, **CAPACITY}
         try:
             resp = self.client.call("ExecuteStatement", params)
         except StoreError as exc:
