@@ -50,8 +50,11 @@ def test_rows_queue_runs_that_start_by_their_priority(runtime: LocalRuntime,
     wait_until(lambda: _state(rt, soon) is W.RUNNING, timeout=15)
     assert _state(rt, late) is W.QUEUED
     assert rt.client.store.get_workflow(soon).pool_slot == "run:rows_one#0"  # type: ignore[union-attr]
-    wait_until(lambda: rt.client.get_workflow(soon).latest_activities.get("a"), timeout=15)
-    assert rt.client.get_workflow(soon).activity("a").pool_slot == "row_pool#0"
+    # Its attempt is created, then admitted by the pool (the stream handler's next write).
+    slot = wait_until(lambda: (rt.client.get_workflow(soon).latest_activities.get("a")
+                               or None) and rt.client.get_workflow(soon).activity("a").pool_slot,
+                      timeout=15)
+    assert slot == "row_pool#0"
     history = [h.state for h in rt.client.get_workflow(soon).history]
     assert history[:3] == ["REQUESTED", "QUEUED", "RUNNING"]
 

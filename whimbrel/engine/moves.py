@@ -53,8 +53,9 @@ CLAIM_CANDIDATES = 25
 #: shards; only when the window holds nothing are the other shards read.
 CLAIM_WINDOW = 4
 #: Candidates whose serving order is this close are equals to a claim, tried in a random
-#: order (far finer than a priority level, AGING_SECONDS = 300 s of waiting).
-CLAIM_ORDER_GRAIN_SECONDS = 10.0
+#: order (far finer than a priority level, AGING_SECONDS = 300 s of waiting; the
+#: serving order is kept to the second, as the aging rule promises).
+CLAIM_ORDER_GRAIN_SECONDS = 1.0
 
 
 class EngineDriven(NotAllowedNow):
