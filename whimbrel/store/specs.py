@@ -53,16 +53,12 @@ SCHEDULE_SHARDS = 4
 SWEEP_LEASES = 32
 #: The lease of the one ``whimbrel dev`` that pumps a prefix's streams.
 DEV_LEASE_ID = "dev"
-#: Partitions of one map's items in ``map_item``: item ``i`` of map ``m`` of run ``wx``
-#: (every attempt of it) lives under ``<wx>/<m>/<i mod MAP_ITEM_PARTITIONS>``, so its
-#: place follows from its id alone. An item takes ~3 WCU; 16 keys let one map take
-#: 16,000 WCU/s, ~5,300 items/s at AWS's 1,000 WCU/s per key (docs/architecture.md,
-#: "Maps"). Changing it moves every item: it is part of the schema.
+#: Partitions of a map's items: item ``i`` of map ``m`` of run ``wx`` (each attempt) is
+#: under ``<wx>/<m>/<i mod MAP_ITEM_PARTITIONS>``; 16 keys at ~3 WCU an item take ~5,300
+#: items/s (docs/architecture.md, "Maps"). Part of the schema: changing it moves items.
 MAP_ITEM_PARTITIONS = 16
-#: Shards of ``map_item``'s sparse ``timers`` and ``claimable`` indexes (``activity_exec``'s
-#: have TIMER_SHARDS and CLAIM_SHARDS): an item's entry is put and deleted once (2 WCU),
-#: so 8 keys carry ~4,000 items/s account-wide, above one map's 3,000 items/s target,
-#: while every sweep pass and every empty claim reads 8 shards of them, not 32.
+#: Shards of ``map_item``'s ``timers`` and ``claimable``: 8 keys, ~4,000 items/s at 2 WCU
+#: an item (one map's target is 3,000/s), and 8 shards for each sweep or claim to read.
 MAP_ITEM_INDEX_SHARDS = 8
 #: A run's input larger than this (bytes of JSON) is kept apart, in ``workflow_exec_data``,
 #: so the run's item that every guard reads stays one 4 KB read unit (a strongly
