@@ -8,6 +8,10 @@ are in docs/benchmarks.md, "Claims".
 A lost claim is a conditional UpdateItem of ``activity_exec`` that failed: the store's
 write hooks run before every write and after every write that landed, so the losses
 are the difference.
+
+The clock stands still (``CLOCK = StepClock``): every attempt of a backlog started in a
+burst is an equal in serving order however long the machine takes to write it, so the
+figures do not depend on the machine's load.
 """
 
 from __future__ import annotations
@@ -22,12 +26,20 @@ import pytest
 from whimbrel import ActivityDefinition, LauncherSpec, Whimbrel, WorkflowDefinition
 from whimbrel.engine import moves
 from whimbrel.store import specs
+from whimbrel.testing import StepClock
+
+CLOCK = StepClock
 
 WORKERS = 8
 RUNS = 20
 ROUNDS = 6
-#: Per claim in the backlog: at most this many lost writes on average with the window.
+#: Per claim in the backlog: at most this many lost writes on average with the window
+#: (seen 0.04-0.08 on an idle machine and under the full suite).
 MAX_LOST_PER_CLAIM = 0.25
+#: The same for the baseline that reads every shard: all workers see one candidate set
+#: (0.29 was seen on a loaded CI machine before the clock stood still: its starts spread
+#: over several seconds, so every worker went for the same oldest few).
+MAX_LOST_PER_CLAIM_EVERY_SHARD = 1.0
 
 
 @dataclass
@@ -105,7 +117,8 @@ def test_workers_claiming_at_once_rarely_race_for_one_attempt(
           f"{figures.claims} claims: {figures.lost} lost writes "
           f"({figures.lost_per_claim:.3f} per claim), "
           f"{figures.queries_per_claim:.1f} reads of claimable per claim")
-    assert figures.lost_per_claim <= MAX_LOST_PER_CLAIM
+    assert figures.lost_per_claim <= (MAX_LOST_PER_CLAIM if window < specs.CLAIM_SHARDS
+                                      else MAX_LOST_PER_CLAIM_EVERY_SHARD)
     if window < specs.CLAIM_SHARDS:
         # A claim in a backlog reads its window (and the rest only when the window is
         # empty: at the tail of the backlog), not every shard.
