@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 
+import boto3
 import pytest
 
 from whimbrel.testing import SharedDynamoDBLocal, fresh_table_prefix
@@ -48,6 +49,41 @@ def ddb_endpoint(dynamodb_server: SharedDynamoDBLocal) -> str:
 def module_ddb_endpoint(dynamodb_server: SharedDynamoDBLocal) -> str:
     """``ddb_endpoint`` for module-scoped fixtures (a failed start fails that module)."""
     return dynamodb_server.endpoint_url()
+
+
+def _table_names(endpoint_url: str) -> set[str]:
+    client = boto3.client("dynamodb", endpoint_url=endpoint_url)
+    names: set[str] = set()
+    params: dict[str, str] = {}
+    while True:
+        page = client.list_tables(**params)
+        names.update(page.get("TableNames", []))
+        if not page.get("LastEvaluatedTableName"):
+            return names
+        params = {"ExclusiveStartTableName": page["LastEvaluatedTableName"]}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _drop_the_modules_tables(dynamodb_server: SharedDynamoDBLocal) -> Iterator[None]:
+    """After each test file, delete the tables it left on the session's server.
+
+    DynamoDB Local slows down as tables pile up (a session made about 1,300, most by
+    fixtures that never deleted theirs); a file's tables are dropped when it ends, so
+    module-scoped fixtures keep theirs for the whole file. Never starts the server, and
+    leaves an external one (``WHIMBREL_TEST_ENDPOINT_URL``, perhaps shared) alone.
+    """
+    url = dynamodb_server.started_endpoint()
+    before = _table_names(url) if url else set()
+    yield
+    url = dynamodb_server.started_endpoint()
+    if url is None:
+        return
+    client = boto3.client("dynamodb", endpoint_url=url)
+    for name in sorted(_table_names(url) - before):
+        try:
+            client.delete_table(TableName=name)
+        except client.exceptions.ResourceNotFoundException:
+            pass  # a fixture deleted it as this ran
 
 
 @pytest.fixture

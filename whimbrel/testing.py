@@ -162,6 +162,14 @@ class SharedDynamoDBLocal:
             self._server = server
             return server.endpoint_url
 
+    def started_endpoint(self) -> str | None:
+        """The endpoint of the server this object started and that still runs, or None
+        (never starts one; None for an external endpoint, which others may share)."""
+        with self._lock:
+            if self._external or self._server is None or not self._server.running:
+                return None
+            return self._server.endpoint_url
+
     def close(self) -> None:
         """Stop the server if one was started. Safe to call twice."""
         with self._lock:

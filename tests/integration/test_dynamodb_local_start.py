@@ -21,7 +21,7 @@ import pytest
 from whimbrel.local.dynamodb_install import find_dynamodb_local, install_dynamodb_local
 from whimbrel.local.dynamodb_launcher import ALL_INTERFACES
 from whimbrel.local.dynamodb_local import LOOPBACK, DynamoDBLocal, DynamoDBLocalError
-from whimbrel.testing import SharedDynamoDBLocal
+from whimbrel.testing import SharedDynamoDBLocal, wait_until
 
 REAL_JAVA = shutil.which("java") or "java"
 
@@ -188,3 +188,35 @@ def test_all_interfaces_only_when_asked(jar_dir: Path) -> None:
         other = other_address()
         if other is not None:
             assert connects(other, ddb.port)
+
+
+def test_the_launcher_indexes_the_stream_tables_and_streams_still_answer(
+        jar_dir: Path) -> None:
+    """The launcher adds indexes to DynamoDB Local's SQLite stream tables (its log says
+    so); a stream read through them gives every record, in order, per table."""
+    with DynamoDBLocal(directory=jar_dir) as ddb:
+        assert ddb.log_path is not None
+        log_path = ddb.log_path
+        wait_until(lambda: "whimbrel: stream indexes added" in log_path.read_text(),
+                   timeout=60, message=lambda: log_path.read_text()[-2000:])
+        client = boto3.client("dynamodb", endpoint_url=ddb.endpoint_url)
+        streams = boto3.client("dynamodbstreams", endpoint_url=ddb.endpoint_url)
+        arns = {}
+        for table in ("first", "second"):
+            arns[table] = client.create_table(
+                TableName=table, BillingMode="PAY_PER_REQUEST",
+                KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}],
+                StreamSpecification={"StreamEnabled": True, "StreamViewType": "KEYS_ONLY"},
+            )["TableDescription"]["LatestStreamArn"]
+        for i in range(30):  # interleaved, so each stream's records are not contiguous
+            for table in ("first", "second"):
+                client.put_item(TableName=table, Item={"k": {"S": f"{table}-{i:02}"}})
+        for table, arn in arns.items():
+            shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]
+            iterator = streams.get_shard_iterator(
+                StreamArn=arn, ShardId=shard["ShardId"],
+                ShardIteratorType="TRIM_HORIZON")["ShardIterator"]
+            keys = [r["dynamodb"]["Keys"]["k"]["S"]
+                    for r in streams.get_records(ShardIterator=iterator)["Records"]]
+            assert keys == [f"{table}-{i:02}" for i in range(30)]
