@@ -5,7 +5,9 @@ one transport, so the meter sees them all), on DynamoDB Local.
 What each request is for (DESIGN.md §5); a change that adds one fails here:
 
 ``start_workflow`` of a one-activity run whose root is claimed by a worker:
-    Query    workflow_definition  the latest version (none was asked for)
+    GetItem  workflow_definition  the latest version number (none was asked for), from
+                                  one of the name's 16 copies; the version itself is
+                                  parsed once per process
     PutItem  workflow_request     the Full Logic trace row
     PutItem  workflow_exec        the run, RUNNING (attribute_not_exists: one start)
     PutItem  activity_exec        the root, READY and claimable
@@ -84,7 +86,7 @@ def at_most(seen: list[tuple[str, str]], allowed: dict[tuple[str, str], int]) ->
 # The run's ``roots_ready`` write (engine/lost.py) replaces the start's re-read of the
 # run: it says every first attempt exists (so a lost one is never created again) and
 # checks, in the same write, that the run is still RUNNING.
-START = {("Query", "workflow_definition"): 1, ("PutItem", "workflow_request"): 1,
+START = {("GetItem", "workflow_definition"): 1, ("PutItem", "workflow_request"): 1,
          ("PutItem", "workflow_exec"): 1, ("PutItem", "activity_exec"): 1,
          ("UpdateItem", "workflow_exec"): 1}
 EVENT = {("GetItem", "activity_exec"): 1, ("GetItem", "workflow_exec"): 1,

@@ -154,6 +154,9 @@ class EngineBase:
             version = latest.version + 1 if latest is not None else 1
             record = DefinitionRecord(definition.name, version, text, self.clock(),
                                       definition.description or None)
+            # Copies first, version after: a start never sees a number whose version
+            # it cannot read back the moment this returns (Store.point_latest).
+            self.store.point_latest(definition.name, version)
             if self.store.put_definition(record):
                 with self._lock:
                     self._definitions[(definition.name, version)] = definition
@@ -175,7 +178,22 @@ class EngineBase:
                 return version, cached
             item = self.store.get_definition(name, version)
         else:
-            item = self.store.latest_definition(name)
+            # The latest version from one of the name's pointer copies (1 RCU on one of
+            # 16 keys, not the name's own partition per start); the version itself is
+            # parsed once per process. A copy not yet written (a table from before them)
+            # or naming a version a register has not written yet (or never will: it died
+            # between the two) falls back to the name's partition.
+            pointed = self.store.latest_version(name)
+            if pointed is not None:
+                with self._lock:
+                    cached = self._definitions.get((name, pointed))
+                if cached is not None:
+                    return pointed, cached
+            item = self.store.get_definition(name, pointed) if pointed is not None else None
+            if item is None:
+                item = self.store.latest_definition(name)
+                if item is not None and pointed is None:
+                    self.store.point_latest(name, item.version)  # first start since upgrade
         if item is None:
             raise DefinitionNotFound(name, version)
         with self._lock:  # a version never changes: parse its text once

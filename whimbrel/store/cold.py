@@ -9,7 +9,9 @@ they never decode the row at all.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import random
+from collections.abc import Iterable, Iterator
+from functools import partial
 from typing import Any
 
 from whimbrel.contract.records import (
@@ -22,7 +24,7 @@ from whimbrel.contract.records import (
 from whimbrel.store import specs
 from whimbrel.store.codec import Expression, Item, decode_fields, encode_fields
 from whimbrel.store.errors import ConditionLost
-from whimbrel.store.keys import fan_out, rejection_key
+from whimbrel.store.keys import fan_out, latest_key, rejection_key
 from whimbrel.store.runs import _CAPACITY, RunTables
 
 _REQUEST_FIELDS = tuple(RequestRecord.__dataclass_fields__)
@@ -80,6 +82,39 @@ class ColdTables(RunTables):
         return DefinitionRecord(**decode_fields(spec, item, _DEFINITION_FIELDS)) \
             if item else None
 
+    def latest_version(self, name: str) -> int | None:
+        """The latest version of ``name`` as one of its pointer copies (chosen at random)
+        says, or None when that copy does not exist yet (a table from before the copies,
+        or a name never registered). The version it names may not exist: a register
+        points the copies first and writes the version after (see :meth:`point_latest`).
+        """
+        spec = specs.WORKFLOW_DEFINITION
+        item = self._get(self._table(spec), {
+            "workflow_name": {"S": latest_key(name, random.randrange(specs.LATEST_COPIES))},
+            "version": {"N": "0"}})
+        return int(item["latest"]["N"]) if item and "latest" in item else None
+
+    def point_latest(self, name: str, version: int,
+                     copies: Iterable[int] | None = None) -> None:
+        """Raise ``name``'s pointer copies to ``version`` (never lower one: a copy already
+        at a higher version keeps it). A register calls it *before* it writes the version,
+        so a start that reads the new number before the version exists falls back to the
+        name's partition and starts the previous one: never a version newer than a
+        finished register, never an older one after it returned."""
+        spec = specs.WORKFLOW_DEFINITION
+        for copy in range(specs.LATEST_COPIES) if copies is None else copies:
+            params: dict[str, Any] = {
+                "TableName": self._table(spec),
+                "Key": {"workflow_name": {"S": latest_key(name, copy)}, "version": {"N": "0"}},
+                "UpdateExpression": "SET latest = :v",
+                "ConditionExpression": "attribute_not_exists(latest) OR latest <= :v",
+                "ExpressionAttributeValues": {":v": {"N": str(int(version))}}, **_CAPACITY}
+            try:
+                self._write("UpdateItem", spec.logical_name,
+                            partial(self.client.call, "UpdateItem", params))
+            except ConditionLost:
+                pass  # a later register got there first
+
     def put_definition(self, record: DefinitionRecord) -> bool:
         """Write a new version; False if that version exists already."""
         item = encode_fields(record)
@@ -95,7 +130,8 @@ class ColdTables(RunTables):
         while True:
             resp = self.client.call("Scan", params)
             for item in resp.get("Items", []):
-                yield DefinitionRecord(**decode_fields(spec, item, _DEFINITION_FIELDS))
+                if "catalog" in item:  # not a latest-version pointer
+                    yield DefinitionRecord(**decode_fields(spec, item, _DEFINITION_FIELDS))
             start = resp.get("LastEvaluatedKey")
             if not start:
                 return

@@ -20,8 +20,8 @@ from whimbrel.contract.priority import DEFAULT_PRIORITY
 from whimbrel.contract.records import REMOVE, Changes
 from whimbrel.store import specs
 
-__all__ = ["day_key", "fan_out", "index_changes", "item_partition", "name_state_key",
-           "rejection_key"]
+__all__ = ["day_key", "fan_out", "index_changes", "item_partition", "latest_key",
+           "name_state_key", "rejection_key"]
 
 
 def name_state_key(workflow_name: str, state: str, workflow_exec_id: str) -> str:
@@ -35,6 +35,12 @@ def name_state_key(workflow_name: str, state: str, workflow_exec_id: str) -> str
 def day_key(workflow_exec_id: str) -> str:
     """The ``by_day`` hash key of a run (its write shard; the day is not in it)."""
     return specs.by_day_key(shard_of(workflow_exec_id, specs.BY_DAY_SHARDS))
+
+
+def latest_key(workflow_name: str, copy: int) -> str:
+    """The key of copy ``copy`` of a definition name's latest-version pointer (a name
+    never holds ``#``, so it is never a definition's own key)."""
+    return f"{workflow_name}#latest#{copy:02d}"
 
 
 def rejection_key(day: str, rejection_id: str) -> str:

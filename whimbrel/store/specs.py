@@ -68,6 +68,11 @@ INLINE_INPUT_BYTES = 1024
 #: for what is due): each admission puts an entry and its release deletes it, 2 index
 #: units, so 16 keys carry 8,000 admissions/s account-wide (docs/architecture.md, "Pools").
 POOL_CHECK_SHARDS = 16
+#: Copies of each definition name's latest version number, items of their own in
+#: ``workflow_definition`` (``<name>#latest#<k>``, version 0): a start without a version
+#: reads one at random (1 RCU), so 16 keys carry 48,000 starts/s of one definition where
+#: the name's own partition carried 3,000 (docs/architecture.md, "Scale").
+LATEST_COPIES = 16
 #: The one value of a pool's ``catalog`` attribute (its settings item): every pool is in
 #: the ``pool_names`` index, so ``list_pools`` is one Query.
 POOL_CATALOG = "pools"
