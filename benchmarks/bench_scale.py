@@ -62,17 +62,25 @@ def produce(run: object) -> dict[str, Any]:
 # -- the model -------------------------------------------------------------------------
 
 
+def _empty_claim(req: Request) -> bool:
+    """A claim's read of the ``claimable`` index that found nothing (a Query of a shard,
+    or one request naming several shards at once)."""
+    return (req.label.startswith(("Query activity_exec.claimable",
+                                  "ExecuteStatement activity_exec.claimable",
+                                  "Query map_item.claimable",
+                                  "ExecuteStatement map_item.claimable"))
+            and req.label.endswith("(0 items)"))
+
+
 def model(requests: list[Request], work: int) -> dict[str, Any]:
     """Per table and index: the hottest key by writes and by reads, its share, the
     units per unit of work it took, and the ceilings they imply."""
     w: dict[tuple[str, str], float] = {}
     r: dict[tuple[str, str], float] = {}
-    polls = [q for q in requests if q.label.startswith("Query activity_exec.claimable")
-             and q.label.endswith("(0 items)")]
+    polls = [q for q in requests if _empty_claim(q)]
     for req in requests:
         req.charge(w, req.wkeys)
-        if not (req.label.startswith("Query activity_exec.claimable")
-                and req.label.endswith("(0 items)")):
+        if not _empty_claim(req):
             req.charge(r, req.rkeys)  # an idle worker's empty claim: counted apart
     rows: dict[str, dict[str, Any]] = {}
     for kind, units, limit in (("w", w, KEY_WCU), ("r", r, KEY_RCU)):
