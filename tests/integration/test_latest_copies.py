@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Any
 
 from whimbrel import ActivityDefinition, LauncherSpec, Whimbrel, WorkflowDefinition
+from whimbrel.contract.records import DefinitionRecord
 from whimbrel.store import specs
 from whimbrel.store.keys import latest_key
 
@@ -53,13 +54,14 @@ def test_starts_read_the_copies_spread_not_the_names_partition(
     finally:
         other.store.transport.observers.remove(observe)
         other.close()
-    # One GetItem of a copy per start, and the version itself once (then cached).
+    # One GetItem of a copy per start; the name's partition once, at the process's
+    # first start (its once-a-minute check, which also gives the version to parse).
     assert keys["GetItem orders#latest#00"] <= 20  # 64 starts over 16 copies
     copy_reads = {k: n for k, n in keys.items() if "#latest#" in k}
     assert sum(copy_reads.values()) == 64
     assert len(copy_reads) > specs.LATEST_COPIES // 2, keys
-    assert keys["Query"] == 0, keys
-    assert keys["GetItem orders"] == 1, keys
+    assert keys["Query"] == 1, keys
+    assert keys["GetItem orders"] == 0, keys
 
 
 def test_a_register_moves_every_copy_and_the_next_start_anywhere_uses_it(
@@ -126,3 +128,19 @@ def test_listings_never_show_a_copy(wb: Whimbrel) -> None:
         ("billing", 1), ("orders", 1), ("orders", 2)]
     assert wb.store.workflow_names() == ["billing", "orders"]
     assert [d.version for d in wb.store.definition_versions("orders")] == [2, 1]
+
+
+def test_a_version_written_without_the_copies_is_seen_at_the_next_check(
+        wb: Whimbrel) -> None:
+    """A register by a library from before the copies (a rolling upgrade) writes the
+    version alone: a process sees it when its once-a-minute check of the name comes
+    due, and raises the copies for everyone."""
+    wb.register_workflow(_defn("orders", "v1"))
+    assert _activity_of(wb, wb.start_workflow("orders")) == "v1"  # checked just now
+    old = _defn("orders", "v2")
+    assert wb.store.put_definition(DefinitionRecord("orders", 2, old.to_json(), 0.0))
+    assert _activity_of(wb, wb.start_workflow("orders")) == "v1"  # within the minute
+    assert _copies(wb, "orders") == [1] * specs.LATEST_COPIES
+    wb.engine.latest.recheck_seconds = 0.0  # the minute has passed
+    assert _activity_of(wb, wb.start_workflow("orders")) == "v2"
+    assert _copies(wb, "orders") == [2] * specs.LATEST_COPIES

@@ -32,6 +32,7 @@ from whimbrel.contract.records import ActivityRecord, Changes, DefinitionRecord,
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.engine import rules
 from whimbrel.engine.dataviews import run_view, with_child
+from whimbrel.engine.latest import LatestVersions
 from whimbrel.engine.metrics import NO_METRICS, EngineMetrics, Incidents, report_activity_end
 from whimbrel.engine.ports import Clock, Launcher, StorePort
 from whimbrel.engine.shared_reads import SharedReads
@@ -111,7 +112,8 @@ class EngineBase:
         self.reconcile_grace_seconds = reconcile_grace_seconds
         self.retention_days = retention_days
         self._definitions: dict[tuple[str, int], WorkflowDefinition] = {}
-        self._latest_version: dict[str, int] = {}
+        #: Which version a start that names none runs (engine/latest.py).
+        self.latest = LatestVersions(store)
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=16, thread_name_prefix="whimbrel-io")
         # Wide fan-outs: one completion readies and launches many dependents. Their
@@ -172,38 +174,28 @@ class EngineBase:
         version = checks.version(version)
         checks.workflow_name(name)
         if version is not None:
-            with self._lock:
-                cached = self._definitions.get((name, version))
+            cached = self._parsed(name, version)
             if cached is not None:
                 return version, cached
             item = self.store.get_definition(name, version)
         else:
-            # The latest version from one of the name's pointer copies (1 RCU on one of
-            # 16 keys, not the name's own partition per start); the version itself is
-            # parsed once per process. A copy not yet written (a table from before them)
-            # or naming a version a register has not written yet (or never will: it died
-            # between the two) falls back to the name's partition.
-            pointed = self.store.latest_version(name)
-            if pointed is not None:
-                with self._lock:
-                    cached = self._definitions.get((name, pointed))
-                if cached is not None:
-                    return pointed, cached
-            item = self.store.get_definition(name, pointed) if pointed is not None else None
-            if item is None:
-                item = self.store.latest_definition(name)
-                if item is not None and pointed is None:
-                    self.store.point_latest(name, item.version)  # first start since upgrade
+            found = self.latest.resolve(name, lambda v: self._parsed(name, v))
+            if isinstance(found, tuple):
+                return found
+            item = found
         if item is None:
             raise DefinitionNotFound(name, version)
-        with self._lock:  # a version never changes: parse its text once
-            cached = self._definitions.get((name, item.version))
+        cached = self._parsed(name, item.version)  # a version never changes: parse once
         if cached is not None:
             return item.version, cached
         defn = WorkflowDefinition.from_json(item.definition)
         with self._lock:
             self._definitions[(name, item.version)] = defn
         return item.version, defn
+
+    def _parsed(self, name: str, version: int) -> WorkflowDefinition | None:
+        with self._lock:
+            return self._definitions.get((name, version))
 
     def definition_of(self, record: ActivityRecord | WorkflowRecord) -> WorkflowDefinition:
         """The definition a run captured when it started."""
