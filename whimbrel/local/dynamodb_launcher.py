@@ -12,9 +12,10 @@ stream tables: every request that names a table describes that table's stream, a
 description's ``SELECT MIN(SequenceNumber) FROM us WHERE StreamID = ?`` reads every
 stream record the server holds (records outlive their tables for 24 hours). A test
 session writes hundreds of thousands, so each request grew slower as the session went on
-(measured: 6.5 ms per GetItem/PutItem on an empty server, 21 ms after 60,000 stream
-records elsewhere; with the indexes 2.5-6 ms). The indexes change no answer, only the
-plan; a jar whose internals differ leaves them out and says so in its log.
+(``python -m benchmarks.probe_stream_index``: as shipped, 2.6 ms per GetItem/PutItem on
+an empty server, 8.3 ms after 20,000 stream records elsewhere, 23.4 ms after 60,000;
+with the indexes 1.4-4.3 ms). The indexes change no answer, only the plan; a jar whose
+internals differ leaves them out and says so in its log.
 
 It is compiled once per source text into a cache folder (next to the jar, or the temp
 folder when that is read-only), in a scratch folder renamed into place, so two processes
