@@ -10,7 +10,7 @@ they never decode the row at all.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -94,15 +94,14 @@ class ColdTables(RunTables):
             "version": {"N": "0"}})
         return int(item["latest"]["N"]) if item and "latest" in item else None
 
-    def point_latest(self, name: str, version: int,
-                     copies: Iterable[int] | None = None) -> None:
+    def point_latest(self, name: str, version: int) -> None:
         """Raise ``name``'s pointer copies to ``version`` (never lower one: a copy already
         at a higher version keeps it). A register calls it *before* it writes the version,
         so a start that reads the new number before the version exists falls back to the
         name's partition and starts the previous one: never a version newer than a
         finished register, never an older one after it returned."""
         spec = specs.WORKFLOW_DEFINITION
-        for copy in range(specs.LATEST_COPIES) if copies is None else copies:
+        for copy in range(specs.LATEST_COPIES):
             params: dict[str, Any] = {
                 "TableName": self._table(spec),
                 "Key": {"workflow_name": {"S": latest_key(name, copy)}, "version": {"N": "0"}},

@@ -61,17 +61,13 @@ MAP_ITEM_PARTITIONS = 16
 #: an item (one map's target is 3,000/s), and 8 shards for each sweep or claim to read.
 MAP_ITEM_INDEX_SHARDS = 8
 #: A run's input larger than this (bytes of JSON) is kept apart, in ``workflow_exec_data``,
-#: so the run's item that every guard reads stays one 4 KB read unit (a strongly
-#: consistent read of up to 4 KB is 1 RCU); smaller inputs stay on the run's item.
+#: so the run's item that every guard reads stays within 1 RCU (4 KB, strongly consistent).
 INLINE_INPUT_BYTES = 1024
-#: Partitions of the sparse ``pool_checks`` index (held pool slots; the sweep asks each
-#: for what is due): each admission puts an entry and its release deletes it, 2 index
-#: units, so 16 keys carry 8,000 admissions/s account-wide (docs/architecture.md, "Pools").
+#: Partitions of the sparse ``pool_checks`` index (held pool slots, swept when due): 2
+#: units an admission, so 16 keys carry 8,000 admissions/s (docs/architecture.md, "Pools").
 POOL_CHECK_SHARDS = 16
-#: Copies of each definition name's latest version number, items of their own in
-#: ``workflow_definition`` (``<name>#latest#<k>``, version 0): a start without a version
-#: reads one at random (1 RCU), so 16 keys carry 48,000 starts/s of one definition where
-#: the name's own partition carried 3,000 (docs/architecture.md, "Scale").
+#: Copies of a name's latest version number in ``workflow_definition`` (engine/latest.py):
+#: a start reads one at random, 16 keys for 48,000 starts/s of one definition, not 3,000.
 LATEST_COPIES = 16
 #: The one value of a pool's ``catalog`` attribute (its settings item): every pool is in
 #: the ``pool_names`` index, so ``list_pools`` is one Query.
