@@ -5,7 +5,9 @@ copies, and every way a copy can be missing or ahead of the versions."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from whimbrel import ActivityDefinition, LauncherSpec, Whimbrel, WorkflowDefinition
@@ -144,3 +146,28 @@ def test_a_version_written_without_the_copies_is_seen_at_the_next_check(
     wb.engine.latest.recheck_seconds = 0.0  # the minute has passed
     assert _activity_of(wb, wb.start_workflow("orders")) == "v2"
     assert _copies(wb, "orders") == [2] * specs.LATEST_COPIES
+
+
+def test_registers_at_once_leave_every_copy_on_the_last_version(
+        wb: Whimbrel, ddb_endpoint: str) -> None:
+    """Four processes register four texts of one name at once: four versions, no gap,
+    and every copy (and so every start) on the highest of them."""
+    clients = [Whimbrel(endpoint_url=ddb_endpoint, table_prefix=wb.table_prefix)
+               for _ in range(4)]
+    gate = threading.Barrier(len(clients))
+
+    def register(i: int) -> int:
+        gate.wait()
+        return clients[i].register_workflow(_defn("orders", f"t{i}"))
+
+    try:
+        with ThreadPoolExecutor(len(clients)) as pool:
+            versions = list(pool.map(register, range(len(clients))))
+    finally:
+        for client in clients:
+            client.close()
+    assert sorted(versions) == [1, 2, 3, 4]
+    assert _copies(wb, "orders") == [4] * specs.LATEST_COPIES
+    last = f"t{versions.index(4)}"
+    for _ in range(5):
+        assert _activity_of(wb, wb.start_workflow("orders")) == last
