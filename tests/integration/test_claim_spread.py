@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import pytest
 
 from whimbrel import ActivityDefinition, LauncherSpec, Whimbrel, WorkflowDefinition
-from whimbrel.engine import moves
+from whimbrel.engine import claims as claiming
 from whimbrel.store import specs
 from whimbrel.testing import StepClock
 
@@ -105,11 +105,11 @@ def _claim_all(wb: Whimbrel, name: str) -> Figures:
     return Figures(claims, lost, wb.meter.calls["Query"] + wb.meter.calls["ExecuteStatement"])
 
 
-@pytest.mark.parametrize("window", [moves.CLAIM_WINDOW, specs.CLAIM_SHARDS],
+@pytest.mark.parametrize("window", [claiming.CLAIM_WINDOW, specs.CLAIM_SHARDS],
                          ids=["window", "every-shard"])
 def test_workers_claiming_at_once_rarely_race_for_one_attempt(
         wb: Whimbrel, window: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(moves, "CLAIM_WINDOW", window)
+    monkeypatch.setattr(claiming, "CLAIM_WINDOW", window)
     _backlog(wb, "spread", runs=RUNS, width=8)
     figures = _claim_all(wb, "spread")
     assert figures.claims == RUNS * 8  # each attempt claimed once, by one worker
@@ -152,11 +152,11 @@ def _trickle(wb: Whimbrel, name: str, rounds: int) -> Figures:
     return Figures(claims, writes.counts["before"] - writes.counts["after"], queries)
 
 
-@pytest.mark.parametrize("window", [moves.CLAIM_WINDOW, specs.CLAIM_SHARDS],
+@pytest.mark.parametrize("window", [claiming.CLAIM_WINDOW, specs.CLAIM_SHARDS],
                          ids=["window", "every-shard"])
 def test_workers_polling_a_trickle_all_find_work(wb: Whimbrel, window: int,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(moves, "CLAIM_WINDOW", window)
+    monkeypatch.setattr(claiming, "CLAIM_WINDOW", window)
     figures = _trickle(wb, "trickle", rounds=ROUNDS)
     print(f"\ntrickle, claim window {window}: {figures.claims} claims, {figures.lost} lost "
           f"writes ({figures.lost_per_claim:.3f} per claim), "

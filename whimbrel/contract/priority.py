@@ -1,7 +1,7 @@
 """Priority and starvation protection (pure; issue 22).
 
 Queued runs (``max_running``), pool admission and ``claim`` all serve waiting work in one
-order: **lower priority number first, then oldest first**, with **aging** so that nothing
+order: **lower priority number first, then the longest waiting**, with **aging** so that nothing
 waits forever behind a stream of more urgent work.
 
 The aging rule: a waiting item's *effective priority* improves by one level for every
@@ -81,12 +81,13 @@ def attempt_priority(activity: int, run: int | None) -> int:
     return max(MIN_PRIORITY, min(MAX_PRIORITY, activity + shift))
 
 
-def order_text(priority: int, run_created: float) -> str:
+def order_text(priority: int, since: float) -> str:
     """Where an attempt or a run waits (pool waiters, QUEUED runs, the ``claimable``
-    index): :func:`sort_key_text` of its priority and its run's creation time — fixed
-    for the run, so every replay of a wait computes the same entry, and of two runs the
-    older is served first."""
-    return sort_key_text(priority, run_created)
+    index): :func:`sort_key_text` of its priority and when its wait began — an
+    attempt's READY write (``ready_epoch``), a QUEUED run's creation — so the aging
+    counts the wait, not the run's age. Both are stored on the item, so every replay of
+    a wait computes the same entry; of two equals, the longer waiting is served first."""
+    return sort_key_text(priority, since)
 
 
 def claim_key_order(claim_key: str | None) -> str:

@@ -120,6 +120,10 @@ class ActivityRecord:
     pool_slot: str | None = None
     #: While it waits READY for its pool (full, or over its rate): the pool's name.
     pool_wait: str | None = None
+    #: When it became READY (to be claimed, or to wait for its pool): its wait, which
+    #: orders it among waiting attempts and ages it (contract/priority.py), counts from
+    #: here. Absent on an attempt readied before it was kept: its run's creation.
+    ready_epoch: float | None = None
 
     def with_changes(self, **changes: Any) -> ActivityRecord:
         return replace(self, **changes)

@@ -16,16 +16,35 @@ from whimbrel.contract.states import ACTIVITY_STARTING, ActivityState
 from whimbrel.engine.feature import Admission, Core
 
 
-def claim_order(spec: ActivityDefinition, wf: WorkflowRecord) -> str:
-    """Where an attempt of ``spec`` in ``wf`` is served among waiting ones (the
-    ``claimable`` index, a pool's waiters): contract/priority.py."""
-    return order_text(attempt_priority(spec.priority, wf.priority), wf.created_epoch)
+def claim_order(spec: ActivityDefinition, wf: WorkflowRecord, since: float | None) -> str:
+    """Where an attempt of ``spec`` in ``wf`` that waits since ``since`` (its
+    ``ready_epoch``; None: readied before that was kept, its run's creation) is served
+    among waiting ones (the ``claimable`` index, a pool's waiters): contract/priority.py."""
+    return order_text(attempt_priority(spec.priority, wf.priority),
+                      wf.created_epoch if since is None else since)
 
 
-def claim_intent(spec: ActivityDefinition, wf: WorkflowRecord) -> tuple[str, int]:
+def claim_intent(spec: ActivityDefinition, wf: WorkflowRecord,
+                 since: float | None) -> tuple[str, int]:
     """What a ``claimable`` intent carries beside the names: where the attempt is served,
-    and its priority (an urgent one goes to the shards every claim reads)."""
-    return claim_order(spec, wf), attempt_priority(spec.priority, wf.priority)
+    and its priority (any but the default goes to the shards every claim reads)."""
+    return claim_order(spec, wf, since), attempt_priority(spec.priority, wf.priority)
+
+
+def waiting_since(engine: Core, item: ActivityRecord, changes: Changes) -> float | None:
+    """When ``item`` began to wait: the READY write in ``changes``, or its stored
+    ``ready_epoch`` (this engine's last image of it, else a read: a caller may pass a
+    record that holds only its state). None: not READY yet, or readied before the time
+    was kept."""
+    written = changes.get("ready_epoch")
+    if isinstance(written, float | int):
+        return float(written)
+    if item.ready_epoch is not None or item.state is not ActivityState.READY:
+        return item.ready_epoch
+    known = engine.remembered(item.activity_exec_id)
+    if known is None or known.ready_epoch is None:
+        known = engine.store.get_activity(item.activity_exec_id)
+    return known.ready_epoch if known is not None else None
 
 
 def starts(path: Sequence[ActivityState], changes: Changes) -> bool:
@@ -53,7 +72,7 @@ def ready_changes(engine: Core, spec: ActivityDefinition, wf: WorkflowRecord, no
     out = dict(changes)
     claim = out.get("claimable")
     if isinstance(claim, tuple) and len(claim) == 2:
-        out["claimable"] = (*claim, *claim_intent(spec, wf))
+        out["claimable"] = (*claim, *claim_intent(spec, wf, out.get("ready_epoch", now)))
     for feature in engine.features:
         feature.ready(spec, wf, now, out)
     return out

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
-from whimbrel.engine import ending, flow, launches, moves, starting
+from whimbrel.engine import claims, ending, flow, launches, moves, starting
 from whimbrel.engine.base import (
     IN_FLIGHT_GRACE_SECONDS,
     RECONCILE_GRACE_SECONDS,
@@ -158,7 +158,7 @@ class Engine(EngineBase):
 
     def claim(self, workflow_name: str | None = None, activity_name: str | None = None, *,
               actor: str = "worker") -> ActivityRecord | None:
-        return moves.claim(self, workflow_name, activity_name, actor=actor)
+        return claims.claim(self, workflow_name, activity_name, actor=actor)
 
     # -- hand-offs (flow.py) -------------------------------------------------------------
 

@@ -8,7 +8,6 @@ follow-ups (``flow.py``).
 
 from __future__ import annotations
 
-import random
 from concurrent.futures import Future
 from typing import Any
 
@@ -26,7 +25,6 @@ from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.limits import MAX_OUTPUT_BYTES
 from whimbrel.contract.outcomes import resolution
 from whimbrel.contract.payloads import encode_payload
-from whimbrel.contract.priority import serving_grain
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import (
     ACTIVITY_ACTIVE,
@@ -34,7 +32,6 @@ from whimbrel.contract.states import (
     ACTIVITY_RELEASED,
     ACTIVITY_STARTING,
     ACTIVITY_TRANSITIONS,
-    WORKFLOW_PROCEEDING,
     ActivityState,
     Transition,
     activity_path,
@@ -45,17 +42,6 @@ from whimbrel.engine.feature import Core
 from whimbrel.engine.views import ActivityExec
 
 A = ActivityState
-
-#: Claim candidates asked of each shard of the claimable index.
-CLAIM_CANDIDATES = 25
-#: Shards of the claimable index a claim reads first: a window of consecutive shards at
-#: a random offset, so workers polling together mostly read (and race on) different
-#: shards; only when the window holds nothing are the other shards read.
-CLAIM_WINDOW = 4
-#: Candidates whose serving order is this close are equals to a claim, tried in a random
-#: order (far finer than a priority level, AGING_SECONDS = 300 s of waiting; the
-#: serving order is kept to the second, as the aging rule promises).
-CLAIM_ORDER_GRAIN_SECONDS = 1.0
 
 
 class EngineDriven(NotAllowedNow):
@@ -285,81 +271,6 @@ def heartbeat(engine: Core, aeid: str, image: ActivityRecord | None = None) -> A
     if moved.state is A.CANCELLED_RUNNING:
         raise ActivityCancelled(aeid)
     return moved.state or A.RUNNING
-
-
-def claim(engine: Core, workflow_name: str | None = None, activity_name: str | None = None, *,
-          actor: str = "worker") -> ActivityRecord | None:
-    """Take one READY ``external`` attempt (READY → RUNNING), or None if none waits in
-    a RUNNING workflow.
-
-    Candidates come from the sparse ``claimable`` index: first a window of
-    ``CLAIM_WINDOW`` shards at a random offset with the priority shards (attempts whose
-    priority is not the default; read at once), then, when they hold nothing or another
-    worker took all they held, the other shards (read at once), so that workers spread
-    over the shards and a claim reads 8 shards of each table, not all of them, while a
-    backlog lasts. Candidates are tried lower priority first, then the oldest run (the
-    claim key's order, aging included: contract/priority.py), equals in a random order;
-    so every claim serves non-default priorities in order, and default-priority work
-    oldest first among what its window holds. The move is conditional, so two workers
-    never claim the same attempt. The workflow item is read while the move is in
-    flight; an attempt claimed in a workflow that turned out to be ending is given up at
-    once (CANCELLED) and the next candidate is tried.
-    """
-    prefix = ""
-    if workflow_name:
-        prefix = f"{workflow_name}/" + (f"{activity_name}/" if activity_name else "")
-    shards = list(engine.store.claim_shards)
-    start = random.randrange(len(shards))
-    shards = shards[start:] + shards[:start]
-    first = [*engine.store.priority_claim_shards, *shards[:CLAIM_WINDOW]]
-    for group in (first, shards[CLAIM_WINDOW:]):
-        hits = [hit for hit in engine.store.claimable_among(group, prefix, CLAIM_CANDIDATES)
-                if not (activity_name and not workflow_name
-                        and hit.activity_name != activity_name)]
-        # Most urgent first, then the oldest run; workers polling together may still see
-        # the same candidates, so equals (within CLAIM_ORDER_GRAIN_SECONDS of serving
-        # order) go in a random order: fewer lost writes.
-        hits.sort(key=lambda h: (serving_grain(h.claim_key, CLAIM_ORDER_GRAIN_SECONDS),
-                                 random.random()))
-        claimed = _claim_one(engine, hits, actor)
-        if claimed is not None:
-            return claimed
-    return None
-
-
-def _claim_one(engine: Core, hits: list[ActivityRecord], actor: str) -> ActivityRecord | None:
-    """The first of ``hits`` this worker moves to RUNNING in a proceeding run, or None."""
-    for hit in hits:
-        wf_read = engine.in_background(engine.workflow, hit.workflow_exec_id)
-        try:
-            claimed = flow.apply(engine, hit, Transition.RUNNING, actor=actor, claimed=True)
-        except StateConflict:
-            wf_read.cancel()
-            continue  # another worker was faster
-        wf = wf_read.result()
-        # SUSPENDED: claimed as the suspend landed; it runs (as if claimed just before).
-        if wf.state in WORKFLOW_PROCEEDING:
-            engine.prefetched_workflow(hit.activity_exec_id, wf_read)
-            return claimed
-        give_up(engine, claimed, wf)
-    return None
-
-
-def give_up(engine: Core, item: ActivityRecord, wf: WorkflowRecord) -> None:
-    """End an attempt this actor moved to RUNNING but never started, because its
-    workflow is ending: RUNNING → CANCELLED_RUNNING → CANCELLED in one write."""
-    defn = engine.definition_of(wf)
-    spec = defn.activity(item.activity_name)
-    path = activity_path(A.RUNNING, Transition.CANCEL, Transition.FAILED)
-    changes = rules.changes_for(spec, A.RUNNING, path[-1], now=engine.clock(),
-                                workflow_name=item.workflow_name,
-                                retention=engine.retention(defn),
-                                error=f"claimed while workflow was {wf.state.value}")
-    try:
-        moved = engine.move(item.activity_exec_id, A.RUNNING, path, changes)
-    except StateConflict:
-        return
-    flow.after(engine, moved)
 
 
 def _state_of(item: ActivityRecord | None) -> str:

@@ -122,6 +122,7 @@ class Queue:
         if item is None or item.state not in ACTIVITY_NOT_LAUNCHED \
                 or item.pool_slot is not None:
             return "gone"
+        self.core.remember(item)  # its ready_epoch: where its entry is (admission.py)
         wf = self.store.get_workflow(item.workflow_exec_id)
         if wf is None or wf.state.is_terminal or not flow.proceeds(wf):
             return "gone"
@@ -143,14 +144,15 @@ class Queue:
         limits = self.ledger.limits(pool, defn) or (None, None)
         now = self.core.clock()
         taken = self.take(pool, limits, item.activity_exec_id, now)
-        order = admission.claim_order(spec, wf)
+        order = admission.claim_order(spec, wf, item.ready_epoch)
         if not taken.ok:
             self.wait(pool, item.activity_exec_id, order, "activity", taken.retry_at,
                       lambda: None)
             return "held"
         changes: dict[str, Any] = {"pool_wait": REMOVE, "pool_slot": slot_ref(pool, taken.k)}
         if wf.state is W.RUNNING:  # SUSPENDED: its resume makes it claimable
-            changes["claimable"] = (wf.workflow_name, spec.name, *admission.claim_intent(spec, wf))
+            changes["claimable"] = (wf.workflow_name, spec.name, *admission.claim_intent(
+                spec, wf, item.ready_epoch))
         try:
             moved = self.store.admit_waiting(item.activity_exec_id, changes)
         except StateConflict as lost:
@@ -183,7 +185,8 @@ class Queue:
             return
         spec = self.core.definition_of(wf).activity(item.activity_name)
         self.store.delete_waiter(self.waiter(item.pool_wait, item.activity_exec_id,
-                                             admission.claim_order(spec, wf)))
+                                             admission.claim_order(spec, wf,
+                                                                   item.ready_epoch)))
 
     def wake(self, pool: str, freed: int | None) -> None:
         """Admit ``pool``'s first waiters: after a release, one (on the slot ``freed``);

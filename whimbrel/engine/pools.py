@@ -161,7 +161,10 @@ class Pools(Feature):
             return Admission(True, {"pool_slot": slot_ref(pool, None), "pool_wait": REMOVE})
         now = self.core.clock()
         taken = self.queue.take(pool, limits, item.activity_exec_id, now)
-        order = admission.claim_order(spec, wf)
+        since = admission.waiting_since(self.core, item, changes)
+        if since is None and item.state is not A.READY:
+            since = now  # its wait begins with this write (``ready_epoch`` below)
+        order = admission.claim_order(spec, wf, since)
         if taken.ok:
             go: dict[str, Any] = {"pool_wait": REMOVE, "pool_slot": slot_ref(pool, taken.k)}
 
@@ -173,6 +176,8 @@ class Pools(Feature):
             return Admission(True, go, landed=landed, lost=lambda cur: self.ledger.give_back(
                 pool, taken, item.activity_exec_id, getattr(cur, "pool_slot", None)))
         held: dict[str, Any] = {"pool_wait": pool, "claimable": REMOVE}
+        if item.state is not A.READY:
+            held["ready_epoch"] = since  # the entry's order, whoever else wrote a time
         return Admission(False, held, landed=lambda _rec: self.queue.wait(
             pool, item.activity_exec_id, order, "activity", taken.retry_at,
             lambda: self.queue.retry_activity(item.activity_exec_id)))
@@ -338,7 +343,8 @@ class Pools(Feature):
                 continue  # not waiting: admitted (and claimable, for a pull one)
             # Waiting for its pool, or readied while its run was SUSPENDED.
             self.store.put_waiter(spec.pool, act.activity_exec_id,
-                                  admission.claim_order(spec, wf), kind="activity",
+                                  admission.claim_order(spec, wf, act.ready_epoch),
+                                  kind="activity",
                                   expires_epoch=None)
             if spec.launcher.is_pull:  # a push one is advanced by the core's visit
                 repaired |= self.queue.admit_pull(wf, defn, spec, act) == "admitted"

@@ -84,6 +84,7 @@ def changes_for(spec: ActivityDefinition, source: ActivityState, target: Activit
     out: dict[str, Any] = {}
     leaves_claim = spec.launcher.is_pull and source in ACTIVITY_NOT_LAUNCHED
     if target is A.READY:
+        out["ready_epoch"] = now  # its wait (for a claim, for its pool) counts from here
         deadline = start_deadline(spec, now, queued=False)
         out["timer_epoch"] = deadline if deadline is not None else REMOVE
         if spec.launcher.is_pull:

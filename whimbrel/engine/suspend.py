@@ -196,9 +196,9 @@ def repair_claims(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
                 claimable and spec.pool is not None and act.pool_slot is None):
             continue  # as it should be, or not admitted by its pool (engine/pools.py)
         # The key a claim filters on: the activity's name (a map item's: its map's), then
-        # where it is served (priority, then the oldest run).
-        intent: Any = (act.workflow_name, spec.name, *claim_intent(spec, wf)) if claimable \
-            else REMOVE
+        # where it is served (priority, then the longest waiting).
+        intent: Any = (act.workflow_name, spec.name,
+                       *claim_intent(spec, wf, act.ready_epoch)) if claimable else REMOVE
         changed |= engine.store.try_set_activity(act.activity_exec_id,
                                                  {"claimable": intent}, states=[A.READY])
     return changed

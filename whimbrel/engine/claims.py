@@ -1,0 +1,134 @@
+"""Claims (part of the core): a worker takes one READY ``external`` attempt from the
+sparse ``claimable`` index, lower priority number first, then the longest waiting, with
+aging (contract/priority.py), while workers polling together spread over its shards."""
+
+from __future__ import annotations
+
+import random
+
+from whimbrel.contract.errors import StateConflict
+from whimbrel.contract.priority import (
+    AGING_SECONDS,
+    DEFAULT_PRIORITY,
+    claim_key_order,
+    serving_grain,
+)
+from whimbrel.contract.records import ActivityRecord, WorkflowRecord
+from whimbrel.contract.states import (
+    WORKFLOW_PROCEEDING,
+    ActivityState,
+    Transition,
+    activity_path,
+)
+from whimbrel.engine import flow, rules
+from whimbrel.engine.feature import Core
+
+A = ActivityState
+
+#: Claim candidates asked of each shard of the claimable index.
+CLAIM_CANDIDATES = 25
+#: Shards of the claimable index a claim reads first: a window of consecutive shards at
+#: a random offset, so workers polling together mostly read (and race on) different
+#: shards; only when the window holds nothing are the other shards read.
+CLAIM_WINDOW = 4
+#: Candidates whose serving order is this close are equals to a claim, tried in a random
+#: order (far finer than a priority level, AGING_SECONDS = 300 s of waiting; the
+#: serving order is kept to the second, as the aging rule promises).
+CLAIM_ORDER_GRAIN_SECONDS = 1.0
+
+
+def claim(engine: Core, workflow_name: str | None = None, activity_name: str | None = None, *,
+          actor: str = "worker") -> ActivityRecord | None:
+    """Take one READY ``external`` attempt (READY → RUNNING), or None if none waits in
+    a RUNNING workflow.
+
+    Candidates come from the sparse ``claimable`` index: first a window of
+    ``CLAIM_WINDOW`` shards at a random offset with the priority shards (attempts whose
+    priority is not the default; read at once), then the other shards (read at once)
+    when the first read holds nothing, when another worker took all it held, or when
+    the best it holds is served after any default-priority attempt could be (a priority
+    above 5 that has not aged that far: :func:`behind_default`) — default work outside
+    the window may then go first. So workers spread over the shards, a claim reads 8
+    shards of each table while a backlog lasts, every claim serves non-default
+    priorities in order, a later priority never goes before default work, and default
+    work goes oldest first among what its window holds. Candidates are tried in serving
+    order (the claim key's order: priority, then the wait, aging included), equals in a
+    random order. The move is conditional, so two workers never claim the same
+    attempt. The workflow item is read while the move is in flight; an attempt claimed
+    in a workflow that turned out to be ending is given up at once (CANCELLED) and the
+    next candidate is tried.
+    """
+    prefix = ""
+    if workflow_name:
+        prefix = f"{workflow_name}/" + (f"{activity_name}/" if activity_name else "")
+    shards = list(engine.store.claim_shards)
+    start = random.randrange(len(shards))
+    shards = shards[start:] + shards[:start]
+    first = [*engine.store.priority_claim_shards, *shards[:CLAIM_WINDOW]]
+    rest = shards[CLAIM_WINDOW:]
+    now = engine.clock()
+
+    def read(group: list[str]) -> list[ActivityRecord]:
+        return [hit for hit in engine.store.claimable_among(group, prefix, CLAIM_CANDIDATES)
+                if not (activity_name and not workflow_name
+                        and hit.activity_name != activity_name)]
+
+    hits = _ordered(read(first))
+    if rest and hits and behind_default(hits[0], now):
+        hits = _ordered(hits + read(rest))  # default work elsewhere may go first
+        rest = []
+    claimed = _claim_one(engine, hits, actor)
+    if claimed is None and rest:
+        claimed = _claim_one(engine, _ordered(read(rest)), actor)
+    return claimed
+
+
+def behind_default(hit: ActivityRecord, now: float) -> bool:
+    """Whether ``hit`` is served after a default-priority attempt readied at ``now``
+    would be (its order is later): then every default attempt waiting anywhere goes
+    first, and a claim must look beyond its window for one."""
+    order = claim_key_order(hit.claim_key)
+    return bool(order) and float(order) > now + DEFAULT_PRIORITY * AGING_SECONDS
+
+
+def _ordered(hits: list[ActivityRecord]) -> list[ActivityRecord]:
+    # Most urgent first, then the longest waiting; workers polling together may still
+    # see the same candidates, so equals (within CLAIM_ORDER_GRAIN_SECONDS of serving
+    # order) go in a random order: fewer lost writes.
+    return sorted(hits, key=lambda h: (serving_grain(h.claim_key, CLAIM_ORDER_GRAIN_SECONDS),
+                                       random.random()))
+
+
+def _claim_one(engine: Core, hits: list[ActivityRecord], actor: str) -> ActivityRecord | None:
+    """The first of ``hits`` this worker moves to RUNNING in a proceeding run, or None."""
+    for hit in hits:
+        wf_read = engine.in_background(engine.workflow, hit.workflow_exec_id)
+        try:
+            claimed = flow.apply(engine, hit, Transition.RUNNING, actor=actor, claimed=True)
+        except StateConflict:
+            wf_read.cancel()
+            continue  # another worker was faster
+        wf = wf_read.result()
+        # SUSPENDED: claimed as the suspend landed; it runs (as if claimed just before).
+        if wf.state in WORKFLOW_PROCEEDING:
+            engine.prefetched_workflow(hit.activity_exec_id, wf_read)
+            return claimed
+        give_up(engine, claimed, wf)
+    return None
+
+
+def give_up(engine: Core, item: ActivityRecord, wf: WorkflowRecord) -> None:
+    """End an attempt this actor moved to RUNNING but never started, because its
+    workflow is ending: RUNNING → CANCELLED_RUNNING → CANCELLED in one write."""
+    defn = engine.definition_of(wf)
+    spec = defn.activity(item.activity_name)
+    path = activity_path(A.RUNNING, Transition.CANCEL, Transition.FAILED)
+    changes = rules.changes_for(spec, A.RUNNING, path[-1], now=engine.clock(),
+                                workflow_name=item.workflow_name,
+                                retention=engine.retention(defn),
+                                error=f"claimed while workflow was {wf.state.value}")
+    try:
+        moved = engine.move(item.activity_exec_id, A.RUNNING, path, changes)
+    except StateConflict:
+        return
+    flow.after(engine, moved)
