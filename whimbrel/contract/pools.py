@@ -180,6 +180,31 @@ def is_run_pool(pool: str) -> bool:
     return pool.startswith(_RUN_POOL)
 
 
+def held_after_time_out(*, late: bool, now: float, heartbeat_epoch: float | None,
+                        heartbeat_timeout: float | None, started_epoch: float | None,
+                        close_epoch: float | None) -> float | None:
+    """Until when a TIMED_OUT attempt keeps its slot (None: give it back now).
+
+    The system gave up on it, but its code may still run (DESIGN §1): its slot is held
+    until the code stops — its late report (``late``) — or shows no sign of life. With
+    a heartbeat, a sign of life is a heartbeat (a timed-out attempt's heartbeats are
+    still recorded), so it keeps the slot while it beats. Without one, nothing can say
+    it lives: it keeps the slot as long again as its ``start_to_close_seconds`` past its
+    close deadline, then the slot is given back (give such work a heartbeat timeout to
+    hold it exactly).
+    """
+    if late:
+        return None
+    if heartbeat_timeout:
+        last = heartbeat_epoch if heartbeat_epoch is not None else started_epoch
+        until = None if last is None else last + heartbeat_timeout
+    elif close_epoch is not None and started_epoch is not None:
+        until = close_epoch + (close_epoch - started_epoch)
+    else:
+        until = None
+    return until if until is not None and until > now else None
+
+
 def check_after(held_for: float) -> float:
     """Seconds until a held slot's next check: :data:`SLOT_CHECK_SECONDS`, then half its
     holder's age, at most :data:`MAX_CHECK_SECONDS` (a long run costs a few checks)."""

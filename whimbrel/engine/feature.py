@@ -260,7 +260,8 @@ class Feature(Protocol):
 
     def attempt_ended(self, item: ActivityRecord) -> None:
         """A write that ended an attempt landed (``item`` as written), whoever made it:
-        its own report, a cancel, a time-out, a skip (before the move's follow-ups)."""
+        its own report, a cancel, a time-out, a skip (before the move's follow-ups); and
+        a late report kept on a timed-out one (its code stopped: engine/late.py)."""
         return None
 
     # -- failure -------------------------------------------------------------------------

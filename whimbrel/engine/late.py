@@ -43,6 +43,8 @@ def keep(engine: Core, item: ActivityRecord, verb: Transition, *, output: str | 
         changes["late_error"] = clip_error(error) or "failed (no error given)"
     # Only while it is TIMED_OUT or LOST: a late report writes to the row, never its
     # state, and never on a row that is anywhere else.
-    engine.store.set_activity(item.activity_exec_id, changes, states=ACTIVITY_GAVE_UP)
+    kept = engine.store.set_activity(item.activity_exec_id, changes, states=ACTIVITY_GAVE_UP)
+    for feature in engine.features:  # its code stopped: a slot it kept goes (pools.py)
+        feature.attempt_ended(kept)
     state = item.state.value if item.state else "TIMED_OUT"
     return ActivityTimedOut(item.activity_exec_id, state, kept=True)

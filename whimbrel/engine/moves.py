@@ -261,6 +261,9 @@ def heartbeat(engine: Core, aeid: str, image: ActivityRecord | None = None) -> A
     except StateConflict as lost:
         state = lost.current.state if lost.current else None
         if state in ACTIVITY_GAVE_UP and state is not None:
+            # Still recorded (never its state): a timed-out attempt whose code runs on
+            # keeps its pool slot while it beats (engine/pool_holders.py).
+            engine.store.try_set_activity(aeid, {"heartbeat_epoch": now}, states=[state])
             raise ActivityTimedOut(aeid, state.value) from None
         if state is A.CANCELLED:
             raise ActivityCancelled(aeid, state.value) from None

@@ -42,7 +42,6 @@ from whimbrel.contract.pools import (
     SLOT_CHECK_SECONDS,
     Pool,
     PoolInfo,
-    check_after,
     is_run_pool,
     parse_slot_ref,
     run_pool,
@@ -60,6 +59,7 @@ from whimbrel.contract.states import (
 )
 from whimbrel.engine import admission
 from whimbrel.engine.feature import Admission, Core, Feature
+from whimbrel.engine.pool_holders import kept_until, next_check
 from whimbrel.engine.pool_ledger import Ledger, PoolNotFound
 from whimbrel.engine.pool_queue import Queue
 
@@ -227,6 +227,15 @@ class Pools(Feature):
         if item.pool_wait is not None and item.pool_slot is None:
             self.queue.leave(item)  # ended while it waited (cancelled, timed out): out of line
         k = parse_slot_ref(item.pool_slot)[1] if item.pool_slot else None
+        until = kept_until(self.core, item, self.core.clock()) if k is not None else None
+        if k is not None and until is not None:
+            # Timed out while its code may still run: the slot stays its own until the
+            # code stops (its late report gives it back: engine/late.py) or shows no
+            # sign of life; the slot's check comes then.
+            slot = self.store.get_slot(pool, k)
+            if slot.holder == item.activity_exec_id and slot.token is not None:
+                self.store.recheck_slot(pool, k, slot.holder, slot.token, until)
+            return
         if k is not None and self.store.release_slot(pool, k, item.activity_exec_id):
             self.queue.wake(pool, k)
             return
@@ -295,32 +304,14 @@ class Pools(Feature):
                 or slot.check_epoch > now:
             return
         since = slot.since if slot.since is not None else now
-        if self._holds(pool, k, slot.holder, now - since):
-            self.store.recheck_slot(pool, k, slot.holder, slot.token,
-                                    now + check_after(now - since))
+        later = next_check(self.core, pool, k, slot.holder, now, now - since,
+                           IN_FLIGHT_SECONDS)
+        if later is not None:
+            self.store.recheck_slot(pool, k, slot.holder, slot.token, later)
             return
         log.info("pool %s: slot %d freed (holder %s is gone)", pool, k, slot.holder)
         if self.store.release_slot(pool, k, slot.holder, slot.token):
             self.queue.wake(pool, k)
-
-    def _holds(self, pool: str, k: int, holder: str, held_for: float) -> bool:
-        """Whether ``holder`` still holds slot ``k``: live and recording it, or live,
-        not launched and recording nothing for less than :data:`IN_FLIGHT_SECONDS` (its
-        admitting write may still come)."""
-        ref = slot_ref(pool, k)
-        if is_run_pool(pool):
-            wf = self.store.get_workflow(holder)
-            if wf is None or wf.state.is_terminal:
-                return False
-            if wf.pool_slot is None:
-                return wf.state in WORKFLOW_WAITING and held_for < IN_FLIGHT_SECONDS
-            return wf.pool_slot == ref
-        item = self.store.get_activity(holder)
-        if item is None or item.state is None or item.state.is_terminal:
-            return False
-        if item.pool_slot is None:
-            return item.state in ACTIVITY_NOT_LAUNCHED and held_for < IN_FLIGHT_SECONDS
-        return item.pool_slot == ref
 
     def reconcile(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                   acts: list[ActivityRecord], now: float) -> bool:

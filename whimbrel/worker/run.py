@@ -203,7 +203,14 @@ class _Heartbeater(threading.Thread):
     def run(self) -> None:
         while not self.done.wait(self.interval):
             try:
-                self.run_.heartbeat()
+                if isinstance(self.run_.stop_requested, ActivityTimedOut):
+                    # Its code runs on: its beats (recorded, never its state) keep its
+                    # pool slot until the code stops (engine/pool_holders.py).
+                    heartbeat(self.run_._engine, self.run_.activity_exec_id)
+                else:
+                    self.run_.heartbeat()
+            except ActivityTimedOut:
+                continue
             except ActivityStopped:
                 return
             except WhimbrelError as exc:  # transient store trouble: try again next tick
