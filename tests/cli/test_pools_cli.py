@@ -50,7 +50,7 @@ def test_pools_commands_and_a_pooled_definition(run: Run, wb: Whimbrel,
     assert "1 in use, 0 waiting" in run("pools", "get", "api").stdout
     table = run("pools", "list").stdout
     assert "api" in table and "1.5" in table
-    run.json("pools", "set", "api")  # limits left out: no limit
+    run.json("pools", "set", "api", "--slots", "none", "--per-second", "none")
     assert run.json("pools", "list")[0]["slots"] is None
 
 
@@ -67,3 +67,21 @@ def test_bad_pools_and_priorities_exit_non_zero_and_change_nothing(
     run("definitions", "register", str(write_definition(WF)))
     run("submit", "crawl", "--priority", "10", "--request-id", "r1", code=2)
     assert run.json("list", "--workflow", "crawl")["items"] == []
+
+
+def test_set_keeps_a_limit_left_out_and_none_lifts_it(run: Run, wb: Whimbrel) -> None:
+    """Before: ``pools set --slots 1`` dropped the pool's rate without a word."""
+    run.json("pools", "set", "api", "--slots", "2", "--per-second", "5")
+    kept = run.json("pools", "set", "api", "--slots", "1")
+    assert (kept["slots"], kept["per_second"]) == (1, 5.0)
+    kept = run.json("pools", "set", "api", "--per-second", "2.5")
+    assert (kept["slots"], kept["per_second"]) == (1, 2.5)
+    lifted = run.json("pools", "set", "api", "--per-second", "none")
+    assert (lifted["slots"], lifted["per_second"]) == (1, None)
+    bad = run("pools", "set", "api", "--slots", "many", code=4)
+    assert "--slots must be a whole number or none, not 'many'" in bad.stderr
+    run("pools", "set", "api", "--slots", "1.5", code=4)
+    run("pools", "set", "api", "--per-second", "fast", code=4)
+    assert run.json("pools", "get", "api")["slots"] == 1  # nothing written
+    fresh = run.json("pools", "set", "new")
+    assert (fresh["slots"], fresh["per_second"]) == (None, None)

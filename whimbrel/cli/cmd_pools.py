@@ -9,7 +9,9 @@ from rich.table import Table
 
 from whimbrel.cli.app import Cli, JsonErrorsGroup, app, command
 from whimbrel.cli.shapes import iso
+from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.pools import PoolInfo
+from whimbrel.engine.pool_ledger import PoolNotFound
 
 pools = typer.Typer(help="Named pools: slots and rates shared by activities of any "
                          "workflow.\n\nExample:\n\n"
@@ -32,19 +34,46 @@ def _limits(info: PoolInfo) -> str:
     return slots + rate
 
 
+def _limit(text: str | None, field: str, kind: type[int] | type[float],
+           current: int | float | None) -> int | float | None:
+    """An option's limit: left out, the pool's current one; ``none``, no limit."""
+    if text is None:
+        return current
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return kind(text)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise InvalidInput(f"--{field.replace('_', '-')} must be {what} or none, not "
+                           f"{text!r}"[:200], field=field) from None
+
+
 @command(pools, "set", example="whimbrel pools set crawler --slots 4 --per-second 2")
 def pools_set(
     cli: Cli,
     name: NameArg,
-    slots: Annotated[int | None, typer.Option(
-        help="At most this many attempts hold a slot at once (0 closes the pool; "
-             "leave out: no limit).")] = None,
-    per_second: Annotated[float | None, typer.Option(
-        help="At most this many starts per second (leave out: no limit).")] = None,
+    slots: Annotated[str | None, typer.Option(
+        metavar="N|none",
+        help="At most this many attempts hold a slot at once (0 closes the pool; none: "
+             "no limit; leave out: unchanged, and no limit for a new pool).")] = None,
+    per_second: Annotated[str | None, typer.Option(
+        metavar="R|none",
+        help="At most this many starts per second (none: no limit; leave out: "
+             "unchanged, and no limit for a new pool).")] = None,
 ) -> None:
-    """Create a pool or change its limits (a limit left out is no limit). Raising a
-    limit lets waiting attempts in at once; lowering one lets held slots drain."""
-    info = cli.wb.set_pool(name, slots=slots, per_second=per_second)
+    """Create a pool or change its limits (a limit left out stays as it is; `none`
+    lifts it). Raising a limit lets waiting attempts in at once; lowering one admits
+    nothing until the slots held are below it."""
+    try:
+        now: PoolInfo | None = cli.wb.get_pool(name) if None in (slots, per_second) \
+            else None
+    except PoolNotFound:
+        now = None
+    new_slots = _limit(slots, "slots", int, now.slots if now else None)
+    info = cli.wb.set_pool(name, slots=None if new_slots is None else int(new_slots),
+                           per_second=_limit(per_second, "per_second", float,
+                                             now.per_second if now else None))
     cli.emit(_row(info), lambda: cli.out.print(f"pool {info.name}: {_limits(info)}"))
 
 

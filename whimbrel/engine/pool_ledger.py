@@ -111,6 +111,8 @@ class Ledger:
         slots, per_second = limits
         k: int | None = None
         token: str | None = None
+        if slots is not None and self.draining(pool, slots):
+            return Taken(False)  # a release above the limit admits it when all are free
         if slots is not None:
             order = list(probe_order(slots, holder))
             if handed is not None and handed < slots:
@@ -140,6 +142,23 @@ class Ledger:
                     self.store.release_slot(pool, k, holder, token)
                 return Taken(False, retry_at=now + wait)
         return Taken(True, k, token)
+
+    def draining(self, pool: str, slots: int) -> bool:
+        """Whether slots above a lowered limit are still held: nothing is admitted then
+        (held stays at most the limit once it is reached). When they have all drained,
+        the settings' ``slots_high`` comes down, so later admissions read nothing more."""
+        info = None if is_run_pool(pool) else self.settings(pool)
+        high = info.slots_high if info is not None else None
+        if not high or high <= slots:
+            return False
+        above = list(range(slots, high))
+        for start in range(0, len(above), 100):  # BatchGetItem takes 100 keys
+            part = above[start:start + 100]
+            if len(self.store.free_among(pool, part)) < len(part):
+                return True
+        if self.store.settle_slots_high(pool, high, slots):
+            self.forget(pool)
+        return False
 
     def take_token(self, pool: str, per_second: float, holder: str, now: float) -> float:
         """Take one token (0.0), or how long until one is there."""

@@ -143,6 +143,10 @@ def not_started_reason(item: ActivityRecord, spec: ActivityDefinition) -> str:
     state = item.state
     if spec.launcher.is_wait:
         return waits.timeout_reason(spec)
+    if state is A.READY and item.pool_wait:
+        # Held by its pool, never claimable or launched: say what it waited for.
+        return (f"waited for a slot of pool {item.pool_wait!r} (or a token of its rate) "
+                f"longer than schedule_to_start_seconds ({spec.schedule_to_start_seconds} s)")
     if state is A.READY:
         return (f"nobody claimed it within schedule_to_start_seconds "
                 f"({spec.schedule_to_start_seconds} s)")

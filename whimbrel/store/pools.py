@@ -99,6 +99,17 @@ class PoolTables(RunTables):
                                  update, None, new=True)
         return pool_info(pool.name, item or {})
 
+    def settle_slots_high(self, pool: str, high: int, slots: int) -> bool:
+        """The slots above a lowered limit have drained: ``slots_high`` comes down to
+        ``slots`` (admissions stop checking them); False when the settings changed."""
+        expr = Expression()
+        update = expr.update({"slots_high": slots})
+        # Only the settings that were read: a set_pool since (another limit, another
+        # high) keeps its own.
+        condition = f"{expr.equals('slots_high', high)} AND {expr.equals('slots', slots)}"
+        return self._pool_update(_key(settings_key(pool), SETTINGS_ENTRY), expr, update,
+                                 condition) is not None
+
     def get_pool_settings(self, name: str) -> PoolInfo | None:
         item = self._get(self._pool_table, _key(settings_key(name), SETTINGS_ENTRY))
         return pool_info(name, item) if item else None
