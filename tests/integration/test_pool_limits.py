@@ -12,6 +12,7 @@ from whimbrel import (
     Whimbrel,
     WorkflowDefinition,
 )
+from whimbrel.engine.pools import Pools
 from whimbrel.testing import RecordingLauncher, StepClock
 
 CLOCK = StepClock
@@ -81,3 +82,34 @@ def test_a_pool_wait_that_times_out_says_it_waited_for_the_pool(
     assert waited.state is A.TIMED_OUT
     assert "waited for a slot of pool 'p'" in (waited.error or "")
     assert "nobody claimed" not in (waited.error or "")
+
+
+def test_a_rate_is_used_in_full_by_short_work(wb: Whimbrel, clock: StepClock,
+                                              launched: RecordingLauncher) -> None:
+    """per_second=10 and 50 ms of work, on a clock the test drives: about 10 starts a
+    second, never more. Before: the first second's burst, then nothing until a sweep
+    (every attempt ended before the next token, so no end found one): 10 in 5 s."""
+    wb.set_pool("p", slots=None, per_second=10)
+    wb.register_workflow(pooled())
+    pacer = wb.engine.feature(Pools).queue.pacer
+    t0 = clock.now
+    for _ in range(70):
+        wb.start_workflow("w")
+    burst = launched.take()
+    starts: list[float] = [t0] * len(burst)
+    running = [r.activity_exec_id for r in burst]
+    while clock.now < t0 + 5:
+        clock.advance(0.05)
+        for aeid in running:  # 50 ms of work: each ends, which looks for a token
+            wb.transition_activity(aeid, Transition.RUNNING)
+            wb.transition_activity(aeid, Transition.COMPLETED)
+        pacer.run_due()  # what the pacer thread does when a token is due
+        new = launched.take()
+        starts += [clock.now] * len(new)
+        running = [r.activity_exec_id for r in new]
+    in_five = len(starts)
+    print(f"\nper_second=10, 50 ms work: {in_five} starts in 5 s of clock "
+          f"({(in_five - 10) / 5:.1f}/s after the first second's burst of 10)")
+    assert in_five >= 55  # 10 + 10/s: at least 9/s of the rate used
+    for i, at in enumerate(starts):  # never over the rate: a burst of 10, then 10/s
+        assert i + 1 <= 10 + 10 * (at - t0) + 1e-3  # (epoch floats: 2.4e-7 s)

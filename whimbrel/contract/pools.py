@@ -343,13 +343,21 @@ def refill(bucket: Bucket, now: float, rate: float, capacity: float) -> Bucket:
     return Bucket(min(capacity, grown), now)
 
 
+#: Tokens a take may be short of a whole one and still have it: epoch seconds near 1.8e9
+#: are floats to about 2.4e-7 s, so a take at the very time its token is due computed
+#: 0.9999976 tokens at 10/s and waited for the next look (a 10/s pool paced short work
+#: at half its rate on a clock stepped by its token times). A ten-thousandth of a token
+#: is far above that and far below anything the limit could notice.
+TOKEN_SLACK = 1e-4
+
+
 def take(bucket: Bucket, now: float, rate: float, capacity: float,
          n: float = 1.0) -> tuple[bool, Bucket]:
     """Try to take ``n`` tokens at ``now``: ``(True, the bucket after)`` or ``(False,
     the bucket refilled)``; the store writes the result only if the shard still holds
     what was read."""
     cur = refill(bucket, now, rate, capacity)
-    if cur.tokens + 1e-9 >= n:
+    if cur.tokens + TOKEN_SLACK >= n:
         return True, Bucket(max(0.0, cur.tokens - n), cur.refilled_at)
     return False, cur
 
@@ -362,4 +370,4 @@ def wait_seconds(bucket: Bucket, now: float, rate: float, capacity: float,
         return math.inf
     cur = refill(bucket, now, rate, capacity)
     missing = n - cur.tokens
-    return 0.0 if missing <= 1e-9 else missing / rate
+    return 0.0 if missing <= TOKEN_SLACK else missing / rate

@@ -32,6 +32,7 @@ from whimbrel.contract.states import (
 from whimbrel.engine import admission, flow
 from whimbrel.engine.feature import Core
 from whimbrel.engine.pool_ledger import Ledger, Limits, Taken
+from whimbrel.engine.pool_pacer import Pacer
 
 A = ActivityState
 W = WorkflowState
@@ -52,6 +53,8 @@ class Queue:
         #: holder -> the slot a release hands it (tried first by its admission).
         self._prefer: dict[str, int] = {}
         self._local = threading.local()
+        #: This process's own looks at rate-held waiters (the sweep's are the fallback).
+        self.pacer = Pacer(core.clock, lambda pool: self.wake(pool, None))
 
     def take(self, pool: str, limits: Limits, holder: str, now: float) -> Taken:
         """A slot and a token for ``holder`` (a slot a release handed it first)."""
@@ -95,6 +98,7 @@ class Queue:
         self.store.put_waiter(pool, holder, order, kind=kind, expires_epoch=None)
         if retry_at is not None:
             self.store.arm_pacer(pool, retry_at)  # the sweep looks when a token is there
+            self.pacer.arm(pool, retry_at)  # and so does this process, while it lives
             return
         if getattr(self._local, "quiet", False):
             return  # re-held by a wake or by this very look: no second look
