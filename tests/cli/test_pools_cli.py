@@ -85,3 +85,16 @@ def test_set_keeps_a_limit_left_out_and_none_lifts_it(run: Run, wb: Whimbrel) ->
     assert run.json("pools", "get", "api")["slots"] == 1  # nothing written
     fresh = run.json("pools", "set", "new")
     assert (fresh["slots"], fresh["per_second"]) == (None, None)
+
+
+def test_register_refuses_a_launcher_and_its_child_in_one_pool(
+        run: Run, wb: Whimbrel, write_definition: Callable[..., Path]) -> None:
+    run.json("pools", "set", "api", "--slots", "1")
+    run("definitions", "register", str(write_definition(
+        "name: child\nactivities:\n  - name: work\n    launcher: external\n    pool: api\n",
+        "child.yaml")))
+    bad = run("definitions", "register", str(write_definition(
+        "name: boss\nactivities:\n  - name: sub\n    launcher: workflow:child\n"
+        "    pool: api\n", "boss.yaml")), code=4)
+    assert "holds a slot of pool 'api'" in bad.stderr and "deadlock" in bad.stderr
+    assert [d.workflow_name for d in wb.list_definitions()] == ["child"]

@@ -61,6 +61,7 @@ from whimbrel.engine import admission
 from whimbrel.engine.feature import Admission, Core, Feature
 from whimbrel.engine.pool_holders import kept_until, next_check
 from whimbrel.engine.pool_ledger import Ledger, PoolNotFound
+from whimbrel.engine.pool_nesting import fail_nested, held_above, nesting_problems
 from whimbrel.engine.pool_queue import Queue
 
 if TYPE_CHECKING:
@@ -137,8 +138,11 @@ class Pools(Feature):
 
     def registering(self, defn: WorkflowDefinition) -> list[str]:
         """A definition may only name pools that exist (``set_pool`` first): a typo is
-        refused at once, not discovered at the first start."""
-        out = []
+        refused at once, not discovered at the first start. Nor may it start child runs
+        that wait for a slot (of a pool, or of its ``max_running``) their parent holds
+        (engine/pool_nesting.py)."""
+        out = nesting_problems(defn, lambda name, version: self.core.definition(
+            name, version)[1], self.store.get_pool_settings)
         for name in sorted({a.pool for a in defn.activities if a.pool is not None}):
             if self.store.get_pool_settings(name) is None:
                 users = ", ".join(repr(a.name) for a in defn.activities if a.pool == name)
@@ -178,6 +182,11 @@ class Pools(Feature):
         held: dict[str, Any] = {"pool_wait": pool, "claimable": REMOVE}
         if item.state is not A.READY:
             held["ready_epoch"] = since  # the entry's order, whoever else wrote a time
+        above = held_above(self.core, wf, pool) \
+            if taken.retry_at is None and limits[0] is not None else None  # full, not rated
+        if above is not None:  # it would wait for what its parent holds: fail it
+            return Admission(False, held, landed=lambda _rec: fail_nested(
+                self.core, item.activity_exec_id, defn, pool, above))
         return Admission(False, held, landed=lambda _rec: self.queue.wait(
             pool, item.activity_exec_id, order, "activity", taken.retry_at,
             lambda: self.queue.retry_activity(item.activity_exec_id)))
