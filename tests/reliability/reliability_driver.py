@@ -338,11 +338,47 @@ def _drive_blocker(wb: Whimbrel, wx: str, call: Call) -> bool:
     return did
 
 
+#: Per run of the "pool-lowered" plan: the attempts that held its pool when its limit
+#: came down from 2 to 1.
+_LOWERED: dict[str, set[str]] = {}
+
+
+def _raise_again(wb: Whimbrel, wx: str, call: Call) -> bool:
+    """Each run of the plan starts with the pool at 2 slots (an earlier run lowered it)."""
+    crashed, _ = call("raise", lambda: wb.set_pool("lp", slots=2, per_second=None))
+    return not crashed
+
+
+def _lower_when_held(wb: Whimbrel, wx: str, call: Call) -> bool:
+    """Issue 31: once an attempt holds the pool, lower it from 2 slots to 1; from then on
+    an attempt admitted later holds it only alone (nothing is admitted while the slots
+    held are not below the new limit)."""
+    wf = wb.engine.get_workflow(wx)
+    holding = {a.activity_exec_id for a in wf.latest_activities.values()
+               if a.activity_name in ("B", "C", "E") and a.state in _HOLDING}
+    if wx not in _LOWERED:
+        if not holding:
+            return False
+        crashed, _ = call("lower", lambda: wb.set_pool("lp", slots=1, per_second=None))
+        if not crashed:
+            _LOWERED[wx] = holding
+        return True
+    assert not holding - _LOWERED[wx] or len(holding) <= 1, \
+        f"lowered to 1 while {_LOWERED[wx]} held it, now held by {holding}: {wf}"
+    return False
+
+
 def pool_plans() -> list[Plan]:
     """A pool of one slot shared by two branches (a crash anywhere: no slot leaked, never
     two holders); a second run of a ``max_running: 1`` definition, QUEUED behind the
-    first and started by its end."""
+    first and started by its end; a pool lowered from 2 slots to 1 while held, one of
+    whose holders times out and is retried (issue 31)."""
     return [
+        Plan("pool-lowered", WorkflowDefinition("lowered", (
+            act("A"), *(replace(act(n, "A"), pool="lp") for n in ("B", "C", "E")),
+            act("D", "B", "C", "E"))), W.COMPLETED, pools=(("lp", 2),),
+            behaviour=lambda n, a: "hang" if (n, a) == ("B", 1) else "complete",
+            before=_raise_again, events=_lower_when_held),
         Plan("pool", WorkflowDefinition("pooled", (
             act("A"), replace(act("B", "A"), pool="cp"), replace(act("C", "A"), pool="cp"),
             act("D", "B", "C"))), W.COMPLETED, events=_one_slot, pools=(("cp", 1),)),

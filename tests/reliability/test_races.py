@@ -653,3 +653,83 @@ def test_processes_start_and_claim_through_a_pool_of_two(ddb_endpoint: str,
     assert most <= 2, spans
     assert _holders(wb, "two", 2) == [] and wb.get_pool("two").waiting == 0
     wb.close()
+
+
+def test_a_late_report_and_the_slot_check_race_for_a_timed_out_holders_slot(
+        rwb: Whimbrel, step_clock: StepClock) -> None:
+    """Issue 31: a timed-out attempt keeps its slot until its code stops or shows no
+    sign of life. Its late report and the sweep's check of the slot give it back at the
+    same moment: one of them does, and the waiter is admitted once."""
+    rwb.set_pool("kept", slots=1, per_second=None)
+    defn = _one("kept1", ActivityDefinition("A", launcher=EXT, pool="kept",
+                                            start_to_close_seconds=10))
+    rwb.register_workflow(defn)
+    meet = race_workers.WriteRendezvous(2, "pool")
+    for _ in range(ROUNDS):
+        first, second = rwb.start_workflow("kept1"), rwb.start_workflow("kept1")
+        claimed = rwb.claim(workflow_name="kept1")
+        assert claimed is not None and claimed.workflow_exec_id == first
+        step_clock.advance(16)
+        rwb.sweep()
+        assert rwb.get_workflow(first).activity("A").state is A.TIMED_OUT
+        assert _holders(rwb, "kept", 1) == [claimed.activity_exec_id]  # kept
+        step_clock.advance(10)  # past close + 10 s: the sweep takes it for dead
+        meet.reset()
+        rwb.store.write_hooks.append(meet)
+        try:
+            together(lambda a=claimed.activity_exec_id: rwb.transition_activity(
+                a, T.COMPLETED, output={"late": 1}), rwb.sweep)
+        finally:
+            rwb.store.write_hooks.remove(meet)
+        assert meet.met == 2, "the race did not happen"
+        RACES["late report vs slot check of a timed-out holder (threads)"] += 1
+        held = _holders(rwb, "kept", 1)
+        assert held == [activity_exec_id(second, "A", 1)], held  # the waiter, once
+        nxt = rwb.claim(workflow_name="kept1")
+        assert nxt is not None and nxt.workflow_exec_id == second
+        assert rwb.claim(workflow_name="kept1") is None
+        rwb.transition_activity(nxt.activity_exec_id, T.COMPLETED)
+        assert _checked(rwb, second, defn).state is W.COMPLETED
+        assert _holders(rwb, "kept", 1) == [] and rwb.get_pool("kept").waiting == 0
+
+
+def test_holders_of_a_lowered_pool_ending_at_once_admit_one(
+        rwb: Whimbrel, launcher: RecordingLauncher) -> None:
+    """Issue 31: a pool lowered from 3 slots to 1 while 3 hold it; the 3 end at the same
+    moment: exactly one waiter goes (by the release that landed last), never more."""
+    defn = _one("lowered3", ActivityDefinition("A", launcher=LAMBDA, pool="low"))
+    meet = race_workers.WriteRendezvous(3, "pool")
+    rwb.set_pool("low", slots=3, per_second=None)
+    rwb.register_workflow(defn)
+    for _ in range(ROUNDS):
+        rwb.set_pool("low", slots=3, per_second=None)
+        wxs = [rwb.start_workflow("lowered3") for _ in range(6)]
+        holders = [r.activity_exec_id for r in launcher.take()]
+        assert len(holders) == 3
+        for aeid in holders:
+            rwb.transition_activity(aeid, T.RUNNING)
+        rwb.set_pool("low", slots=1, per_second=None)
+        meet.reset()
+        rwb.store.write_hooks.append(meet)
+        try:
+            together(*[lambda a=aeid: rwb.transition_activity(a, T.COMPLETED)
+                       for aeid in holders])
+        finally:
+            rwb.store.write_hooks.remove(meet)
+        assert meet.met == 3, "the race did not happen"
+        RACES["lowered pool: holders end at once (threads)"] += 1
+        admitted = launcher.take()
+        assert len(admitted) == 1 and len(_holders(rwb, "low", 3)) == 1, admitted
+        for _ in range(2):  # then one at a time
+            [req] = admitted
+            rwb.transition_activity(req.activity_exec_id, T.RUNNING)
+            assert len(_holders(rwb, "low", 3)) == 1
+            rwb.transition_activity(req.activity_exec_id, T.COMPLETED)
+            admitted = launcher.take()
+        [req] = admitted
+        rwb.transition_activity(req.activity_exec_id, T.RUNNING)
+        rwb.transition_activity(req.activity_exec_id, T.COMPLETED)
+        assert launcher.take() == [] and launcher.doubled() == []
+        for wx in wxs:
+            assert _checked(rwb, wx, defn, launcher).state is W.COMPLETED
+        assert _holders(rwb, "low", 3) == [] and rwb.get_pool("low").waiting == 0
