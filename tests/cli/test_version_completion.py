@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import typer
+from typer.testing import CliRunner
+
+from whimbrel.cli import app
 
 WHIMBREL = str(Path(sys.executable).with_name("whimbrel"))
 
@@ -39,3 +45,16 @@ def test_help_shows_no_bool_metavar_on_flags() -> None:
         done = _run(*args)
         assert done.returncode == 0, done
         assert "<bool>" not in done.stdout, (args, done.stdout)
+
+
+def test_no_help_text_names_an_issue_number() -> None:
+    def walk(group: object, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+        out = [path]
+        for name, sub in getattr(group, "commands", {}).items():
+            out += walk(sub, (*path, name))
+        return out
+
+    runner = CliRunner()
+    named = [" ".join(path) for path in walk(typer.main.get_command(app))
+             if re.search(r"\bissues? \d+", runner.invoke(app, [*path, "--help"]).stdout, re.I)]
+    assert named == []

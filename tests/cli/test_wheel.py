@@ -89,7 +89,7 @@ def test_the_wheel_installs_a_working_cli(installed: tuple[Path, dict[str, str]]
     assert where.startswith(str(bin_.parent)), where  # the wheel's copy, not this checkout
 
     helped = _run([whimbrel, "--help"], env=env, cwd=tmp_path).stdout
-    assert "Usage: whimbrel" in helped and "--version" in helped
+    assert "Usage: whimbrel" in helped and "worker" in helped and "--version" in helped
     assert "<bool>" not in helped
 
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
