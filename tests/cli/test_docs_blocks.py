@@ -8,6 +8,8 @@
 - The README's quick start and then its Simple API block, run one after the other with
   the real AWS CLI on DynamoDB Local (the port and table prefix of this test's server
   substituted), start two runs, both COMPLETED through the stream handlers.
+- docs/cli.md's first run (register, submit --simple --wait, status) as a reader types
+  it in a second terminal, with the stream handlers of `whimbrel dev` running.
 
 tests/cli/test_docs.py checks the options and definitions the docs name,
 test_docs_simple_api.py the run-state block, test_readme_example.py the quick start.
@@ -119,3 +121,26 @@ def _ended(wb: Whimbrel, wx: str) -> WorkflowExec | None:
         return None
     return wf if wf.state in (WorkflowState.COMPLETED, WorkflowState.FAILED,
                               WorkflowState.CANCELLED) else None
+
+
+def _cli_md_first_run() -> str:
+    """docs/cli.md's first run, what a reader types in terminal 2 (dev runs in 1)."""
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    block = _BLOCK.findall(text[text.index("## Running it"):])[0]
+    return block[block.index("# terminal 2"):]
+
+
+def test_cli_md_first_run_runs_as_written(ddb_endpoint: str, table_prefix: str,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # Terminal 1's dev: the stream handlers and, with PYTHONPATH=examples/data_pipeline,
+    # the python activities, here in this process.
+    monkeypatch.syspath_prepend(str(ROOT / "examples" / "data_pipeline"))
+    block = _cli_md_first_run().replace(LOCAL, ddb_endpoint)
+    env = {**os.environ, "WHIMBREL_TABLE_PREFIX": table_prefix, "COLUMNS": "200",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    with LocalRuntime(ddb_endpoint, table_prefix, heartbeat_rate_seconds=0) as rt:
+        ran = subprocess.run(["bash", "-euc", block], cwd=ROOT, env=env, capture_output=True,
+                             text=True, timeout=240, check=False)
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert "COMPLETED" in ran.stdout and "report" in ran.stdout, ran.stdout
+        rt.client.store.delete_tables()
