@@ -164,6 +164,13 @@ def test_usage_errors(run: Run) -> None:
     assert "not both" in run("worker", "--module", "m", "--workflow", "w", code=2).stderr
 
 
+def test_missing_tables_stop_the_worker_with_the_store_error(run: Run) -> None:
+    # Not a warning ten times a second for ever: the store's answer, exit code 6.
+    done = run("worker", "--workflow", "w", "--table-prefix", "never_created_", "--",
+               "true", code=6)
+    assert "table not found" in done.stderr and "whimbrel tables create" in done.stderr
+
+
 def test_the_library_loop_keeps_text_output_and_stops_on_stop(wb: Whimbrel, step: Path,
                                                              tmp_path: Path) -> None:
     loop = CommandWorker(wb.engine, ["sh", "-c", 'test "$WHIMBREL_ATTEMPT" = 1 && echo done'],

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import IO, Any
 
-from whimbrel.contract.errors import ActivityStopped, InvalidInput, WhimbrelError
+from whimbrel.contract.errors import ActivityStopped, InvalidInput, StoreError
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.views import ActivityExec
 from whimbrel.settings import activity_environment
@@ -204,9 +204,13 @@ class CommandWorker:
                 break
             try:
                 act = self._claim()
-            except WhimbrelError as exc:  # throttling, a brief outage: back off, go on
+            except StoreError as exc:
+                if not exc.retryable:  # no such table, access denied: say so and stop
+                    self._slots.release()
+                    self.stop()
+                    raise
                 log.warning("claim for %s failed: %s", self._prefix, exc)
-                act = None
+                act = None  # throttling, a brief outage: back off, go on
             if act is None:
                 self._slots.release()
                 self._stopping.wait(pause)
