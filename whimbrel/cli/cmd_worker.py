@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -106,6 +108,11 @@ def _run_modules(cli: Cli, modules: list[str], concurrency: int | None) -> None:
         raise CliError("this installation's Whimbrel has no run_worker(), which "
                        "--module needs: upgrade whimbrel, or run the activities as a "
                        "command (--workflow NAME -- COMMAND)", ExitCode.UNAVAILABLE)
+    # A console script's sys.path starts at its own folder, not the current one: import
+    # the modules from where the worker was started, as `python -m` would (and celery,
+    # rq... do), then PYTHONPATH.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     cli.note(f"whimbrel worker: running the python activities of {', '.join(modules)}; "
              "SIGTERM or Ctrl-C stops")
     run_worker(modules=list(modules), concurrency=concurrency)
