@@ -190,3 +190,21 @@ def test_the_library_loop_keeps_text_output_and_stops_on_stop(wb: Whimbrel, step
     assert [_step(wb, wx).output for wx in runs] == ["done"] * 3  # not JSON: the text
     assert (loop.stats.claimed, loop.stats.completed) == (3, 3)
     assert loop.stats.polls >= 3
+
+
+def test_a_cancel_stops_the_command_through_the_heartbeat(run: Run, wb: Whimbrel, step: Path,
+                                                          tmp_path: Path) -> None:
+    never = tmp_path / "never"
+    with worker(run, tmp_path, "--workflow", "shell-flow", "--json", "--kill-grace", "1",
+                "--", sys.executable, str(step)) as proc:
+        wx = _start(wb, tmp_path, n=1, wait_for=str(never))
+        wait_until(lambda: (tmp_path / "started" / wx).exists(), timeout=60)
+        wb.cancel_workflow(wx)
+        # The heartbeat (every 5/3 s) learns of it, the command is stopped, the run ends.
+        wait_until(lambda: wb.get_workflow(wx).state.value == "CANCELLED", timeout=60)
+        assert _step(wb, wx).state is A.CANCELLED
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, (tmp_path / "worker.log").read_text()
+        assert proc.stdout is not None
+        assert json.loads(proc.stdout.read()) == {"claimed": 1, "completed": 0, "failed": 1,
+                                                  "handed_back": 0}
