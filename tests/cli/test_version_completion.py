@@ -58,3 +58,19 @@ def test_no_help_text_names_an_issue_number() -> None:
     named = [" ".join(path) for path in walk(typer.main.get_command(app))
              if re.search(r"\bissues? \d+", runner.invoke(app, [*path, "--help"]).stdout, re.I)]
     assert named == []
+
+
+def test_usage_errors_look_like_every_other_error() -> None:
+    """What was wrong on the first line (``error: ...``, as a failed command says it),
+    then the usage and what to run for help: no boxed panel of a second style."""
+    runner = CliRunner()
+    for args, wrong in ((["list", "--limit", "x"], "Invalid value for '--limit'"),
+                        (["nosuch"], "No such command 'nosuch'"),
+                        (["events"], "Missing argument")):
+        done = runner.invoke(app, args)
+        assert done.exit_code == 2, done.output
+        first, *rest = done.stderr.splitlines()
+        assert first.startswith(f"error: {wrong}"), done.stderr
+        assert "╭" not in done.stderr
+        assert rest[-1].startswith("Run 'whimbrel") and rest[-1].endswith(
+            "-h' for its options and an example."), done.stderr

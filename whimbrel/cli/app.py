@@ -30,7 +30,7 @@ from rich.text import Text
 
 # Typer ships its own copy of Click; its parser raises these (not click's) classes.
 from typer._click.core import Command, Context, Parameter, ParameterSource
-from typer._click.exceptions import ClickException, UsageError
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 from typer._click.globals import get_current_context
 from typer.core import TyperCommand, TyperGroup
 
@@ -243,14 +243,37 @@ def _json_usage_error(exc: UsageError) -> NoReturn:
     raise typer.Exit(int(ExitCode.USAGE))
 
 
+def _usage_error(exc: UsageError) -> NoReturn:
+    """A usage error in the style of every other error: what was wrong on one line, then
+    the usage and where to read more (exit code 2)."""
+    err = Console(stderr=True, highlight=False, emoji=False)
+    err.print(Text.assemble(("error:", "bold red"), " ", exc.format_message()))
+    if exc.ctx is not None:
+        err.print(exc.ctx.get_usage(), markup=False)
+        helps = exc.ctx.help_option_names or ["--help"]
+        err.print(f"Run '{exc.ctx.command_path} {helps[0]}' for its options and an example.",
+                  markup=False)
+    raise typer.Exit(int(ExitCode.USAGE))
+
+
+def _reported_usage_error(exc: UsageError, wants_json: bool) -> None:
+    """Report ``exc`` (as JSON with ``--json``) and exit; return only for the help a
+    bare group shows (no_args_is_help), which Typer prints."""
+    if isinstance(exc, NoArgsIsHelpError):
+        return
+    if wants_json:
+        _json_usage_error(exc)
+    _usage_error(exc)
+
+
 def _json_usage_errors(make: Callable[[], Context], args: list[str]) -> Context:
-    """Run ``make``; a usage error becomes one JSON error object when ``--json`` is on."""
+    """Run ``make``; a usage error is reported as every error is (one JSON error object
+    when ``--json`` is on)."""
     wants = _wants_json(args)
     try:
         return make()
     except UsageError as exc:
-        if wants:
-            _json_usage_error(exc)
+        _reported_usage_error(exc, wants)
         raise
 
 
@@ -291,8 +314,7 @@ class JsonErrorsGroup(TyperGroup):
         try:
             return super().resolve_command(ctx, args)
         except UsageError as exc:
-            if wants:
-                _json_usage_error(exc)
+            _reported_usage_error(exc, wants)
             raise
 
 
