@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from whimbrel.cli.app import Cli, CliError, ExitCode, app, command
-from whimbrel.worker.command_worker import CommandWorker
+from whimbrel.worker.command_worker import POLL_MAX_SECONDS, POLL_MIN_SECONDS, CommandWorker
 
 _BOTH = ("give either --module M (python activities) or --workflow NAME -- COMMAND "
          "(any language), not both")
@@ -42,9 +42,9 @@ def worker(
         help="Hand the input in a file named by WHIMBREL_INPUT_FILE instead of on "
              "stdin.")] = False,
     poll_max: Annotated[float, typer.Option(
-        "--poll-max", min=0.05, max=60,
-        help="Seconds between two polls at most, once idle (it starts at 0.05 and "
-             "doubles while nothing comes).")] = 0.2,
+        "--poll-max", min=POLL_MIN_SECONDS, max=60,
+        help=f"Seconds between two polls at most, once idle (it starts at "
+             f"{POLL_MIN_SECONDS:g} and doubles while nothing comes).")] = POLL_MAX_SECONDS,
     stop_grace: Annotated[float, typer.Option(
         "--stop-grace", min=0,
         help="Seconds running commands may go on after SIGTERM before they are handed "

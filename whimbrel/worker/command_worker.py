@@ -56,6 +56,10 @@ log = logging.getLogger("whimbrel.worker")
 
 ENV_INPUT_FILE = "WHIMBREL_INPUT_FILE"
 ENV_ATTEMPT = "WHIMBREL_ATTEMPT"
+#: Seconds between two polls: the first pause after work, and the longest once idle
+#: (docs/benchmarks.md: pick-up latency and idle CPU at these values).
+POLL_MIN_SECONDS = 0.05
+POLL_MAX_SECONDS = 0.1
 #: Every this many polls an idle worker also looks at ``map_item``'s claimable index.
 ITEM_TABLE_EVERY = 8
 #: The error type of an attempt handed back by a worker that stopped.
@@ -105,7 +109,7 @@ class CommandWorker:
                  activity_name: str | None = None, concurrency: int = 1,
                  input_file: bool = False, env: Mapping[str, str] | None = None,
                  table_prefix: str = "", endpoint_url: str | None = None,
-                 poll_min: float = 0.05, poll_max: float = 0.1,
+                 poll_min: float = POLL_MIN_SECONDS, poll_max: float = POLL_MAX_SECONDS,
                  stop_grace_seconds: float = 25.0, kill_grace_seconds: float = 5.0,
                  actor: str = "worker") -> None:
         if not argv:
