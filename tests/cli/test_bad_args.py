@@ -358,4 +358,5 @@ def test_bad_cli_arguments(run: Run, wb: Whimbrel, done: str, files: dict[str, s
 def test_usage_error_json_keeps_the_commands_own_json_flag(run: Run, wb: Whimbrel) -> None:
     """``--json`` after ``exec --`` belongs to CMD: a usage error stays human."""
     result = run("exec", "--kill-grace", "-1", "--", "echo", "--json", code=USAGE)
-    assert result.stderr.startswith("Usage:") and "--kill-grace" in _flat(result.stderr)
+    assert result.stderr.startswith("error:") and "--kill-grace" in _flat(result.stderr)
+    assert "Usage: whimbrel exec" in result.stderr  # the usage, after what was wrong

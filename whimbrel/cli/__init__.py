@@ -15,9 +15,10 @@ from whimbrel.cli import (
     cmd_setup,
     cmd_ui,
     cmd_waits,
+    cmd_worker,
 )
 from whimbrel.cli.app import ExitCode, app, main
 
 __all__ = ["ExitCode", "app", "cmd_control", "cmd_data", "cmd_exec", "cmd_local",
            "cmd_notify", "cmd_pools", "cmd_runs", "cmd_schedules", "cmd_setup", "cmd_ui",
-           "cmd_waits", "main"]
+           "cmd_waits", "cmd_worker", "main"]

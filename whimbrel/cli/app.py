@@ -9,6 +9,7 @@ this process launched ``python``/``command`` activities, stays until they are do
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import inspect
 import json
 import os
@@ -21,7 +22,6 @@ from contextlib import contextmanager
 from enum import IntEnum
 from typing import Annotated, Any, NoReturn, TypeVar
 
-import click
 import typer
 from botocore.exceptions import BotoCoreError
 from pynamodb.exceptions import PynamoDBException
@@ -29,8 +29,8 @@ from rich.console import Console
 from rich.text import Text
 
 # Typer ships its own copy of Click; its parser raises these (not click's) classes.
-from typer._click.core import Command, Context, ParameterSource
-from typer._click.exceptions import UsageError
+from typer._click.core import Command, Context, Parameter, ParameterSource
+from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 from typer._click.globals import get_current_context
 from typer.core import TyperCommand, TyperGroup
 
@@ -206,7 +206,7 @@ class Cli:
     def emit(self, data: Any, human: Callable[[], None] | None = None) -> None:
         """Print ``data`` as JSON in ``--json`` mode, else call ``human``."""
         if self.json or human is None:
-            click.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
+            typer.echo(json.dumps(data, indent=2, sort_keys=False, default=str))
         else:
             human()
 
@@ -239,23 +239,57 @@ def _json_usage_error(exc: UsageError) -> NoReturn:
                             "exit_code": int(ExitCode.USAGE)}
     if exc.ctx is not None:
         body["usage"] = exc.ctx.get_usage()
-    click.echo(json.dumps(body), err=True)
+    typer.echo(json.dumps(body), err=True)
     raise typer.Exit(int(ExitCode.USAGE))
 
 
+def _usage_error(exc: UsageError) -> NoReturn:
+    """A usage error in the style of every other error: what was wrong on one line, then
+    the usage and where to read more (exit code 2)."""
+    err = Console(stderr=True, highlight=False, emoji=False)
+    err.print(Text.assemble(("error:", "bold red"), " ", exc.format_message()))
+    if exc.ctx is not None:
+        err.print(exc.ctx.get_usage(), markup=False)
+        helps = exc.ctx.help_option_names or ["--help"]
+        err.print(f"Run '{exc.ctx.command_path} {helps[0]}' for its options and an example.",
+                  markup=False)
+    raise typer.Exit(int(ExitCode.USAGE))
+
+
+def _reported_usage_error(exc: UsageError, wants_json: bool) -> None:
+    """Report ``exc`` (as JSON with ``--json``) and exit; return only for the help a
+    bare group shows (no_args_is_help), which Typer prints."""
+    if isinstance(exc, NoArgsIsHelpError):
+        return
+    if wants_json:
+        _json_usage_error(exc)
+    _usage_error(exc)
+
+
 def _json_usage_errors(make: Callable[[], Context], args: list[str]) -> Context:
-    """Run ``make``; a usage error becomes one JSON error object when ``--json`` is on."""
+    """Run ``make``; a usage error is reported as every error is (one JSON error object
+    when ``--json`` is on)."""
     wants = _wants_json(args)
     try:
         return make()
     except UsageError as exc:
-        if wants:
-            _json_usage_error(exc)
+        _reported_usage_error(exc, wants)
         raise
+
+
+def _no_flag_metavars(params: list[Parameter]) -> list[Parameter]:
+    """Flags take no value: Typer's help would show ``<bool>`` for each; show nothing."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
 
 
 class JsonErrorsCommand(TyperCommand):
     """A command whose usage errors honour ``--json`` like every other error."""
+
+    def get_params(self, ctx: Context) -> list[Parameter]:
+        return _no_flag_metavars(super().get_params(ctx))
 
     def make_context(self, info_name: str | None, args: list[str],
                      parent: Context | None = None, **extra: Any) -> Context:
@@ -265,6 +299,9 @@ class JsonErrorsCommand(TyperCommand):
 
 class JsonErrorsGroup(TyperGroup):
     """The same for command groups (unknown or missing command)."""
+
+    def get_params(self, ctx: Context) -> list[Parameter]:
+        return _no_flag_metavars(super().get_params(ctx))
 
     def make_context(self, info_name: str | None, args: list[str],
                      parent: Context | None = None, **extra: Any) -> Context:
@@ -277,8 +314,7 @@ class JsonErrorsGroup(TyperGroup):
         try:
             return super().resolve_command(ctx, args)
         except UsageError as exc:
-            if wants:
-                _json_usage_error(exc)
+            _reported_usage_error(exc, wants)
             raise
 
 
@@ -288,10 +324,35 @@ app = typer.Typer(
     help="Whimbrel: a serverless workflow engine on DynamoDB.\n\n"
          "Example: whimbrel submit etl --input '{\"day\": \"2024-06-01\"}' --wait",
     no_args_is_help=True,
-    add_completion=False,
+    # Typer's --install-completion / --show-completion (bash, zsh, fish, PowerShell):
+    # docs/cli.md, "Shell completion".
+    add_completion=True,
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def installed_version() -> str:
+    """The version of the installed ``whimbrel`` distribution."""
+    try:
+        return importlib.metadata.version("whimbrel")
+    except importlib.metadata.PackageNotFoundError:  # imported from a bare source tree
+        return "unknown (not installed)"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"whimbrel {installed_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option(
+        "--version", callback=_show_version, is_eager=True,
+        help="Print the installed version and exit.")] = False) -> None:
+    # Options of the whimbrel command itself (before the subcommand); the help text is
+    # the app's.
+    pass
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -301,7 +362,7 @@ def reported(cli: Cli) -> Iterator[None]:
     """Turn an exception into one line on stderr and an exit code."""
     try:
         yield
-    except (typer.Exit, typer.Abort, click.exceptions.ClickException):
+    except (typer.Exit, typer.Abort, ClickException):
         raise
     except KeyboardInterrupt:
         cli.err.print("interrupted")
@@ -321,7 +382,7 @@ def reported(cli: Cli) -> Iterator[None]:
         if cli.json:
             body = exc.to_dict() if isinstance(exc, WhimbrelError) else {
                 "error": type(exc).__name__, "message": message}
-            click.echo(json.dumps({**body, "exit_code": int(code)}, default=str), err=True)
+            typer.echo(json.dumps({**body, "exit_code": int(code)}, default=str), err=True)
         else:
             # The message may quote user input ("[/x]"): never read it as markup.
             cli.err.print(Text.assemble(("error:", "bold red"), " ", first), highlight=False)

@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 
 from whimbrel.cli.app import Cli, CliError, ExitCode, app, command
@@ -87,7 +86,7 @@ def _print_new(cli: Cli, path: Path, offset: int, wanted: set[str],
         if workflow_exec_id and detail.get("workflow_exec_id") != workflow_exec_id:
             continue
         if cli.json:
-            click.echo(json.dumps(event, sort_keys=True))
+            typer.echo(json.dumps(event, sort_keys=True))
         else:
             cli.out.print(_line(event, detail), markup=False, highlight=False)
     return offset

