@@ -202,24 +202,58 @@ def truthy(value: Any) -> bool:
     return True
 
 
-def _search(expr: str, doc: Mapping[str, Any], field: str) -> Any:
+#: The error type of an attempt whose ``when`` failed on its document.
+CONDITION_ERROR = "ConditionFailed"
+#: The error type of an attempt whose ``input_from`` failed on its document.
+INPUT_FROM_ERROR = "InputFromFailed"
+
+
+class ExpressionFailed(InvalidInput):
+    """A ``when`` or ``input_from`` expression could not be evaluated on its document.
+
+    ``error_type`` is what the attempt fails with (:data:`CONDITION_ERROR` or
+    :data:`INPUT_FROM_ERROR`); ``field`` names the expression (``when``,
+    ``input_from['key']``) and ``expression`` holds its text.
+    """
+
+    def __init__(self, message: str, *, field: str, expression: str,
+                 error_type: str) -> None:
+        super().__init__(message, field=field, expression=expression, error_type=error_type)
+        self.expression = expression
+        self.error_type = error_type
+
+
+def _search(expr: str, doc: Mapping[str, Any], field: str, error_type: str) -> Any:
+    """The one place an expression meets a document: whatever goes wrong becomes
+    :class:`ExpressionFailed`, never an exception the engine's callers do not expect."""
+    def failed(why: str) -> ExpressionFailed:
+        return ExpressionFailed(f"{field} {expr!r} {why}"[:500], field=field,
+                                expression=str(expr)[:MAX_EXPRESSION_CHARS],
+                                error_type=error_type)
     try:
-        return compile_expression(expr).search(doc)
-    except ValueError as exc:
-        # A stored definition was validated; this is a caller's bad expression.
-        raise InvalidInput(f"{field} {expr!r} {exc}"[:500], field=field) from None
-    except jexc.JMESPathError as exc:  # a type error at run time (e.g. length(`1`))
-        raise InvalidInput(f"{field} {expr!r} failed: {exc}"[:500], field=field) from None
+        parsed = compile_expression(expr)
+    except ValueError as exc:  # a stored definition was validated: a caller's expression
+        raise failed(str(exc)) from None
+    try:
+        return parsed.search(doc)
+    except jexc.JMESPathError as exc:  # a function given the wrong type: length(`1`)
+        raise failed(f"failed: {exc}") from None
+    except Exception as exc:
+        # jmespath raises plain Python errors too (`"a" > `1`` and max_by over mixed
+        # types: TypeError; a very deep document: RecursionError). Pure code over data,
+        # nothing else can fail here: each is the expression failing on this document.
+        raise failed(f"failed on this document: {type(exc).__name__}: {exc}") from None
 
 
 def evaluate_when(expr: str, doc: Mapping[str, Any]) -> bool:
     """Whether an activity with condition ``expr`` runs, given its document.
 
     Raises:
-        InvalidInput: the expression is malformed or fails on this document (a function
-            given a value of the wrong type); the engine fails the attempt with it.
+        ExpressionFailed: the expression is malformed or fails on this document (a
+            function given a value of the wrong type, a comparison of a string with a
+            number); the engine fails the attempt with ``error_type`` ConditionFailed.
     """
-    return truthy(_search(expr, doc, "when"))
+    return truthy(_search(expr, doc, "when", CONDITION_ERROR))
 
 
 def build_input(input_from: Mapping[str, str], doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -227,9 +261,10 @@ def build_input(input_from: Mapping[str, str], doc: Mapping[str, Any]) -> dict[s
     (``null`` where the document has nothing there), in the mapping's order.
 
     Raises:
-        InvalidInput: an expression is malformed or fails on this document.
+        ExpressionFailed: an expression is malformed or fails on this document; the
+            attempt fails with ``error_type`` InputFromFailed.
     """
-    return {key: _search(expr, doc, f"input_from[{key!r}]")
+    return {key: _search(expr, doc, f"input_from[{key!r}]", INPUT_FROM_ERROR)
             for key, expr in input_from.items()}
 
 

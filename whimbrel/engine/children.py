@@ -7,10 +7,10 @@
   workflow item (``parent_activity_exec_id``). The child's Full Logic trace row is not
   written: the parent's attempt is the record of what asked for it.
 * **End.** The child's terminal write keeps its reconcile check armed; its follow-up
-  ends the parent's attempt (COMPLETED with the outputs of the child's sinks, by name;
-  FAILED when the child failed, was cancelled or timed out), then disarms it. A crash in
-  between is repaired by the reconciler from either side: the child's visit redoes the
-  follow-up, the parent's visit ends an attempt whose child has ended.
+  ends the parent's attempt (COMPLETED with the outputs of the child's sinks by name, or
+  its early output; FAILED when it failed, was cancelled or timed out), then disarms it.
+  A crash in between is repaired by the reconciler from either side: the child's visit
+  redoes the follow-up, the parent's visit ends an attempt whose child has ended.
   A completed child's output is kept whole (a map sink's list read from its items) or
   the attempt fails with ``error_type`` ``OutputTooLarge``: never a null in its place.
 * **Cancel.** Asking the attempt to stop (a cancelled or timed-out parent, the attempt's
@@ -306,12 +306,15 @@ class Children(Feature):
     def child_output(self, child: WorkflowRecord) -> str | None:
         """A completed child's output: its sinks' outputs, by name (JSON text). A map
         sink's list is read from its items when it was too large for the map's row.
+        A child ended early hands on its early output, not its sinks (skipped).
 
         Raises:
             OutputTooLarge: larger than MAX_OUTPUT_BYTES (the attempt fails: an output is
                 kept whole or not at all).
             InvalidInput: not JSON.
         """
+        if child.ended_by is not None:  # kept within MAX_OUTPUT_BYTES by end_early
+            return child.output or "null"
         defn = self.core.definition_of(child)
         wx = child.workflow_exec_id
         latest = latest_of(self.store.list_activities(wx))

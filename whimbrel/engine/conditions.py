@@ -9,7 +9,8 @@
   ``all_completed`` (all SKIPPED under ``none_failed``), ends the attempt SKIPPED in one
   conditional write (``REQUESTED → SKIPPED``), and its follow-ups are those of a
   completion: its dependents are decided in turn, and a SKIPPED sink ends the run as a
-  completed one does. A ``when`` that fails on the document (a type error) fails the
+  completed one does. A ``when`` that fails on the document (any error of the
+  expression: contract/conditions.py turns each into ``ExpressionFailed``) fails the
   attempt (``REQUESTED → READY → QUEUED → FAILED`` in one write, error type
   :data:`CONDITION_ERROR`), and its retry policy applies.
 * **Ending early.** :func:`end_early` completes a RUNNING attempt with ``ends_workflow``
@@ -55,7 +56,7 @@ W = WorkflowState
 O = cond.Outcome  # noqa: E741
 
 #: The error type of an attempt whose ``when`` failed on its document.
-CONDITION_ERROR = "ConditionFailed"
+CONDITION_ERROR = cond.CONDITION_ERROR
 
 
 class EngineOnlySkip(IllegalTransition):

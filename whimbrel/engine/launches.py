@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Future
 
+from whimbrel.contract.conditions import ExpressionFailed
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import WhimbrelError
 from whimbrel.contract.launching import LAUNCH_FAILED
@@ -43,8 +44,9 @@ def launch(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
         launcher.launch(request)
     except Exception as exc:  # any launch failure fails this attempt, recorded
         log.warning("launch of %s failed: %s", item.activity_exec_id, exc)
-        fail_attempt(engine, item, f"{LAUNCH_FAILED}{type(exc).__name__}: {exc}",
-                     type(exc).__name__)
+        # A child run's input_from failed: its documented error type, as in a worker.
+        kind = exc.error_type if isinstance(exc, ExpressionFailed) else type(exc).__name__
+        fail_attempt(engine, item, f"{LAUNCH_FAILED}{type(exc).__name__}: {exc}", kind)
         return
     for feature in engine.features:
         feature.launched(item)

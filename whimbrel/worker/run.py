@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from whimbrel.contract.conditions import INPUT_FROM_ERROR
 from whimbrel.contract.dataflow import handlers, split_item
 from whimbrel.contract.errors import (
     ActivityCancelled,
@@ -38,7 +39,7 @@ from whimbrel.engine.views import ActivityExec
 log = logging.getLogger("whimbrel.worker")
 A = ActivityState
 #: The error type of an attempt whose ``input_from`` failed on its document.
-INPUT_ERROR = "InputFromFailed"
+INPUT_ERROR = INPUT_FROM_ERROR
 
 
 def heartbeat(engine: Engine, activity_exec_id: str,
