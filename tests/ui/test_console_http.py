@@ -5,6 +5,7 @@ Also ``whimbrel ui`` itself, as a process."""
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import signal
@@ -297,3 +298,27 @@ def test_queued_runs_are_filtered_counted_and_cancelled(con: Console) -> None:
     con.wb.cancel_workflow(queued)
     assert con.wb.get_workflow(queued).state.value == "CANCELLED"
     assert con.wb.get_workflow(first).state.value == "RUNNING"
+
+
+def test_an_odd_stored_schedule_is_shown_with_its_problem(con: Console) -> None:
+    """Issue 31: a stored spec this version cannot read answered 500 for the whole page."""
+    con.wb.create_schedule("ui-odd", "one", every_seconds=600)
+    con.wb.create_schedule("ui-newer", "one", every_seconds=600)
+    table = con.wb.store.table_name("schedule")
+    for sid, spec in (("ui-odd", {"schedule_id": "ui-odd", "workflow_name": "one",
+                                  "every_seconds": "ten minutes"}),
+                      ("ui-newer", {"schedule_id": "ui-newer", "workflow_name": "one",
+                                    "every_seconds": 600, "jitter_seconds": 5})):
+        con.wb.store.client.call("UpdateItem", {
+            "TableName": table, "Key": {"schedule_id": {"S": sid}},
+            "UpdateExpression": "SET spec = :s",
+            "ExpressionAttributeValues": {":s": {"S": json.dumps(spec)}}})
+    page = http(con.url("/schedules"))
+    assert page.status == 200
+    assert 'data-schedule="ui-odd"' in page.body and 'data-schedule="ui-newer"' in page.body
+    problem = re.search(r"<td class=\"error-cell\" data-problem>([^<]*)</td>", page.body)
+    assert problem is not None and "every_seconds must be a whole number" in \
+        html.unescape(problem.group(1))
+    assert page.body.count("data-problem") == 1  # the newer version's field is ignored
+    for sid in ("ui-odd", "ui-newer"):
+        con.wb.delete_schedule(sid)

@@ -28,7 +28,7 @@ from whimbrel.contract.records import (
     SignalRecord,
     WorkflowRecord,
 )
-from whimbrel.contract.schedules import ScheduleInfo
+from whimbrel.contract.schedule_info import ScheduleInfo
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.settings import activity_environment
 
