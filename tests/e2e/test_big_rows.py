@@ -10,6 +10,8 @@ from typing import Any
 
 import boto3
 
+from whimbrel import ActivityDefinition, WorkflowDefinition
+from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.local.runtime import LocalRuntime
 from whimbrel.testing import wait_until
 
@@ -72,3 +74,25 @@ def test_rows_at_the_item_limit_are_marked_with_their_verdict(runtime: LocalRunt
     assert _dead_letters(rt) == []
     sources = sorted(r.source for r in rt.client.list_rejections())
     assert sources == ["activity_event", "workflow_request"]
+
+
+def test_a_started_request_row_at_the_limit_lets_its_run_end(runtime: LocalRuntime) -> None:
+    """A valid request row near the limit (an attribute Whimbrel ignores makes it big):
+    its run starts; at the run's end the row's expiry did not fit, the end raised, and
+    the run could never end."""
+    rt = runtime
+    rt.client.register_workflow(WorkflowDefinition("big", (ActivityDefinition("a"),)))
+    rid = str(uuid.uuid4())
+    _put(rt, "workflow_request", {"workflow_request_id": {"S": rid},
+                                  "workflow_name": {"S": "big"}}, "notes", LIMIT - 8)
+    wx = workflow_exec_id_for(rid)
+    wait_until(lambda: rt.client.store.get_workflow(wx), timeout=60,
+               message="the request never started its run")
+    rt.client.cancel_workflow(wx)  # its end gives the row its expiry
+    assert rt.client.get_workflow(wx).state.value == "CANCELLED"
+    ddb = boto3.client("dynamodb", endpoint_url=rt.endpoint_url, region_name="us-east-1")
+    row = ddb.get_item(TableName=rt.client.store.table_name("workflow_request"),
+                       Key={"workflow_request_id": {"S": rid}}, ConsistentRead=True)["Item"]
+    assert "expires_epoch" in row and "notes" not in row
+    assert row["reason"]["S"].startswith("removed from this row to make room for this mark")
+    assert row["workflow_name"] == {"S": "big"}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from whimbrel.contract.ddbjson import item_size
 from whimbrel.contract.limits import MAX_ITEM_BYTES
+from whimbrel.contract.marks import MAX_REASON_BYTES, cut_utf8, fit
 from whimbrel.contract.records import REMOVE
-from whimbrel.engine.intake.marks import MAX_REASON_BYTES, cut_utf8, fit
 
 VERDICT = {"outcome": "REJECTED", "processed_epoch": 1764264000.25,
            "expires_epoch": 1764868800}
