@@ -28,7 +28,8 @@ from whimbrel.contract.errors import (
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.outcomes import MapProgress
 from whimbrel.contract.pools import PoolInfo
-from whimbrel.contract.schedules import Schedule, ScheduleInfo
+from whimbrel.contract.schedule_info import ScheduleInfo
+from whimbrel.contract.schedules import Schedule
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
 from whimbrel.contract.waits import NotAnApprover, SignalRefused
 from whimbrel.engine.manual import RetryNotAllowed

@@ -3,6 +3,7 @@ resume, backfill, delete; bad input exits 4 and stores nothing."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -69,3 +70,39 @@ def test_bad_schedules_exit_4_and_store_nothing(run: Run, wb: Whimbrel,
         "schedules.yaml")
     run("schedules", "apply", str(yaml_file), code=4)  # checked before anything is made
     assert run.json("schedules", "list") == []
+
+
+def test_an_odd_stored_schedule_is_listed_and_swept_past(
+        run: Run, wb: Whimbrel, write_definition: Callable[..., Path]) -> None:
+    """Issue 31: a stored spec with a field this version does not know, or a value of a
+    wrong type, made ``schedules list`` and ``sweep`` exit 1 with a TypeError."""
+    run("definitions", "register", str(write_definition(WF)))
+    for sid in ("newer", "odd"):
+        run("schedules", "create", sid, "report", "--every-seconds", "60",
+            "--overlap", "allow")
+    table = wb.store.table_name("schedule")
+    minute = int(time.time()) // 60 * 60
+    for sid, extra in (("newer", {"jitter_seconds": 5}), ("odd", {"timezone": 5})):
+        key = {"schedule_id": {"S": sid}}
+        spec = json.loads(wb.store.client.call(
+            "GetItem", {"TableName": table, "Key": key})["Item"]["spec"]["S"])
+        wb.store.client.call("UpdateItem", {
+            "TableName": table, "Key": key,
+            # Its next look (and fire) moved to a minute ago: due, so the sweep reads it.
+            "UpdateExpression": "SET spec = :s, next_fire_epoch = :n, last_fire_epoch = :l",
+            "ExpressionAttributeValues": {":s": {"S": json.dumps({**spec, **extra})},
+                                          ":n": {"N": str(minute)},
+                                          ":l": {"N": str(minute - 60)}}})
+    listed = run("schedules", "list")
+    assert "newer" in listed.stdout and "ACTIVE (odd)" in listed.stdout
+    assert "schedule odd is skipped by the sweep: timezone 5 is not a known IANA" \
+        in " ".join(listed.stdout.split())
+    rows = {r["schedule_id"]: r for r in run.json("schedules", "list")}
+    assert rows["newer"]["problem"] is None and rows["newer"]["ignored_fields"] == [
+        "jitter_seconds"]
+    assert "timezone" in rows["odd"]["problem"]
+    run("sweep", "--json")
+    assert wb.get_schedule("newer").last_run == workflow_exec_id_for(
+        fire_request_id("newer", minute))
+    odd = wb.get_schedule("odd")
+    assert odd.last_run is None and odd.next_fire_epoch == minute  # left as it was

@@ -5,6 +5,7 @@ Also ``whimbrel ui`` itself, as a process."""
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import signal
@@ -16,7 +17,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from email.message import Message
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urljoin, urlsplit
 
 import pytest
 from ui_support import TOKEN, Console, console
@@ -297,3 +298,68 @@ def test_queued_runs_are_filtered_counted_and_cancelled(con: Console) -> None:
     con.wb.cancel_workflow(queued)
     assert con.wb.get_workflow(queued).state.value == "CANCELLED"
     assert con.wb.get_workflow(first).state.value == "RUNNING"
+
+
+def test_an_odd_stored_schedule_is_shown_with_its_problem(con: Console) -> None:
+    """Issue 31: a stored spec this version cannot read answered 500 for the whole page."""
+    con.wb.create_schedule("ui-odd", "one", every_seconds=600)
+    con.wb.create_schedule("ui-newer", "one", every_seconds=600)
+    table = con.wb.store.table_name("schedule")
+    for sid, spec in (("ui-odd", {"schedule_id": "ui-odd", "workflow_name": "one",
+                                  "every_seconds": "ten minutes"}),
+                      ("ui-newer", {"schedule_id": "ui-newer", "workflow_name": "one",
+                                    "every_seconds": 600, "jitter_seconds": 5})):
+        con.wb.store.client.call("UpdateItem", {
+            "TableName": table, "Key": {"schedule_id": {"S": sid}},
+            "UpdateExpression": "SET spec = :s",
+            "ExpressionAttributeValues": {":s": {"S": json.dumps(spec)}}})
+    page = http(con.url("/schedules"))
+    assert page.status == 200
+    assert 'data-schedule="ui-odd"' in page.body and 'data-schedule="ui-newer"' in page.body
+    problem = re.search(r"<td class=\"error-cell\" data-problem>([^<]*)</td>", page.body)
+    assert problem is not None and "every_seconds must be a whole number" in \
+        html.unescape(problem.group(1))
+    assert page.body.count("data-problem") == 1  # the newer version's field is ignored
+    for sid in ("ui-odd", "ui-newer"):
+        con.wb.delete_schedule(sid)
+
+
+def _raw_get(con: Console, target: str) -> tuple[int, dict[str, str]]:
+    """``GET target`` sent byte for byte (no client library normalises it)."""
+    with socket.create_connection((con.server.host, con.server.port), timeout=30) as sock:
+        sock.sendall(f"GET {target} HTTP/1.1\r\nHost: {con.server.host}:{con.server.port}\r\n"
+                     "Connection: close\r\n\r\n".encode("latin-1"))
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    head = data.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (h.partition(":") for h in head[1:])}
+    return int(head[0].split()[1]), headers
+
+
+@pytest.mark.parametrize("path", [
+    "//evil.example/x", "///evil.example/x", "/\\evil.example/x", "/\\/evil.example/x",
+    "/%2F%2Fevil.example/x", "/%2Fevil.example/x", "/%5Cevil.example/x",
+    "/%5C%5Cevil.example/x", "/%09/evil.example/x", "/%0A/evil.example", "/%2F%09/evil.example",
+])
+def test_the_sign_in_redirect_never_leaves_the_site(con: Console, path: str) -> None:
+    """Issue 31: ``GET //evil.example/x?token=T`` answered ``303 Location:
+    //evil.example/x``, which a browser follows to evil.example."""
+    status, headers = _raw_get(con, f"{path}?token={TOKEN}&workflow=one")
+    assert status == 303
+    location = headers["location"]
+    assert location.startswith("/") and location[1:2] not in ("/", "\\")
+    assert not any(ord(c) < 0x21 or c == "\\" for c in location)
+    # As a browser reads it: backslashes as slashes, tabs and newlines dropped.
+    seen = location.replace("\\", "/").replace("\t", "").replace("\n", "").replace("\r", "")
+    base = con.url("/runs")
+    assert urlsplit(urljoin(base, seen)).netloc == urlsplit(base).netloc
+    assert location.endswith("?workflow=one")
+
+
+def test_the_sign_in_redirect_keeps_an_ordinary_page(con: Console) -> None:
+    status, headers = _raw_get(con, f"/runs/some%20run?token={TOKEN}")
+    assert (status, headers["location"]) == (303, "/runs/some%20run")

@@ -16,7 +16,8 @@ from whimbrel.cli.app import Cli, JsonErrorsGroup, app, command
 from whimbrel.cli.shapes import iso
 from whimbrel.client.query_input import parse_time
 from whimbrel.contract.errors import InvalidInput
-from whimbrel.contract.schedules import DEFAULT_CATCHUP_SECONDS, Schedule, ScheduleInfo
+from whimbrel.contract.schedule_info import ScheduleInfo
+from whimbrel.contract.schedules import DEFAULT_CATCHUP_SECONDS, Schedule
 
 schedules = typer.Typer(help="Start workflows on a cron or a rate.\n\nExample:\n\n"
                              "    whimbrel schedules create nightly report --cron '0 2 * * *'",
@@ -118,9 +119,15 @@ def schedules_list(cli: Cli) -> None:
             table.add_column(col)
         for r in rows:
             when = r.get("cron") or f"every {r.get('every_seconds')} s"
-            table.add_row(r["schedule_id"], r["workflow_name"], str(when), r["status"],
-                          r["next_fire"] or "-", r["last_run"] or "-")
+            # A stored item this version cannot act on is listed, flagged (issue 31).
+            status = r["status"] if r["problem"] is None else f"{r['status']} (odd)"
+            table.add_row(str(r["schedule_id"]), str(r["workflow_name"]), str(when),
+                          str(status), r["next_fire"] or "-", r["last_run"] or "-")
         cli.out.print(table)
+        for r in rows:
+            if r["problem"] is not None:
+                cli.out.print(f"schedule {r['schedule_id']} is skipped by the sweep: "
+                              f"{r['problem']}", markup=False)
 
     cli.emit(rows, human)
 

@@ -6,7 +6,8 @@ from datetime import datetime
 from typing import Any
 
 from whimbrel.contract.errors import InvalidInput
-from whimbrel.contract.schedules import DEFAULT_CATCHUP_SECONDS, Schedule, ScheduleInfo
+from whimbrel.contract.schedule_info import ScheduleInfo
+from whimbrel.contract.schedules import DEFAULT_CATCHUP_SECONDS, Schedule
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.schedules import Schedules as ScheduleFeature
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-__all__ = ["from_ddb", "number", "to_ddb"]
+__all__ = ["from_ddb", "item_size", "number", "to_ddb"]
 
 AttrValue = dict[str, Any]
 
@@ -121,3 +121,46 @@ def to_ddb(value: Any) -> AttrValue:
     if isinstance(value, list | tuple):
         return {"L": [to_ddb(v) for v in value]}
     raise TypeError(f"cannot store {type(value).__name__}")
+
+
+def item_size(item: Mapping[str, Any]) -> int:
+    """The size DynamoDB counts for an item (DynamoDB JSON), in bytes, by its rules:
+    each attribute's name plus its value (text and binary as their bytes, a number one
+    byte per two significant digits plus one, a list or map 3 bytes plus its elements,
+    one more each). Never raises: a value it cannot read counts as its JSON text."""
+    return sum(_utf8(name) + _value_size(av) for name, av in item.items())
+
+
+def _utf8(text: Any) -> int:
+    return len(str(text).encode("utf-8", "surrogatepass"))
+
+
+def _value_size(av: Any) -> int:
+    try:
+        (tag, value), = av.items()
+        if tag == "S":
+            return _utf8(value)
+        if tag == "N":
+            return _number_size(value)
+        if tag == "B":
+            return len(_binary(value))
+        if tag in ("BOOL", "NULL"):
+            return 1
+        if tag == "SS":
+            return sum(_utf8(v) for v in value)
+        if tag == "NS":
+            return sum(_number_size(v) for v in value)
+        if tag == "BS":
+            return sum(len(_binary(v)) for v in value)
+        if tag == "L":
+            return 3 + sum(1 + _value_size(v) for v in value)
+        if tag == "M":
+            return 3 + sum(1 + _utf8(k) + _value_size(v) for k, v in value.items())
+    except (AttributeError, TypeError, ValueError, RecursionError):
+        pass
+    return _utf8(repr(av))
+
+
+def _number_size(text: Any) -> int:
+    digits = str(text).lstrip("+-").lower().split("e")[0].replace(".", "").strip("0")
+    return (len(digits) + 1) // 2 + 1

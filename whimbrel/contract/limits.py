@@ -23,3 +23,5 @@ MAX_JSON_DEPTH = 32
 #: A child that would start deeper fails its parent's attempt (cycles are refused at
 #: registration; this bounds what two registrations racing could still close).
 MAX_NESTING_DEPTH = 10
+#: DynamoDB's limit on one item (names and values), 400 KB.
+MAX_ITEM_BYTES = 409_600

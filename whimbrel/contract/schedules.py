@@ -25,6 +25,8 @@ the request id of a firing, and the overlap policy. Time is always passed in.
 
 from __future__ import annotations
 
+import functools
+import importlib.resources
 import json
 import math
 import re
@@ -33,7 +35,7 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime, tzinfo
 from enum import StrEnum
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cronsim import CronSim, CronSimError
 
@@ -127,7 +129,9 @@ class Schedule:
         overlap: ``skip``, ``buffer_one`` or ``allow`` (:class:`Overlap`).
         catchup_seconds: how old a missed firing may be and still start.
         start_at: no firing before this (epoch seconds or an aware datetime).
-        end_at: no firing after this.
+        end_at: no firing after this. Fire times are whole seconds: ``start_at`` is
+            rounded up to one, and an ``end_at`` in that same second with it, so
+            ``start_at == end_at`` fires once.
     """
 
     schedule_id: str
@@ -151,6 +155,15 @@ class Schedule:
 
     def problems(self) -> list[str]:
         """Every problem with this schedule; empty when it is valid."""
+        out = self.field_problems()
+        if not out:
+            out.extend(self._window_problems())
+        return out
+
+    def field_problems(self) -> list[str]:
+        """The problems of its fields one by one (types, names, the zone, the cron):
+        what a stored schedule is checked for when it is read back (its window is not:
+        an ended schedule's window may lie in the past)."""
         out: list[str] = []
         if not isinstance(self.schedule_id, str) or not _NAME.match(self.schedule_id):
             out.append(f"schedule_id must match {NAME_PATTERN}, not {self.schedule_id!r}"[:300])
@@ -187,10 +200,8 @@ class Schedule:
             if len(text.encode()) > MAX_INPUT_BYTES:
                 out.append(f"input is {len(text.encode())} bytes of JSON, more than the "
                            f"limit of {MAX_INPUT_BYTES}")
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:
             out.append(f"input is not JSON: {exc}"[:300])
-        if not out:
-            out.extend(self._window_problems())
         return out
 
     def _zone_problem(self, out: list[str]) -> bool:
@@ -293,12 +304,26 @@ def zone_of(name: Any) -> tzinfo:
     if name == "UTC":
         return UTC
     try:
-        if not isinstance(name, str) or not 0 < len(name) <= 64:
+        # Only a name of the IANA database: ZoneInfo also opens any other file of the
+        # system's zone folder ("localtime", "posixrules", "right/UTC"), whose meaning
+        # is the host's, so two sweepers could fire one schedule at different times.
+        if not isinstance(name, str) or name not in iana_zone_names():
             raise ValueError(name)
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: "America" (a folder)
         raise InvalidInput(f"timezone {repr(name)[:80]} is not a known IANA time zone "
                            "(such as 'UTC' or 'Europe/Berlin')", field="timezone") from None
+
+
+@functools.cache
+def iana_zone_names() -> frozenset[str]:
+    """The zone names of the IANA database: the list the ``tzdata`` package ships (a
+    dependency), else what the system's zone folder holds, less its host link."""
+    try:
+        text = importlib.resources.files("tzdata").joinpath("zones").read_text()
+    except (ModuleNotFoundError, OSError):
+        return frozenset(available_timezones() - {"localtime"})
+    return frozenset(text.split())
 
 
 # -- firing times --------------------------------------------------------------------------
@@ -334,7 +359,13 @@ def next_fire(schedule: Schedule, after_epoch: float) -> float | None:
     if schedule.start_at is not None:
         after = max(after, math.ceil(schedule.start_at) - 1.0)
     fire = _next_raw(schedule, after)
-    if fire is None or (schedule.end_at is not None and fire > schedule.end_at):
+    end = schedule.end_at
+    if end is not None and schedule.start_at is not None:
+        # Rounding the start up to a whole second never empties the window: an end in
+        # that same second goes with it (start_at == end_at fires once, the one-firing
+        # recipe of docs/schedules.md).
+        end = max(end, math.ceil(schedule.start_at))
+    if fire is None or (end is not None and fire > end):
         return None
     return fire
 
@@ -401,57 +432,3 @@ def parse_fire_request_id(request_id: str) -> tuple[str, float] | None:
     except ValueError:
         return None
     return sid, when.timestamp()
-
-
-# -- a stored schedule -----------------------------------------------------------------------
-
-class ScheduleStatus(StrEnum):
-    """Where a stored schedule is. Only ACTIVE ones are in the due index."""
-
-    ACTIVE = "ACTIVE"
-    PAUSED = "PAUSED"
-    #: It fires no more (past ``end_at``); kept for the listing until deleted.
-    ENDED = "ENDED"
-
-
-@dataclass(frozen=True)
-class ScheduleInfo:
-    """A schedule as stored (``Whimbrel.list_schedules``).
-
-    Attributes:
-        schedule: what was created.
-        status: :class:`ScheduleStatus` value.
-        last_fire_epoch: the last fire time handled (started, skipped or buffered); at
-            creation and on resume, the time of that call (no firing for the past).
-        next_fire_epoch: when the sweep next looks at it (None unless ACTIVE); the next
-            fire time, or the current time while a buffered firing waits.
-        last_run: the run id of the last firing started.
-        buffered_fire_epoch: a firing (``buffer_one``) waiting for ``last_run`` to end.
-        skipped: how many firings were skipped because the previous run was live.
-        last_error: why the last firing that could not start did not (its workflow's
-            definition gone, its input refused by a newer version), or None.
-        created_epoch: when it was created.
-    """
-
-    schedule: Schedule
-    status: str = ScheduleStatus.ACTIVE.value
-    last_fire_epoch: float | None = None
-    next_fire_epoch: float | None = None
-    last_run: str | None = None
-    buffered_fire_epoch: float | None = None
-    skipped: int = 0
-    last_error: str | None = None
-    created_epoch: float = 0.0
-
-    @property
-    def schedule_id(self) -> str:
-        return self.schedule.schedule_id
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data (for the CLI's JSON and the console)."""
-        out: dict[str, Any] = {"schedule_id": self.schedule_id, "status": self.status}
-        out.update({k: v for k, v in self.schedule.to_dict().items() if k != "schedule_id"})
-        for name in ("last_fire_epoch", "next_fire_epoch", "last_run",
-                     "buffered_fire_epoch", "skipped", "last_error", "created_epoch"):
-            out[name] = getattr(self, name)
-        return out

@@ -88,7 +88,9 @@ class Incidents:
     write tried again after retryable store trouble), ``finish_landed`` (a retried end
     write found already written: its follow-ups were run again), ``finish_given_up``,
     ``followup_failed`` (a follow-up raised; its run's reconcile visit was moved
-    forward). Read them with :meth:`snapshot`."""
+    forward), ``schedule_skipped_odd`` (a due schedule whose stored item this version
+    cannot act on was skipped: ``ScheduleInfo.problem``). Read them with
+    :meth:`snapshot`."""
 
     def __init__(self) -> None:
         self._counts: Counter[str] = Counter()

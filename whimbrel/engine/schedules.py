@@ -5,20 +5,24 @@ is in the sparse, sharded ``due_schedules`` index under the time the sweep must 
 look at it; each sweep pass asks every shard at once for what is due (cost grows with
 what is due, not with how many schedules exist) and, for each due schedule:
 
-1. starts every due firing (the pure :func:`~whimbrel.contract.schedules.due_fires`,
-   which applies ``catchup_seconds``) as ``start`` with the request id
-   ``<schedule_id>@<fire time>``: a firing found due by two sweepers, or again after a
-   crash, starts the same run (the run id derives from the request id), so **one run
-   per fire time**;
-2. applies the overlap policy to each firing (the previous firing's run still live:
-   ``skip`` drops it and counts it, ``buffer_one`` keeps one to start when that run has
-   ended, ``allow`` starts it anyway);
-3. advances the schedule with one conditional write, on the fire it advanced from (the
-   ``last_fire_epoch`` and ``next_fire_epoch`` it read, and ACTIVE): of several
-   sweepers, one writes; the others' starts were the same runs.
+1. finds the due firings (the pure :func:`~whimbrel.contract.schedules.due_fires`,
+   which applies ``catchup_seconds``) and applies the overlap policy to each (the
+   previous firing's run still live: ``skip`` drops it and counts it, ``buffer_one``
+   keeps one to start when that run has ended, ``allow`` starts it anyway);
+2. writes that decision with one conditional write, on the fire it advances from (the
+   ``last_fire_epoch`` and ``next_fire_epoch`` it read, ACTIVE, no decision pending):
+   of several sweepers, one decides, so two sweepers that saw the previous run live
+   and ended never both act (issue 31). The firings to start are kept on the item
+   (``starting``) and the schedule stays due;
+3. starts them as ``start`` with the request id ``<schedule_id>@<fire time>``: a firing
+   started again (by another sweeper that read the decision, or after a crash) starts
+   the same run (the run id derives from the request id), so **one run per fire
+   time**; then records them (``last_run``) and moves the schedule to its next look.
 
-A crash between 1 and 3 leaves the schedule due: the next sweep starts the same runs
-(no-ops) and advances it.
+A crash after 2 leaves the decision on a due schedule: the next sweep starts the same
+runs (no-ops) and records them. A stored item this version cannot read (a field of a
+wrong type, a value it does not know) is skipped and reported, each pass, and every
+other schedule fires (``whimbrel.contract.stored``).
 """
 
 from __future__ import annotations
@@ -37,12 +41,11 @@ from whimbrel.contract.errors import (
 )
 from whimbrel.contract.limits import NAME_PATTERN
 from whimbrel.contract.records import REMOVE
+from whimbrel.contract.schedule_info import ScheduleInfo, ScheduleStatus
 from whimbrel.contract.schedules import (
     MAX_DUE_FIRES,
     OverlapAction,
     Schedule,
-    ScheduleInfo,
-    ScheduleStatus,
     backfill_fires,
     due_fires,
     fire_request_id,
@@ -52,6 +55,7 @@ from whimbrel.contract.schedules import (
 from whimbrel.contract.states import WORKFLOW_LIVE
 from whimbrel.contract.waits import check_input
 from whimbrel.engine.feature import Core, Feature
+from whimbrel.engine.metrics import report_sweep_error
 
 if TYPE_CHECKING:
     from whimbrel.engine.leases import SweepLeases
@@ -151,9 +155,14 @@ class Schedules(Feature):
             info = self.get(schedule_id)
             if info.status != S.ACTIVE.value:
                 return info
+            if info.starting:  # firings decided before the pause start first
+                self._record_starts(info)
+                continue
             done = self.core.store.update_schedule(schedule_id, {
                 "status": S.PAUSED.value, "next_fire_epoch": REMOVE,
-                "updated_epoch": self.core.clock()}, expect={"status": S.ACTIVE.value})
+                "updated_epoch": self.core.clock()},
+                # Still ACTIVE, and no firing decided meanwhile (it would wait unstarted).
+                expect={"status": S.ACTIVE.value, "starting": None})
             if done is not None:
                 return done
 
@@ -222,33 +231,66 @@ class Schedules(Feature):
             for schedule_id in due:
                 try:
                     self.fire(schedule_id, now)
-                except WhimbrelError as exc:  # one schedule must not stop the others
-                    log.warning("schedule %s: %s", schedule_id, exc)
+                except Exception as exc:  # one schedule, whatever it raises, never stops
+                    # the others (as a timer or a reconcile visit in sweep.py)
+                    log.warning("schedule %s: %s", schedule_id, exc,
+                                exc_info=not isinstance(exc, WhimbrelError))
+                    report_sweep_error(self.core.metrics, "schedule", schedule_id, exc)
 
     def fire(self, schedule_id: str, now: float) -> list[str]:
         """Start what of one schedule is due at ``now`` and advance it; the run ids
-        started (or found started). Safe to call from any number of sweepers at once."""
+        started (or found started). Safe to call from any number of sweepers at once.
+
+        Two writes to the schedule when a firing starts a run (issue 31): the first
+        *decides* (which firings start, which are skipped or buffered), conditional on
+        the fire it advances from, so of several sweepers one decides; the runs are
+        started after it, and the second write records them. A sweeper that lost the
+        decision starts nothing of its own: ``overlap="skip"`` holds even when the
+        previous run ends between two sweepers' reads of it."""
         info = self.core.store.get_schedule(schedule_id)
-        if info is None or info.status != S.ACTIVE.value or info.next_fire_epoch is None \
-                or info.next_fire_epoch > now:
+        if info is None or info.next_fire_epoch is None or info.next_fire_epoch > now:
             return []  # gone, paused, ended or advanced since the index read
+        if info.problem is not None:
+            # Not this version's to act on (a field a newer version wrote, a hand edit):
+            # skipped and said every pass, and left as it is for a version that can.
+            log.warning("schedule %s skipped: %s", schedule_id, info.problem)
+            self.core.incidents.count("schedule_skipped_odd")
+            report_sweep_error(self.core.metrics, "schedule", schedule_id,
+                               InvalidInput(info.problem, field="schedule"))
+            return []
+        if info.status != S.ACTIVE.value:
+            return []
+        if info.starting:  # decided, by this or another sweeper (maybe one that died)
+            return self._record_starts(info)
+        decided = self.core.store.update_schedule(
+            schedule_id, self._decide(info, now),
+            # From exactly the fire this sweeper read, and with no decision pending: one
+            # sweeper's decision lands.
+            expect={"status": S.ACTIVE.value, "next_fire_epoch": info.next_fire_epoch,
+                    "last_fire_epoch": info.last_fire_epoch, "starting": None})
+        if decided is None or not decided.starting:
+            return []
+        return self._record_starts(decided)
+
+    def _decide(self, info: ScheduleInfo, now: float) -> dict[str, Any]:
+        """The first write of a firing: the fires to start (kept in ``starting`` with
+        the schedule's next look, the schedule left due until they are recorded), the
+        ones skipped or buffered, and how far the schedule advances."""
         s = info.schedule
-        started: list[str] = []
-        last_run, buffered, skipped = info.last_run, info.buffered_fire_epoch, info.skipped
-        error = info.last_error
+        buffered, skipped = info.buffered_fire_epoch, info.skipped
+        start: list[float] = []
         # Whether the previous firing's run is live matters only to skip and buffer_one
         # (one read of its workflow item); allow never asks.
-        live = (s.overlap != "allow" or buffered is not None) and self._live(last_run)
+        live = (s.overlap != "allow" or buffered is not None) and self._live(info.last_run)
         if buffered is not None and not live:  # the buffered firing's turn has come
-            wx, error = self._try_start(s, buffered, started, error)
-            last_run, buffered, live = wx or last_run, None, wx is not None
+            start.append(buffered)
+            buffered, live = None, True
         fires = due_fires(s, info.last_fire_epoch, now)
         for fire in fires:
             action = overlap_action(s.overlap, live, buffered is not None)
             if action is OverlapAction.START:
-                wx, error = self._try_start(s, fire, started, error)
-                if wx is not None:
-                    last_run, live = wx, True
+                start.append(fire)
+                live = True
             elif action is OverlapAction.BUFFER:
                 buffered = fire
             else:
@@ -259,18 +301,39 @@ class Schedules(Feature):
         look = nxt if buffered is None else min(now, nxt if nxt is not None else now)
         changes: dict[str, Any] = {
             "last_fire_epoch": last if last is not None else now, "skipped": skipped,
-            "last_run": last_run if last_run is not None else REMOVE,
             "buffered_fire_epoch": buffered if buffered is not None else REMOVE,
-            "last_error": error if error is not None else REMOVE,
             "updated_epoch": self.core.clock()}
-        if look is None:
+        if start:
+            # The look stays as read (due) until the runs are recorded.
+            changes["starting"] = {"fires": start} if look is None else \
+                {"fires": start, "next": look}
+        elif look is None:
             changes.update(status=S.ENDED.value, next_fire_epoch=REMOVE)
         else:
             changes["next_fire_epoch"] = look
-        # Advance from exactly the fire this sweeper read: one sweeper's write lands.
-        self.core.store.update_schedule(schedule_id, changes, expect={
+        return changes
+
+    def _record_starts(self, info: ScheduleInfo) -> list[str]:
+        """Start the decided firings (again: their request ids make that a no-op for
+        those started) and record them; the schedule moves on to its next look."""
+        started: list[str] = []
+        last_run, error = info.last_run, info.last_error
+        for fire in info.starting:
+            wx, error = self._try_start(info.schedule, fire, started, error)
+            last_run = wx or last_run
+        changes: dict[str, Any] = {
+            "starting": REMOVE, "last_run": last_run if last_run is not None else REMOVE,
+            "last_error": error if error is not None else REMOVE,
+            "updated_epoch": self.core.clock()}
+        if info.next_after_start is None:
+            changes.update(status=S.ENDED.value, next_fire_epoch=REMOVE)
+        else:
+            changes["next_fire_epoch"] = info.next_after_start
+        # Only the decision these runs belong to (its look, still pending): of several
+        # sweepers recording it, one writes.
+        self.core.store.update_schedule(info.schedule_id, changes, expect={
             "status": S.ACTIVE.value, "next_fire_epoch": info.next_fire_epoch,
-            "last_fire_epoch": info.last_fire_epoch})
+            "last_fire_epoch": info.last_fire_epoch, "starting": _stored_starting(info)})
         return started
 
     def _live(self, workflow_exec_id: str | None) -> bool:
@@ -298,3 +361,10 @@ class Schedules(Feature):
         started.append(wx)
         return wx, error
 
+
+def _stored_starting(info: ScheduleInfo) -> dict[str, Any]:
+    """``starting`` as ``_decide`` wrote it (what the recording write expects)."""
+    out: dict[str, Any] = {"fires": list(info.starting)}
+    if info.next_after_start is not None:
+        out["next"] = info.next_after_start
+    return out

@@ -48,7 +48,8 @@ def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds:
                                 directory=install_dynamodb_local(find_dynamodb_local()))
             endpoint_url = ddb.start().endpoint_url
         with LocalRuntime(endpoint_url, table_prefix, heartbeat_rate_seconds,
-                          lambda_log_level="WARNING", events_file=events_file) as rt:
+                          lambda_log_level="WARNING", events_file=events_file,
+                          sleep=stop.wait, say=lambda text: print(text, flush=True)) as rt:
             print(f"whimbrel dev: DynamoDB at {rt.endpoint_url}, tables {table_prefix}*")
             print(f"  export WHIMBREL_ENDPOINT_URL={rt.endpoint_url}")
             print(f"  export WHIMBREL_TABLE_PREFIX={table_prefix}")

@@ -139,7 +139,13 @@ class LocalRuntime:
             refuse to start next to another runtime on the same tables
             (``DevAlreadyRunning``), which would process every stream record twice.
             False only for a runtime that stands for the deployed stack in a
-            measurement (the benchmarks), where no such lease exists.
+            measurement (the benchmarks), where no such lease exists. A lease held by
+            a process of this host that is gone is taken over at once; one held on
+            another host is waited for (``sleep``), and ``say`` tells a person so.
+        sleep: how the runtime waits for another host's dev lease (tests pass their
+            clock's ``advance``).
+        say: where the runtime tells a person that it waits for, or took over, the dev
+            lease (default: the log).
     """
 
     def __init__(
@@ -159,6 +165,8 @@ class LocalRuntime:
         events_file: str | Path | None = None,
         publisher: Publisher | None = None,
         exclusive: bool = True,
+        sleep: Callable[[float], object] = time.sleep,
+        say: Callable[[str], object] | None = None,
     ) -> None:
         if events_file is not None:
             if publisher is not None:
@@ -192,6 +200,7 @@ class LocalRuntime:
         self._lambda_client: Whimbrel | None = None
         self._engine: Engine | None = None
         self.exclusive = exclusive
+        self._sleep, self._say = sleep, say
         self._lease: DevLease | None = None
         #: Runs moved onto the write-sharded listing keys at start (an old --data-dir).
         self.migrated = 0
@@ -259,7 +268,7 @@ class LocalRuntime:
             if self.exclusive:
                 # Before any pump starts: a second runtime must not read a record.
                 self._lease = DevLease(self._client.store, self._client.clock,
-                                       self._endpoint_url)
+                                       self._endpoint_url, sleep=self._sleep, say=self._say)
                 self._lease.acquire()
                 # Runs of a --data-dir from before the write-sharded listing keys move
                 # onto them (what `whimbrel tables migrate` does for a deployed stack;

@@ -50,8 +50,11 @@ class LeaseTables(RunTables):
         """The lease whose holder sweeps shard ``shard`` of every sparse index."""
         return specs.sweep_lease_id(int(shard))
 
-    def acquire_lease(self, lease: LeaseRecord, now: float) -> LeaseRecord:
-        """Take (or keep) ``lease`` for ``lease.owner`` until ``lease.until_epoch``.
+    def acquire_lease(self, lease: LeaseRecord, now: float, *,
+                      replacing: str | None = None) -> LeaseRecord:
+        """Take (or keep) ``lease`` for ``lease.owner`` until ``lease.until_epoch``; also
+        from the holder ``replacing``, known dead (its process is gone), before its lease
+        lapses.
 
         Returns the lease as it is now: ``lease`` itself when taken, else the holder's
         (``owner`` differs), read from the failed write without a second request.
@@ -60,10 +63,14 @@ class LeaseTables(RunTables):
         item["expires_epoch"] = to_ddb(float(int(lease.until_epoch + LEASE_KEEP_SECONDS)))
         expr = Expression()
         # Free (no item: never taken, or released), expired (its holder stopped renewing:
-        # it died, or lost touch), or already ours (taken again within our own lease).
-        condition = " OR ".join((expr.missing("lease_id"),
-                                 f"{expr.name('until_epoch')} < {expr.value(now)}",
-                                 expr.equals("owner", lease.owner)))
+        # it died, or lost touch), or already ours (taken again within our own lease);
+        # or still held by exactly the holder the caller found dead (not one that took
+        # it meanwhile).
+        clauses = [expr.missing("lease_id"), f"{expr.name('until_epoch')} < {expr.value(now)}",
+                   expr.equals("owner", lease.owner)]
+        if replacing is not None:
+            clauses.append(expr.equals("owner", replacing))
+        condition = " OR ".join(clauses)
         params = expr.params(TableName=self._lease_table, Item=item,
                              ConditionExpression=condition,
                              ReturnValuesOnConditionCheckFailure="ALL_OLD", **_CAPACITY)

@@ -17,23 +17,89 @@ from typing import Any
 
 from whimbrel.contract.ids import shard_of
 from whimbrel.contract.records import REMOVE, Changes
-from whimbrel.contract.schedules import Schedule, ScheduleInfo
+from whimbrel.contract.schedule_info import ScheduleInfo, ScheduleStatus
+from whimbrel.contract.schedules import Schedule
+from whimbrel.contract.stored import cut_problem, read_spec
 from whimbrel.store import specs
-from whimbrel.store.codec import Expression, Item, decode_fields, to_ddb
+from whimbrel.store.codec import Expression, Item, from_ddb, payload_text, to_ddb
 from whimbrel.store.errors import ConditionLost
 from whimbrel.store.runs import _CAPACITY, RunTables
 
-_INFO_FIELDS = ("status", "last_fire_epoch", "next_fire_epoch", "last_run",
-                "buffered_fire_epoch", "skipped", "last_error", "created_epoch")
+#: The attributes of a schedule item besides its key and spec, and what each holds.
+_INFO_FIELDS: dict[str, type] = {
+    "status": str, "last_fire_epoch": float, "next_fire_epoch": float, "last_run": str,
+    "buffered_fire_epoch": float, "skipped": int, "last_error": str,
+    "created_epoch": float}
+_STATUSES = tuple(s.value for s in ScheduleStatus)
 
 
 def schedule_info(item: Mapping[str, Any]) -> ScheduleInfo:
-    """A ``schedule`` item as a record (the spec is read without re-validating it: it
-    was valid when created, and a zone database change must not hide it)."""
-    spec = specs.SCHEDULE
-    data = decode_fields(spec, item, ("spec", *_INFO_FIELDS))
-    body = json.loads(data.pop("spec"))
-    return ScheduleInfo(schedule=Schedule(**body), **data)
+    """A ``schedule`` item as a record, whatever it holds (issue 31): the spec is read by
+    the one tolerant reader (:func:`~whimbrel.contract.stored.read_spec`: unknown fields
+    ignored, kept in the item), and an attribute of a wrong type is left out; either
+    way the record says why in ``problem``, so a listing shows the item and the sweep
+    skips it, and no odd item stops the others. The spec is checked field by field only
+    (it was valid when created; an ended one's window may lie in the past)."""
+    problems: list[str] = []
+    data = {name: value for name, kind in _INFO_FIELDS.items()
+            if (value := _attribute(item, name, kind, problems)) is not None}
+    if data.get("status", ScheduleStatus.ACTIVE.value) not in _STATUSES:
+        problems.append(f"status {data.pop('status')!r} is not one this version knows "
+                        f"({', '.join(_STATUSES)})"[:300])
+    starting = _attribute(item, "starting", dict, problems)
+    if starting is not None:
+        data.update(_starting(starting, problems))
+    key = item.get("schedule_id", {}).get("S", "")
+    name = item.get("workflow_name", {}).get("S", "")
+    spec = item.get("spec")
+    try:
+        text = None if spec is None else payload_text(spec)
+    except (ValueError, RecursionError) as exc:
+        text = f"<{exc}>"
+    stored = read_spec(Schedule, text,
+                       key={"schedule_id": key}, fallback={"workflow_name": name},
+                       check=Schedule.field_problems)
+    if stored.problem is not None:
+        problems.insert(0, stored.problem)
+    return ScheduleInfo(schedule=stored.value, **data, ignored_fields=stored.ignored,
+                        problem=cut_problem("; ".join(problems)) if problems else None)
+
+
+def _starting(value: Mapping[str, Any], problems: list[str]) -> dict[str, Any]:
+    """``starting`` (``{"fires": [epochs], "next": epoch}``, "next" absent: the
+    schedule ends) as record fields."""
+    fires, nxt = value.get("fires"), value.get("next")
+    if isinstance(fires, list) and fires and all(_is_number(f) for f in fires) \
+            and (nxt is None or _is_number(nxt)):
+        return {"starting": tuple(float(f) for f in fires),
+                "next_after_start": None if nxt is None else float(nxt)}
+    problems.append(f"starting holds {value!r}, not its firings and next look"[:300])
+    return {}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _attribute(item: Mapping[str, Any], name: str, kind: type,
+               problems: list[str]) -> Any:
+    """One attribute as ``kind`` (float: any number), None when absent; one of another
+    type is reported in ``problems`` and read as absent."""
+    av = item.get(name)
+    if av is None:
+        return None
+    try:
+        value = from_ddb(av)
+    except (ValueError, RecursionError) as exc:
+        problems.append(f"{name}: {exc}"[:300])
+        return None
+    if value is None:
+        return None
+    if not (_is_number(value) if kind is float else
+            isinstance(value, kind) and not isinstance(value, bool)):
+        problems.append(f"{name} holds {value!r}, not {kind.__name__}"[:300])
+        return None
+    return float(value) if kind is float else value
 
 
 class ScheduleTables(RunTables):

@@ -342,7 +342,7 @@ SIGNAL = TableSpec(
 SCHEDULE = TableSpec(
     "schedule",
     Key("schedule_id"),
-    attributes=attributes("schedule_id workflow_name spec:J status last_fire_epoch:N "
+    attributes=attributes("schedule_id workflow_name spec:J status last_fire_epoch:N starting:J "
                           "next_fire_epoch:N fire_shard last_run buffered_fire_epoch:N "
                           "skipped:I last_error created_epoch:N updated_epoch:N expires_epoch:N"),
     indexes=(

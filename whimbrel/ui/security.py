@@ -15,7 +15,7 @@ import hmac
 import ipaddress
 import secrets
 from collections.abc import Iterable
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
@@ -138,7 +138,7 @@ class GuardMiddleware:
             if not hmac.compare_digest(token.encode(), guard.token.encode()):
                 return PlainTextResponse("wrong console token", status_code=403)
             rest = [(k, v) for k, v in request.query_params.multi_items() if k != TOKEN_QUERY]
-            target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
+            target = local_path(request.url.path) + (f"?{urlencode(rest)}" if rest else "")
             redirect = RedirectResponse(target, status_code=303)
             redirect.set_cookie(guard.cookie_name(request), guard.token, httponly=True,
                                 samesite="strict", path="/")
@@ -148,6 +148,15 @@ class GuardMiddleware:
             return PlainTextResponse("open the URL `whimbrel ui` printed (with its "
                                      "?token=…) to use this console", status_code=403)
         return None
+
+
+def local_path(path: str) -> str:
+    """``path`` as a redirect target that stays on this site: one leading ``/`` and the
+    rest percent-encoded. A browser reads ``//host/x`` (and ``/\\host/x``: it takes a
+    backslash for a slash, and drops tabs and newlines) as another site, and the path
+    reaches here decoded (``/%2F%2Fhost`` is ``///host``): so the leading slashes and
+    backslashes go, and what could still be read as one is encoded."""
+    return "/" + quote(path.lstrip("/\\"), safe="/!$&'()*+,;=:@-._~")
 
 
 def _with_headers(response: Response) -> Response:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -47,8 +47,9 @@ from whimbrel.contract.states import (
     Transition,
     activity_sources,
 )
-from whimbrel.engine import rules, tracing
+from whimbrel.engine import tracing
 from whimbrel.engine.engine import Engine
+from whimbrel.engine.intake import marks
 from whimbrel.engine.intake.decode import (
     REJECTION_TTL_SECONDS,
     ddb_part,
@@ -92,9 +93,6 @@ _BEFORE_RUNNING = activity_sources(Transition.RUNNING)
 _ENDS = frozenset(t for (s, t), n in ACTIVITY_TRANSITIONS.items()
                   if s is A.RUNNING and n.is_terminal and t is not Transition.TIME_OUT)
 
-#: DynamoDB's limit on a partition key value: a longer id can name no row.
-MAX_KEY_BYTES = 2048
-
 #: Where rejected records of each stream are recorded; the local runtime adds DEAD_LETTER.
 SOURCE_WORKFLOW_REQUEST = "workflow_request"
 SOURCE_ACTIVITY_EVENT = "activity_event"
@@ -106,6 +104,7 @@ class Intake:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self.marks = marks.RowMarks(engine)
 
     # -- workflow_request ----------------------------------------------------------------
 
@@ -137,7 +136,7 @@ class Intake:
         except ValidationError as exc:
             result = self._reject(SOURCE_WORKFLOW_REQUEST, record,
                                   describe_validation(exc, record), "ValidationError")
-            self._mark_unparsed(record, "workflow_request_id", self._mark_request, result)
+            self.marks.unparsed(record, "workflow_request_id", self.marks.request, result)
             return result
         except WhimbrelError as exc:
             if exc.retryable:
@@ -145,7 +144,7 @@ class Intake:
             result = self._reject(SOURCE_WORKFLOW_REQUEST, record, str(exc),
                                   type(exc).__name__)
             if request_id is not None:
-                self._mark_request(request_id, result)
+                self.marks.request(request_id, result, record)
             return result
         return IntakeResult(Outcome.DUPLICATE if existed else Outcome.STARTED,
                             workflow_exec_id=wx)
@@ -174,7 +173,7 @@ class Intake:
             result = self._reject(SOURCE_ACTIVITY_EVENT, record,
                                   describe_validation(exc, record), "ValidationError")
             if event_id is None:
-                self._mark_unparsed(record, "activity_event_id", self._mark_event, result)
+                self.marks.unparsed(record, "activity_event_id", self.marks.event, result)
                 return result
         except WhimbrelError as exc:
             if exc.retryable:
@@ -182,7 +181,7 @@ class Intake:
             result = self._reject(SOURCE_ACTIVITY_EVENT, record, str(exc),
                                   type(exc).__name__, activity_exec_id=aeid)
         if event_id is not None:
-            self._mark_event(event_id, result)
+            self.marks.event(event_id, result, record)
         return result
 
     def _apply_event(self, record: Mapping[str, Any], item: ActivityEventItem) -> IntakeResult:
@@ -304,9 +303,9 @@ class Intake:
         result = self._reject(source, record, reason, "ReusedId",
                               activity_exec_id=keys.get("activity_exec_id"))
         if source == SOURCE_ACTIVITY_EVENT and "activity_event_id" in keys:
-            self._mark_event(keys["activity_event_id"], result)
+            self.marks.event(keys["activity_event_id"], result, record)
         elif "workflow_request_id" in keys:
-            self._mark_request(keys["workflow_request_id"], result)
+            self.marks.request(keys["workflow_request_id"], result, record)
         return result
 
     def _reject(self, source: str, record: Mapping[str, Any], reason: str, error_type: str,
@@ -323,57 +322,6 @@ class Intake:
                 wx = None
         return IntakeResult(Outcome.REJECTED, workflow_exec_id=wx,
                             activity_exec_id=activity_exec_id, reason=reason)
-
-    def _marks(self, result: IntakeResult) -> dict[str, Any]:
-        now = self.engine.clock()
-        changes: dict[str, Any] = {"outcome": result.outcome.value, "processed_epoch": now}
-        if result.new_state:
-            changes["result_state"] = result.new_state
-        if result.reason:
-            changes["reason"] = result.reason[:1000]
-        expires = rules.expiry(now, self._retention(result))
-        if expires is not None:
-            changes["expires_epoch"] = expires
-        return changes
-
-    def _retention(self, result: IntakeResult) -> float | None:
-        default = None if self.engine.retention_days is None \
-            else self.engine.retention_days * 86400.0
-        if result.activity_exec_id and result.outcome is not Outcome.REJECTED:
-            known = self.engine.remembered(result.activity_exec_id)
-            if known is not None and known.workflow_version is not None:
-                return self.engine.retention(self.engine.definition_of(known))
-        return default
-
-    def _mark_event(self, event_id: str, result: IntakeResult) -> None:
-        self.engine.store.mark_event(event_id, self._marks(result))
-
-    def _mark_request(self, request_id: str, result: IntakeResult) -> None:
-        self.engine.store.mark_request(request_id, self._marks(result))
-
-    def _mark_unparsed(self, record: Mapping[str, Any], key: str,
-                       mark: Callable[[str, IntakeResult], None],
-                       result: IntakeResult) -> None:
-        """Mark a row that failed validation (its sender polls it for ``outcome``), when
-        its key can be read from the raw image. A key that is itself malformed cannot
-        address the row: the rejection record is then the only trace, and the records
-        behind it go on."""
-        image = ddb_part(record).get("NewImage")
-        typed = image.get(key) if isinstance(image, Mapping) else None
-        value = typed.get("S") if isinstance(typed, Mapping) else None
-        if not isinstance(value, str) or not value:
-            return
-        try:
-            if len(value.encode("utf-8")) > MAX_KEY_BYTES:
-                return
-        except UnicodeEncodeError:
-            return  # lone surrogates: no item can have this key
-        try:
-            mark(value, result)  # conditional on the row existing (store._mark)
-        except WhimbrelError as exc:
-            if exc.retryable:
-                raise
-            log.warning("could not mark rejected %s row %r: %s", key, value[:200], exc)
 
 
 #: How far in the future a request row's ``when_epoch`` may lie (writers' clock skew).
