@@ -1,0 +1,83 @@
+"""A local S3 endpoint for large payloads: moto's server, as DynamoDB Local stands in for
+DynamoDB (``whimbrel dev`` and the test suite).
+
+moto is not a dependency of the library (a deployed Whimbrel talks to S3 itself): it
+comes with the ``local`` extra (``pip install 'whimbrel[local]'``) and with ``dev``.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from whimbrel.contract.errors import WhimbrelError
+
+__all__ = ["DEFAULT_DEV_BUCKET", "LocalS3", "MotoMissing"]
+
+#: The bucket ``whimbrel dev`` creates and points ``WHIMBREL_PAYLOAD_BUCKET`` at.
+DEFAULT_DEV_BUCKET = "whimbrel-payloads"
+
+
+class MotoMissing(WhimbrelError):
+    """The local S3 endpoint needs moto's server, which is not installed."""
+
+
+class LocalS3:
+    """moto's S3 server on 127.0.0.1 (a free port unless given), started by
+    :meth:`start` and stopped by :meth:`stop` (or as a context manager).
+
+    Raises:
+        MotoMissing: moto[server] is not installed (on :meth:`start`).
+    """
+
+    def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
+        self.host = host
+        self.port = port
+        self._server: Any = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> LocalS3:
+        try:
+            from moto.server import ThreadedMotoServer
+        except ImportError as exc:
+            raise MotoMissing(
+                "the local S3 endpoint needs moto's server: pip install 'whimbrel[local]' "
+                f"(or moto[server]); or point AWS_ENDPOINT_URL_S3 at an S3 of your own "
+                f"({exc})") from None
+        if not self.port:
+            with socket.socket() as sock:
+                sock.bind((self.host, 0))
+                self.port = int(sock.getsockname()[1])
+        self._server = ThreadedMotoServer(ip_address=self.host, port=self.port,
+                                          verbose=False)
+        self._server.start()
+        return self
+
+    def create_bucket(self, name: str = DEFAULT_DEV_BUCKET, region: str = "us-east-1") -> str:
+        """Create ``name`` on this endpoint (idempotent); returns it."""
+        import boto3
+
+        client = boto3.client("s3", endpoint_url=self.url, region_name=region)
+        try:
+            if region == "us-east-1":
+                client.create_bucket(Bucket=name)
+            else:
+                client.create_bucket(Bucket=name, CreateBucketConfiguration={
+                    "LocationConstraint": region})
+        except client.exceptions.BucketAlreadyOwnedByYou:
+            pass
+        return name
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def __enter__(self) -> LocalS3:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
