@@ -258,3 +258,63 @@ def test_signal_payloads_and_map_lists_go_through_the_bucket(
     assert wf.activity("m").output == [{"echo": e} for e in elements]
     assert wf.activity("w").output == payload
     assert all(k.startswith(f"whimbrel/runs/{wx}/") for k in _keys(payload_bucket))
+
+
+def test_when_and_input_from_read_the_real_value_of_a_large_upstream(
+        big: Whimbrel, payload_bucket: str, ddb_endpoint: str, table_prefix: str) -> None:
+    wb = big
+    wb.register_workflow(WorkflowDefinition("choose", (
+        Act("src", launcher=LauncherSpec.external()),
+        Act("yes", launcher=LauncherSpec.python("payload_activities:measure"),
+            depends_on=("src",), when="src.kind == 'big'",
+            input_from={"first": "src.rows[0]", "n": "length(src.rows)"}),
+        Act("no", launcher=LauncherSpec.external(), depends_on=("src",),
+            when="src.kind != 'big'"),
+    )))
+    wx = wb.start_workflow("choose")
+    src = activity_exec_id(wx, "src", 1)
+    rows = [f"row-{i:06d}-" + "v" * 100 for i in range(2000)]  # ~230 KB
+    # Another client (another process: nothing in its cache) reports the end, so the
+    # readers below must read the object from S3.
+    other = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix,
+                     payload_bucket=payload_bucket)
+    try:
+        other.transition_activity(src, "RUNNING")
+        other.transition_activity(src, "COMPLETED", output={"kind": "big", "rows": rows})
+        # Kept open until the run ends: its follow-up may be what runs "yes".
+        wf = wb.wait(wx, timeout=60)
+    finally:
+        other.close()
+    assert wf.state is WorkflowState.COMPLETED, wf.error
+    assert wf.activity("no").state is not A.COMPLETED  # its `when` was false
+    yes = wf.activity("yes").output
+    assert yes["upstream"] == {"src": len(json.dumps({"kind": "big", "rows": rows}))}
+    assert yes["input"] == len(json.dumps({"first": rows[0], "n": 2000}))
+
+
+def test_moves_and_guards_read_no_object(
+        big: Whimbrel, payload_bucket: str, ddb_endpoint: str, table_prefix: str) -> None:
+    """A run of external activities with a 10 MB input and 10 MB outputs, driven by a
+    process that wrote none of them: every move (and its guards and hand-offs) reads no
+    S3 object; only the reader that asks for a value does."""
+    wb = big
+    wb.register_workflow(WorkflowDefinition("guarded", (
+        Act("a", launcher=LauncherSpec.external()),
+        Act("b", launcher=LauncherSpec.external(), depends_on=("a",)),
+    )))
+    wx = wb.start_workflow("guarded", {"pad": "i" * (10 * MB)})
+    mover = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix,
+                     payload_bucket=payload_bucket)
+    try:
+        for name in ("a", "b"):
+            aeid = activity_exec_id(wx, name, 1)
+            mover.transition_activity(aeid, "RUNNING")
+            mover.transition_activity(aeid, "COMPLETED", output=name * (10 * MB))
+        assert mover.meter.s3_requests["GetObject"] == 0, mover.meter.snapshot()
+        assert mover.get_workflow(wx).state is WorkflowState.COMPLETED
+        # The view above is a reader: it read the run's input and the two outputs once
+        # (the outputs were in its cache: it wrote them).
+        assert mover.meter.s3_requests["GetObject"] == 1, mover.meter.snapshot()
+        assert mover.meter.s3_requests["PutObject"] == 2, mover.meter.snapshot()
+    finally:
+        mover.close()
