@@ -122,3 +122,36 @@ def test_an_object_that_is_not_json_rejects_the_row(wb: Whimbrel, their_bucket: 
     result = wb.intake.workflow_request(request)
     assert result.outcome is Outcome.REJECTED
     assert "input_ref" in (result.reason or "") and "not JSON" in (result.reason or "")
+
+
+def stream_record(wb: Whimbrel, logical: str, key: dict[str, Any]) -> dict[str, Any]:
+    """The INSERT record Lambda would get for a row a Whimbrel client wrote."""
+    spec = specs.table_spec(logical)
+    ddb = boto3.client("dynamodb", endpoint_url=wb.endpoint_url, region_name="us-east-1")
+    item = ddb.get_item(TableName=spec.table_name(wb.table_prefix), Key=key,
+                        ConsistentRead=True)["Item"]
+    return {"eventID": "ev", "eventName": "INSERT", "eventSource": "aws:dynamodb",
+            "dynamodb": {"ApproximateCreationDateTime": float(int(time.time())),
+                         "Keys": key, "NewImage": item, "SequenceNumber": "1",
+                         "StreamViewType": "NEW_AND_OLD_IMAGES"}}
+
+
+def test_a_clients_simple_api_rows_keep_large_values_in_s3(wb: Whimbrel) -> None:
+    """``request_workflow`` and ``send_activity_event`` write one row each; a large
+    value is kept in the bucket (the row holds its reference), and the intake reads it."""
+    value_in = {"rows": ["i" * 1000] * 200}
+    rid = wb.request_workflow("refs", value_in)
+    record = stream_record(wb, "workflow_request", {"workflow_request_id": {"S": rid}})
+    assert record["dynamodb"]["NewImage"]["input"]["S"].startswith("s3://")
+    assert wb.intake.workflow_request(record).outcome is Outcome.STARTED
+    wx = workflow_exec_id_for(rid)
+    aeid = activity_exec_id(wx, "A", 1)
+    wb.transition_activity(aeid, "RUNNING")
+    event_id = wb.send_activity_event(aeid, "COMPLETED", output={"big": "e" * 100_000})
+    done = stream_record(wb, "activity_event", {"activity_event_id": {"S": event_id}})
+    assert done["dynamodb"]["NewImage"]["output"]["S"].startswith("s3://")
+    assert wb.intake.activity_event(done).outcome is Outcome.APPLIED
+    wf = wb.get_workflow(wx)
+    assert (wf.state, wf.input, wf.output) == (W.COMPLETED, value_in,
+                                               {"A": {"big": "e" * 100_000}})
+    assert wb.get_request(rid).input == value_in  # type: ignore[union-attr]

@@ -140,6 +140,7 @@ class LocalRuntime:
             (``DevAlreadyRunning``), which would process every stream record twice.
             False only for a runtime that stands for the deployed stack in a
             measurement (the benchmarks), where no such lease exists.
+        payload_bucket: the S3 bucket for large payloads (None: today's limits).
     """
 
     def __init__(
@@ -159,6 +160,7 @@ class LocalRuntime:
         events_file: str | Path | None = None,
         publisher: Publisher | None = None,
         exclusive: bool = True,
+        payload_bucket: str | None = None,
     ) -> None:
         if events_file is not None:
             if publisher is not None:
@@ -192,6 +194,8 @@ class LocalRuntime:
         self._lambda_client: Whimbrel | None = None
         self._engine: Engine | None = None
         self.exclusive = exclusive
+        #: The S3 bucket of large payloads (``AWS_ENDPOINT_URL_S3`` says where S3 is).
+        self.payload_bucket = payload_bucket
         self._lease: DevLease | None = None
         #: Runs moved onto the write-sharded listing keys at start (an old --data-dir).
         self.migrated = 0
@@ -254,7 +258,8 @@ class LocalRuntime:
                 self._endpoint_url = self._ddb.endpoint_url
             self._client = Whimbrel(endpoint_url=self._endpoint_url,
                                     table_prefix=self.table_prefix, region=self.region,
-                                    clock=self._clock, launchers=self._launchers)
+                                    clock=self._clock, launchers=self._launchers,
+                                    payload_bucket=self.payload_bucket)
             self._client.create_tables()
             if self.exclusive:
                 # Before any pump starts: a second runtime must not read a record.

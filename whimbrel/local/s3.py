@@ -12,8 +12,11 @@ from typing import Any
 
 from whimbrel.contract.errors import WhimbrelError
 
-__all__ = ["DEFAULT_DEV_BUCKET", "LocalS3", "MotoMissing"]
+__all__ = ["DEFAULT_DEV_BUCKET", "DEV_S3_PORT", "LocalS3", "MotoMissing", "S3PortInUse"]
 
+#: The port ``whimbrel dev`` serves S3 on beside DynamoDB Local's 8000 (stable, so the
+#: printed export lines stay valid across restarts).
+DEV_S3_PORT = 8001
 #: The bucket ``whimbrel dev`` creates and points ``WHIMBREL_PAYLOAD_BUCKET`` at.
 DEFAULT_DEV_BUCKET = "whimbrel-payloads"
 
@@ -22,12 +25,17 @@ class MotoMissing(WhimbrelError):
     """The local S3 endpoint needs moto's server, which is not installed."""
 
 
+class S3PortInUse(WhimbrelError):
+    """The local S3 endpoint's port is taken."""
+
+
 class LocalS3:
     """moto's S3 server on 127.0.0.1 (a free port unless given), started by
     :meth:`start` and stopped by :meth:`stop` (or as a context manager).
 
     Raises:
         MotoMissing: moto[server] is not installed (on :meth:`start`).
+        S3PortInUse: the port is taken (on :meth:`start`).
     """
 
     def __init__(self, port: int = 0, host: str = "127.0.0.1") -> None:
@@ -47,10 +55,16 @@ class LocalS3:
                 "the local S3 endpoint needs moto's server: pip install 'whimbrel[local]' "
                 f"(or moto[server]); or point AWS_ENDPOINT_URL_S3 at an S3 of your own "
                 f"({exc})") from None
-        if not self.port:
-            with socket.socket() as sock:
-                sock.bind((self.host, 0))
-                self.port = int(sock.getsockname()[1])
+        # Bind first: moto's server thread dies on a taken port and its start() would
+        # then wait forever.
+        with socket.socket() as sock:
+            try:
+                sock.bind((self.host, self.port))
+            except OSError:
+                raise S3PortInUse(f"port {self.port} is already in use (another `whimbrel "
+                                  "dev` may serve S3 there); choose another with --s3-port "
+                                  "N (0: any free port)", port=self.port) from None
+            self.port = int(sock.getsockname()[1])
         self._server = ThreadedMotoServer(ip_address=self.host, port=self.port,
                                           verbose=False)
         self._server.start()

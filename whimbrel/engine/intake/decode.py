@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from whimbrel.contract.ddbjson import from_ddb
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.ids import workflow_exec_id_for
-from whimbrel.contract.payloads import parse_ref
+from whimbrel.contract.payloads import is_ref, parse_ref
 from whimbrel.contract.records import RejectionRecord
 from whimbrel.engine.base import day_of
 from whimbrel.engine.ports import StorePort
@@ -138,6 +138,8 @@ def row_payload(store: StorePort, value: Any, ref: str | None, field: str) -> An
         PayloadMissing: the object is missing or cannot be read (naming it).
     """
     if ref is None:
+        if is_ref(value):  # a Whimbrel client's own row: its large value kept in S3
+            return payload(store.payload_text(value, field), field)
         return payload(value, field)
     if value is not None:
         raise InvalidInput(f"give {field} or {field}_ref, not both", field=f"{field}_ref")
