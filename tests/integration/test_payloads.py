@@ -12,11 +12,13 @@ from typing import Any
 
 import boto3
 import pytest
+from notify_support import notify_records
 
 from whimbrel import ActivityDefinition as Act
 from whimbrel import ActivityState, LauncherSpec, Whimbrel, WorkflowDefinition, WorkflowState
 from whimbrel.contract.errors import InvalidInput, PayloadMissing
 from whimbrel.contract.ids import activity_exec_id
+from whimbrel.observe import MemoryPublisher
 from whimbrel.testing import Crash, FaultInjector
 
 MB = 1_000_000
@@ -318,3 +320,29 @@ def test_moves_and_guards_read_no_object(
         assert mover.meter.s3_requests["PutObject"] == 2, mover.meter.snapshot()
     finally:
         mover.close()
+
+
+def test_events_carry_large_outputs_as_references(big: Whimbrel, payload_bucket: str) -> None:
+    """EventBridge takes events up to 256 KB: an output kept in S3 is published as its
+    reference (publishing reads no object)."""
+    wb = big
+    wb.register_workflow(WorkflowDefinition("evented", (
+        Act("a", launcher=LauncherSpec.external()),
+        Act("b", launcher=LauncherSpec.external()),)))
+    wx = wb.start_workflow("evented")
+    for name, out in (("a", "L" * 400_000), ("b", "small")):
+        aeid = activity_exec_id(wx, name, 1)
+        wb.transition_activity(aeid, "RUNNING")
+        wb.transition_activity(aeid, "COMPLETED", output=out)
+    assert wb.wait(wx, timeout=30).state is WorkflowState.COMPLETED
+    publisher = MemoryPublisher()
+    notifier = wb.notifier(publisher)
+    gets = wb.meter.s3_requests["GetObject"]
+    for record in notify_records(wb):
+        notifier.process(record)
+    [ended] = [n for n in publisher.published if n.event_id == f"{wx}/ended/0"]
+    ref = ended.detail["output"]["a"]["output_ref"]
+    assert ref.startswith(f"s3://{payload_bucket}/whimbrel/runs/{wx}/")
+    assert ended.detail["output"]["b"] == "small"
+    assert len(json.dumps(ended.detail)) < 256_000
+    assert wb.meter.s3_requests["GetObject"] == gets

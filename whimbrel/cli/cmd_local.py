@@ -77,8 +77,9 @@ def dev(
     port = DEV_PORT if port is None else port
     supply_local_credentials(endpoint or f"http://127.0.0.1:{port}")
     if s3_port is None:
-        # With --port (another dev beside the default one) any free port: never a clash.
-        s3_port = DEV_S3_PORT if port == DEV_PORT else 0
+        # Beside dev's own DynamoDB Local on its default port: the stable one. Otherwise
+        # (--port, --endpoint-url: another dev beside the default one) any free port.
+        s3_port = DEV_S3_PORT if port == DEV_PORT and endpoint is None else 0
     try:
         run_dev(endpoint, cli.table_prefix or "whimbrel_", heartbeat_rate,
                 port=port, data_dir=data_dir, events_file=events_file, host=host,

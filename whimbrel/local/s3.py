@@ -7,6 +7,7 @@ comes with the ``local`` extra (``pip install 'whimbrel[local]'``) and with ``de
 
 from __future__ import annotations
 
+import logging
 import socket
 from typing import Any
 
@@ -65,6 +66,8 @@ class LocalS3:
                                   "dev` may serve S3 there); choose another with --s3-port "
                                   "N (0: any free port)", port=self.port) from None
             self.port = int(sock.getsockname()[1])
+        # moto's server logs every request on stderr through werkzeug: not dev's output.
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
         self._server = ThreadedMotoServer(ip_address=self.host, port=self.port,
                                           verbose=False)
         self._server.start()
