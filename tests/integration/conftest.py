@@ -6,7 +6,6 @@ from collections.abc import Iterator
 import pytest
 
 from whimbrel import Whimbrel
-from whimbrel.local.s3 import LocalS3
 from whimbrel.testing import RecordingLauncher, StepClock
 
 
@@ -48,18 +47,3 @@ def wb(ddb_endpoint: str, table_prefix: str, clock: ManualClock | StepClock,
     client.close()
     client.store.delete_tables()  # keep the shared server small and fast
 
-
-@pytest.fixture(scope="session")
-def local_s3() -> Iterator[LocalS3]:
-    """moto's S3 server, one per session (the payload bucket's stand-in)."""
-    with LocalS3() as server:
-        yield server
-
-
-@pytest.fixture
-def payload_bucket(local_s3: LocalS3, monkeypatch: pytest.MonkeyPatch,
-                   table_prefix: str) -> str:
-    """A fresh bucket on the local S3, with ``AWS_ENDPOINT_URL_S3`` pointing at it."""
-    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", local_s3.url)
-    return local_s3.create_bucket(table_prefix.strip("_").lower().replace("_", "-")[:40]
-                                  + "-payloads")
