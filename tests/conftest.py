@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import boto3
 import pytest
 
+from whimbrel.local.s3 import LocalS3
 from whimbrel.testing import SharedDynamoDBLocal, fresh_table_prefix
 
 # Dummy credentials so boto3 never looks for real ones; DynamoDB Local (started with
@@ -98,3 +99,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     long file started last would leave one worker running alone at the end."""
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow)  # stable: keeps each file's order
+
+
+@pytest.fixture(scope="session")
+def local_s3() -> Iterator[LocalS3]:
+    """moto's S3 server, one per session (the payload bucket's stand-in)."""
+    with LocalS3() as server:
+        yield server
+
+
+@pytest.fixture
+def payload_bucket(local_s3: LocalS3, monkeypatch: pytest.MonkeyPatch,
+                   table_prefix: str) -> str:
+    """A fresh bucket on the local S3, with ``AWS_ENDPOINT_URL_S3`` pointing at it."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", local_s3.url)
+    return local_s3.create_bucket(table_prefix.strip("_").lower().replace("_", "-")[:40]
+                                  + "-payloads")

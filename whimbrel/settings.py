@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from whimbrel.contract.errors import InvalidInput
+from whimbrel.contract.limits import DEFAULT_PAYLOAD_MAX_BYTES, DEFAULT_PAYLOAD_THRESHOLD_BYTES
 
 ENV_ENDPOINT_URL = "WHIMBREL_ENDPOINT_URL"
 ENV_TABLE_PREFIX = "WHIMBREL_TABLE_PREFIX"
@@ -29,11 +30,20 @@ ENV_EVENTS_FILE = "WHIMBREL_EVENTS_FILE"
 #: The store's transport: ``auto`` (the lean client unless it cannot honour the botocore
 #: config; default), ``lean`` or ``botocore`` (docs/operations.md, "The transport").
 ENV_TRANSPORT = "WHIMBREL_TRANSPORT"
+#: The S3 bucket for payloads over the threshold (unset: none; today's size limits).
+ENV_PAYLOAD_BUCKET = "WHIMBREL_PAYLOAD_BUCKET"
+#: The start of every key Whimbrel writes in that bucket (``whimbrel/``).
+ENV_PAYLOAD_PREFIX = "WHIMBREL_PAYLOAD_PREFIX"
+#: Bytes of JSON over which a payload goes to the bucket (16384).
+ENV_PAYLOAD_THRESHOLD_BYTES = "WHIMBREL_PAYLOAD_THRESHOLD_BYTES"
+#: The largest payload accepted with a bucket (100000000).
+ENV_PAYLOAD_MAX_BYTES = "WHIMBREL_PAYLOAD_MAX_BYTES"
 TRANSPORT_CHOICES = ("auto", "lean", "botocore")
 #: What ``WHIMBREL_METRICS`` may say.
 METRICS_CHOICES = ("off", "emf")
 
 DEFAULT_TABLE_PREFIX = "whimbrel_"
+DEFAULT_PAYLOAD_PREFIX = "whimbrel/"
 #: How long the rows of an ended run are kept before DynamoDB's TTL deletes them.
 DEFAULT_RETENTION_DAYS = 30.0
 DAY_SECONDS = 86_400.0
@@ -97,12 +107,19 @@ class Settings:
     events_file: str | None = None
     #: The store's transport (one of ``TRANSPORT_CHOICES``).
     transport: str = "auto"
+    #: The S3 bucket for large payloads (None: none) and the start of its keys.
+    payload_bucket: str | None = None
+    payload_prefix: str = DEFAULT_PAYLOAD_PREFIX
+    payload_threshold_bytes: int = DEFAULT_PAYLOAD_THRESHOLD_BYTES
+    payload_max_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read ``WHIMBREL_ENDPOINT_URL`` (unset: AWS), ``WHIMBREL_TABLE_PREFIX``,
         ``WHIMBREL_RETENTION_DAYS`` (a number, or ``none``), ``WHIMBREL_METRICS``,
-        ``WHIMBREL_EVENT_BUS``, ``WHIMBREL_EVENTS_FILE``, ``WHIMBREL_TRANSPORT`` and the AWS
+        ``WHIMBREL_EVENT_BUS``, ``WHIMBREL_EVENTS_FILE``, ``WHIMBREL_TRANSPORT``,
+        ``WHIMBREL_PAYLOAD_BUCKET``, ``WHIMBREL_PAYLOAD_PREFIX``,
+        ``WHIMBREL_PAYLOAD_THRESHOLD_BYTES``, ``WHIMBREL_PAYLOAD_MAX_BYTES`` and the AWS
         region variables.
 
         Raises:
@@ -128,4 +145,24 @@ class Settings:
             metrics=None if metrics == "off" else metrics,
             event_bus=env.get(ENV_EVENT_BUS) or None,
             events_file=env.get(ENV_EVENTS_FILE) or None,
+            payload_bucket=env.get(ENV_PAYLOAD_BUCKET) or None,
+            payload_prefix=env.get(ENV_PAYLOAD_PREFIX) or DEFAULT_PAYLOAD_PREFIX,
+            payload_threshold_bytes=_bytes(env, ENV_PAYLOAD_THRESHOLD_BYTES,
+                                           DEFAULT_PAYLOAD_THRESHOLD_BYTES),
+            payload_max_bytes=_bytes(env, ENV_PAYLOAD_MAX_BYTES, DEFAULT_PAYLOAD_MAX_BYTES),
         )
+
+
+def _bytes(env: Mapping[str, str], name: str, default: int) -> int:
+    """A positive whole number of bytes from ``env`` (unset: ``default``).
+
+    Raises:
+        InvalidInput: not one.
+    """
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise InvalidInput(f"{name} must be a positive number of bytes, not {raw!r}",
+                           field=name)
+    return int(raw)

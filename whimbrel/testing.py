@@ -275,8 +275,8 @@ class FaultInjector:
 
     With ``phase="before"`` the write never reaches DynamoDB; with ``"after"`` it
     landed and the process dies before the next step. With ``at=None`` it only counts,
-    which gives the number of crash points of an operation. Install it with
-    ``store.write_hooks.append(injector)``.
+    which gives the number of crash points of an operation (an S3 payload object
+    counts too). Install it with ``store.write_hooks.append(injector)``.
     """
 
     def __init__(self, at: int | None = None, phase: str = "after") -> None:
@@ -292,12 +292,13 @@ class FaultInjector:
 
     def __call__(self, phase: str, operation: str, table: str) -> None:
         with self._lock:
+            stack = self._local.__dict__.setdefault("stack", [])
             if phase == "before":
                 self.count += 1
-                self._local.n = n = self.count
+                stack.append(n := self.count)
                 self.writes.append((n, operation, table))
             else:
-                n = getattr(self._local, "n", 0)
+                n = stack.pop() if stack else 0
             crash = (self.fired is None and self.at is not None and n == self.at
                      and phase == self.phase)
             if crash:

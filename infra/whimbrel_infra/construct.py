@@ -10,6 +10,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -20,6 +21,7 @@ from .alarms import build_alarms
 from .bundling import LambdaBundle, lambda_code, newest_python_runtime
 from .functions import ARCHITECTURE, build_functions
 from .nag import acknowledge_findings
+from .payloads import build_payload_bucket, grant_payloads, grant_policy, wire_functions
 from .props import WhimbrelProps
 from .tables import build_tables
 
@@ -45,6 +47,8 @@ class Whimbrel(Construct):
         event_bus: Where ``notify`` puts events (``None`` with ``events=False``).
         dead_letter_queue: Where stream records land after their bounded retries.
         heartbeat_rule: The EventBridge schedule of the heartbeat listener.
+        payload_bucket: Where payloads over the threshold live (``None`` with
+            ``payloads=False``).
         worker_policy: Managed policy for activity workers (``None`` if not deployed).
         client_policy: Managed policy for Full Logic API clients (``None`` likewise).
         alarms: The CloudWatch alarms (empty if not deployed).
@@ -71,12 +75,19 @@ class Whimbrel(Construct):
         self.dead_letter_queue: sqs.Queue = engine.dead_letter_queue
         self.heartbeat_rule: events.Rule = engine.heartbeat_rule
 
+        self.payload_bucket: s3.IBucket | None = build_payload_bucket(self, self.props)
+        if self.payload_bucket is not None:
+            wire_functions(self.payload_bucket, self.props, self.functions)
+
         self.worker_policy: iam.ManagedPolicy | None = None
         self.client_policy: iam.ManagedPolicy | None = None
         if self.props.managed_policies:
             prefix = self.props.table_prefix
             self.worker_policy = access.activity_worker_policy(self, prefix, self.tables)
             self.client_policy = access.full_logic_client_policy(self, prefix, self.tables)
+            if self.payload_bucket is not None:
+                for policy in (self.worker_policy, self.client_policy):
+                    grant_policy(policy, self.payload_bucket, self.props)
 
         self.alarms: list[cloudwatch.Alarm] = []
         if self.props.alarms:
@@ -93,10 +104,14 @@ class Whimbrel(Construct):
     def grant_activity_worker(self, grantee: iam.IGrantable) -> None:
         """Give ``grantee`` what the ``worker_policy`` holds, without the managed policy."""
         access.grant_activity_worker(grantee, self.tables)
+        if self.payload_bucket is not None:
+            grant_payloads(grantee, self.payload_bucket, self.props)
 
     def grant_full_logic_client(self, grantee: iam.IGrantable) -> None:
         """Give ``grantee`` what the ``client_policy`` holds, without the managed policy."""
         access.grant_full_logic_client(grantee, self.tables)
+        if self.payload_bucket is not None:
+            grant_payloads(grantee, self.payload_bucket, self.props)
 
     def allow_launching(self, *targets: Any) -> None:
         """Let the engine functions start activities on ``targets``.

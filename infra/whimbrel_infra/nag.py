@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from aws_cdk import Acknowledgment, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_s3 as s3
 from constructs import IConstruct
 
 from whimbrel.store.specs import table_spec
@@ -34,6 +35,17 @@ _KMS_REASON = (
     "CDK's grants for a customer-managed key: writing an encrypted table or queue needs "
     "kms:GenerateDataKey* and kms:ReEncrypt* (their variants, e.g. WithoutPlaintext, "
     "ReEncryptFrom/To); the statement names the one key of this deployment only."
+)
+_PAYLOAD_PREFIX_REASON = (
+    "Payload objects are keyed by run and content under the deployment's key prefix "
+    "(<prefix>runs/<workflow_exec_id>/<sha256>.json), unknown until written; the grant "
+    "names s3:GetObject/s3:PutObject on that prefix of the one payload bucket only."
+)
+_ACCESS_LOGS_REASON = (
+    "The payload bucket holds engine-internal copies of run payloads, reached only "
+    "through the functions' and policies' grants on its prefix; server access logs "
+    "would need a second bucket per deployment. Enable CloudTrail S3 data events on it "
+    "for an audit trail of object access."
 )
 _DLQ_REASON = (
     "This queue is itself the dead-letter queue (on-failure destination) of the stream "
@@ -61,8 +73,17 @@ def acknowledge_findings(whimbrel: Whimbrel) -> None:
             Acknowledgment(id=f"AwsSolutions-IAM5[Action::{action}]", reason=_KMS_REASON)
             for action in ("kms:GenerateDataKey*", "kms:ReEncrypt*")
         ]
+    payload_acks = []
+    bucket = whimbrel.payload_bucket
+    if bucket is not None:
+        payload_acks = [Acknowledgment(
+            id=f"AwsSolutions-IAM5[Resource::<{_logical_id(bucket)}.Arn>/"
+               f"{whimbrel.props.payload_prefix}*]", reason=_PAYLOAD_PREFIX_REASON)]
+        if isinstance(bucket, s3.Bucket):
+            Validations.of(bucket).acknowledge(
+                Acknowledgment(id="AwsSolutions-S1", reason=_ACCESS_LOGS_REASON))
     for grantee in grantees:
-        Validations.of(grantee).acknowledge(*index_acks, *kms_acks)
+        Validations.of(grantee).acknowledge(*index_acks, *kms_acks, *payload_acks)
 
     for name in whimbrel.stream_consumers:
         role = whimbrel.functions[name].role
@@ -70,6 +91,12 @@ def acknowledge_findings(whimbrel: Whimbrel) -> None:
             Validations.of(role).acknowledge(
                 Acknowledgment(id="AwsSolutions-IAM5[Resource::*]", reason=_LIST_STREAMS_REASON)
             )
+
+
+def _logical_id(bucket: s3.IBucket) -> str:
+    cfn = bucket.node.default_child
+    return Stack.of(bucket).get_logical_id(cfn) if isinstance(cfn, s3.CfnBucket) \
+        else bucket.node.id
 
 
 def _index_wildcard(logical_name: str, table: dynamodb.Table) -> Acknowledgment:

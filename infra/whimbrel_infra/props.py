@@ -17,8 +17,10 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 
+from whimbrel.settings import DEFAULT_PAYLOAD_PREFIX
 from whimbrel.store.consumers import HEARTBEAT_RATE_SECONDS_AWS
 from whimbrel.store.specs import DEFAULT_TABLE_PREFIX, TABLES
 
@@ -40,6 +42,9 @@ HEARTBEAT_FUNCTION_TIMEOUT_SECONDS = 120
 DEFAULT_LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 #: SQS's maximum, so a failed record survives a long weekend before anyone looks.
 DLQ_RETENTION_DAYS = 14
+#: Days a payload object lives (the bucket's lifecycle rule): the engine's default
+#: retention (30 days after a run ends) plus 90 days for the run itself to live.
+DEFAULT_PAYLOAD_EXPIRY_DAYS = 120
 #: The iterator-age alarm fires at this fraction of the consumer's maximum record age,
 #: i.e. well before Lambda starts discarding records to the dead-letter queue.
 ITERATOR_AGE_ALARM_FRACTION = 0.5
@@ -80,6 +85,15 @@ class WhimbrelProps:
             ``pyproject.toml``; ``None`` means the one this package lives in.
         bundle_cache_dir: Where bundled dependencies are cached between synths;
             ``None`` means ``$WHIMBREL_BUNDLE_CACHE`` or ``<source_root>/.cache``.
+        payloads: Create the payload bucket for payloads over the threshold (every
+            function gets ``WHIMBREL_PAYLOAD_BUCKET``); ``False``: none, payloads keep
+            DynamoDB-sized limits.
+        payload_bucket: Use this bucket instead of creating one (its encryption,
+            public access and lifecycle are yours to set).
+        payload_prefix: The start of every key Whimbrel writes there.
+        payload_expiry_days: Days an object lives (the lifecycle rule on
+            ``<payload_prefix>runs/``): above the retention plus your longest run.
+            ``None`` means ``DEFAULT_PAYLOAD_EXPIRY_DAYS``.
     """
 
     table_prefix: str = DEFAULT_TABLE_PREFIX
@@ -99,6 +113,10 @@ class WhimbrelProps:
     event_bus: events.IEventBus | None = None
     source_root: Path | None = None
     bundle_cache_dir: Path | None = None
+    payloads: bool = True
+    payload_bucket: s3.IBucket | None = None
+    payload_prefix: str = DEFAULT_PAYLOAD_PREFIX
+    payload_expiry_days: int | None = None
 
     def __post_init__(self) -> None:
         if not _TABLE_NAME_CHARS.match(self.table_prefix):
@@ -111,9 +129,18 @@ class WhimbrelProps:
             raise ValueError(f"table_prefix {self.table_prefix!r} makes a table name > 255 chars")
         if not 128 <= self.lambda_memory_mb <= 10240:
             raise ValueError(f"lambda_memory_mb must be 128..10240, not {self.lambda_memory_mb}")
+        if self.payload_expiry_days is not None and self.payload_expiry_days < 1:
+            raise ValueError(f"payload_expiry_days must be at least 1, not "
+                             f"{self.payload_expiry_days}")
         if not 1 <= self.parallelization_factor <= 10:  # Lambda's bounds
             raise ValueError("parallelization_factor must be 1..10, not "
                              f"{self.parallelization_factor}")
+
+    @property
+    def effective_payload_expiry_days(self) -> int:
+        if self.payload_expiry_days is not None:
+            return self.payload_expiry_days
+        return DEFAULT_PAYLOAD_EXPIRY_DAYS
 
     @property
     def effective_deletion_protection(self) -> bool:

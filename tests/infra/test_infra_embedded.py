@@ -64,6 +64,8 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     worker = iam.Role(stack, "Worker", assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"))
     engine.grant_activity_worker(worker)
     # The user's stack acknowledges what its own grant implies, as the construct does.
+    assert engine.payload_bucket is not None
+    bucket_id = stack.get_logical_id(engine.payload_bucket.node.default_child)  # type: ignore[arg-type]
     Validations.of(worker).acknowledge(
         *[_index_ack(stack, engine, name)
           for name in ("activity_exec", "map_item", "workflow_exec")],
@@ -74,6 +76,10 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             )
             for action in ("kms:GenerateDataKey*", "kms:ReEncrypt*")
         ],
+        Acknowledgment(
+            id=f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/whimbrel/*]",
+            reason="Payload objects of this deployment: object actions on its prefix only.",
+        ),
     )
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     app.synth()  # raises on any unacknowledged cdk-nag finding

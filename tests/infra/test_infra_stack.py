@@ -179,6 +179,11 @@ def test_tables_are_retained_and_protected_by_default(synthesized: Synthesized) 
 # --- functions, stream mappings, schedule --------------------------------------------
 
 
+def payload_bucket_id(synthesized: Synthesized) -> str:
+    [bucket] = [k for k, r in synthesized.resources.items() if r["Type"] == "AWS::S3::Bucket"]
+    return bucket
+
+
 def test_functions_run_the_newest_python_on_arm64(synthesized: Synthesized) -> None:
     functions = synthesized.of_type("AWS::Lambda::Function")
     handlers = {r["Properties"]["Handler"] for r in functions.values()}
@@ -200,6 +205,9 @@ def test_functions_run_the_newest_python_on_arm64(synthesized: Synthesized) -> N
             "POWERTOOLS_SERVICE_NAME": "whimbrel",
             "POWERTOOLS_METRICS_NAMESPACE": "Whimbrel",
             ENV_METRICS: "emf",  # the engine's ends as EMF lines, for the alarm
+            # Large payloads: the construct's bucket (issue 27).
+            "WHIMBREL_PAYLOAD_BUCKET": {"Ref": payload_bucket_id(synthesized)},
+            "WHIMBREL_PAYLOAD_PREFIX": "whimbrel/",
         }
         # Each function logs to its own log group, which has a retention.
         [log_group] = _references(props["LoggingConfig"])
@@ -580,3 +588,45 @@ def test_asset_holds_handlers_sources_and_lambda_platform_wheels(
     for name in RUNTIME_PROVIDED:
         assert not (asset / name).exists(), name
     assert not list(asset.rglob("__pycache__"))
+
+
+def test_payload_bucket_is_private_encrypted_tls_only_and_expires(
+        synthesized: Synthesized) -> None:
+    """Issue 27: the bucket of large payloads."""
+    bucket = synthesized.resources[payload_bucket_id(synthesized)]
+    props = bucket["Properties"]
+    assert bucket["DeletionPolicy"] == "Retain"
+    assert props["BucketEncryption"]["ServerSideEncryptionConfiguration"] == [
+        {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+    assert props["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True}
+    [rule] = props["LifecycleConfiguration"]["Rules"]
+    assert (rule["Prefix"], rule["ExpirationInDays"], rule["Status"]) == (
+        "whimbrel/runs/", 120, "Enabled")
+    [policy] = [r for r in synthesized.resources.values()
+                if r["Type"] == "AWS::S3::BucketPolicy"]
+    [deny] = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Condition"] == {
+        "Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_payload_grants_are_object_actions_on_the_prefix_only(
+        synthesized: Synthesized) -> None:
+    bucket_id = payload_bucket_id(synthesized)
+    seen: dict[str, list[str]] = {}
+    for key, resource in synthesized.resources.items():
+        if resource["Type"] not in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+            continue
+        for st in resource["Properties"]["PolicyDocument"]["Statement"]:
+            text = json.dumps(st["Resource"])
+            if bucket_id not in text:
+                continue
+            assert text.endswith('"/whimbrel/*"]]}'), st  # the prefix, never the bucket
+            actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+            seen[key] = sorted(actions)
+    notify = [v for k, v in seen.items() if k.startswith("WhimbrelNotify")]
+    others = [v for k, v in seen.items() if not k.startswith("WhimbrelNotify")]
+    assert notify == [["s3:GetObject"]]
+    # The three engine functions and the two managed policies.
+    assert others == [["s3:GetObject", "s3:PutObject"]] * 5, seen

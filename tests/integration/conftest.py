@@ -46,3 +46,4 @@ def wb(ddb_endpoint: str, table_prefix: str, clock: ManualClock | StepClock,
     yield client
     client.close()
     client.store.delete_tables()  # keep the shared server small and fast
+

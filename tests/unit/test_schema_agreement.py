@@ -49,9 +49,10 @@ RECORDS: list[tuple[type, specs.TableSpec]] = [
 STORE_ONLY = {
     "workflow_exec": {"name_state"},  # listing index key, derived from name and state
     "workflow_definition": {"catalog", "expires_epoch"},  # catalog index key; TTL
-    "workflow_request": {"result_state"},  # written by the intake's marking
+    # written by the intake's marking; input_ref: a raw row's large input (issue 27)
+    "workflow_request": {"result_state", "input_ref"},
     "activity_event": {"expires_epoch", "outcome", "processed_epoch", "result_state",
-                       "reason", "error_type"},
+                       "reason", "error_type", "output_ref"},
     "activity_exec_dependency": {"dependency_key", "upstream", "expires_epoch"},
     "lease": {"expires_epoch"},  # TTL, never set on a lease
     "notification": {"event_id", "detail_type", "workflow_exec_id", "status", "attempts",

@@ -15,6 +15,7 @@ from whimbrel.local.credentials import is_local_endpoint, supply_local_credentia
 from whimbrel.local.dev import run_dev
 from whimbrel.local.dynamodb_local import LOOPBACK, DynamoDBLocalError, PortInUse
 from whimbrel.local.runtime import DEV_PORT
+from whimbrel.local.s3 import DEV_S3_PORT, S3PortInUse
 
 
 def _optional(module: str, attr: str, what: str) -> Any:
@@ -51,6 +52,14 @@ def dev(
         help="Run the notify consumers and append every event (a run ended, an activity "
              "failed for good, a wait started) to this file as JSON lines; read them with "
              "`whimbrel notifications --follow`.")] = None,
+    s3_port: Annotated[int | None, typer.Option(
+        "--s3-port", min=0, max=65535, show_default=False,
+        help=f"Port of the local S3 it serves for large payloads (moto's server, on "
+             f"loopback; default {DEV_S3_PORT}, or any free port with --port; 0: any free "
+             "port).")] = None,
+    no_s3: Annotated[bool, typer.Option(
+        "--no-s3", help="Serve no S3: payloads keep today's limits (128 KB inputs, 64 KB "
+                        "outputs).")] = False,
 ) -> None:
     """Run the serverless side locally until Ctrl-C: DynamoDB Local streams feed the real
     Lambda handlers, and the heartbeat listener sweeps on a schedule.
@@ -67,14 +76,19 @@ def dev(
                              or host != LOOPBACK)
     port = DEV_PORT if port is None else port
     supply_local_credentials(endpoint or f"http://127.0.0.1:{port}")
+    if s3_port is None:
+        # Beside dev's own DynamoDB Local on its default port: the stable one. Otherwise
+        # (--port, --endpoint-url: another dev beside the default one) any free port.
+        s3_port = DEV_S3_PORT if port == DEV_PORT and endpoint is None else 0
     try:
         run_dev(endpoint, cli.table_prefix or "whimbrel_", heartbeat_rate,
-                port=port, data_dir=data_dir, events_file=events_file, host=host)
+                port=port, data_dir=data_dir, events_file=events_file, host=host,
+                s3_port=None if no_s3 else s3_port)
     except PortInUse as exc:
         raise CliError(f"{exc}; choose another with `whimbrel dev --port N`, or use the "
                        f"server already there with --endpoint-url http://127.0.0.1:{port}",
                        ExitCode.UNAVAILABLE) from None
-    except DynamoDBLocalError as exc:
+    except (DynamoDBLocalError, S3PortInUse) as exc:
         raise CliError(str(exc), ExitCode.UNAVAILABLE) from None
 
 

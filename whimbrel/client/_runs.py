@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from whimbrel.client import query, simple
@@ -206,4 +207,8 @@ class Runs:
         """
         checks.text(request_id, "workflow_request_id")
         record = self.store.get_request(request_id)
-        return WorkflowRequest.from_record(record) if record is not None else None
+        if record is None:
+            return None
+        # An input kept in S3 is read whole (what the row asked for).
+        return WorkflowRequest.from_record(
+            replace(record, input=self.engine.payload(record.input, "input")))

@@ -7,6 +7,7 @@ from typing import Any
 
 from whimbrel.engine import signals, suspend, waits
 from whimbrel.engine.engine import Engine
+from whimbrel.engine.payloads import resolved
 from whimbrel.engine.views import ActivityExec
 
 
@@ -42,8 +43,8 @@ class Waits:
             StateConflict: it does not wait for a decision (any more): another decision,
                 its timeout or a cancel came first, or it was not reached yet.
         """
-        return ActivityExec.from_record(waits.decide(
-            self.engine, activity_exec_id, approve=True, by=by, comment=comment))
+        return ActivityExec.from_record(resolved(self.engine, waits.decide(
+            self.engine, activity_exec_id, approve=True, by=by, comment=comment)))
 
     def reject(self, activity_exec_id: str, *, by: str, comment: str = "") -> ActivityExec:
         """Reject an activity waiting for approval: it fails with an error naming who
@@ -53,8 +54,8 @@ class Waits:
         Raises:
             InvalidInput, ActivityNotFound, NotAnApprover, StateConflict: as ``approve``.
         """
-        return ActivityExec.from_record(waits.decide(
-            self.engine, activity_exec_id, approve=False, by=by, comment=comment))
+        return ActivityExec.from_record(resolved(self.engine, waits.decide(
+            self.engine, activity_exec_id, approve=False, by=by, comment=comment)))
 
     def suspend_workflow(self, workflow_exec_id: str) -> None:
         """Suspend a RUNNING run (``WorkflowState.SUSPENDED``): nothing new is queued,

@@ -59,6 +59,7 @@ from whimbrel.client.query_input import (
     parse_time,
 )
 from whimbrel.contract import checks
+from whimbrel.contract.payloads import is_ref
 from whimbrel.contract.states import WorkflowState
 from whimbrel.engine.ports import Clock
 from whimbrel.engine.views import WorkflowExec
@@ -300,6 +301,9 @@ def list_workflows(store: Store, clock: Clock, *, name: str | None = None,
             continue
         if item.input_apart:  # a large input is kept apart from the run's item
             item = replace(item, input=store.workflow_input(wx))
+        if is_ref(item.input) or is_ref(item.output):  # kept in S3: read whole
+            item = replace(item, input=store.payload_text(item.input, "input"),
+                           output=store.payload_text(item.output, "output"))
         items.append(WorkflowExec.from_record(item))
     floor = after.floor if after else _day_floor(clock, f)
     next_cursor = encode_cursor(position, floor, anchor, f) if position else None

@@ -16,8 +16,7 @@ from typing import Any
 from whimbrel.contract import checks
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.ids import new_request_id, parse_activity_exec_id, workflow_exec_id_for
-from whimbrel.contract.limits import MAX_INPUT_BYTES, MAX_OUTPUT_BYTES
-from whimbrel.contract.payloads import clip_error, encode_payload
+from whimbrel.contract.payloads import clip_error
 from whimbrel.contract.priority import check_priority
 from whimbrel.contract.records import EventRecord, RequestRecord
 from whimbrel.contract.states import Transition
@@ -51,7 +50,7 @@ def request_workflow(store: StorePort, clock: Clock, name: str, input: Any = Non
         check_priority(priority)
     checks.version(version)
     checks.optional_text(source, "source")
-    payload = encode_payload(input, field="input", max_bytes=MAX_INPUT_BYTES)
+    payload = store.payload_limits.encode(input, "input", run_input=True)
     if request_id is None:
         request_id = new_request_id()
     else:
@@ -99,7 +98,7 @@ def send_activity_event(store: StorePort, clock: Clock, activity_exec_id: str,
     store.put_event(EventRecord(
         event_id, activity_exec_id, verb.value, clock(), activity_name=key.activity_name,
         workflow_exec_id=key.workflow_exec_id, workflow_name=workflow_name,
-        output=encode_payload(output, field="output", max_bytes=MAX_OUTPUT_BYTES),
+        output=store.payload_limits.encode(output, "output"),
         error=clip_error(error), source="simple-api", traceparent=tracing.current()))
     return event_id
 

@@ -23,6 +23,7 @@ from whimbrel.client._schedules import Schedules
 from whimbrel.client._waits import Waits
 from whimbrel.client.query import DefinitionVersion
 from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.limits import DEFAULT_PAYLOAD_MAX_BYTES, DEFAULT_PAYLOAD_THRESHOLD_BYTES
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.intake import Intake
 from whimbrel.engine.metrics import EngineMetrics
@@ -31,6 +32,7 @@ from whimbrel.launch.command import CommandLauncher
 from whimbrel.launch.python import PythonLauncher
 from whimbrel.observe.emf import EmfMetrics
 from whimbrel.settings import (
+    DEFAULT_PAYLOAD_PREFIX,
     DEFAULT_RETENTION_DAYS,
     DEFAULT_TABLE_PREFIX,
     Settings,
@@ -70,6 +72,13 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
             timeouts, FIPS/dual-stack endpoints); Whimbrel adds only what it leaves unset.
         transport: the store's transport, ``auto`` (default: the lean client unless it
             cannot honour the config), ``lean`` or ``botocore`` (docs/operations.md).
+        payload_bucket: an S3 bucket that keeps every payload (input, output, signal,
+            list) over ``payload_threshold_bytes``, so payloads may reach
+            ``payload_max_bytes``; None: payloads keep DynamoDB-sized limits
+            (docs/definitions.md, "Payload sizes").
+        payload_prefix: the start of every key Whimbrel writes in that bucket.
+        payload_threshold_bytes: bytes of JSON over which a payload goes to the bucket.
+        payload_max_bytes: the largest payload accepted with a bucket.
     """
 
     def __init__(
@@ -88,6 +97,10 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
         boto3_session: boto3.session.Session | None = None,
         botocore_config: Config | None = None,
         transport: str | None = None,
+        payload_bucket: str | None = None,
+        payload_prefix: str = DEFAULT_PAYLOAD_PREFIX,
+        payload_threshold_bytes: int = DEFAULT_PAYLOAD_THRESHOLD_BYTES,
+        payload_max_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES,
     ) -> None:
         settings = Settings.from_env()
         # A caller's session says its region (it read AWS_REGION itself if not given).
@@ -97,7 +110,10 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
         self.clock: Clock = clock or time.time
         self.store = Store(table_prefix=table_prefix, endpoint_url=endpoint_url, region=region,
                            boto3_session=boto3_session, botocore_config=botocore_config,
-                           transport=transport or settings.transport)
+                           transport=transport or settings.transport,
+                           payload_bucket=payload_bucket, payload_prefix=payload_prefix,
+                           payload_threshold_bytes=payload_threshold_bytes,
+                           payload_max_bytes=payload_max_bytes)
         self.executor: Executor = executor or ThreadPoolExecutor(
             max_workers=max_workers, thread_name_prefix="whimbrel-activity")
         all_launchers: dict[str, Launcher] = {
@@ -113,7 +129,9 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
         """Configure from ``WHIMBREL_ENDPOINT_URL`` (unset: real AWS),
         ``WHIMBREL_TABLE_PREFIX`` (default ``whimbrel_``), ``WHIMBREL_RETENTION_DAYS``
         (a number, or ``none`` to keep ended runs forever), ``WHIMBREL_METRICS`` (``emf``:
-        engine metrics as EMF lines on stdout) and the AWS region variables.
+        engine metrics as EMF lines on stdout), ``WHIMBREL_PAYLOAD_BUCKET`` /
+        ``WHIMBREL_PAYLOAD_PREFIX`` / ``WHIMBREL_PAYLOAD_THRESHOLD_BYTES`` /
+        ``WHIMBREL_PAYLOAD_MAX_BYTES`` (large payloads in S3) and the AWS region variables.
 
         Raises:
             InvalidInput: a malformed setting.
@@ -124,6 +142,10 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
             "table_prefix": settings.table_prefix,
             "region": settings.region,
             "retention_days": settings.retention_days,
+            "payload_bucket": settings.payload_bucket,
+            "payload_prefix": settings.payload_prefix,
+            "payload_threshold_bytes": settings.payload_threshold_bytes,
+            "payload_max_bytes": settings.payload_max_bytes,
         }
         kwargs.update(overrides)
         if settings.metrics == "emf" and "metrics" not in overrides:

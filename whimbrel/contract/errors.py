@@ -222,6 +222,18 @@ class StoreError(WhimbrelError):
         self.retryable = retryable
 
 
+class PayloadMissing(StoreError):
+    """A payload kept in S3 could not be read (missing, expired, or access refused):
+    its reader gets this, naming the object, never a ``null`` in the value's place."""
+
+    def __init__(self, ref: str, reason: str, *, aws_code: str | None = None,
+                 retryable: bool = False) -> None:
+        super().__init__(f"payload {ref} could not be read: {reason}", aws_code=aws_code,
+                         retryable=retryable)
+        self.fields["ref"] = ref
+        self.ref = ref
+
+
 class NotAllowedNow(WhimbrelError):
     """The contract allows the move in general, but one of its guards refuses it now
     (docs/contract.md, "Guards"); nothing changed. The message says which and why."""

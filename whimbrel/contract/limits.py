@@ -15,6 +15,14 @@ MAX_DEFINITION_DEPTH = 64
 MAX_INPUT_BYTES = 128_000
 #: An activity's output, stored on its execution item.
 MAX_OUTPUT_BYTES = 64_000
+#: With a payload bucket: a value larger than this (bytes of JSON) is kept in S3 and its
+#: item holds a reference. An S3 PUT costs about 8 write units and a GET about 3 read
+#: units, and each adds a round trip (~10-30 ms in a region); a 16 KB attribute costs 16
+#: units on every write of its item and 4 on every consistent read (docs/architecture.md,
+#: "Large payloads").
+DEFAULT_PAYLOAD_THRESHOLD_BYTES = 16_384
+#: With a payload bucket: the largest value accepted (inputs, outputs, signals, lists).
+DEFAULT_PAYLOAD_MAX_BYTES = 100_000_000
 #: Errors longer than this are truncated (kept, never rejected: a failure must not be lost).
 MAX_ERROR_CHARS = 8_000
 #: Depth of nested JSON accepted in inputs and outputs.

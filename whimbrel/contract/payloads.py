@@ -3,10 +3,89 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from whimbrel.contract.errors import InvalidInput
-from whimbrel.contract.limits import MAX_ERROR_CHARS, MAX_JSON_DEPTH
+from whimbrel.contract.limits import (
+    MAX_ERROR_CHARS,
+    MAX_INPUT_BYTES,
+    MAX_JSON_DEPTH,
+    MAX_OUTPUT_BYTES,
+)
+
+#: A payload attribute whose text starts with this is a reference to the object in S3
+#: that holds the value (``s3://bucket/key``): JSON text never starts with ``s``, so no
+#: value can be mistaken for one.
+REF_SCHEME = "s3://"
+#: What a value too large without a bucket is told.
+NO_BUCKET_HINT = ("; set payload_bucket (WHIMBREL_PAYLOAD_BUCKET) to keep larger "
+                  "payloads in S3")
+#: What a value too large with a bucket is told.
+MAX_HINT = " (payload_max_bytes, WHIMBREL_PAYLOAD_MAX_BYTES)"
+
+
+def is_ref(text: object) -> bool:
+    """True when a payload's stored text is a reference to an S3 object."""
+    return isinstance(text, str) and text.startswith(REF_SCHEME)
+
+
+def parse_ref(ref: str, field: str = "ref") -> tuple[str, str]:
+    """``(bucket, key)`` of ``s3://bucket/key``.
+
+    Raises:
+        InvalidInput: not of that form.
+    """
+    bucket, _, key = ref[len(REF_SCHEME):].partition("/") if is_ref(ref) else ("", "", "")
+    if not bucket or not key:
+        raise InvalidInput(f"{field} must be s3://bucket/key, not {ref!r}"[:300], field=field)
+    return bucket, key
+
+
+@dataclass(frozen=True)
+class PayloadLimits:
+    """How large a payload may be: today's limits without a bucket, ``max_bytes`` for
+    every payload with one (``bucket`` set)."""
+
+    bucket: str | None = None
+    max_bytes: int = MAX_OUTPUT_BYTES
+
+    @property
+    def input_bytes(self) -> int:
+        return self.max_bytes if self.bucket else MAX_INPUT_BYTES
+
+    @property
+    def output_bytes(self) -> int:
+        return self.max_bytes if self.bucket else MAX_OUTPUT_BYTES
+
+    @property
+    def hint(self) -> str:
+        return MAX_HINT if self.bucket else NO_BUCKET_HINT
+
+    def encode(self, value: Any, field: str, *, run_input: bool = False) -> str | None:
+        """:func:`encode_payload` under these limits (a run's input: ``run_input``).
+
+        Raises:
+            InvalidInput: not JSON-serialisable, nested too deep, or too large.
+        """
+        return encode_payload(value, field=field, hint=self.hint,
+                              max_bytes=self.input_bytes if run_input else self.output_bytes)
+
+    def check_size(self, text: str, field: str, *, run_input: bool = False) -> None:
+        """Refuse JSON text larger than these limits allow.
+
+        Raises:
+            InvalidInput: too large.
+        """
+        limit = self.input_bytes if run_input else self.output_bytes
+        size = len(text.encode())
+        if size > limit:
+            raise InvalidInput(f"{field} is {size} bytes of JSON, more than the limit of "
+                               f"{limit}{self.hint}", field=field)
+
+
+#: The limits of a store without a bucket.
+NO_BUCKET = PayloadLimits()
 
 
 def json_depth(value: Any, limit: int) -> int:
@@ -47,7 +126,8 @@ def json_values(value: Any, memo: dict[int, int] | None = None) -> int:
     return memo[key]
 
 
-def encode_payload(value: Any, *, field: str, max_bytes: int) -> str | None:
+def encode_payload(value: Any, *, field: str, max_bytes: int, hint: str = NO_BUCKET_HINT,
+                   ) -> str | None:
     """JSON text for ``value`` (None stays None).
 
     Raises:
@@ -68,7 +148,8 @@ def encode_payload(value: Any, *, field: str, max_bytes: int) -> str | None:
                            f"at position {exc.start}", field=field) from None
     if size > max_bytes:
         raise InvalidInput(
-            f"{field} is {size} bytes of JSON, more than the limit of {max_bytes}", field=field
+            f"{field} is {size} bytes of JSON, more than the limit of {max_bytes}{hint}",
+            field=field
         )
     return text
 

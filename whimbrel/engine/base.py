@@ -28,12 +28,14 @@ from whimbrel.contract.errors import (
 )
 from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.outcomes import map_items, map_output
+from whimbrel.contract.payloads import PayloadLimits, is_ref
 from whimbrel.contract.records import ActivityRecord, Changes, DefinitionRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.engine import rules
 from whimbrel.engine.dataviews import run_view, with_child
 from whimbrel.engine.latest import LatestVersions
 from whimbrel.engine.metrics import NO_METRICS, EngineMetrics, Incidents, report_activity_end
+from whimbrel.engine.payloads import resolved, resolved_all
 from whimbrel.engine.ports import Clock, Launcher, StorePort
 from whimbrel.engine.shared_reads import SharedReads
 from whimbrel.engine.views import ActivityExec, WorkflowExec
@@ -228,7 +230,7 @@ class EngineBase:
 
     def remembered_activity(self, aeid: str) -> ActivityExec | None:
         item = self.remembered(aeid)
-        return ActivityExec.from_record(item) if item is not None else None
+        return ActivityExec.from_record(resolved(self, item)) if item is not None else None
 
     def each(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         """``[fn(x) for x in items]``, in parallel once a fan-out is wide enough to gain.
@@ -308,13 +310,13 @@ class EngineBase:
         an input the store keeps apart (``input_apart``), read once per process — only
         where it is needed (an attempt's input, a map over the input, the run's status)."""
         if not wf.input_apart:
-            return wf.input
+            return self.payload(wf.input, "input")
         wx = wf.workflow_exec_id
         with self._lock:
             if wx in self._inputs:
                 self._inputs.move_to_end(wx)
                 return self._inputs[wx]
-        text = self.store.workflow_input(wx)
+        text = self.payload(self.store.workflow_input(wx), "input")
         if text is None:
             log.warning("workflow %s: its input, kept apart, is gone (expired?)", wx)
         with self._lock:
@@ -323,9 +325,22 @@ class EngineBase:
                 self._inputs.popitem(last=False)
         return text
 
+    @property
+    def limits(self) -> PayloadLimits:
+        """How large a payload may be (a payload bucket raises the limits)."""
+        return self.store.payload_limits
+
+    def payload(self, text: str | None, field: str = "payload") -> str | None:
+        """A payload's JSON text whole (a reference read once per process; readers only,
+        never a guard). Raises ``PayloadMissing`` when its object cannot be read."""
+        return self.store.payload_text(text, field)
+
     def with_input(self, wf: WorkflowRecord) -> WorkflowRecord:
         """``wf`` with its input on it (read when it is kept apart): what a view shows."""
-        return replace(wf, input=self.run_input(wf)) if wf.input_apart else wf
+        if is_ref(wf.output):
+            wf = replace(wf, output=self.payload(wf.output, "output"))
+        return replace(wf, input=self.run_input(wf)) if wf.input_apart or is_ref(wf.input) \
+            else wf
 
     def activity(self, aeid: str) -> ActivityRecord:
         """The activity item (consistent read), remembered.
@@ -349,16 +364,16 @@ class EngineBase:
             defn: WorkflowDefinition | None = self.definition_of(wf)
         except DefinitionNotFound:
             defn = None  # still show the run (without map progress or child links)
-        return run_view(defn, wf, self.store.list_activities(wx))
+        return run_view(defn, wf, resolved_all(self, self.store.list_activities(wx)))
 
     def get_activity(self, aeid: str) -> ActivityExec:
         item = self.activity(aeid)
-        view = ActivityExec.from_record(item)
+        view = ActivityExec.from_record(resolved(self, item))
         if item.state is ActivityState.COMPLETED and item.map_size and item.output is None:
             # A map's list too large for its row is kept on its items: never None here.
-            items = map_items(self.store.list_activities(
+            items = map_items(resolved_all(self, self.store.list_activities(
                 item.workflow_exec_id, items_prefix(item.activity_name),
-                map_size=item.map_size), item.activity_name)
+                map_size=item.map_size)), item.activity_name)
             view = replace(view, output=map_output(items, item.map_size))
         try:
             defn = self.definition_of(item)

@@ -48,7 +48,7 @@ from whimbrel.contract.errors import (
     StateConflict,
 )
 from whimbrel.contract.ids import activity_exec_id, parse_activity_exec_id, workflow_exec_id_for
-from whimbrel.contract.limits import MAX_NESTING_DEPTH, MAX_OUTPUT_BYTES
+from whimbrel.contract.limits import MAX_NESTING_DEPTH
 from whimbrel.contract.nesting import ChildRef, child_cycle, child_workflows, describe_cycle
 from whimbrel.contract.outcomes import generation
 from whimbrel.contract.payloads import encode_payload
@@ -309,7 +309,7 @@ class Children(Feature):
         A child ended early hands on its early output, not its sinks (skipped).
 
         Raises:
-            OutputTooLarge: larger than MAX_OUTPUT_BYTES (the attempt fails: an output is
+            OutputTooLarge: larger than an output may be (the attempt fails: an output is
                 kept whole or not at all).
             InvalidInput: not JSON.
         """
@@ -324,12 +324,13 @@ class Children(Feature):
             out[sink] = None if value is UNRESOLVED else value
         text = encode_payload(out, field="output", max_bytes=sys.maxsize)
         size = len(text.encode()) if text is not None else 0
-        if size > MAX_OUTPUT_BYTES:
+        limits = self.core.limits
+        if size > limits.output_bytes:
             raise OutputTooLarge(
                 f"child workflow {wx} output too large: {size} bytes of JSON (the outputs of "
                 f"its sinks {', '.join(sorted(out))}), more than the limit of "
-                f"{MAX_OUTPUT_BYTES} an attempt's output may hold; hand large data over by "
-                "reference (a key in a bucket or table)", field="output")
+                f"{limits.output_bytes} an attempt's output may hold{limits.hint}",
+                field="output")
         return text
 
     # -- stop -------------------------------------------------------------------------------

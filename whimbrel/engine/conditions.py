@@ -33,9 +33,8 @@ from whimbrel.contract.dataflow import handlers, split_item
 from whimbrel.contract.definitions import ActivityDefinition, WorkflowDefinition
 from whimbrel.contract.errors import IllegalTransition, InvalidInput, StateConflict
 from whimbrel.contract.ids import END_NODE, activity_exec_id
-from whimbrel.contract.limits import MAX_OUTPUT_BYTES
 from whimbrel.contract.outcomes import failed_for_good, resolution
-from whimbrel.contract.payloads import clip_error, decode_payload, encode_payload
+from whimbrel.contract.payloads import clip_error, decode_payload
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import (
     ACTIVITY_NOT_LAUNCHED,
@@ -241,7 +240,7 @@ def end_early(engine: Core, aeid: str, output: Any = None, *, actor: str | None 
             treats its own redelivery as a duplicate and redoes the follow-ups).
         EngineDriven: a map's own row or a child run's attempt.
     """
-    text = encode_payload(output, field="output", max_bytes=MAX_OUTPUT_BYTES)
+    text = engine.limits.encode(output, "output")
     item = image if image is not None and image.state is not None \
         else engine.remembered(aeid) or engine.activity(aeid)
     defn = engine.definition_of(item)

@@ -21,30 +21,28 @@ from whimbrel.contract import conditions
 from whimbrel.contract.dataflow import CONTINUE, items_prefix, parse_map_over, select, split_item
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import InvalidInput
-from whimbrel.contract.limits import MAX_INPUT_BYTES
 from whimbrel.contract.outcomes import map_items, map_output, resolution, upstream_view
-from whimbrel.contract.payloads import decode_payload
+from whimbrel.contract.payloads import NO_BUCKET, PayloadLimits, decode_payload
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core
+from whimbrel.engine.payloads import has_refs, resolved, resolved_all
 
 A = ActivityState
 
 
-def own_input(value: Any, field: str = "input") -> str:
+def own_input(value: Any, field: str = "input", limits: PayloadLimits = NO_BUCKET) -> str:
     """JSON text of an attempt's own input (``null`` included: an element may be null).
 
     Raises:
-        InvalidInput: not JSON-serialisable, or larger than MAX_INPUT_BYTES.
+        InvalidInput: not JSON-serialisable, or larger than a run's input may be.
     """
     try:
         text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"{field} is not JSON-serialisable: {exc}", field=field) from exc
-    if len(text.encode()) > MAX_INPUT_BYTES:
-        raise InvalidInput(f"{field} is {len(text.encode())} bytes of JSON, more than the "
-                           f"limit of {MAX_INPUT_BYTES}", field=field)
+    limits.check_size(text, field, run_input=True)
     return text
 
 
@@ -77,7 +75,7 @@ def launch_input(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
     # The run's input is read only when the attempt uses it (a map item runs with its
     # own element): a large one is kept apart from the run's item.
     run_input = engine.run_input(wf) if own is None or spec.input_from else None
-    base = attempt_input(defn, run_input, own, name)
+    base = attempt_input(defn, run_input, engine.payload(own, "input"), name)
     if not spec.input_from:
         return base
     outputs, _ = upstream_values(engine, wf.workflow_exec_id, defn, name) \
@@ -90,11 +88,20 @@ def launch_input(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
 def assembled(engine: Core, wx: str, node: ActivityRecord) -> Any:
     """A COMPLETED map's output: the list on its row, or read from its items."""
     if node.output is not None or not node.map_size:
-        return decode_payload(node.output, field="output") if node.output else []
+        return decode_payload(engine.payload(node.output, "output"), field="output") \
+            if node.output else []
     items = map_items(engine.store.list_activities(wx, items_prefix(node.activity_name),
                                                    map_size=node.map_size),
                       node.activity_name)
-    return map_output(items, int(node.map_size))
+    return map_output(whole_items(engine, items), int(node.map_size))
+
+
+def whole_items(engine: Core, items: dict[int, ActivityRecord]) -> dict[int, ActivityRecord]:
+    """A map's items with their outputs read whole (those kept in S3)."""
+    if not any(has_refs(a) for a in items.values()):
+        return items
+    keys = list(items)
+    return dict(zip(keys, resolved_all(engine, [items[k] for k in keys]), strict=True))
 
 
 def upstream_values(engine: Core, wx: str, defn: WorkflowDefinition, name: str,
@@ -104,14 +111,30 @@ def upstream_values(engine: Core, wx: str, defn: WorkflowDefinition, name: str,
     errors of those it runs past (``on_failure: continue``)."""
     records = list(engine.store.list_activities(wx) if acts is None else acts)
     latest = latest_of(records)
+    needed = handled_chain(defn, defn.activity(split_item(name)[0]).depends_on)
+    latest.update({k: resolved(engine, v) for k, v in latest.items()
+                   if k in needed and has_refs(v)})
     outputs, errors = upstream_view(defn, latest, split_item(name)[0])
     for dep in outputs:
         node = latest.get(dep)
         if node is not None and node.state is A.COMPLETED and node.map_size \
                 and node.output is None:
             items = map_items(records, dep)
-            outputs[dep] = map_output(items, int(node.map_size))
+            outputs[dep] = map_output(whole_items(engine, items), int(node.map_size))
     return outputs, errors
+
+
+def handled_chain(defn: WorkflowDefinition, names: Iterable[str]) -> set[str]:
+    """``names`` and the failure handlers that may stand in for them (their outputs are
+    what a resolution reads)."""
+    out: set[str] = set()
+    for dep in names:
+        cur: str | None = dep
+        while cur is not None and cur not in out and cur in defn.names:
+            out.add(cur)
+            handler = defn.activity(cur).on_failure
+            cur = None if handler in (None, CONTINUE) else handler
+    return out
 
 
 def upstream_value(engine: Core, wx: str, defn: WorkflowDefinition, up: str) -> Any:
@@ -151,7 +174,8 @@ def resolved_value(engine: Core, wx: str, defn: WorkflowDefinition,
     node = latest[name]
     if res.handled_by is None and node.state is A.COMPLETED and node.map_size:
         return assembled(engine, wx, node)
-    return decode_payload(res.output, field="output") if res.output else None
+    return decode_payload(engine.payload(res.output, "output"), field="output") \
+        if res.output else None
 
 
 def output_of(engine: Core, node: ActivityRecord) -> Any:
@@ -159,7 +183,7 @@ def output_of(engine: Core, node: ActivityRecord) -> Any:
     items when it was too large for the map's own row)."""
     if node.state is A.COMPLETED and node.map_size and node.output is None:
         return assembled(engine, node.workflow_exec_id, node)
-    return decode_payload(node.output, field="output")
+    return decode_payload(engine.payload(node.output, "output"), field="output")
 
 
 def map_list(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name: str) -> list[Any]:

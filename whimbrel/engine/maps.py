@@ -25,7 +25,6 @@ from whimbrel.contract.dataflow import (
 from whimbrel.contract.definitions import ActivityDefinition, WorkflowDefinition
 from whimbrel.contract.errors import StateConflict
 from whimbrel.contract.ids import activity_exec_id
-from whimbrel.contract.limits import MAX_OUTPUT_BYTES
 from whimbrel.contract.outcomes import (
     generation,
     item_failed,
@@ -34,7 +33,6 @@ from whimbrel.contract.outcomes import (
     open_activities,
     retries_left,
 )
-from whimbrel.contract.payloads import encode_payload
 from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState, activity_path
 from whimbrel.engine import flow, rules
@@ -42,6 +40,7 @@ from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core, Feature, RunRead
 from whimbrel.engine.inputs import KnownLists, map_list, own_input
 from whimbrel.engine.map_repair import repair_maps
+from whimbrel.engine.payloads import has_refs, resolved
 
 log = logging.getLogger("whimbrel.engine")
 
@@ -274,7 +273,7 @@ class Maps(Feature):
         False when it COMPLETED already (before a redrive): the lane goes on."""
         wx, iname = wf.workflow_exec_id, item_name(name, index)
         record = self.core.new_attempt(wf, defn, iname, 1, self.core.clock()).with_changes(
-            input=own_input(element, f"element {index} of {name}"))
+            input=own_input(element, f"element {index} of {name}", self.core.limits))
         fresh = self.store.create_activity(record)
         if not fresh:  # a replay, or an item that ran before a redrive
             latest = latest_of(self.store.list_activities(wx, f"{iname}:"))[iname]
@@ -344,8 +343,9 @@ class Maps(Feature):
             return
         output: str | None = None
         try:
-            output = encode_payload(map_output(items, int(node.map_size)), field="output",
-                                    max_bytes=MAX_OUTPUT_BYTES)
+            whole = {i: resolved(self.core, a) for i, a in items.items()} \
+                if any(has_refs(a) for a in items.values()) else items
+            output = self.core.limits.encode(map_output(whole, int(node.map_size)), "output")
         except ValueError:
             log.info("map %s of %s: output kept on its items (too large)", name, wx)
         self.end_map_node(node, (A.COMPLETED,), defn, output=output)

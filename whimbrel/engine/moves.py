@@ -22,9 +22,7 @@ from whimbrel.contract.errors import (
     WorkflowNotRunning,
 )
 from whimbrel.contract.ids import parse_activity_exec_id
-from whimbrel.contract.limits import MAX_OUTPUT_BYTES
 from whimbrel.contract.outcomes import resolution
-from whimbrel.contract.payloads import encode_payload
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import (
     ACTIVITY_ACTIVE,
@@ -39,6 +37,7 @@ from whimbrel.contract.states import (
 )
 from whimbrel.engine import flow, late, rules
 from whimbrel.engine.feature import Core
+from whimbrel.engine.payloads import resolved
 from whimbrel.engine.views import ActivityExec
 
 A = ActivityState
@@ -111,7 +110,7 @@ def transition(
     verb = Transition(transition)
     parse_activity_exec_id(activity_exec_id_)
     text = output_json if output_json is not None else \
-        encode_payload(output, field="output", max_bytes=MAX_OUTPUT_BYTES)
+        engine.limits.encode(output, "output")
     item = write_image(engine, activity_exec_id_, assume)
     if verb is Transition.TIME_OUT:
         raise ListenerOnly(current=_state_of(item), activity_exec_id=activity_exec_id_)
@@ -132,7 +131,9 @@ def transition(
             raise
         raise late.keep(engine, lost.current, verb, output=text, error=error,
                         written_epoch=written_epoch) from None
-    return ActivityExec.from_record(moved)
+    # The output just written may be kept in S3: this process wrote it, so its value is
+    # in the payload cache (a raw row's output_ref is read once, for the hand-off too).
+    return ActivityExec.from_record(resolved(engine, moved))
 
 
 def write_image(engine: Core, aeid: str, assume: ActivityRecord | None = None) -> ActivityRecord:
@@ -196,7 +197,7 @@ def finish(engine: Core, aeid: str, transition: Transition, *, output: Any = Non
             its late output or error.
         StateConflict: the attempt is no longer where the verb applies.
     """
-    text = encode_payload(output, field="output", max_bytes=MAX_OUTPUT_BYTES)
+    text = engine.limits.encode(output, "output")
     try:
         return flow.apply(engine, write_image(engine, aeid, image), transition,
                           output=text, error=error, error_type=error_type, actor=actor)

@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any
 from whimbrel.contract import checks, waits
 from whimbrel.contract.errors import InvalidInput, StateConflict
 from whimbrel.contract.ids import new_request_id
-from whimbrel.contract.limits import MAX_OUTPUT_BYTES, NAME_PATTERN
-from whimbrel.contract.payloads import encode_payload
+from whimbrel.contract.limits import NAME_PATTERN
+from whimbrel.contract.payloads import is_ref
 from whimbrel.contract.records import (
     ActivityRecord,
     RejectionRecord,
@@ -101,7 +101,7 @@ def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
                            field="name")
     signal_id = new_request_id() if signal_id is None else checks.text(
         signal_id, "signal_id", max_chars=waits.MAX_SIGNAL_ID_CHARS)
-    text = encode_payload(payload, field="payload", max_bytes=MAX_OUTPUT_BYTES)
+    text = engine.limits.encode(payload, "payload")
     wf = engine.workflow(workflow_exec_id)
     defn = engine.definition_of(wf)
     names = waiting_on(defn, name)
@@ -114,7 +114,7 @@ def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
                " (it waits for no signal)"), field="name")
     kept = engine.store.get_signal(workflow_exec_id, signal_id)
     if kept is not None:  # sent before: the same signal, or refused
-        _same(kept, name, text)
+        _same(engine, kept, name, text)
         return _offer(engine, defn, kept, engine.store.list_activities(workflow_exec_id),
                       duplicate=True)
     acts = engine.store.list_activities(workflow_exec_id)
@@ -144,7 +144,7 @@ def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
             raise waits.SignalRefused(
                 f"signal_id {signal_id!r} is being sent to {workflow_exec_id} by another "
                 "sender; send it again", workflow_exec_id=workflow_exec_id, name=name)
-        _same(found, name, text)
+        _same(engine, found, name, text)
         return _offer(engine, defn, found, engine.store.list_activities(workflow_exec_id),
                       duplicate=True)
     if bound is not None:
@@ -168,13 +168,15 @@ def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
                   engine.store.list_activities(workflow_exec_id))
 
 
-def _same(kept: SignalRecord, name: str, payload: str | None) -> None:
-    """A send of a ``signal_id`` that exists: it must be the same signal.
+def _same(engine: Core, kept: SignalRecord, name: str, payload: str | None) -> None:
+    """A send of a ``signal_id`` that exists: it must be the same signal (a payload kept
+    in S3 is read to compare: only for a repeated send).
 
     Raises:
         SignalRefused: another name or payload.
     """
-    if kept.signal_name != name or kept.payload != payload:
+    if kept.signal_name != name or (kept.payload != payload and (
+            not is_ref(kept.payload) or engine.payload(kept.payload) != payload)):
         raise waits.SignalRefused(
             f"signal_id {kept.signal_id!r} was sent to this run before as signal "
             f"{kept.signal_name!r} with another payload or name; a signal_id names one "

@@ -19,8 +19,6 @@ from whimbrel.contract.ids import (
     new_request_id,
     workflow_exec_id_for,
 )
-from whimbrel.contract.limits import MAX_INPUT_BYTES
-from whimbrel.contract.payloads import encode_payload
 from whimbrel.contract.priority import check_priority
 from whimbrel.contract.records import ActivityRecord, Change, RequestRecord, WorkflowRecord
 from whimbrel.contract.states import (
@@ -92,7 +90,7 @@ def start(
         DefinitionNotFound: unknown workflow name or version.
         InvalidInput: input too large or not JSON; request id used for another workflow.
     """
-    payload = encode_payload(input, field="input", max_bytes=MAX_INPUT_BYTES)
+    payload = engine.limits.encode(input, "input", run_input=True)
     if priority is not None:
         check_priority(priority)
     checks.workflow_name(name)

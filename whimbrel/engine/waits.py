@@ -25,8 +25,7 @@ from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import InvalidInput, StateConflict
 from whimbrel.contract.ids import parse_activity_exec_id
-from whimbrel.contract.limits import MAX_OUTPUT_BYTES
-from whimbrel.contract.payloads import decode_payload, encode_payload
+from whimbrel.contract.payloads import NO_BUCKET, PayloadLimits, decode_payload
 from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
 from whimbrel.engine import moves, signals
@@ -208,16 +207,16 @@ def decide(engine: Core, activity_exec_id: str, *, approve: bool, by: Any, comme
     if approve:
         output = waits.approval_output(who, text, engine.clock())
         return moves.end_wait(engine, item, defn, Transition.COMPLETED, actor=actor,
-                        output=output_json(output))
+                        output=output_json(output, engine.limits))
     return moves.end_wait(engine, item, defn, Transition.FAILED, actor=actor,
                     error=waits.rejection_error(who, text), error_type=waits.REJECTED)
 
 
-def output_json(value: Any) -> str:
+def output_json(value: Any, limits: PayloadLimits = NO_BUCKET) -> str:
     """A wait's output as stored (JSON text).
 
     Raises:
         InvalidInput: not JSON, or larger than an output may be.
     """
-    text = encode_payload(value, field="output", max_bytes=MAX_OUTPUT_BYTES)
+    text = limits.encode(value, "output")
     return "null" if text is None else text

@@ -15,20 +15,26 @@ from whimbrel.local.dynamodb_local import (
     install_dynamodb_local,
 )
 from whimbrel.local.runtime import DEV_PORT, LocalRuntime
+from whimbrel.local.s3 import DEFAULT_DEV_BUCKET, LocalS3, MotoMissing
+from whimbrel.settings import ENV_PAYLOAD_BUCKET
 
 __all__ = ["run_dev"]
 
 
 def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds: float, *,
             port: int = DEV_PORT, data_dir: Path | None = None,
-            events_file: Path | None = None, host: str = LOOPBACK) -> None:
+            events_file: Path | None = None, host: str = LOOPBACK,
+            s3_port: int | None = None) -> None:
     """Run the local runtime until Ctrl-C or SIGTERM (``whimbrel dev``).
 
     Without ``endpoint_url`` it serves DynamoDB Local on ``port``; with ``data_dir`` the
     tables live in that folder (DynamoDB Local's ``-dbPath``) and outlive the process,
     otherwise they are in memory and gone at stop. It listens on ``host`` (loopback by
     default: ``0.0.0.0`` lets anyone who reaches the machine in). With ``events_file`` the notify
-    consumers append every event to it as JSON lines.
+    consumers append every event to it as JSON lines. It also serves S3 (moto's server,
+    on loopback, ``s3_port``; 0: any free port) with the bucket ``whimbrel-payloads`` for
+    large payloads, unless ``s3_port`` is None or moto is not installed (then payloads
+    keep today's limits, and it says so).
 
     Raises:
         PortInUse: ``port`` is taken.
@@ -42,20 +48,42 @@ def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds:
 
     previous = signal.signal(signal.SIGTERM, on_signal)
     ddb: DynamoDBLocal | None = None
+    s3: LocalS3 | None = None
+    s3_note = ""
     try:
+        if s3_port is not None:
+            try:
+                s3 = LocalS3(s3_port).start()
+            except MotoMissing as exc:
+                s3_note = f"  large payloads: none ({exc})"
+        bucket = None
+        if s3 is not None:
+            bucket = s3.create_bucket(DEFAULT_DEV_BUCKET)
+            # This process's own clients (the runtime's, its activities') use them too.
+            os.environ["AWS_ENDPOINT_URL_S3"] = s3.url
+            os.environ[ENV_PAYLOAD_BUCKET] = bucket
         if endpoint_url is None:
             ddb = DynamoDBLocal(port, in_memory=data_dir is None, db_path=data_dir, host=host,
                                 directory=install_dynamodb_local(find_dynamodb_local()))
             endpoint_url = ddb.start().endpoint_url
         with LocalRuntime(endpoint_url, table_prefix, heartbeat_rate_seconds,
                           lambda_log_level="WARNING", events_file=events_file,
-                          sleep=stop.wait, say=lambda text: print(text, flush=True)) as rt:
+                          sleep=stop.wait, say=lambda text: print(text, flush=True),
+                          payload_bucket=bucket) as rt:
             print(f"whimbrel dev: DynamoDB at {rt.endpoint_url}, tables {table_prefix}*")
             print(f"  export WHIMBREL_ENDPOINT_URL={rt.endpoint_url}")
             print(f"  export WHIMBREL_TABLE_PREFIX={table_prefix}")
             if rt.migrated:
                 print(f"  moved {rt.migrated} run(s) of earlier data onto the write-sharded "
                       "listing keys (whimbrel tables migrate)")
+            if s3 is not None:
+                print(f"  export AWS_ENDPOINT_URL_S3={s3.url}")
+                print(f"  export {ENV_PAYLOAD_BUCKET}={bucket}")
+                print("  large payloads: over 16 KB kept in that local S3 (in memory, "
+                      "gone when this stops" + (": runs kept in --data-dir lose them)"
+                                                if data_dir else ")"))
+            elif s3_note:
+                print(s3_note)
             if events_file is not None:
                 print(f"  export WHIMBREL_EVENTS_FILE={events_file}")
                 print("  events: appended there as JSON lines (whimbrel notifications --follow)")
@@ -79,4 +107,6 @@ def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds:
     finally:
         if ddb is not None:
             ddb.stop()
+        if s3 is not None:
+            s3.stop()
         signal.signal(signal.SIGTERM, previous)

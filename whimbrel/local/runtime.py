@@ -146,6 +146,9 @@ class LocalRuntime:
             clock's ``advance``).
         say: where the runtime tells a person that it waits for, or took over, the dev
             lease (default: the log).
+
+            measurement (the benchmarks), where no such lease exists.
+        payload_bucket: the S3 bucket for large payloads (None: today's limits).
     """
 
     def __init__(
@@ -167,6 +170,8 @@ class LocalRuntime:
         exclusive: bool = True,
         sleep: Callable[[float], object] = time.sleep,
         say: Callable[[str], object] | None = None,
+
+        payload_bucket: str | None = None,
     ) -> None:
         if events_file is not None:
             if publisher is not None:
@@ -201,6 +206,9 @@ class LocalRuntime:
         self._engine: Engine | None = None
         self.exclusive = exclusive
         self._sleep, self._say = sleep, say
+
+        #: The S3 bucket of large payloads (``AWS_ENDPOINT_URL_S3`` says where S3 is).
+        self.payload_bucket = payload_bucket
         self._lease: DevLease | None = None
         #: Runs moved onto the write-sharded listing keys at start (an old --data-dir).
         self.migrated = 0
@@ -263,7 +271,8 @@ class LocalRuntime:
                 self._endpoint_url = self._ddb.endpoint_url
             self._client = Whimbrel(endpoint_url=self._endpoint_url,
                                     table_prefix=self.table_prefix, region=self.region,
-                                    clock=self._clock, launchers=self._launchers)
+                                    clock=self._clock, launchers=self._launchers,
+                                    payload_bucket=self.payload_bucket)
             self._client.create_tables()
             if self.exclusive:
                 # Before any pump starts: a second runtime must not read a record.

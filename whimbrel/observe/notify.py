@@ -26,7 +26,7 @@ from whimbrel.contract.dataflow import CONTINUE, split_item
 from whimbrel.contract.definitions import ActivityDefinition
 from whimbrel.contract.errors import InvalidInput, WhimbrelError
 from whimbrel.contract.notifications import FAILURE_STATES, Notification
-from whimbrel.contract.payloads import decode_payload
+from whimbrel.contract.payloads import decode_payload, is_ref
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import WORKFLOW_TERMINAL, ActivityState, WorkflowState
 from whimbrel.contract.waits import WAIT_KINDS
@@ -44,6 +44,8 @@ log = logging.getLogger("whimbrel.notify")
 
 #: The ``source`` of rejection rows for records the notify consumer could not use.
 SOURCE_NOTIFY = "notify"
+#: The key a large output (kept in S3) is published under, in its value's place.
+OUTPUT_REF = "output_ref"
 
 _ENDED = frozenset(s.value for s in WORKFLOW_TERMINAL)
 _FAILED = frozenset(s.value for s in FAILURE_STATES)
@@ -174,10 +176,15 @@ class Notifier:
         """The outputs of the run's sinks (what a caller of ``wait`` would look at); for
         a run ended early, the output the attempt that ended it gave."""
         if wf.ended_by is not None:
+            if is_ref(wf.output):  # kept in S3: published as its reference
+                return {OUTPUT_REF: wf.output}
             return decode_payload(wf.output, field="output") if wf.output else None
         defn = self.engine.definition_of(wf)
         latest = self.engine.latest_attempts(wf.workflow_exec_id)
-        return {name: output_of(self.engine, latest[name])  # a map's list whole
+        # A sink's output kept in S3 goes out as its reference: an event stays under
+        # EventBridge's 256 KB, and publishing reads no object.
+        return {name: {OUTPUT_REF: latest[name].output} if is_ref(latest[name].output)
+                else output_of(self.engine, latest[name])  # a map's list whole
                 for name in defn.sinks if name in latest
                 and latest[name].state is ActivityState.COMPLETED}
 

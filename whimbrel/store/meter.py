@@ -35,6 +35,10 @@ class CapacityMeter:
     #: Retries after throttling (capacity exceeded), by operation: the store's back-off
     #: under throttling, as a counter (also ``snapshot()["throttles"]``).
     throttles: Counter[str] = field(default_factory=Counter)
+    #: Requests to the payload bucket by operation (``PutObject``, ``GetObject``, ...)
+    #: and the bytes they carried.
+    s3_requests: Counter[str] = field(default_factory=Counter)
+    s3_bytes: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def record(self, operation: str, response: dict[str, Any] | None) -> None:
@@ -67,6 +71,12 @@ class CapacityMeter:
             if throttled:
                 self.throttles[operation] += 1
 
+    def record_s3(self, operation: str, size: int) -> None:
+        """One request to the payload bucket, carrying ``size`` bytes of payload."""
+        with self._lock:
+            self.s3_requests[operation] += 1
+            self.s3_bytes[operation] += size
+
     @property
     def total_throttles(self) -> int:
         return sum(self.throttles.values())
@@ -91,6 +101,8 @@ class CapacityMeter:
             self.items_read.clear()
             self.retries.clear()
             self.throttles.clear()
+            self.s3_requests.clear()
+            self.s3_bytes.clear()
             self.backoff_seconds = 0.0
 
     def snapshot(self) -> dict[str, Any]:
@@ -102,6 +114,8 @@ class CapacityMeter:
                 "items_read": dict(self.items_read),
                 "retries": dict(self.retries),
                 "throttles": dict(self.throttles),
+                "s3_requests": dict(self.s3_requests),
+                "s3_bytes": dict(self.s3_bytes),
                 "backoff_seconds": self.backoff_seconds,
             }
 

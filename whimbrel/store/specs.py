@@ -172,7 +172,7 @@ WORKFLOW_REQUEST = TableSpec(
     Key("workflow_request_id"),
     attributes=attributes("workflow_request_id workflow_name version:I input:J manual:BOOL "
                           "source when_epoch:N workflow_exec_id expires_epoch:N traceparent "
-                          "priority:I " + _OUTCOME),
+                          "priority:I input_ref " + _OUTCOME),
     # Old images too: a row written again under the same id is rejected with what it
     # held before (the content that started the run).
     stream="NEW_AND_OLD_IMAGES",
@@ -305,7 +305,7 @@ ACTIVITY_EVENT = TableSpec(
     Key("activity_event_id"),
     attributes=attributes("activity_event_id activity_exec_id activity_name workflow_exec_id "
                           "workflow_name transition output:J error:J source when_epoch:N "
-                          "error_type expires_epoch:N traceparent " + _OUTCOME),
+                          "error_type expires_epoch:N traceparent output_ref " + _OUTCOME),
     stream="NEW_AND_OLD_IMAGES",
     purpose="Simple Lambda API: one item reports one activity transition.",
 )

@@ -19,8 +19,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from whimbrel.contract.errors import StoreError
 from whimbrel.contract.ids import END_NODE
-from whimbrel.settings import DEFAULT_TABLE_PREFIX
+from whimbrel.contract.limits import DEFAULT_PAYLOAD_MAX_BYTES, DEFAULT_PAYLOAD_THRESHOLD_BYTES
+from whimbrel.contract.payloads import PayloadLimits
+from whimbrel.settings import DEFAULT_PAYLOAD_PREFIX, DEFAULT_TABLE_PREFIX
 from whimbrel.store import specs
+from whimbrel.store.blobs import OffloadingTransport, PayloadBlobs
 from whimbrel.store.cold import ColdTables
 from whimbrel.store.errors import translate
 from whimbrel.store.keys import index_changes
@@ -35,6 +38,7 @@ from whimbrel.store.transport import (
     BotocoreTransport,
     Transport,
     botocore_client,
+    s3_client,
     transport_for,
 )
 
@@ -67,6 +71,11 @@ class Store(ColdTables, SignalTables, NotificationMarkers, ScheduleTables, Lease
             timeouts, FIPS/dual-stack endpoints); Whimbrel adds only what it leaves unset.
         transport: ``auto`` (lean unless it cannot honour the config), ``lean`` or
             ``botocore``.
+        payload_bucket: the S3 bucket that keeps payloads over
+            ``payload_threshold_bytes`` (None: none; payloads keep today's limits).
+        payload_prefix: the start of every key written there.
+        payload_threshold_bytes: a payload larger than this (bytes of JSON) goes to S3.
+        payload_max_bytes: the largest payload accepted with a bucket.
     """
 
     def __init__(
@@ -79,6 +88,10 @@ class Store(ColdTables, SignalTables, NotificationMarkers, ScheduleTables, Lease
         boto3_session: boto3.session.Session | None = None,
         botocore_config: Config | None = None,
         transport: str = "auto",
+        payload_bucket: str | None = None,
+        payload_prefix: str = DEFAULT_PAYLOAD_PREFIX,
+        payload_threshold_bytes: int = DEFAULT_PAYLOAD_THRESHOLD_BYTES,
+        payload_max_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES,
     ) -> None:
         self.table_prefix = table_prefix
         self.endpoint_url = endpoint_url
@@ -97,7 +110,33 @@ class Store(ColdTables, SignalTables, NotificationMarkers, ScheduleTables, Lease
         client.retry_observers.append(self.meter.record_retry)
         #: Table management (rare, not metered): always botocore (waiters, pagination).
         self._admin = BotocoreTransport(self.botocore)
+        region_name = self.region
+        #: Large payloads (store/blobs.py): written with a bucket, read in any case (a
+        #: raw row may reference an object of its own).
+        self.blobs = PayloadBlobs(
+            bucket=payload_bucket, prefix=payload_prefix,
+            threshold=payload_threshold_bytes, max_bytes=payload_max_bytes,
+            client=lambda: s3_client(region=region_name, boto3_session=boto3_session,
+                                     botocore_config=botocore_config),
+            meter=self.meter, hooks=self.write_hooks)  # type: ignore[arg-type]
+        if payload_bucket is not None:
+            client = OffloadingTransport(client, self.blobs, {  # type: ignore[assignment]
+                spec.table_name(table_prefix): spec.logical_name for spec in specs.TABLES})
         super().__init__(client, table_prefix, self._write)
+
+    @property
+    def payload_limits(self) -> PayloadLimits:
+        """How large a payload may be here (with or without a bucket)."""
+        return self.blobs.limits
+
+    def payload_text(self, text: str | None, field: str = "payload") -> str | None:
+        """A payload's JSON text whole: ``text`` itself, or the object its reference
+        names (``s3://bucket/key``; read once per process).
+
+        Raises:
+            PayloadMissing: the object is missing or cannot be read.
+        """
+        return self.blobs.resolve(text, field)
 
     @property
     def transport(self) -> Transport:

@@ -35,7 +35,8 @@ else:
     DynamoDBClient = Any
 
 __all__ = ["TRANSPORT_KINDS", "BotocoreTransport", "Transport", "TransportKind",
-           "botocore_client", "open_transport", "resolve", "transport_for"]
+           "botocore_client", "client_config", "open_transport", "resolve", "s3_client",
+           "transport_for"]
 
 TransportKind = Literal["auto", "lean", "botocore"]
 TRANSPORT_KINDS: tuple[str, ...] = ("auto", "lean", "botocore")
@@ -158,6 +159,30 @@ def botocore_client(*, endpoint_url: str | None = None, region: str | None = Non
     suffix).
     """
     session = boto3_session or _default_session()
+    config = client_config(session, botocore_config)
+    region = region or session.region_name or DEFAULT_REGION
+    with _DEFAULT_LOCK:  # creating clients from one session is not thread-safe
+        client: DynamoDBClient = session.client("dynamodb", endpoint_url=endpoint_url,
+                                                region_name=region, config=config)
+    return client
+
+
+def s3_client(*, region: str | None = None,
+              boto3_session: boto3.session.Session | None = None,
+              botocore_config: Config | None = None) -> Any:
+    """The S3 client for large payloads: the same session and config as the DynamoDB
+    client (credentials, region, proxies, CA bundle, retries, timeouts). Its endpoint is
+    botocore's own choice — ``AWS_ENDPOINT_URL_S3`` (a local S3), else AWS — never the
+    DynamoDB endpoint."""
+    session = boto3_session or _default_session()
+    config = client_config(session, botocore_config)
+    region = region or session.region_name or DEFAULT_REGION
+    with _DEFAULT_LOCK:
+        return session.client("s3", region_name=region, config=config)
+
+
+def client_config(session: boto3.session.Session, botocore_config: Config | None) -> Config:
+    """Whimbrel's defaults merged under the caller's ``botocore_config``."""
     defaults: dict[str, Any] = {"max_pool_connections": DEFAULT_POOL_CONNECTIONS,
                                 "connect_timeout": DEFAULT_CONNECT_TIMEOUT,
                                 "read_timeout": DEFAULT_READ_TIMEOUT,
@@ -172,11 +197,7 @@ def botocore_client(*, endpoint_url: str | None = None, region: str | None = Non
                 {"max_attempts", "total_max_attempts"} & set(theirs)):
             retries: Any = {**defaults["retries"], **theirs}
             config = config.merge(Config(retries=retries))
-    region = region or session.region_name or DEFAULT_REGION
-    with _DEFAULT_LOCK:  # creating clients from one session is not thread-safe
-        client: DynamoDBClient = session.client("dynamodb", endpoint_url=endpoint_url,
-                                                region_name=region, config=config)
-    return client
+    return config
 
 
 class _Probed(Exception):

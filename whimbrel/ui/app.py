@@ -7,6 +7,7 @@ facade call (:mod:`whimbrel.ui.actions`), guarded by the token (:mod:`whimbrel.u
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -120,6 +121,8 @@ class Console:
             Route("/runs/live", g(self.runs_live)),
             Route("/runs/{wx}", g(self.run)),
             Route("/runs/{wx}/live", g(self.run_live)),
+            Route("/runs/{wx}/input.json", g(self.run_input)),
+            Route("/runs/{wx}/outputs/{aeid}.json", g(self.attempt_output)),
             Route("/definitions", g(self.definitions)),
             Route("/definitions/{name}", g(self.definition)),
             Route("/rejections", g(self.rejections)),
@@ -200,6 +203,22 @@ class Console:
     def run_live(self, request: Request) -> Response:
         return self.page(request, "_run_live.html", **self._run_context(
             request.path_params["wx"]))
+
+    def run_input(self, request: Request) -> Response:
+        """A run's input whole, as a JSON download (the page shows a preview)."""
+        wx = request.path_params["wx"]
+        wf = self.wb.find_workflow(wx)
+        if wf is None:
+            return self.error(request, 404, "Not found", f"no workflow execution {wx}")
+        return _download(wf.input, f"{wx}-input.json")
+
+    def attempt_output(self, request: Request) -> Response:
+        """An attempt's output whole, as a JSON download."""
+        wx, aeid = request.path_params["wx"], request.path_params["aeid"]
+        if parse_activity_exec_id(aeid).workflow_exec_id != wx:
+            raise InvalidInput(f"{aeid} is not an attempt of run {wx}", field="aeid")
+        act = self.wb.get_activity(aeid)
+        return _download(act.output, f"{aeid.replace(':', '-')}-output.json")
 
     # -- definitions and rejections ---------------------------------------------------
 
@@ -315,6 +334,11 @@ class Console:
 class _NoSuchAction(Exception):
     def __init__(self, name: str) -> None:
         super().__init__(f"no action {name!r} in this console")
+
+
+def _download(value: Any, filename: str) -> Response:
+    return Response(json.dumps(value, ensure_ascii=False), media_type="application/json",
+                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
 
 def create_app(wb: Whimbrel, *, token: str, open_reads: bool = True,

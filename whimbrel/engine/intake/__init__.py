@@ -39,8 +39,6 @@ from whimbrel.contract.errors import (
     WhimbrelError,
 )
 from whimbrel.contract.ids import parse_activity_exec_id, workflow_exec_id_for
-from whimbrel.contract.limits import MAX_OUTPUT_BYTES
-from whimbrel.contract.payloads import encode_payload
 from whimbrel.contract.states import (
     ACTIVITY_TRANSITIONS,
     ActivityState,
@@ -56,9 +54,9 @@ from whimbrel.engine.intake.decode import (
     describe_validation,
     image_of,
     native,
-    payload,
     record_keys,
     record_rejection,
+    row_payload,
     written_epoch,
 )
 from whimbrel.engine.intake.items import BOOKKEEPING, ActivityEventItem, WorkflowRequestItem
@@ -127,7 +125,7 @@ class Intake:
             request_id = item.workflow_request_id
             refuse_future(item.when_epoch, self.engine.clock())
             wx = workflow_exec_id_for(request_id)
-            input_ = payload(item.input, "input")
+            input_ = row_payload(self.engine.store, item.input, item.input_ref, "input")
             existed = self.engine.store.get_workflow(wx) is not None
             with tracing.continued(item.traceparent):  # the requester's trace
                 self.engine.start(item.workflow_name, input_, version=item.version,
@@ -198,8 +196,8 @@ class Intake:
         assert isinstance(verb, Transition)
         # The whole row is checked before anything is applied: its output too.
         # Encoded once here; the engine writes this text as it is.
-        output = encode_payload(payload(item.output, "output"), field="output",
-                                max_bytes=MAX_OUTPUT_BYTES)
+        output = self.engine.limits.encode(
+            row_payload(self.engine.store, item.output, item.output_ref, "output"), "output")
         error = item.error if item.error is None or isinstance(item.error, str) \
             else native(item.error, "error")
         actor = actor_of(item)

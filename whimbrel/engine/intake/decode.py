@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from whimbrel.contract.ddbjson import from_ddb
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.ids import workflow_exec_id_for
+from whimbrel.contract.payloads import is_ref, parse_ref
 from whimbrel.contract.records import RejectionRecord
 from whimbrel.engine.base import day_of
 from whimbrel.engine.ports import StorePort
@@ -126,6 +127,24 @@ def payload(value: Any, field: str) -> Any:
         except ValueError as exc:
             raise InvalidInput(f"{field} is a string but not JSON: {exc}", field=field) from exc
     return native(value, field)
+
+
+def row_payload(store: StorePort, value: Any, ref: str | None, field: str) -> Any:
+    """A row's payload: ``value`` (JSON text or native), or the JSON of the S3 object
+    its ``<field>_ref`` names, read now so that a bad reference rejects the row.
+
+    Raises:
+        InvalidInput: both given, a malformed reference, or an object that is not JSON.
+        PayloadMissing: the object is missing or cannot be read (naming it).
+    """
+    if ref is None:
+        if is_ref(value):  # a Whimbrel client's own row: its large value kept in S3
+            return payload(store.payload_text(value, field), field)
+        return payload(value, field)
+    if value is not None:
+        raise InvalidInput(f"give {field} or {field}_ref, not both", field=f"{field}_ref")
+    parse_ref(ref, f"{field}_ref")
+    return payload(store.payload_text(ref, f"{field}_ref"), f"{field}_ref")
 
 
 def record_keys(record: Mapping[str, Any]) -> dict[str, str]:

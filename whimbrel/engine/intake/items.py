@@ -39,6 +39,9 @@ class WorkflowRequestItem(BaseModel):
     version: int | None = Field(default=None, ge=1)
     #: A JSON string or a native DynamoDB map/list/scalar.
     input: Any = None
+    #: Instead of ``input``: ``s3://bucket/key`` of an object holding the input's JSON
+    #: (read when the row is processed; docs/simple-api.md, "Large payloads").
+    input_ref: str | None = Field(default=None, min_length=1, max_length=2048)
     manual: StrictBool = False
     source: str | None = None
     when_epoch: float | None = None
@@ -64,6 +67,8 @@ class ActivityEventItem(BaseModel):
     workflow_name: str | None = None
     #: A JSON string or a native DynamoDB value.
     output: Any = None
+    #: Instead of ``output``: ``s3://bucket/key`` of an object holding its JSON.
+    output_ref: str | None = Field(default=None, min_length=1, max_length=2048)
     error: Any = None
     #: The type name of the error (e.g. an exception class), for retry policies.
     error_type: str | None = Field(default=None, max_length=256)

@@ -33,7 +33,7 @@ from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.states import Transition
 from whimbrel.engine import conditions, signals, suspend, waits
 from whimbrel.engine.engine import Engine
-from whimbrel.engine.intake.decode import payload
+from whimbrel.engine.intake.decode import row_payload
 from whimbrel.engine.intake.items import ActivityEventItem
 from whimbrel.engine.intake.result import IntakeResult, Outcome
 
@@ -169,7 +169,8 @@ def signal(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
            wx: str) -> IntakeResult:
     if not item.signal:
         raise InvalidInput("a SIGNAL row needs signal (the signal's name)", field="signal")
-    sent = signals.send(intake.engine, wx, item.signal, payload(item.payload, "payload"),
+    value = row_payload(intake.engine.store, item.payload, None, "payload")
+    sent = signals.send(intake.engine, wx, item.signal, value,
                         signal_id=item.signal_id or item.activity_event_id)
     return IntakeResult(Outcome.DUPLICATE if sent.duplicate else Outcome.APPLIED,
                         workflow_exec_id=wx, activity_exec_id=sent.received_by,
@@ -235,7 +236,7 @@ def end_workflow(intake: Context, record: Mapping[str, Any], item: ActivityEvent
                  aeid: str) -> IntakeResult:
     """Complete the attempt and end its run COMPLETED with the row's output; a redelivered
     row is recognised by its actor tag in the attempt's history (its follow-ups redone)."""
-    output = payload(item.output, "output")
+    output = row_payload(intake.engine.store, item.output, item.output_ref, "output")
     actor = actor_of(item)
     try:
         moved = conditions.end_early(intake.engine, aeid, output, actor=actor)
