@@ -321,13 +321,13 @@ def claim(engine: Core, workflow_name: str | None = None, activity_name: str | N
         # order) go in a random order: fewer lost writes.
         hits.sort(key=lambda h: (serving_grain(h.claim_key, CLAIM_ORDER_GRAIN_SECONDS),
                                  random.random()))
-        claimed = _claim_one(engine, hits, actor)
+        claimed = claim_one(engine, hits, actor)
         if claimed is not None:
             return claimed
     return None
 
 
-def _claim_one(engine: Core, hits: list[ActivityRecord], actor: str) -> ActivityRecord | None:
+def claim_one(engine: Core, hits: list[ActivityRecord], actor: str) -> ActivityRecord | None:
     """The first of ``hits`` this worker moves to RUNNING in a proceeding run, or None."""
     for hit in hits:
         wf_read = engine.in_background(engine.workflow, hit.workflow_exec_id)

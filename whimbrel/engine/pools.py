@@ -340,7 +340,8 @@ class Pools(Feature):
             self.store.put_waiter(spec.pool, act.activity_exec_id,
                                   admission.claim_order(spec, wf), kind="activity",
                                   expires_epoch=None)
-            if spec.launcher.is_pull:  # a push one is advanced by the core's visit
+            # A push one is advanced by the core's visit; python waits for a worker.
+            if spec.launcher.is_pull or spec.launcher.needs_worker:
                 repaired |= self.queue.admit_pull(wf, defn, spec, act) == "admitted"
         return repaired
 
