@@ -13,10 +13,15 @@ from types import FrameType
 from typing import Any
 
 from whimbrel.contract.definitions import WorkflowDefinition
-from whimbrel.contract.errors import DefinitionNotFound, InvalidInput, WhimbrelError
+from whimbrel.contract.errors import (
+    DefinitionNotFound,
+    InvalidInput,
+    LaunchError,
+    WhimbrelError,
+)
 from whimbrel.engine import handover
 from whimbrel.engine.engine import Engine
-from whimbrel.launch.python import PythonLauncher
+from whimbrel.launch.python import PythonLauncher, resolve_target
 from whimbrel.worker.poll import ClaimLoop
 
 log = logging.getLogger("whimbrel.client")
@@ -44,14 +49,26 @@ class Workers:
     # -- the client as a worker for what it registered or started ----------------------
 
     def _serve(self, defn: WorkflowDefinition) -> None:
-        """This client is a worker for ``defn``'s python activities from now on, while it
-        lives: it runs them when it advances their run, and claims those other
-        processes left for a worker (a background loop, started with the first)."""
+        """This client is a worker for ``defn``'s python activities it can import, from
+        now on, while it lives: it runs them when it advances their run, and claims
+        those other processes left for a worker (a background loop, started with the
+        first)."""
         targets = python_targets(defn)
         if not targets or self._python.scope.closed:
             return
-        self._python.scope.add_targets(targets)
-        self._serve_in_background()
+        # Code runs where the code is: a target this process cannot import is left to
+        # a worker that can (a deploy script, a console may register without the code).
+        here = set()
+        for target in sorted(targets):
+            try:
+                resolve_target(target)
+                here.add(target)
+            except LaunchError as exc:
+                log.warning("%s: this client is no worker for it (a worker for its module "
+                            "must run it: docs/operations.md, \"Python workers\")", exc)
+        if here:
+            self._python.scope.add_targets(here)
+            self._serve_in_background()
 
     def serve_importable(self) -> None:
         """Be a worker for every python activity this process can import, and claim
