@@ -50,6 +50,11 @@ class InProcessRefused:
     def __init__(self, kind: str) -> None:
         self.kind = kind
 
+    def runs(self, config: Any) -> bool:
+        """A Lambda is no worker for python code it was not given: a python attempt is
+        left READY and claimable for a worker (docs/contract.md, "Who runs code")."""
+        return False
+
     def launch(self, request: LaunchRequest) -> None:
         raise LaunchError(
             f"activity {request.activity_name!r} of workflow {request.workflow_name!r} has "

@@ -1,4 +1,5 @@
-"""The deployed Lambdas refuse in-process launchers (issue 20, item 7): through the real
+"""The deployed Lambdas refuse the ``command`` launcher (issue 20, item 7) and leave
+``python`` work for a worker (issue 26): through the real
 ``workflow_request`` handler, configured from the environment as on AWS, on DynamoDB
 Local."""
 
@@ -77,7 +78,7 @@ def test_the_lambdas_refuse_in_process_launchers_and_go_on(wb: Whimbrel) -> None
     response = workflow_request.handler(event, AwsContext())
     # Every record is done: a refused launch is not a record to retry.
     assert response == {"batchItemFailures": []}
-    for request_id, name in (("r-py", "python"), ("r-cmd", "command")):
+    for request_id, name in (("r-cmd", "command"),):
         wf = wb.get_workflow(workflow_exec_id_for(request_id))
         (act,) = wf.activities
         # The operator sees why, and what to do, on the attempt and on the run.
@@ -90,6 +91,12 @@ def test_the_lambdas_refuse_in_process_launchers_and_go_on(wb: Whimbrel) -> None
     # The record behind them started its run: its activity waits for a worker.
     (ext,) = wb.get_workflow(workflow_exec_id_for("r-ext")).activities
     assert ext.state is ActivityState.READY
+    # A python activity is no Lambda's to run: left claimable for a worker (issue 26,
+    # "Code runs where the code is"), here the client that registered the workflow.
+    done = wb.wait(workflow_exec_id_for("r-py"), timeout=30)
+    assert done.state is WorkflowState.COMPLETED
+    (py,) = done.activities
+    assert [h.by for h in py.history if h.state == "READY"] == ["lambda"]
     # The container's client has AWS's push launchers, and refusals for the others.
     assert _shared._client is not None
     launchers = _shared._client.engine.launchers

@@ -8,6 +8,7 @@ setup: settings, tables, definitions, launchers, lifetime.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -21,6 +22,7 @@ from whimbrel.client._pools import Pools
 from whimbrel.client._runs import Runs
 from whimbrel.client._schedules import Schedules
 from whimbrel.client._waits import Waits
+from whimbrel.client._worker import CLOSE_WAIT_SECONDS, Workers
 from whimbrel.client.query import DefinitionVersion
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.limits import DEFAULT_PAYLOAD_MAX_BYTES, DEFAULT_PAYLOAD_THRESHOLD_BYTES
@@ -29,7 +31,7 @@ from whimbrel.engine.intake import Intake
 from whimbrel.engine.metrics import EngineMetrics
 from whimbrel.engine.ports import Clock, Launcher, LaunchRequest
 from whimbrel.launch.command import CommandLauncher
-from whimbrel.launch.python import PythonLauncher
+from whimbrel.launch.python import PythonLauncher, WorkerScope
 from whimbrel.observe.emf import EmfMetrics
 from whimbrel.settings import (
     DEFAULT_PAYLOAD_PREFIX,
@@ -48,7 +50,7 @@ if TYPE_CHECKING:
     from botocore.config import Config
 
 
-class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Pools):
+class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Pools, Workers):
     """Entry point of the Full Logic API (and, through the same store, everything else).
 
     Args:
@@ -116,8 +118,15 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
                            payload_max_bytes=payload_max_bytes)
         self.executor: Executor = executor or ThreadPoolExecutor(
             max_workers=max_workers, thread_name_prefix="whimbrel-activity")
+        self._max_workers = max_workers
+        # What this client is a worker for (docs/contract.md, "Who runs code"): the
+        # workflows it registers or starts, the modules of run_worker.
+        self._python = PythonLauncher(self.executor, self._run_python, WorkerScope())
+        self._background = self._foreground = None
+        self._stop_worker = threading.Event()
+        self._serve_lock = threading.Lock()
         all_launchers: dict[str, Launcher] = {
-            "python": PythonLauncher(self.executor, self._run_python),
+            "python": self._python,
             "command": CommandLauncher(self.executor, self._run_command),
         }
         all_launchers.update(launchers or {})
@@ -173,10 +182,15 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
         """Validate and store ``definition``; returns its version (unchanged if equal
         to the latest).
 
+        This client is a worker for its python activities from now on, while it lives
+        (docs/contract.md, "Who runs code").
+
         Raises:
             InvalidDefinition: listing every problem.
         """
-        return self.engine.register(definition)
+        version = self.engine.register(definition)
+        self._serve(definition)
+        return version
 
     def get_definition(self, name: str, version: int | None = None) -> WorkflowDefinition:
         return self.engine.definition(name, version)[1]
@@ -210,7 +224,18 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
         Lambda handlers call)."""
         return Intake(self.engine)
 
-    def close(self) -> None:
+    @property
+    def worker_scope(self) -> WorkerScope:
+        """What python code this client runs (it is a *worker* for): see
+        docs/contract.md, "Who runs code"."""
+        return self._python.scope
+
+    def close(self, wait_seconds: float = CLOSE_WAIT_SECONDS) -> None:
+        """Release the client. It is no longer a worker: what it advances from now on is
+        left claimable for one; python attempts it launched but never started are handed
+        back (a next attempt, claimable); those running get up to ``wait_seconds`` to
+        finish (and still record their end after that)."""
+        self._close_workers(wait_seconds)
         self.executor.shutdown(wait=False, cancel_futures=False)
         self.engine.close()
 

@@ -34,6 +34,11 @@ LAUNCHER_KINDS: Mapping[str, tuple[str, ...]] = {
     "approval": (),
 }
 
+#: Kinds whose code runs only in a process that is a *worker* for it (docs/contract.md,
+#: "Who runs code"): anywhere else an attempt waits READY in the ``claimable`` index
+#: (under the worker shards) until a worker claims it.
+WORKER_KINDS = frozenset({"python"})
+
 
 @dataclass(frozen=True)
 class LauncherSpec:
@@ -57,6 +62,17 @@ class LauncherSpec:
     def is_pull(self) -> bool:
         """Claimed by a worker from the ``claimable`` index (``external``)."""
         return self.kind == "external"
+
+    @property
+    def needs_worker(self) -> bool:
+        """Runs only in a worker for it (``python``); a process that is not one leaves it
+        READY and claimable, and a worker claims it."""
+        return self.kind in WORKER_KINDS
+
+    @property
+    def worker_target(self) -> str | None:
+        """The ``module:function`` a worker runs (None: not a worker kind)."""
+        return str(self.config.get("target", "")) if self.needs_worker else None
 
     @property
     def is_wait(self) -> bool:

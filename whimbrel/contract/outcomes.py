@@ -33,6 +33,11 @@ def generation(item: ActivityRecord) -> int:
     return item.redrive_count or 0
 
 
+#: The error type of an attempt a closing process had launched but never started
+#: (engine/handover.py): it never ran, so a next attempt always follows, at once.
+HANDED_BACK = "HandedBack"
+
+
 def retries_left(item: ActivityRecord, spec: ActivityDefinition) -> bool:
     """True when the policy gives a FAILED or TIMED_OUT attempt another one: attempts of
     this generation under ``max_attempts`` and an error type not ``non_retryable`` (a
@@ -44,6 +49,8 @@ def retries_left(item: ActivityRecord, spec: ActivityDefinition) -> bool:
         return False  # a map never retries as a whole: its items did
     if waits.rejected(spec, item):
         return False
+    if item.error_type == HANDED_BACK:
+        return True
     used = item.attempt - (item.retry_base or 0)
     return used < spec.retry.max_attempts and spec.retry.retries(item.error_type)
 

@@ -14,6 +14,7 @@ from whimbrel.contract.priority import attempt_priority, order_text
 from whimbrel.contract.records import REMOVE, ActivityRecord, Changes, WorkflowRecord
 from whimbrel.contract.states import ACTIVITY_STARTING, ActivityState
 from whimbrel.engine.feature import Admission, Core
+from whimbrel.engine.ports import runs_here
 
 
 def claim_order(spec: ActivityDefinition, wf: WorkflowRecord, since: float | None) -> str:
@@ -25,10 +26,15 @@ def claim_order(spec: ActivityDefinition, wf: WorkflowRecord, since: float | Non
 
 
 def claim_intent(spec: ActivityDefinition, wf: WorkflowRecord,
-                 since: float | None) -> tuple[str, int]:
+                 since: float | None) -> tuple[Any, ...]:
     """What a ``claimable`` intent carries beside the names: where the attempt is served,
-    and its priority (any but the default goes to the shards every claim reads)."""
-    return claim_order(spec, wf, since), attempt_priority(spec.priority, wf.priority)
+    and its priority (any but the default goes to the shards every claim reads); for
+    code only a worker runs, its ``module:function`` too (the store keys it under the
+    worker shards by module: store/keys.py)."""
+    out: tuple[Any, ...] = (claim_order(spec, wf, since),
+                            attempt_priority(spec.priority, wf.priority))
+    target = spec.launcher.worker_target
+    return out if target is None else (*out, target)
 
 
 def waiting_since(engine: Core, item: ActivityRecord, changes: Changes) -> float | None:
@@ -70,9 +76,21 @@ def ready_changes(engine: Core, spec: ActivityDefinition, wf: WorkflowRecord, no
     a claim serves it (priority, then the oldest run), what the features add (a wait's
     deadline and ``waiting_for``) or take away (no claim while the run is SUSPENDED)."""
     out = dict(changes)
+    if "claimable" not in out and leaves_for_worker(engine, spec):
+        out["claimable"] = (wf.workflow_name, spec.name)  # READY for a worker to claim
     claim = out.get("claimable")
     if isinstance(claim, tuple) and len(claim) == 2:
         out["claimable"] = (*claim, *claim_intent(spec, wf, out.get("ready_epoch", now)))
     for feature in engine.features:
         feature.ready(spec, wf, now, out)
     return out
+
+
+def leaves_for_worker(engine: Core, spec: ActivityDefinition) -> bool:
+    """Whether this process leaves an attempt of ``spec`` READY and claimable for a
+    worker instead of launching it: code only a worker runs (python) that this
+    process is not a worker for now (``ports.runs_here``), or has no launcher for."""
+    if not spec.launcher.needs_worker:
+        return False
+    launcher = engine.launchers.get(spec.launcher.kind)
+    return launcher is None or not runs_here(launcher, spec.launcher.config)

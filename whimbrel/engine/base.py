@@ -241,7 +241,7 @@ class EngineBase:
         """
         if len(items) < PARALLEL_FANOUT:
             return [fn(x) for x in items]
-        futures = [self._fanout.submit(fn, x) for x in items]
+        futures = [_submit(self._fanout, fn, x) for x in items]
         wait(futures)
         return [f.result() for f in futures]
 
@@ -258,11 +258,11 @@ class EngineBase:
 
     def in_background(self, fn: Callable[[str], T], arg: str) -> Future[T]:
         """Run a read on the engine's I/O pool, to overlap it with a write."""
-        return self._pool.submit(fn, arg)
+        return _submit(self._pool, fn, arg)
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         """Run independent writes on the engine's I/O pool (a start's phase one)."""
-        return self._pool.submit(fn, *args)
+        return _submit(self._pool, fn, *args)
 
     def move(self, aeid: str, expected: ActivityState, path: Sequence[ActivityState],
              changes: Changes, *, actor: str | None = None,
@@ -387,6 +387,21 @@ class EngineBase:
     def close(self) -> None:
         self._pool.shutdown(wait=False)
         self._fanout.shutdown(wait=False)
+
+
+def _submit(pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> Future[T]:
+    """``pool.submit``, or, once the pool is shut down (the client closed while an
+    activity it runs still ends, or the interpreter exits), the call here and now: an
+    activity's end is recorded, never lost to "cannot schedule new futures"."""
+    try:
+        return pool.submit(fn, *args)
+    except RuntimeError:
+        done: Future[T] = Future()
+        try:
+            done.set_result(fn(*args))
+        except BaseException as exc:  # the caller's .result() raises it, as from the pool
+            done.set_exception(exc)
+        return done
 
 
 def latest_of(items: Sequence[ActivityRecord]) -> dict[str, ActivityRecord]:

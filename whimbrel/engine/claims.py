@@ -5,6 +5,7 @@ aging (contract/priority.py), while workers polling together spread over its sha
 from __future__ import annotations
 
 import random
+from collections.abc import Callable, Sequence
 
 from whimbrel.contract.errors import StateConflict
 from whimbrel.contract.priority import (
@@ -61,18 +62,27 @@ def claim(engine: Core, workflow_name: str | None = None, activity_name: str | N
     prefix = ""
     if workflow_name:
         prefix = f"{workflow_name}/" + (f"{activity_name}/" if activity_name else "")
-    shards = list(engine.store.claim_shards)
-    start = random.randrange(len(shards))
-    shards = shards[start:] + shards[:start]
-    first = [*engine.store.priority_claim_shards, *shards[:CLAIM_WINDOW]]
-    rest = shards[CLAIM_WINDOW:]
-    now = engine.clock()
 
     def read(group: list[str]) -> list[ActivityRecord]:
         return [hit for hit in engine.store.claimable_among(group, prefix, CLAIM_CANDIDATES)
                 if not (activity_name and not workflow_name
                         and hit.activity_name != activity_name)]
 
+    return claim_from(engine, engine.store.claim_shards, engine.store.priority_claim_shards,
+                      read, actor)
+
+
+def claim_from(engine: Core, shards: Sequence[str], priority_shards: Sequence[str],
+               read: Callable[[list[str]], list[ActivityRecord]],
+               actor: str) -> ActivityRecord | None:
+    """One claim over a sharded claimable index (``claim``'s order and spread, for the
+    external and the worker shards alike): ``read`` gives a group of shards' candidates."""
+    ring = list(shards)
+    start = random.randrange(len(ring))
+    ring = ring[start:] + ring[:start]
+    first = [*priority_shards, *ring[:CLAIM_WINDOW]]
+    rest = ring[CLAIM_WINDOW:]
+    now = engine.clock()
     hits = _ordered(read(first))
     if rest and hits and behind_default(hits[0], now):
         hits = _ordered(hits + read(rest))  # default work elsewhere may go first

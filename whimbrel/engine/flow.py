@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import StateConflict, StoreError, WhimbrelError
 from whimbrel.contract.ids import END_NODE, activity_exec_id, unit_random
-from whimbrel.contract.outcomes import carry, open_activities
+from whimbrel.contract.outcomes import HANDED_BACK, carry, open_activities
 from whimbrel.contract.payloads import clip_error
 from whimbrel.contract.records import ActivityRecord, Change, WorkflowRecord
 from whimbrel.contract.states import (
@@ -31,7 +31,7 @@ from whimbrel.contract.states import (
     WorkflowState,
 )
 from whimbrel.engine import ending, launches, rules
-from whimbrel.engine.admission import admission, ready_changes, starts
+from whimbrel.engine.admission import admission, leaves_for_worker, ready_changes, starts
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Admission, Core, RunRead
 from whimbrel.engine.ports import runs_in_process
@@ -193,7 +193,8 @@ def retry_or_fail(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
     if rules.retry_follows(spec, item):
         # The failure time is on the item, so every replay computes the same retry.
         failed_at = float(item.ended_epoch or item.updated_epoch)
-        delay = spec.retry.delay_after(attempt, unit_random(item.activity_exec_id))
+        delay = 0.0 if item.error_type == HANDED_BACK else spec.retry.delay_after(
+            attempt, unit_random(item.activity_exec_id))
         not_before = failed_at + delay
         now = engine.clock()
         nxt = new_attempt(engine, wf, defn, item.activity_name, attempt + 1, now,
@@ -248,7 +249,9 @@ def plan(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
          source: ActivityState) -> tuple[ActivityState, ...]:
     """How far this actor may move an attempt of ``name`` from ``source`` now."""
     spec = defn.activity(name)
-    launching = spec.launcher.is_push and wf.state is W.RUNNING
+    # Code this process is no worker for waits READY for one (engine/handover.py).
+    launching = spec.launcher.is_push and wf.state is W.RUNNING \
+        and not leaves_for_worker(engine, spec)
     # REQUESTED -> QUEUED directly for a dependency-free attempt launched now (the
     # contract's own shortcut); READY first for everything else.
     steps: list[ActivityState] = (

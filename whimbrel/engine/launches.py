@@ -26,11 +26,7 @@ def launch(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
     fails fails the attempt, with the error recorded."""
     spec = defn.activity(item.activity_name)
     launcher = engine.launchers.get(spec.launcher.kind)
-    request = LaunchRequest(
-        activity_exec_id=item.activity_exec_id, activity_name=item.activity_name,
-        workflow_exec_id=wf.workflow_exec_id, workflow_name=wf.workflow_name,
-        attempt=item.attempt, config=dict(spec.launcher.config),
-        endpoint_url=engine.store.endpoint_url, table_prefix=engine.store.table_prefix)
+    request = launch_request(engine, defn, item)
     try:
         if launcher is None:
             raise RuntimeError(
@@ -50,6 +46,17 @@ def launch(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
         return
     for feature in engine.features:
         feature.launched(item)
+
+
+def launch_request(engine: Core, defn: WorkflowDefinition,
+                   item: ActivityRecord) -> LaunchRequest:
+    """What a launcher (or a worker that claimed ``item``) needs to start it."""
+    spec = defn.activity(item.activity_name)
+    return LaunchRequest(
+        activity_exec_id=item.activity_exec_id, activity_name=item.activity_name,
+        workflow_exec_id=item.workflow_exec_id, workflow_name=item.workflow_name,
+        attempt=item.attempt, config=dict(spec.launcher.config),
+        endpoint_url=engine.store.endpoint_url, table_prefix=engine.store.table_prefix)
 
 
 def fail_attempt(engine: Core, item: ActivityRecord, error: str, error_type: str | None) -> None:

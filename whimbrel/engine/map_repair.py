@@ -74,7 +74,8 @@ def repair_map(maps: MapSteps, wf: WorkflowRecord, defn: WorkflowDefinition,
         state = act.state or A.REQUESTED
         if not state.is_terminal:
             due = not (act.not_before_epoch or 0) > maps.core.clock()
-            if (state is A.REQUESTED and due) or (state is A.READY and spec.launcher.is_push):
+            if (state is A.REQUESTED and due) or (state is A.READY and spec.launcher.is_push
+                                                   and not spec.launcher.needs_worker):
                 maps.core.advance(wf, defn, act.activity_name, act.attempt, state)
                 repaired = True
             continue

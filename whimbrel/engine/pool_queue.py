@@ -134,8 +134,8 @@ class Queue:
             return "skip"  # SUSPENDED: its resume's reconcile visit admits it
         defn = self.core.definition_of(wf)
         spec = defn.activity(item.activity_name)
-        if spec.launcher.is_pull:
-            return self.admit_pull(wf, defn, spec, item)
+        if spec.launcher.is_pull or admission.leaves_for_worker(self.core, spec):
+            return self.admit_pull(wf, defn, spec, item)  # claimable, its slot held
         self.core.advance(wf, defn, item.activity_name, item.attempt, item.state)
         fresh = self.store.get_activity(aeid)
         return "admitted" if fresh is not None and fresh.pool_wait is None else "held"

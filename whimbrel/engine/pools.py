@@ -346,7 +346,8 @@ class Pools(Feature):
                                   admission.claim_order(spec, wf, act.ready_epoch),
                                   kind="activity",
                                   expires_epoch=None)
-            if spec.launcher.is_pull:  # a push one is advanced by the core's visit
+            # A push one is advanced by the core's visit; python waits for a worker.
+            if spec.launcher.is_pull or spec.launcher.needs_worker:
                 repaired |= self.queue.admit_pull(wf, defn, spec, act) == "admitted"
         return repaired
 

@@ -45,6 +45,9 @@ class StorePort(Protocol):
     claim_shards: tuple[str, ...]
     #: Its shards of attempts whose priority is not the default, read by every claim.
     priority_claim_shards: tuple[str, ...]
+    #: The same for python work left for a worker (``w<k>``, ``wp<k>``; keys by module).
+    worker_claim_shards: tuple[str, ...]
+    worker_priority_claim_shards: tuple[str, ...]
     #: Partitions of the sparse ``due_schedules`` index; a sweep asks them all at once.
     schedule_shards: tuple[str, ...]
     #: Partitions of the sparse ``timers`` and ``reconcile`` indexes (likewise).
@@ -92,7 +95,7 @@ class StorePort(Protocol):
     # -- activity executions ---------------------------------------------------------------
     def create_activity(self, record: ActivityRecord) -> bool: ...
     def create_claimable(self, record: ActivityRecord,
-                         claim: tuple[str, int] | None = None) -> bool: ...
+                         claim: tuple[object, ...] | None = None) -> bool: ...
     def get_activity(self, activity_exec_id: str) -> ActivityRecord | None: ...
     def list_activities(self, workflow_exec_id: str, prefix: str | None = None, *,
                         map_size: int | None = None) -> list[ActivityRecord]: ...
@@ -216,3 +219,12 @@ def runs_in_process(launcher: Launcher) -> bool:
     the engine moves such an attempt straight to RUNNING in the write that queues it,
     and hands the run the workflow item it has."""
     return bool(getattr(launcher, "in_process", False))
+
+
+def runs_here(launcher: Launcher, config: Mapping[str, object]) -> bool:
+    """Whether this process runs the code ``config`` names (a worker kind,
+    ``contract.launching.WORKER_KINDS``): the launcher's ``runs(config)`` if it has one
+    (the python launcher asks its ``WorkerScope``), else True. The one question the
+    engine asks before it launches such an attempt here."""
+    runs = getattr(launcher, "runs", None)
+    return True if runs is None else bool(runs(config))

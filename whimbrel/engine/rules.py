@@ -82,7 +82,9 @@ def changes_for(spec: ActivityDefinition, source: ActivityState, target: Activit
     keys from them.
     """
     out: dict[str, Any] = {}
-    leaves_claim = spec.launcher.is_pull and source in ACTIVITY_NOT_LAUNCHED
+    # A python attempt may sit in the index too, left for a worker (engine/admission.py).
+    leaves_claim = (spec.launcher.is_pull and source in ACTIVITY_NOT_LAUNCHED) or (
+        spec.launcher.needs_worker and source is A.READY)
     if target is A.READY:
         out["ready_epoch"] = now  # its wait (for a claim, for its pool) counts from here
         deadline = start_deadline(spec, now, queued=False)

@@ -31,7 +31,7 @@ from whimbrel.contract.states import (
 )
 from whimbrel.contract.waits import check_input
 from whimbrel.engine import ending, flow, launches, rules
-from whimbrel.engine.admission import admission, ready_changes
+from whimbrel.engine.admission import admission, leaves_for_worker, ready_changes
 from whimbrel.engine.base import day_of
 from whimbrel.engine.feature import Core
 from whimbrel.engine.ports import runs_in_process
@@ -231,10 +231,12 @@ def create_root(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name
     spec = defn.activity(name)
     record = flow.new_attempt(engine, wf, defn, name, 1, now)
     launcher = engine.launchers.get(spec.launcher.kind)
-    if (spec.launcher.is_push and launcher is not None and runs_in_process(launcher)) \
+    # Code this process is no worker for is created READY, claimable by a worker.
+    pushed = spec.launcher.is_push and not leaves_for_worker(engine, spec)
+    if (pushed and launcher is not None and runs_in_process(launcher)) \
             or driven(engine, spec, name):  # a map expands when advanced (maps.py)
         return engine.store.create_activity(record)
-    verb = Transition.QUEUED if spec.launcher.is_push else Transition.READY
+    verb = Transition.QUEUED if pushed else Transition.READY
     path = activity_path(A.REQUESTED, verb)
     changes = rules.changes_for(spec, A.REQUESTED, path[-1], now=now,
                                 workflow_name=wf.workflow_name,
@@ -277,8 +279,14 @@ def launch_roots(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
                 for feature in engine.features:
                     feature.readied(current, defn, ready)
             return
-        if flow.plan(engine, current, defn, name, A.REQUESTED)[-1:] == (A.RUNNING,):
+        path = flow.plan(engine, current, defn, name, A.REQUESTED)
+        if path[-1:] == (A.RUNNING,):
             flow.advance(engine, current, defn, name, 1)
+        elif path[-1:] == (A.READY,):
+            # Left for a worker: created READY and claimable (create_root). One created
+            # REQUESTED while this process was still a worker (its client closed since)
+            # is moved on by the run's reconcile visit.
+            return
         elif name in created:
             launches.launch(engine, current, defn, ActivityRecord(
                 wf.workflow_exec_id, activity_exec_id(wf.workflow_exec_id, name, 1),

@@ -190,7 +190,8 @@ def repair_claims(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
     changed = False
     for act in acts:
         spec = defn.activity(act.activity_name)  # a map's item: its map's
-        if act.state is not A.READY or not spec.launcher.is_pull:
+        if act.state is not A.READY or not (spec.launcher.is_pull
+                                            or spec.launcher.needs_worker):
             continue
         if claimable == (act.claim_key is not None) or (
                 claimable and spec.pool is not None and act.pool_slot is None):

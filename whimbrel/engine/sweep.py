@@ -355,7 +355,8 @@ def _reconcile_running(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinitio
                     engine.store.delete_dependency(wx, name, d)
                 flow.advance(engine, wf, defn, name, act.attempt)
                 repaired = True
-        elif state is A.READY and spec.launcher.is_push:
+        elif state is A.READY and spec.launcher.is_push and not spec.launcher.needs_worker:
+            # (a READY python attempt waits for a worker's claim: engine/handover.py)
             flow.advance(engine, wf, defn, name, act.attempt, A.READY)
             repaired = True
         elif state in ACTIVITY_UNSUCCESSFUL \

@@ -1,12 +1,21 @@
-"""``python`` launcher: run ``module:function`` in a thread pool of this process."""
+"""``python`` launcher: run ``module:function`` in a thread pool of this process — only
+where this process is a *worker* for it (docs/contract.md, "Who runs code").
+
+:class:`WorkerScope` is the one place that answers "may this process run that code?":
+the engine asks it (``engine.ports.runs_here``) before it launches a python attempt in
+process; where the answer is no, the attempt is left READY and claimable for a worker.
+"""
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import logging
+import sys
 import threading
-from collections.abc import Callable
-from concurrent.futures import Executor
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Executor, Future, wait
 from typing import Any
 
 from whimbrel.contract.errors import LaunchError
@@ -17,6 +26,9 @@ log = logging.getLogger("whimbrel.launch.python")
 #: Runs one activity to its end: (request, function) -> None. Supplied by the client,
 #: which wires it to the worker helpers (launch sits below worker in the layers).
 Runner = Callable[[LaunchRequest, Callable[..., Any]], None]
+
+#: How long a target found not importable is not tried again (``whimbrel dev``'s scope).
+IMPORT_RETRY_SECONDS = 30.0
 
 
 def resolve_target(target: str) -> Callable[..., Any]:
@@ -37,23 +49,159 @@ def resolve_target(target: str) -> Callable[..., Any]:
     return func  # type: ignore[no-any-return]
 
 
+# -- the interpreter is exiting: no process is a worker any more --------------------------
+
+_exiting = threading.Event()
+
+
+def _on_exit() -> None:
+    _exiting.set()
+
+
+# Threading's exit hooks run when the main thread ends, before concurrent.futures joins
+# its worker threads (they are called last registered first): from then on, what an
+# activity still finishing readies is left for a worker, not handed to a pool that is
+# going away. atexit as well, for an interpreter without the private hook.
+getattr(threading, "_register_atexit", lambda fn: None)(_on_exit)
+atexit.register(_on_exit)
+
+
+def interpreter_exiting() -> bool:
+    return _exiting.is_set() or sys.is_finalizing()
+
+
+class WorkerScope:
+    """What python code this process runs: the targets of the workflows its client
+    registered or started (``add_targets``), every target of the modules a worker
+    serves (``add_modules``: ``run_worker``, ``whimbrel worker --module``), or, with
+    ``importable``, any target it can import (``whimbrel dev``). Once closed (the client
+    began to close) or while the interpreter exits it runs nothing.
+    """
+
+    def __init__(self, *, importable: bool = False) -> None:
+        self.importable = importable
+        self._targets: set[str] = set()
+        self._modules: set[str] = set()
+        self._closed = False
+        self._lock = threading.Lock()
+        #: Targets found not importable, with when (``importable`` only).
+        self._missing: dict[str, float] = {}
+
+    def add_targets(self, targets: Iterable[str]) -> None:
+        with self._lock:
+            self._targets.update(targets)
+
+    def add_modules(self, modules: Iterable[str]) -> None:
+        with self._lock:
+            self._modules.update(modules)
+
+    def close(self) -> None:
+        self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or interpreter_exiting()
+
+    @property
+    def empty(self) -> bool:
+        return not (self._targets or self._modules or self.importable)
+
+    def covers(self, target: str) -> bool:
+        """Whether this process runs ``target`` (``module:function``) now."""
+        if self.closed:
+            return False
+        module = target.partition(":")[0]
+        with self._lock:
+            if target in self._targets or module in self._modules:
+                return True
+            if not self.importable:
+                return False
+            failed = self._missing.get(target)
+        if failed is not None and time.monotonic() - failed < IMPORT_RETRY_SECONDS:
+            return False
+        try:
+            resolve_target(target)
+        except LaunchError:
+            with self._lock:
+                self._missing[target] = time.monotonic()
+            return False
+        return True
+
+    def claim_prefixes(self) -> list[str]:
+        """The ``claimable`` key prefixes (``<module>/<function>/…``, store/keys.py) a
+        claim of this scope reads: one per module, "" for ``importable`` (everything,
+        each candidate then asked :meth:`covers`)."""
+        with self._lock:
+            if self.importable:
+                return [""]
+            modules = self._modules | {t.partition(":")[0] for t in self._targets}
+        return sorted(f"{m}/" for m in modules)
+
+
 class PythonLauncher:
-    """Hands each activity to ``executor``; the function gets an ``ActivityRun``."""
+    """Hands each activity to ``executor``; the function gets an ``ActivityRun``.
+
+    ``scope`` says what this process is a worker for (the engine asks :meth:`runs`).
+    Attempts it holds (launched or claimed, not ended) are tracked, so that a closing
+    client finishes or hands back each (:meth:`drain`).
+    """
 
     #: Its activities run in this process (see ``engine.ports.runs_in_process``).
     in_process = True
 
-    def __init__(self, executor: Executor, runner: Runner) -> None:
+    def __init__(self, executor: Executor, runner: Runner,
+                 scope: WorkerScope | None = None) -> None:
         self.executor = executor
         self.runner = runner
+        self.scope = scope or WorkerScope()
         #: Activities whose runner raised (each logged with its traceback): a metric of
         #: trouble that escaped the worker's own handling, e.g. an end not recorded.
         self.failures = 0
         self._lock = threading.Lock()
+        self._held: dict[Future[None], str] = {}
+
+    def runs(self, config: Mapping[str, object]) -> bool:
+        """Whether this process is a worker for the target in ``config`` now."""
+        return self.scope.covers(str(config.get("target", "")))
 
     def launch(self, request: LaunchRequest) -> None:
+        self.start(request)
+
+    def start(self, request: LaunchRequest) -> Future[None]:
+        """Run an attempt this process moved to RUNNING (launched, or claimed by a
+        worker) on the executor; the future ends with it.
+
+        Raises:
+            LaunchError: the target cannot be imported.
+        """
         func = resolve_target(str(request.config["target"]))
-        self.executor.submit(self._run, request, func)
+        with self._lock:
+            done = self.executor.submit(self._run, request, func)
+            self._held[done] = request.activity_exec_id
+        done.add_done_callback(self._forget)
+        return done
+
+    @property
+    def held(self) -> int:
+        """Attempts launched or claimed here that have not ended."""
+        with self._lock:
+            return len(self._held)
+
+    def drain(self, wait_seconds: float) -> list[str]:
+        """Stop taking work; cancel what has not started (returned: the attempts to hand
+        back) and give what runs up to ``wait_seconds`` to end."""
+        self.scope.close()
+        with self._lock:
+            held = dict(self._held)
+        unstarted = [aeid for fut, aeid in held.items() if fut.cancel()]
+        running = [fut for fut in held if not fut.cancelled()]
+        if running and wait_seconds > 0:
+            wait(running, timeout=wait_seconds)
+        return unstarted
+
+    def _forget(self, done: Future[None]) -> None:
+        with self._lock:
+            self._held.pop(done, None)
 
     def _run(self, request: LaunchRequest, func: Callable[..., Any]) -> None:
         try:

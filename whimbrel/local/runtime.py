@@ -285,6 +285,9 @@ class LocalRuntime:
                 self.migrated = migrate_index_keys(self._client.store).rewritten
             self._lambda_client = self._client.as_actor("lambda")
             self._engine = self._lambda_client.engine
+            # The dev runtime runs the python code it can import (from its path), and
+            # claims what other processes left for a worker (docs/contract.md).
+            self._client.serve_importable()
             self._start_threads()
             if self.lambda_log_level:
                 # The handlers' Powertools logger (imported by now) is the stdlib logger

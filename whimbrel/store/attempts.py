@@ -31,7 +31,7 @@ from whimbrel.contract.states import ActivityState
 from whimbrel.store import specs
 from whimbrel.store.codec import Expression, Item, activity_record, record_item, to_ddb
 from whimbrel.store.errors import ConditionLost
-from whimbrel.store.keys import fan_out, index_changes, item_partition
+from whimbrel.store.keys import WORKER_SHARD_PREFIX, fan_out, index_changes, item_partition
 from whimbrel.store.plumbing import DUE_KEYS_LIMIT, Client, Tables, Write
 
 __all__ = ["AttemptTables", "Place"]
@@ -141,7 +141,7 @@ class AttemptTables(Tables):
         return self._put_new(place.table, place.logical, item, "activity_exec_id")
 
     def create_claimable(self, record: ActivityRecord,
-                         claim: tuple[str, int] | None = None) -> bool:
+                         claim: tuple[object, ...] | None = None) -> bool:
         """Create an attempt that is READY to be claimed (claim keys derived here;
         ``claim``: where it is served and its priority, ``flow.claim_intent``)."""
         intent = (record.workflow_name, record.activity_name, *(claim or ()))
@@ -319,6 +319,7 @@ class AttemptTables(Tables):
     def _indexed_tables(self, shard: str) -> tuple[str, ...]:
         """The tables whose ``timers``/``claimable`` index has shard ``shard``: both for a
         priority shard or one of ``map_item``'s fewer shards, else ``activity_exec``."""
+        shard = shard.removeprefix(WORKER_SHARD_PREFIX)  # a worker's shard: as its twin's
         if not shard.isdigit() or int(shard) < specs.MAP_ITEM_INDEX_SHARDS:
             return self.activity_table, self.item_table
         return (self.activity_table,)

@@ -75,10 +75,20 @@ def index_changes(changes: Changes, activity_exec_id: str | None = None,
             workflow_name, activity_name, *rest = claim
             order = rest[0] if rest else None
             ordered = len(rest) > 1 and rest[1] != DEFAULT_PRIORITY
-            out["claim_shard"] = priority_claim_shard(activity_exec_id) if ordered \
+            target = rest[2] if len(rest) > 2 else None
+            shard = priority_claim_shard(activity_exec_id) if ordered \
                 else attempt_shard(activity_exec_id, specs.CLAIM_SHARDS)
-            out["claim_key"] = claim_key(workflow_name, activity_name, activity_exec_id,
-                                         order)
+            if target:
+                # Code for a worker (python): its own shards, keyed by module and
+                # function, so an external claim never takes it and a worker reads
+                # only its modules' entries.
+                module, _, function = str(target).partition(":")
+                out["claim_shard"] = WORKER_SHARD_PREFIX + shard
+                out["claim_key"] = claim_key(module, function, activity_exec_id, order)
+            else:
+                out["claim_shard"] = shard
+                out["claim_key"] = claim_key(workflow_name, activity_name,
+                                             activity_exec_id, order)
     return out
 
 
@@ -105,6 +115,10 @@ def claim_key(workflow_name: str, activity_name: str, activity_exec_id: str,
     return f"{workflow_name}/{activity_name}/{middle}{activity_exec_id}"
 
 
+#: What begins the ``claimable`` shard of an attempt left for a worker (``w3``, ``wp1``).
+WORKER_SHARD_PREFIX = "w"
+
+
 def priority_claim_shard(activity_exec_id: str) -> str:
     """The ``claimable`` shard of an attempt whose priority is not the default (one of
     those every claim reads)."""
@@ -123,4 +137,8 @@ def fan_out(read: Callable[[_T], _R], shards: Iterable[_T]) -> list[_R]:
     todo = list(shards)
     if len(todo) <= 1:
         return [read(s) for s in todo]
-    return list(_POOL.map(read, todo))
+    try:
+        futures = [_POOL.submit(read, s) for s in todo]
+    except RuntimeError:  # the interpreter exits and takes no new work: one at a time
+        return [read(s) for s in todo]
+    return [f.result() for f in futures]

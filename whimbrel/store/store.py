@@ -99,6 +99,9 @@ class Store(ColdTables, SignalTables, NotificationMarkers, ScheduleTables, Lease
         self.claim_shards = tuple(str(i) for i in range(specs.CLAIM_SHARDS))
         self.priority_claim_shards = tuple(f"p{i}"
                                            for i in range(specs.PRIORITY_CLAIM_SHARDS))
+        # The same shards again for python work left for a worker (store/keys.py).
+        self.worker_claim_shards = tuple(f"w{k}" for k in self.claim_shards)
+        self.worker_priority_claim_shards = tuple(f"w{k}" for k in self.priority_claim_shards)
         self.write_hooks: list[WriteHook] = []
         self.botocore = botocore_client(endpoint_url=endpoint_url, region=region,
                                         boto3_session=boto3_session,

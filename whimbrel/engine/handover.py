@@ -1,0 +1,65 @@
+"""Code runs where the code is (docs/contract.md, "Who runs code"): a worker's claim of
+the python work other processes left for it, and the hand-back of what a closing
+process launched but never started.
+
+A process that is not a worker for a python attempt (``admission.leaves_for_worker``)
+moves it to READY with a ``claimable`` intent that carries its ``module:function``; the
+store keys it under the worker shards by module (store/keys.py), apart from external
+work. A worker reads the prefixes of its modules, and moves a candidate READY → RUNNING
+in one conditional write (``flow.apply`` with ``claimed``: only while it is still in the
+index), then runs it. ``schedule_to_start_seconds`` bounds the wait as for any READY
+attempt (rules.start_deadline).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from whimbrel.contract.errors import StateConflict, WhimbrelError
+from whimbrel.contract.outcomes import HANDED_BACK
+from whimbrel.contract.records import ActivityRecord
+from whimbrel.contract.states import ActivityState, Transition
+from whimbrel.engine import flow
+from whimbrel.engine.claims import CLAIM_CANDIDATES, claim_from
+from whimbrel.engine.feature import Core
+
+A = ActivityState
+
+
+def worker_target(item: ActivityRecord) -> str:
+    """The ``module:function`` of a claimable worker entry, read from its claim key
+    (``<module>/<function>/<order>/<id>``)."""
+    module, _, rest = (item.claim_key or "").partition("/")
+    return f"{module}:{rest.partition('/')[0]}"
+
+
+def claim_for_worker(engine: Core, prefixes: Sequence[str], covers: Callable[[str], bool], *,
+                     actor: str = "worker") -> ActivityRecord | None:
+    """Take one READY python attempt left for a worker whose target ``covers`` accepts,
+    among the entries under ``prefixes`` (``<module>/``; "" for every one): READY →
+    RUNNING, or None if none waits in a proceeding run. As ``moves.claim``: the priority
+    shards and a window at a random offset first, then the other shards."""
+    store = engine.store
+
+    def read(group: list[str]) -> list[ActivityRecord]:
+        return [hit for prefix in prefixes
+                for hit in store.claimable_among(group, prefix, CLAIM_CANDIDATES)
+                if covers(worker_target(hit))]
+
+    return claim_from(engine, store.worker_claim_shards, store.worker_priority_claim_shards,
+                      read, actor)
+
+
+def hand_back(engine: Core, activity_exec_id: str, why: str) -> bool:
+    """End an attempt this process moved to RUNNING but never started (its client is
+    closing): FAILED with error type ``HANDED_BACK``, which always gets a next attempt
+    at once (contract/outcomes.py), left for a worker. False if it moved on meanwhile."""
+    item = engine.remembered(activity_exec_id) or engine.store.get_activity(activity_exec_id)
+    if item is None or item.state is not A.RUNNING:
+        return False
+    try:
+        flow.apply(engine, item, Transition.FAILED, error=f"handed back: {why}",
+                   error_type=HANDED_BACK)
+    except (StateConflict, WhimbrelError):
+        return False
+    return True
