@@ -37,7 +37,7 @@ def claim_for_worker(engine: Core, prefixes: Sequence[str], covers: Callable[[st
                      actor: str = "worker") -> ActivityRecord | None:
     """Take one READY python attempt left for a worker whose target ``covers`` accepts,
     among the entries under ``prefixes`` (``<module>/``; "" for every one): READY →
-    RUNNING, or None if none waits in a proceeding run. As ``moves.claim``: the priority
+    RUNNING, or None if none waits in a proceeding run. As ``claims.claim``: the priority
     shards and a window at a random offset first, then the other shards."""
     store = engine.store
 
