@@ -22,7 +22,9 @@ from whimbrel.client._runs import Runs
 from whimbrel.client._schedules import Schedules
 from whimbrel.client._waits import Waits
 from whimbrel.client.query import DefinitionVersion
+from whimbrel.contract.code import CodeWorkflow
 from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.engine.code_runs import CodeRuns
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.intake import Intake
 from whimbrel.engine.metrics import EngineMetrics
@@ -147,13 +149,17 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
         """Create any missing table (idempotent); returns the names created."""
         return self.store.create_tables()
 
-    def register_workflow(self, definition: WorkflowDefinition) -> int:
-        """Validate and store ``definition``; returns its version (unchanged if equal
-        to the latest).
+    def register_workflow(self, definition: WorkflowDefinition | CodeWorkflow[Any]) -> int:
+        """Validate and store ``definition`` — a DAG, or a function decorated with
+        ``@workflow`` (this process then makes its runs' decisions); returns its version
+        (unchanged if equal to the latest).
 
         Raises:
             InvalidDefinition: listing every problem.
         """
+        if isinstance(definition, CodeWorkflow):
+            self.engine.feature(CodeRuns).add(definition)
+            definition = definition.definition()
         return self.engine.register(definition)
 
     def get_definition(self, name: str, version: int | None = None) -> WorkflowDefinition:

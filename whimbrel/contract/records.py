@@ -120,6 +120,9 @@ class ActivityRecord:
     pool_slot: str | None = None
     #: While it waits READY for its pool (full, or over its rate): the pool's name.
     pool_wait: str | None = None
+    #: A code workflow's step: its position in the run and what the code asked it to be
+    #: (contract/code/definition.py ``encode_step``), on each of its attempts.
+    step: str | None = None
 
     def with_changes(self, **changes: Any) -> ActivityRecord:
         return replace(self, **changes)
@@ -174,6 +177,8 @@ class WorkflowRecord:
     priority: int | None = None
     #: The run slot it holds (``run:<workflow_name>#<k>``) under ``max_running``.
     pool_slot: str | None = None
+    #: A code run's ``ctx.properties`` (JSON), saved with each decision that changed it.
+    properties: str | None = None
 
     @property
     def redrives(self) -> int:

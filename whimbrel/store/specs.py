@@ -187,7 +187,7 @@ WORKFLOW_EXEC = TableSpec(
         "source created_epoch:N created_day updated_epoch:N ended_epoch:N name_state "
         "check_shard check_epoch:N request_expires_epoch:N history:H expires_epoch:N "
         "parent_activity_exec_id redrive_count:I redriven_epoch:N redrive_ready:I roots_ready:N "
-        "ended_by output:J traceparent input_apart:BOOL priority:I pool_slot"),
+        "ended_by output:J traceparent input_apart:BOOL priority:I pool_slot properties:J"),
     indexes=(
         IndexSpec(
             "by_day",
@@ -240,7 +240,7 @@ _ACTIVITY_ATTRIBUTES = (
     "timer_epoch:N claim_shard claim_key worker history:H expires_epoch:N input:J "
     "map_size:I called_by redrive_count:I retry_base:I waiting_for approvers:SL "
     "held_epoch:N child_workflow_exec_id late_output:J late_error late_epoch:N "
-    "retry_created:I ends_workflow:BOOL traceparent pool_slot pool_wait")
+    "retry_created:I ends_workflow:BOOL traceparent pool_slot pool_wait step")
 
 #: The sparse indexes of attempts, alike on ``activity_exec`` and ``map_item`` (a sweep
 #: and a claim read both tables' shards).
