@@ -114,3 +114,18 @@ def props(ctx: WorkflowContext, input: Any) -> Any:
     ctx.properties["stage"] = "done"
     ctx.properties["gate"] = gate
     return gate
+
+
+@workflow("parallel")
+def parallel(ctx: WorkflowContext, input: Any) -> Any:
+    first = ctx.step(echo, "first", name="first")
+    handles = [ctx.start(add_one, {"n": i}) for i in range(input["width"])]
+    outs = [h.result()["n"] for h in handles]
+    ctx.step(echo, outs, name="last")
+    return {"first": first, "outs": outs}
+
+
+@workflow("fails_for_good")
+def fails_for_good(ctx: WorkflowContext, input: Any) -> Any:
+    done = ctx.step(echo, "kept")
+    return [done, ctx.step(flaky, {"fail_until": 99})]

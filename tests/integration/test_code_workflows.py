@@ -140,3 +140,32 @@ def test_properties_are_saved_with_each_decision(cwb: Whimbrel) -> None:
     assert run.state is W.COMPLETED, run
     assert run.properties == {"stage": "done", "order": "o-1", "gate": {"ok": True}}
     assert run.output == {"ok": True}
+
+
+def test_started_steps_run_in_parallel_and_results_come_in_call_order(
+        cwb: Whimbrel) -> None:
+    cwb.register_workflow(code.parallel)
+    wx = cwb.start_workflow("parallel", {"width": 8})
+    run = cwb.wait(wx, timeout=60)
+    assert run.state is W.COMPLETED, run
+    assert run.output == {"first": "first", "outs": list(range(1, 9))}
+    names = [a.activity_name for a in run.activities]
+    assert sorted(names) == sorted(["first#1", "last#1",
+                                    *(f"add_one#{k}" for k in range(1, 9))])
+    assert all(a.attempt == 1 for a in run.activities)  # each scheduled once
+    assert all(code.CALLS[(wx, f"add_one#{k}")] == 1 for k in range(1, 9))
+
+
+def test_a_redrive_runs_a_step_that_failed_for_good_again_and_keeps_completed_ones(
+        cwb: Whimbrel) -> None:
+    cwb.register_workflow(code.fails_for_good)
+    wx = cwb.start_workflow("fails_for_good")
+    run = cwb.wait(wx, timeout=30)
+    assert run.state is W.FAILED, run
+    assert "StepFailed: step flaky#1 FAILED" in (run.error or "")
+    cwb.redrive_workflow(wx)  # flaky's input says it fails until attempt 99: fails again
+    run = cwb.wait(wx, timeout=30)
+    assert run.state is W.FAILED, run
+    assert [(a.activity_name, a.attempt) for a in run.activities] == [
+        ("echo#1", 1), ("flaky#1", 1), ("flaky#1", 2)]
+    assert code.CALLS[(wx, "echo#1")] == 1  # a completed step never runs again
