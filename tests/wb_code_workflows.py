@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from whimbrel import ActivityRun, RetryPolicy, StepFailed, WorkflowContext, workflow
+from whimbrel import ActivityRun, RetryPolicy, StepFailed, WaitTimedOut, WorkflowContext, workflow
 
 #: Calls of each step function, by (run, step name): how often each ran.
 CALLS: dict[tuple[str, str], int] = {}
@@ -129,3 +129,33 @@ def parallel(ctx: WorkflowContext, input: Any) -> Any:
 def fails_for_good(ctx: WorkflowContext, input: Any) -> Any:
     done = ctx.step(echo, "kept")
     return [done, ctx.step(flaky, {"fail_until": 99})]
+
+
+@workflow("sleeper")
+def sleeper(ctx: WorkflowContext, input: Any) -> Any:
+    before = ctx.now().timestamp()
+    ctx.sleep(86400)
+    return {"slept": ctx.now().timestamp() - before}
+
+
+@workflow("signals")
+def signals(ctx: WorkflowContext, input: Any) -> Any:
+    ctx.step("gate")  # signals sent while this waits are kept
+    first = ctx.wait_signal("paid")
+    shipped = ctx.wait_signal("shipped")
+    second = ctx.wait_signal("paid")
+    return [first, second, shipped]
+
+
+@workflow("signal_timeout")
+def signal_timeout(ctx: WorkflowContext, input: Any) -> Any:
+    try:
+        return ctx.wait_signal("never", timeout_seconds=60)
+    except WaitTimedOut as exc:
+        return {"timed_out": exc.wait}
+
+
+@workflow("approved")
+def approved(ctx: WorkflowContext, input: Any) -> Any:
+    decision = ctx.wait_approval(["alice"], timeout_seconds=3600)
+    return {"decision": decision}

@@ -64,9 +64,11 @@ class Histories:
         self.size = size
         self._runs: OrderedDict[str, History] = OrderedDict()
         self._lock = threading.Lock()
-        self.locks = [threading.Lock() for _ in range(LOCKS)]
+        # Re-entrant: a decision's write may end a step at once (a wait given a kept
+        # signal), whose follow-up decides again in the same thread.
+        self.locks = [threading.RLock() for _ in range(LOCKS)]
 
-    def lock(self, wx: str) -> threading.Lock:
+    def lock(self, wx: str) -> threading.RLock:
         return self.locks[hash(wx) % LOCKS]
 
     def get(self, wx: str) -> History | None:

@@ -14,13 +14,13 @@ import json
 import random as _random
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from whimbrel.contract.activities import ActivityDefinition
-from whimbrel.contract.code.errors import NonDeterminism, StepFailed
+from whimbrel.contract.code.errors import NonDeterminism, StepFailed, WaitTimedOut
 from whimbrel.contract.code.history import History, RunFacts
 from whimbrel.contract.errors import InvalidDefinition, InvalidInput
 from whimbrel.contract.launching import LauncherSpec, RetryPolicy
@@ -68,17 +68,26 @@ class StepHandle:
     """A step started with ``ctx.start``: ``result()`` is its output (or raises
     ``StepFailed``) once it has finished."""
 
-    def __init__(self, ctx: WorkflowContext, name: str) -> None:
+    def __init__(self, ctx: WorkflowContext, name: str, wait: str | None = None,
+                 timeout_seconds: float | None = None) -> None:
         self._ctx = ctx
         self.name = name
+        self._wait = wait
+        self._timeout = timeout_seconds
 
     def result(self) -> Any:
         """The step's output.
 
         Raises:
             StepFailed: it ended FAILED, TIMED_OUT or CANCELLED after its retries.
+            WaitTimedOut: a wait (signal, approval) passed its ``timeout_seconds``.
         """
-        return self._ctx._result(self.name)  # the context's own handle
+        try:
+            return self._ctx._result(self.name)  # the context's own handle
+        except StepFailed as exc:
+            if self._wait is not None and exc.state == ActivityState.TIMED_OUT.value:
+                raise WaitTimedOut(self._wait, self._timeout or 0.0) from None
+            raise
 
 
 class WorkflowContext:
@@ -162,6 +171,40 @@ class WorkflowContext:
         elif known.seq != self._seq:
             self._diverged(f"{step} (at step {known.seq})", step)
         return StepHandle(self, step)
+
+    # -- waits ----------------------------------------------------------------------------
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` (a timer step ``sleep#<k>``: no process waits, the sweep
+        ends it when due; ``whimbrel.testing`` skips the time)."""
+        if seconds > 0:
+            self.start("sleep", launcher=LauncherSpec.timer(seconds)).result()
+
+    def wait_signal(self, name: str, *, timeout_seconds: float | None = None) -> Any:
+        """The payload of the next signal ``name`` sent to the run (step
+        ``signal-<name>#<k>``). Signals are kept in send order from the run's start on,
+        so one sent before the code waits is not lost.
+
+        Raises:
+            WaitTimedOut: none came within ``timeout_seconds``.
+        """
+        handle = self.start(f"signal-{name}", launcher=LauncherSpec.signal(
+            name, timeout_seconds=timeout_seconds))
+        return StepHandle(self, handle.name, f"signal {name!r}", timeout_seconds).result()
+
+    def wait_approval(self, approvers: Sequence[str] = (), *,
+                      timeout_seconds: float | None = None) -> Any:
+        """A person's decision (step ``approval#<k>``): ``Whimbrel.approve`` returns
+        what it was given; ``reject`` raises ``StepFailed`` (``error_type``
+        ``"Rejected"``). With ``approvers``, only they may decide.
+
+        Raises:
+            StepFailed: rejected.
+            WaitTimedOut: no decision within ``timeout_seconds``.
+        """
+        handle = self.start("approval", launcher=LauncherSpec.approval(
+            approvers=list(approvers), timeout_seconds=timeout_seconds))
+        return StepHandle(self, handle.name, "approval", timeout_seconds).result()
 
     def _diverged(self, expected: str, actual: str) -> None:
         self.nondeterminism = NonDeterminism(position=self._seq, expected=expected,
