@@ -159,3 +159,22 @@ def signal_timeout(ctx: WorkflowContext, input: Any) -> Any:
 def approved(ctx: WorkflowContext, input: Any) -> Any:
     decision = ctx.wait_approval(["alice"], timeout_seconds=3600)
     return {"decision": decision}
+
+
+@workflow("countdown")
+def countdown(ctx: WorkflowContext, input: Any) -> Any:
+    n = ctx.step(echo, input["n"])
+    if n > 0:
+        ctx.continue_as_new({"n": n - 1})
+    return "done"
+
+
+@workflow("patchy")
+def patchy(ctx: WorkflowContext, input: Any) -> Any:
+    ctx.step("gate")
+    out = []
+    if DEPLOYED.get("patchy") == 2 and ctx.patched("extra"):  # version 2 adds a step
+        out.append(ctx.step(echo, "extra"))
+    out.append(ctx.step(echo, "end"))
+    ctx.step("gate2")
+    return out

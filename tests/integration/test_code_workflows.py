@@ -81,8 +81,8 @@ def test_steps_are_named_by_name_and_occurrence(cwb: Whimbrel) -> None:
 
 def _ready(wb: Whimbrel, aeid: str) -> None:
     deadline = time.monotonic() + 30
-    while wb.get_activity(aeid).state is not A.READY:
-        assert time.monotonic() < deadline, wb.get_activity(aeid)
+    while (act := wb.engine.store.get_activity(aeid)) is None or act.state is not A.READY:
+        assert time.monotonic() < deadline, act
         time.sleep(0.02)
 
 
@@ -169,3 +169,42 @@ def test_a_redrive_runs_a_step_that_failed_for_good_again_and_keeps_completed_on
     assert [(a.activity_name, a.attempt) for a in run.activities] == [
         ("echo#1", 1), ("flaky#1", 1), ("flaky#1", 2)]
     assert code.CALLS[(wx, "echo#1")] == 1  # a completed step never runs again
+
+
+def test_continue_as_new_ends_the_run_and_names_the_next(cwb: Whimbrel) -> None:
+    cwb.register_workflow(code.countdown)
+    wx = cwb.start_workflow("countdown", {"n": 2})
+    chain = []
+    for _ in range(3):
+        run = cwb.wait(wx, timeout=30)
+        assert run.state is W.COMPLETED, run
+        chain.append(run)
+        if run.continued_as is None:
+            break
+        wx = run.continued_as
+    assert [r.input for r in chain] == [{"n": 2}, {"n": 1}, {"n": 0}]
+    assert [r.output for r in chain] == [{"n": 1}, {"n": 0}, "done"]
+    assert chain[-1].continued_as is None
+
+
+def test_patched_is_false_where_a_run_passed_the_point_and_true_for_new_runs(
+        cwb: Whimbrel) -> None:
+    code.DEPLOYED["patchy"] = 1
+    cwb.register_workflow(code.patchy)
+    old = cwb.start_workflow("patchy")
+    _complete(cwb, f"{old}:gate#1:1", None)
+    _ready(cwb, f"{old}:gate2#1:1")  # past the point where version 2 adds a step
+    code.DEPLOYED["patchy"] = 2      # the patch is deployed
+    try:
+        new = cwb.start_workflow("patchy")
+        _complete(cwb, f"{new}:gate#1:1", None)
+        _ready(cwb, f"{new}:gate2#1:1")
+        _complete(cwb, f"{old}:gate2#1:1", None)
+        _complete(cwb, f"{new}:gate2#1:1", None)
+        old_run, new_run = cwb.wait(old, timeout=30), cwb.wait(new, timeout=30)
+    finally:
+        code.DEPLOYED["patchy"] = 1
+    assert old_run.state is W.COMPLETED, old_run  # no non-determinism
+    assert old_run.output == ["end"]
+    assert new_run.state is W.COMPLETED, new_run
+    assert new_run.output == ["extra", "end"]

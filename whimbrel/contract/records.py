@@ -179,6 +179,8 @@ class WorkflowRecord:
     pool_slot: str | None = None
     #: A code run's ``ctx.properties`` (JSON), saved with each decision that changed it.
     properties: str | None = None
+    #: A code run that ended with ``ctx.continue_as_new``: the run that took over.
+    continued_as: str | None = None
 
     @property
     def redrives(self) -> int:

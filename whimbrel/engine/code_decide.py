@@ -32,6 +32,7 @@ from whimbrel.contract.code import (
     StepState,
     encode_step,
     replay,
+    step_patches,
 )
 from whimbrel.contract.errors import StateConflict
 from whimbrel.contract.ids import activity_exec_id
@@ -103,7 +104,7 @@ def step_state(core: Core, row: ActivityRecord, redrives: int) -> StepState | No
     rerun = final and state is not A.COMPLETED and generation(row) < redrives
     return StepState(row.activity_name, seq, row.attempt, state, final and not rerun,
                      row.activity_exec_id, row.output, row.error, row.error_type,
-                     row.ended_epoch, rerun)
+                     row.ended_epoch, rerun, step_patches(row.step or ""))
 
 
 def load(core: Core, wx: str, redrives: int) -> History:
@@ -199,7 +200,14 @@ def _apply(core: Core, wf: WorkflowRecord, defn: CodeDefinition, history: Histor
                              decision.new_steps))
     extra = {} if props is None or props == (wf.properties or "{}") \
         else {"properties": props}
-    if decision.outcome == "completed":
+    if decision.outcome == "continued":
+        # The new run first (its request id is this run's: a replay starts it once),
+        # then this one ends naming it.
+        extra["continued_as"] = core.start(
+            wf.workflow_name, json.loads(decision.output or "null"),
+            request_id=f"{wx}:continued", source=f"continue_as_new:{wx}",
+            priority=wf.priority)
+    if decision.outcome in ("completed", "continued"):
         extra["output"] = decision.output or "null"
         ending.end_workflow(core, wf, defn, [W.RUNNING], W.COMPLETED, extra=extra)
         if any(not s.final for s in history.steps.values()):
@@ -226,7 +234,7 @@ def _schedule(core: Core, wf: WorkflowRecord, defn: CodeDefinition, history: His
     core.steps.learn(wx, step.name, step.seq, step.spec)
     now = core.clock()
     record = flow.new_attempt(core, wf, defn, step.name, 1, now).with_changes(
-        input=step.input, step=encode_step(step.seq, step.spec))
+        input=step.input, step=encode_step(step.seq, step.spec, step.patches))
     if core.store.create_activity(record):
         history.put(StepState(step.name, step.seq, 1, A.REQUESTED, False,
                               record.activity_exec_id))

@@ -153,6 +153,8 @@ class WorkflowExec:
     #: what its function returned.
     code: bool = False
     properties: Any = None
+    #: A code run that ended with ``ctx.continue_as_new``: the new run.
+    continued_as: str | None = None
 
     @property
     def parent_workflow_exec_id(self) -> str | None:
@@ -222,6 +224,7 @@ class WorkflowExec:
             ended_with=decode_payload(m.output, field="output") if m.output else None,
             priority=DEFAULT_PRIORITY if m.priority is None else m.priority,
             properties=decode_payload(m.properties, field="properties"),
+            continued_as=m.continued_as,
         )
 
 

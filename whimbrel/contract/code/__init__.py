@@ -16,6 +16,7 @@ from whimbrel.contract.code.definition import (
     encode_step,
     split_step,
     step_name,
+    step_patches,
 )
 from whimbrel.contract.code.errors import NonDeterminism, StepFailed, WaitTimedOut
 from whimbrel.contract.code.history import History, RunFacts, StepState
@@ -39,5 +40,6 @@ __all__ = [
     "replay",
     "split_step",
     "step_name",
+    "step_patches",
     "workflow",
 ]

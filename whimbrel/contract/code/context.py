@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.code.errors import NonDeterminism, StepFailed, WaitTimedOut
@@ -36,6 +36,14 @@ class _Suspend(BaseException):  # a control signal, not an error
     """The replay reached a step that has not finished: the decision ends here."""
 
 
+class _ContinueAsNew(BaseException):  # a control signal, not an error
+    """``ctx.continue_as_new``: this run ends, a new one of the workflow takes over."""
+
+    def __init__(self, input: Any) -> None:
+        super().__init__("continue as new")
+        self.input = input
+
+
 @dataclass(frozen=True)
 class NewStep:
     """A step the replay asked for that the history does not hold: to be scheduled."""
@@ -44,6 +52,8 @@ class NewStep:
     seq: int
     spec: ActivityDefinition
     input: str
+    #: ``ctx.patched`` ids the code passed since the step before (recorded on the row).
+    patches: tuple[str, ...] = ()
 
 
 @dataclass
@@ -55,7 +65,7 @@ class Decision:
     ``error``; with ``nondeterminism``, nothing is scheduled).
     """
 
-    outcome: Literal["waiting", "completed", "failed"]
+    outcome: Literal["waiting", "completed", "failed", "continued"]
     new_steps: list[NewStep] = field(default_factory=list)
     waiting_on: list[str] = field(default_factory=list)
     output: str | None = None
@@ -115,6 +125,7 @@ class WorkflowContext:
         self.new_steps: list[NewStep] = []
         self.waiting_on: list[str] = []
         self.nondeterminism: NonDeterminism | None = None
+        self._patches: list[str] = []
 
     # -- steps --------------------------------------------------------------------------
 
@@ -167,7 +178,9 @@ class WorkflowContext:
             text = encode_payload(input, field=f"input of step {step}",
                                   max_bytes=MAX_INPUT_BYTES)
             self.new_steps.append(NewStep(step, self._seq, spec,
-                                          "null" if text is None else text))
+                                          "null" if text is None else text,
+                                          tuple(self._patches)))
+            self._patches.clear()
         elif known.seq != self._seq:
             self._diverged(f"{step} (at step {known.seq})", step)
         return StepHandle(self, step)
@@ -223,6 +236,31 @@ class WorkflowContext:
         raise StepFailed(step, state=known.state.value if known.state else "LOST",
                          error=known.error, error_type=known.error_type,
                          activity_exec_id=known.activity_exec_id)
+
+    # -- versioning and continuing ---------------------------------------------------------
+
+    def patched(self, patch_id: str) -> bool:
+        """True where the run reaches this point with code that has the patch; False on
+        the replay of a run that passed this point before the patch was deployed::
+
+            if ctx.patched("fraud-check"):
+                ctx.step(fraud_check, order)
+
+        The answer is recorded on the next step the run schedules (its ``step``
+        attribute), so every later replay of the run gets the same one.
+        """
+        held = self._history.by_seq.get(self._seq + 1)
+        if held is None:  # nothing recorded past here: the code as deployed decides
+            self._patches.append(patch_id)
+            return True
+        known = self._history.get(held)
+        return known is not None and patch_id in known.patches
+
+    def continue_as_new(self, input: Any = None) -> NoReturn:
+        """End this run COMPLETED and start a new run of the workflow with ``input``
+        (the latest registered version); ``WorkflowExec.continued_as`` names it. Keeps
+        a long-lived loop's history short."""
+        raise _ContinueAsNew(input)
 
     # -- deterministic values -----------------------------------------------------------
 
@@ -285,6 +323,13 @@ def replay(fn: Callable[[WorkflowContext, Any], Any], facts: RunFacts,
         out = fn(ctx, facts.input)
     except _Suspend:
         outcome = Decision("waiting")
+    except _ContinueAsNew as cont:
+        try:
+            text = encode_payload(cont.input, field="continue_as_new input",
+                                  max_bytes=MAX_INPUT_BYTES)
+            outcome = Decision("continued", output="null" if text is None else text)
+        except InvalidInput as exc:
+            outcome = Decision("failed", error=f"InvalidInput: {exc}")
     except Exception as exc:  # the user's error ends the run with it
         outcome = Decision("failed", error=f"{type(exc).__name__}: {exc}")
     else:

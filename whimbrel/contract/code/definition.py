@@ -136,12 +136,15 @@ def _plain() -> dict[str, Any]:
     return ActivityDefinition("s").to_dict()
 
 
-def encode_step(seq: int, spec: ActivityDefinition) -> str:
-    """A step's position in its run and what it was asked to be, as compact JSON (only
-    what differs from a plain activity: the row stays small)."""
+def encode_step(seq: int, spec: ActivityDefinition, patches: tuple[str, ...] = ()) -> str:
+    """A step's position in its run, the ``ctx.patched`` ids passed just before it, and
+    what it was asked to be, as compact JSON (only what differs from a plain activity:
+    the row stays small)."""
     full = spec.to_dict()
     plain = _plain()
     out: dict[str, Any] = {"seq": seq}
+    if patches:
+        out["patches"] = list(patches)
     for key, value in full.items():
         if key == "name" or plain.get(key) == value:
             continue
@@ -162,12 +165,21 @@ def decode_step(text: str, name: str) -> tuple[int, ActivityDefinition]:
     try:
         data = json.loads(text)
         seq = int(data.pop("seq"))
+        data.pop("patches", None)  # step_patches reads them
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise InvalidDefinition(name, [f"step attribute {text[:200]!r} is not a step: {exc}"]
                                 ) from None
     plain = _plain()
     retry = {**plain["retry"], **data.pop("retry", {})}
     return seq, ActivityDefinition.from_dict({**plain, **data, "name": name, "retry": retry})
+
+
+def step_patches(text: str) -> tuple[str, ...]:
+    """The ``ctx.patched`` ids a step row's ``step`` attribute records."""
+    try:
+        return tuple(str(p) for p in json.loads(text).get("patches", ()))
+    except (ValueError, AttributeError, TypeError):
+        return ()
 
 
 def step_name(base: str, occurrence: int) -> str:

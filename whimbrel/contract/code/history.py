@@ -41,6 +41,8 @@ class StepState:
     #: Ended unsuccessfully before the run's latest redrive: it runs again (a new
     #: attempt with a fresh retry budget) when the code asks for it.
     rerun: bool = False
+    #: The ``ctx.patched`` ids recorded with it (passed just before it was scheduled).
+    patches: tuple[str, ...] = ()
 
 
 @dataclass
