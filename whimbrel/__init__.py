@@ -2,6 +2,13 @@
 
 from whimbrel.client.query import DefinitionVersion, WorkflowPage
 from whimbrel.client.whimbrel import Whimbrel
+from whimbrel.contract.code import (
+    NonDeterminism,
+    StepFailed,
+    WaitTimedOut,
+    WorkflowContext,
+    workflow,
+)
 from whimbrel.contract.definitions import (
     ActivityDefinition,
     LauncherSpec,
@@ -58,6 +65,7 @@ __all__ = [
     "LauncherSpec",
     "ListenerOnly",
     "MapProgress",
+    "NonDeterminism",
     "NotAllowedNow",
     "NotAnApprover",
     "PoolInfo",
@@ -71,12 +79,15 @@ __all__ = [
     "ScheduleNotFound",
     "SignalRefused",
     "StateConflict",
+    "StepFailed",
     "StoreError",
     "SweepReport",
     "Transition",
     "UpstreamNotCompleted",
+    "WaitTimedOut",
     "Whimbrel",
     "WhimbrelError",
+    "WorkflowContext",
     "WorkflowDefinition",
     "WorkflowExec",
     "WorkflowNotFound",
@@ -84,5 +95,6 @@ __all__ = [
     "WorkflowPage",
     "WorkflowRequest",
     "WorkflowState",
+    "workflow",
     "workflow_exec_id_for",
 ]

@@ -30,8 +30,8 @@ from whimbrel.engine.intake.rows import ROWS, RUN_VERBS
 A, W = ActivityState, WorkflowState
 PACKAGE = Path(whimbrel.__file__).parent
 #: The modules that make up the features (signals.py is the waits feature's signal kind).
-FEATURE_MODULES = {"conditions", "maps", "children", "handlers", "redrive", "suspend", "waits",
-                   "lost", "pools", "schedules", "tracing"}
+FEATURE_MODULES = {"code_runs", "conditions", "maps", "children", "handlers", "redrive",
+                   "suspend", "waits", "lost", "pools", "schedules", "tracing"}
 
 
 def _imports() -> dict[str, set[str]]:

@@ -24,8 +24,10 @@ from whimbrel.client._schedules import Schedules
 from whimbrel.client._waits import Waits
 from whimbrel.client._worker import CLOSE_WAIT_SECONDS, Workers
 from whimbrel.client.query import DefinitionVersion
+from whimbrel.contract.code import CodeWorkflow
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.limits import DEFAULT_PAYLOAD_MAX_BYTES, DEFAULT_PAYLOAD_THRESHOLD_BYTES
+from whimbrel.engine.code_runs import CodeRuns
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.intake import Intake
 from whimbrel.engine.metrics import EngineMetrics
@@ -178,9 +180,10 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
         """Create any missing table (idempotent); returns the names created."""
         return self.store.create_tables()
 
-    def register_workflow(self, definition: WorkflowDefinition) -> int:
-        """Validate and store ``definition``; returns its version (unchanged if equal
-        to the latest).
+    def register_workflow(self, definition: WorkflowDefinition | CodeWorkflow[Any]) -> int:
+        """Validate and store ``definition`` — a DAG, or a function decorated with
+        ``@workflow`` (this process then makes its runs' decisions); returns its version
+        (unchanged if equal to the latest).
 
         This client is a worker for its python activities from now on, while it lives
         (docs/contract.md, "Who runs code").
@@ -188,6 +191,9 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
         Raises:
             InvalidDefinition: listing every problem.
         """
+        if isinstance(definition, CodeWorkflow):
+            self.engine.feature(CodeRuns).add(definition)
+            definition = definition.definition()
         version = self.engine.register(definition)
         self._serve(definition)
         return version

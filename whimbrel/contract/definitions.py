@@ -291,6 +291,9 @@ class WorkflowDefinition:
         """
         if not isinstance(data, Mapping):
             raise InvalidDefinition("?", ["a definition must be a mapping"])
+        if "code" in data and cls is WorkflowDefinition:  # a code workflow (@workflow)
+            from whimbrel.contract.code.definition import CodeDefinition
+            return CodeDefinition.from_dict(data)
         if json_depth(data, MAX_DEFINITION_DEPTH) > MAX_DEFINITION_DEPTH:
             raise InvalidDefinition(str(data.get("name", "?"))[:200], [_TOO_DEEP])
         # Each value takes at least two bytes of JSON: refuse an alias bomb before

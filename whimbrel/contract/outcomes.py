@@ -211,5 +211,5 @@ def carry(record: ActivityRecord, wf: WorkflowRecord,
         changes["redrive_count"] = wf.redrives
     if previous is not None:
         changes.update(input=previous.input, called_by=previous.called_by,
-                       retry_base=previous.retry_base)
+                       retry_base=previous.retry_base, step=previous.step)
     return record.with_changes(**changes) if changes else record

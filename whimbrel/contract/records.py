@@ -125,6 +125,10 @@ class ActivityRecord:
     #: here. Absent on an attempt readied before it was kept: its run's creation.
     ready_epoch: float | None = None
 
+    #: A code workflow's step: its position in the run and what the code asked it to be
+    #: (contract/code/definition.py ``encode_step``), on each of its attempts.
+    step: str | None = None
+
     def with_changes(self, **changes: Any) -> ActivityRecord:
         return replace(self, **changes)
 
@@ -178,6 +182,10 @@ class WorkflowRecord:
     priority: int | None = None
     #: The run slot it holds (``run:<workflow_name>#<k>``) under ``max_running``.
     pool_slot: str | None = None
+    #: A code run's ``ctx.properties`` (JSON), saved with each decision that changed it.
+    properties: str | None = None
+    #: A code run that ended with ``ctx.continue_as_new``: the run that took over.
+    continued_as: str | None = None
 
     @property
     def redrives(self) -> int:

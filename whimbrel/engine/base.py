@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from whimbrel.contract import checks
+from whimbrel.contract.code.definition import CodeDefinition
 from whimbrel.contract.dataflow import items_prefix
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import (
@@ -32,6 +33,7 @@ from whimbrel.contract.payloads import PayloadLimits, is_ref
 from whimbrel.contract.records import ActivityRecord, Changes, DefinitionRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.engine import rules
+from whimbrel.engine.code_steps import StepSpecs
 from whimbrel.engine.dataviews import run_view, with_child
 from whimbrel.engine.latest import LatestVersions
 from whimbrel.engine.metrics import NO_METRICS, EngineMetrics, Incidents, report_activity_end
@@ -114,6 +116,7 @@ class EngineBase:
         self.reconcile_grace_seconds = reconcile_grace_seconds
         self.retention_days = retention_days
         self._definitions: dict[tuple[str, int], WorkflowDefinition] = {}
+        self.steps = StepSpecs(store)
         #: Which version a start that names none runs (engine/latest.py).
         self.latest = LatestVersions(store)
         self._lock = threading.Lock()
@@ -201,12 +204,13 @@ class EngineBase:
 
     def definition_of(self, record: ActivityRecord | WorkflowRecord) -> WorkflowDefinition:
         """The definition a run captured when it started."""
-        if isinstance(record, WorkflowRecord):
-            return self.definition(record.workflow_name, record.version)[1]
-        version = record.workflow_version
+        version = record.version if isinstance(record, WorkflowRecord) \
+            else record.workflow_version
         if version is None:
             version = self.workflow(record.workflow_exec_id).version
-        return self.definition(record.workflow_name, version)[1]
+        defn = self.definition(record.workflow_name, version)[1]
+        # A code run's steps are known from its rows (engine/code_steps.py).
+        return self.steps.bind(defn, record) if isinstance(defn, CodeDefinition) else defn
 
     def retention(self, defn: WorkflowDefinition) -> float | None:
         """Seconds an ended run of ``defn`` is kept (None: forever)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from whimbrel.contract.code.definition import CodeDefinition
 from whimbrel.contract.dataflow import child_request_id, split_item
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.ids import workflow_exec_id_for
@@ -21,6 +22,8 @@ def run_view(defn: WorkflowDefinition | None, wf: WorkflowRecord,
     """The run with every attempt; maps carry their progress and attempts that started
     a child run name it (when the definition is at hand)."""
     view = WorkflowExec.from_record(wf, tuple(ActivityExec.from_record(r) for r in records))
+    if isinstance(defn, CodeDefinition):
+        return replace(view, code=True, properties=view.properties or {})
     if defn is None:
         return view
     adopted = {r.activity_exec_id: r.child_workflow_exec_id for r in records}

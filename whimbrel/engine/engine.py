@@ -27,6 +27,7 @@ from whimbrel.engine.base import (
     EngineBase,
 )
 from whimbrel.engine.children import Children
+from whimbrel.engine.code_runs import CodeRuns
 from whimbrel.engine.conditions import Conditions
 from whimbrel.engine.feature import Core, Feature
 from whimbrel.engine.handlers import FailureHandlers
@@ -49,6 +50,7 @@ F = TypeVar("F", bound=Feature)
 #: The features, in the order they are asked at every hook (feature.py). A new feature
 #: is one module and one entry here.
 FEATURES: tuple[Callable[[Core], Feature], ...] = (
+    CodeRuns,         # code workflows: a step's end replays the function, which decides
     Redrive,          # attempts from before a redrive; a redrive's unfinished phase one
     Conditions,       # when/trigger decide a release (a map's too); skips; early ends
     Maps,             # a map's own row and its items

@@ -35,6 +35,7 @@ from whimbrel.contract.records import ActivityRecord, Changes, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition
 
 if TYPE_CHECKING:
+    from whimbrel.engine.code_steps import StepSpecs
     from whimbrel.engine.leases import SweepLeases
     from whimbrel.engine.metrics import EngineMetrics, Incidents
     from whimbrel.engine.ports import Launcher, StorePort
@@ -102,6 +103,7 @@ class Core(Protocol):
     in_flight_grace_seconds: float
     metrics: EngineMetrics
     incidents: Incidents
+    steps: StepSpecs
 
     # -- plumbing (base.py)
     def definition(self, name: str,
@@ -177,7 +179,7 @@ class Feature(Protocol):
     Taking over (the first feature that returns a truthy value decides): ``drives``,
     ``advance``, ``admit``, ``reads_run_after``, ``follow_up``, ``before_retry``,
     ``failed_for_good``, ``stop``, ``waiting_attempt``, ``check_at_end``,
-    ``finish_start``, ``due``. Observing (every feature, in order): ``begin``,
+    ``finish_start``, ``due``. Observing (every feature, in order): ``begin``, ``started``,
     ``new_attempt``, ``ready``, ``readied``, ``refuse``, ``completed``, ``moved``,
     ``launched``, ``attempt_ended``, ``ended``, ``after_end``, ``reconcile``, ``sweep``,
     ``registering``.
@@ -196,6 +198,11 @@ class Feature(Protocol):
         """A new run's workflow item before its create write: add to it (tracing
         records the run's trace context)."""
         return record
+
+    def started(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> None:
+        """A start (or its replay) wrote what it writes; ``wf`` as the start saw it (a
+        code run's first decision: engine/code_runs.py)."""
+        return None
 
     def drives(self, spec: ActivityDefinition, name: str) -> str | None:
         """Whether only the engine moves attempts of ``name`` (a map's own row, a child

@@ -254,7 +254,7 @@ class Pools(Feature):
     def _pool_of(self, item: ActivityRecord) -> str | None:
         if item.workflow_version is None:
             return None
-        defn = self.core.definition(item.workflow_name, item.workflow_version)[1]
+        defn = self.core.definition_of(item)  # a code step: its spec is its run's
         return defn.activity(item.activity_name).pool
 
     def _rated(self, pool: str) -> bool:

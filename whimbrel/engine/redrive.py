@@ -24,6 +24,7 @@ and their outputs stay; a map keeps its completed items.
 
 from __future__ import annotations
 
+from whimbrel.contract.code.definition import CodeDefinition
 from whimbrel.contract.dataflow import split_item
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import NotAllowedNow, StateConflict
@@ -165,6 +166,11 @@ class Redrive(Feature):
         if not gen or wf.redrive_ready == gen or not flow.proceeds(wf):
             return False
         wx = wf.workflow_exec_id
+        if isinstance(defn, CodeDefinition):  # its function decides what runs again
+            self.store.set_workflow(wx, {"redrive_ready": gen}, states=[wf.state])
+            for feature in self.core.features:
+                feature.started(wf, defn)
+            return True
         latest = latest_of(self.store.list_activities(wx))
         open_ = set(unresolved(defn, latest))
         todo = [n for n in defn.topological_order() if n in open_

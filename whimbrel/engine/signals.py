@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from whimbrel.contract import checks, waits
+from whimbrel.contract.code.definition import CodeDefinition
 from whimbrel.contract.errors import InvalidInput, StateConflict
 from whimbrel.contract.ids import new_request_id
 from whimbrel.contract.limits import NAME_PATTERN
@@ -104,8 +105,9 @@ def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
     text = engine.limits.encode(payload, "payload")
     wf = engine.workflow(workflow_exec_id)
     defn = engine.definition_of(wf)
-    names = waiting_on(defn, name)
-    if not names:
+    code = isinstance(defn, CodeDefinition)  # takes any name, at any time: kept
+    names = [] if code else waiting_on(defn, name)
+    if not names and not code:
         known = sorted({str(a.launcher.config.get("name")) for a in defn.activities
                         if a.launcher.kind == waits.SIGNAL})
         raise InvalidInput(
@@ -126,7 +128,8 @@ def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
             f"workflow {workflow_exec_id} is {wf.state.value}: it receives no more signals",
             workflow_exec_id=workflow_exec_id, workflow_state=wf.state.value, name=name)
     latest = latest_of(acts)
-    if not _may_still_receive(defn, latest, names):
+    names = _waits_for(defn, acts, name) if code else names
+    if not code and not _may_still_receive(defn, latest, names):
         raise waits.SignalRefused(
             f"every activity of {workflow_exec_id} that waits for signal {name!r} "
             f"({', '.join(names)}) has received one or ended: nothing would receive it",
@@ -191,7 +194,7 @@ def _offer(engine: Core, defn: WorkflowDefinition, signal: SignalRecord,
     if holder is not None:
         return SignalOutcome(signal.signal_id, holder, duplicate=True)
     latest = latest_of(acts)
-    for name in waiting_on(defn, signal.signal_name):
+    for name in _waits_for(defn, acts, signal.signal_name):
         wait = latest.get(name)
         if wait is not None and wait.state is A.READY \
                 and _give(engine, defn, signal, wait, acts):
@@ -326,6 +329,17 @@ def report_undelivered(engine: Core, wf: WorkflowRecord) -> int:
 
 
 # -- helpers -------------------------------------------------------------------------------
+
+def _waits_for(defn: WorkflowDefinition, acts: Sequence[ActivityRecord],
+               name: str) -> list[str]:
+    """The waits for signal ``name``: a DAG's by its definition; a code run's are the
+    steps READY for it now (its code asks for them as it goes), oldest first."""
+    if not isinstance(defn, CodeDefinition):
+        return waiting_on(defn, name)
+    ready = [a for a in latest_of(list(acts)).values()
+             if a.state is A.READY and a.waiting_for == f"signal:{name}"]
+    return [a.activity_name for a in sorted(ready, key=lambda a: a.created_epoch)]
+
 
 def _has_tag(item: ActivityRecord, signal_id: str) -> bool:
     return any(h.by == tag(signal_id) for h in item.history)

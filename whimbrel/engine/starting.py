@@ -183,7 +183,10 @@ def resume_start(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
     missing_roots = [r for r in defn.roots if r not in have]
     if not missing_roots:
         # Died after its last root, before saying so: say it now (lost.py).
-        engine.store.set_workflow(wx, {"roots_ready": engine.clock()}, states=[W.RUNNING])
+        if engine.store.set_workflow(wx, {"roots_ready": engine.clock()},
+                                     states=[W.RUNNING]):
+            for feature in engine.features:
+                feature.started(wf, defn)  # e.g. a code run's first decision
         return False
     created = materialize(engine, wf, defn, phase_one=len(missing_roots) == len(defn.roots))
     launch_roots(engine, wf, defn, created)
@@ -293,4 +296,6 @@ def launch_roots(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
                 name, wf.workflow_name, 1, A.QUEUED, workflow_version=wf.version))
 
     engine.each(go, defn.roots)
+    for feature in engine.features:
+        feature.started(wf, defn)
 

@@ -104,7 +104,8 @@ class ActivityExec:
             close_epoch=m.close_epoch,
             error_type=m.error_type,
             expires_epoch=m.expires_epoch,
-            item_index=split_item(m.activity_name)[1],
+            # A code step (<name>#<k>) is no map's item.
+            item_index=split_item(m.activity_name)[1] if m.step is None else None,
             map_size=m.map_size,
             called_by=m.called_by,
             waiting_for=m.waiting_for if m.state is ActivityState.READY else None,
@@ -148,6 +149,12 @@ class WorkflowExec:
     ended_with: Any = None
     #: Its priority, 0 (first) to 9 (``start_workflow(priority=)``; 5 unless given).
     priority: int = 5
+    #: A code run (``@workflow``): its ``ctx.properties`` as last saved; its output is
+    #: what its function returned.
+    code: bool = False
+    properties: Any = None
+    #: A code run that ended with ``ctx.continue_as_new``: the new run.
+    continued_as: str | None = None
 
     @property
     def parent_workflow_exec_id(self) -> str | None:
@@ -183,7 +190,7 @@ class WorkflowExec:
     def output(self) -> Any:
         """Outputs of completed activities, by name; for a run ended early, the output
         the attempt that ended it gave."""
-        if self.ended_by is not None:
+        if self.ended_by is not None or self.code:
             return self.ended_with
         return {
             n: a.output for n, a in self.latest_activities.items()
@@ -216,6 +223,8 @@ class WorkflowExec:
             ended_by=m.ended_by,
             ended_with=decode_payload(m.output, field="output") if m.output else None,
             priority=DEFAULT_PRIORITY if m.priority is None else m.priority,
+            properties=decode_payload(m.properties, field="properties"),
+            continued_as=m.continued_as,
         )
 
 

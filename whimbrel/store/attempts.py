@@ -132,7 +132,10 @@ class AttemptTables(Tables):
         place = self._places(record.activity_exec_id)[0]
         if place.logical == "map_item":
             base = split_item(record.activity_name)[0]
-            if self._items_beside_run(record.workflow_exec_id, base):
+            if record.step is not None:  # a code step (<name>#<k>) lives in its run's
+                self._learn_beside(record.workflow_exec_id, base, True)  # partition
+                place = self._places(record.activity_exec_id)[0]
+            elif self._items_beside_run(record.workflow_exec_id, base):
                 place = self._places(record.activity_exec_id)[0]  # now known: the run's
             else:
                 item["item_partition"] = place.key["item_partition"]

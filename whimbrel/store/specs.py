@@ -184,10 +184,10 @@ WORKFLOW_EXEC = TableSpec(
     Key("workflow_exec_id"),
     attributes=attributes(
         "workflow_exec_id workflow_name version:I state workflow_request_id input:J error "
-        "source created_epoch:N created_day updated_epoch:N ended_epoch:N name_state "
-        "check_shard check_epoch:N request_expires_epoch:N history:H expires_epoch:N "
+        "source created_epoch:N created_day updated_epoch:N ended_epoch:N name_state ended_by "
+        "check_shard check_epoch:N request_expires_epoch:N history:H expires_epoch:N output:J "
         "parent_activity_exec_id redrive_count:I redriven_epoch:N redrive_ready:I roots_ready:N "
-        "ended_by output:J traceparent input_apart:BOOL priority:I pool_slot"),
+        "traceparent input_apart:BOOL priority:I pool_slot properties:J continued_as"),
     indexes=(
         IndexSpec(
             "by_day",
@@ -240,7 +240,7 @@ _ACTIVITY_ATTRIBUTES = (
     "timer_epoch:N claim_shard claim_key worker history:H expires_epoch:N input:J "
     "map_size:I called_by redrive_count:I retry_base:I waiting_for approvers:SL "
     "held_epoch:N child_workflow_exec_id late_output:J late_error late_epoch:N "
-    "retry_created:I ends_workflow:BOOL traceparent pool_slot pool_wait ready_epoch:N")
+    "retry_created:I ends_workflow:BOOL traceparent pool_slot pool_wait ready_epoch:N step")
 
 #: The sparse indexes of attempts, alike on ``activity_exec`` and ``map_item`` (a sweep
 #: and a claim read both tables' shards).

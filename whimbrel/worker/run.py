@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from whimbrel.contract.code.definition import CodeDefinition
 from whimbrel.contract.conditions import INPUT_FROM_ERROR
 from whimbrel.contract.dataflow import handlers, split_item
 from whimbrel.contract.errors import (
@@ -189,7 +190,8 @@ def upstream_view(engine: Engine,
     if version is None:
         version = engine.workflow(activity.workflow_exec_id).version
     _, defn = engine.definition(activity.workflow_name, version)
-    if not defn.activity(activity.activity_name).depends_on:
+    if isinstance(defn, CodeDefinition) or not defn.activity(activity.activity_name).depends_on:
+        # (a code run's step has no upstreams: its input is what the code gave it)
         return {}, {}
     return upstream_values(engine, activity.workflow_exec_id, defn, activity.activity_name)
 

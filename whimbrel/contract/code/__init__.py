@@ -1,0 +1,45 @@
+"""Code workflows: a Python function whose steps are activities, on the same contract
+(DESIGN.md §5, "Code workflows on the same contract"). Pure: the engine's
+``code_runs`` feature reads the rows, replays the function and writes what it decided.
+"""
+
+from whimbrel.contract.code.context import (
+    Decision,
+    NewStep,
+    StepHandle,
+    WorkflowContext,
+    replay,
+)
+from whimbrel.contract.code.definition import (
+    CodeDefinition,
+    decode_step,
+    encode_step,
+    split_step,
+    step_name,
+    step_patches,
+)
+from whimbrel.contract.code.errors import NonDeterminism, StepFailed, WaitTimedOut
+from whimbrel.contract.code.history import History, RunFacts, StepState
+from whimbrel.contract.code.workflow import CodeWorkflow, workflow
+
+__all__ = [
+    "CodeDefinition",
+    "CodeWorkflow",
+    "Decision",
+    "History",
+    "NewStep",
+    "NonDeterminism",
+    "RunFacts",
+    "StepFailed",
+    "StepHandle",
+    "StepState",
+    "WaitTimedOut",
+    "WorkflowContext",
+    "decode_step",
+    "encode_step",
+    "replay",
+    "split_step",
+    "step_name",
+    "step_patches",
+    "workflow",
+]

@@ -1,0 +1,62 @@
+"""What a code workflow's function may meet: a step that failed for good, a wait that
+timed out, and a replay that no longer matches the run's history."""
+
+from __future__ import annotations
+
+from whimbrel.contract.errors import WhimbrelError
+
+
+class StepFailed(WhimbrelError):
+    """A step ended FAILED, TIMED_OUT or CANCELLED after its retries.
+
+    Attributes:
+        state: the state its last attempt ended in (``"FAILED"``, ``"TIMED_OUT"``,
+            ``"CANCELLED"``).
+        error: the error its last attempt reported (None when it gave none).
+        error_type: the type name of that error (a python step: the exception's class).
+        activity_exec_id: its last attempt.
+    """
+
+    def __init__(self, step: str, *, state: str, error: str | None,
+                 error_type: str | None, activity_exec_id: str) -> None:
+        why = f": {error}" if error else ""
+        super().__init__(f"step {step} {state}{why}", step=step, state=state, error=error,
+                         error_type=error_type, activity_exec_id=activity_exec_id)
+        self.step = step
+        self.state = state
+        self.error = error
+        self.error_type = error_type
+        self.activity_exec_id = activity_exec_id
+
+
+class WaitTimedOut(WhimbrelError):
+    """A ``wait_signal`` or ``wait_approval`` passed its ``timeout_seconds``."""
+
+    def __init__(self, wait: str, timeout_seconds: float) -> None:
+        super().__init__(f"{wait} timed out after {timeout_seconds} s", wait=wait,
+                         timeout_seconds=timeout_seconds)
+        self.wait = wait
+        self.timeout_seconds = timeout_seconds
+
+
+class NonDeterminism(WhimbrelError):
+    """The replay asked for another step than the run's history holds at that point: the
+    code changed under a running run (or reads time, randomness or ids other than from
+    its context). Nothing was scheduled; the run fails with this error, and a redrive
+    after the fix continues from the completed steps.
+
+    Attributes:
+        position: where in the run's sequence of steps (1 first).
+        expected: the step the history holds there.
+        actual: the step the code asked for.
+    """
+
+    def __init__(self, *, position: int, expected: str, actual: str) -> None:
+        super().__init__(
+            f"non-determinism at step {position}: the history holds {expected}, the code "
+            f"asked for {actual} (the workflow's code changed under a running run, or it "
+            "reads the clock, randomness or ids other than through its context)",
+            position=position, expected=expected, actual=actual)
+        self.position = position
+        self.expected = expected
+        self.actual = actual

@@ -1,0 +1,66 @@
+"""What a decision knows of a run: the latest attempt of each of its steps, by name and
+by position (pure values; the engine builds them from the run's rows)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from whimbrel.contract.states import ActivityState
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """The run a decision replays: who it is and what it started with."""
+
+    workflow_exec_id: str
+    workflow_name: str
+    input: Any
+    #: When the run (last) went RUNNING: ``ctx.now()`` before any step's result.
+    started_epoch: float
+
+
+@dataclass(frozen=True)
+class StepState:
+    """The latest attempt of one step, as its row says.
+
+    ``final``: nothing more will happen to the step (COMPLETED, or ended another way
+    with no retry to follow); the code gets its output or a ``StepFailed``.
+    """
+
+    name: str
+    seq: int
+    attempt: int
+    state: ActivityState | None
+    final: bool
+    activity_exec_id: str
+    output: str | None = None
+    error: str | None = None
+    error_type: str | None = None
+    ended_epoch: float | None = None
+    #: Ended unsuccessfully before the run's latest redrive: it runs again (a new
+    #: attempt with a fresh retry budget) when the code asks for it.
+    rerun: bool = False
+    #: The ``ctx.patched`` ids recorded with it (passed just before it was scheduled).
+    patches: tuple[str, ...] = ()
+
+
+@dataclass
+class History:
+    """A run's steps by name and by position. Terminal facts never change, so a copy
+    kept in memory between decisions stays right for every final step; what is not
+    final is read again before the code is told to wait for it."""
+
+    steps: dict[str, StepState] = field(default_factory=dict)
+    by_seq: dict[int, str] = field(default_factory=dict)
+
+    def put(self, step: StepState) -> None:
+        known = self.steps.get(step.name)
+        if known is not None and (known.attempt > step.attempt
+                                  or (known.attempt == step.attempt and known.final)):
+            return  # never replace a later or final picture with an older one
+        self.steps[step.name] = step
+        self.by_seq[step.seq] = step.name
+
+    def get(self, name: str) -> StepState | None:
+        return self.steps.get(name)
