@@ -193,6 +193,9 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
         """
         if isinstance(definition, CodeWorkflow):
             self.engine.feature(CodeRuns).add(definition)
+            # Its steps' code is served as its decisions here ask for it (ports.serve_here);
+            # their retries and hand-backs are claimed in the background.
+            self._serve_in_background()
             definition = definition.definition()
         version = self.engine.register(definition)
         self._serve(definition)

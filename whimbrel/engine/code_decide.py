@@ -42,6 +42,7 @@ from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ACTIVITY_FAILED, ActivityState, WorkflowState
 from whimbrel.engine import ending, flow, rules
 from whimbrel.engine.feature import Core
+from whimbrel.engine.ports import serve_here
 
 log = logging.getLogger("whimbrel.engine.code")
 
@@ -232,6 +233,8 @@ def _schedule(core: Core, wf: WorkflowRecord, defn: CodeDefinition, history: His
     existed and has finished (the replay must go on past it)."""
     wx = wf.workflow_exec_id
     core.steps.learn(wx, step.name, step.seq, step.spec)
+    # The decision runs here, so the step's code is here: run it here too.
+    serve_here(core.launchers.get(step.spec.launcher.kind), step.spec.launcher.config)
     now = core.clock()
     record = flow.new_attempt(core, wf, defn, step.name, 1, now).with_changes(
         input=step.input, step=encode_step(step.seq, step.spec, step.patches))

@@ -228,3 +228,12 @@ def runs_here(launcher: Launcher, config: Mapping[str, object]) -> bool:
     engine asks before it launches such an attempt here."""
     runs = getattr(launcher, "runs", None)
     return True if runs is None else bool(runs(config))
+
+
+def serve_here(launcher: Launcher | None, config: Mapping[str, object]) -> None:
+    """Make this process a worker for the code ``config`` names, if its launcher keeps
+    such a list (``serve(config)``): a code workflow's decision made here asked for that
+    step, so its code is here (docs/contract.md, "Who runs code")."""
+    serve = getattr(launcher, "serve", None)
+    if serve is not None:
+        serve(config)

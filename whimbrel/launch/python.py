@@ -164,6 +164,13 @@ class PythonLauncher:
         """Whether this process is a worker for the target in ``config`` now."""
         return self.scope.covers(str(config.get("target", "")))
 
+    def serve(self, config: Mapping[str, object]) -> None:
+        """Be a worker for the target in ``config`` from now on (a step that a code
+        workflow's decision in this process asked for: its function is imported here)."""
+        target = str(config.get("target", ""))
+        if target and not self.scope.closed:
+            self.scope.add_targets([target])
+
     def launch(self, request: LaunchRequest) -> None:
         self.start(request)
 
