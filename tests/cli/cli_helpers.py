@@ -15,7 +15,7 @@ from whimbrel.cli import app
 COMMANDS: list[tuple[str, ...]] = [
     ("tables",), ("tables", "create"), ("definitions",), ("definitions", "register"),
     ("definitions", "list"), ("definitions", "show"), ("submit",), ("status",), ("list",),
-    ("events",), ("graph",), ("cancel",), ("retry",), ("exec",), ("sweep",),
+    ("events",), ("graph",), ("cancel",), ("retry",), ("exec",), ("sweep",), ("nudge",),
     ("rejections",), ("dev",), ("demo",), ("ui",), ("redrive",), ("notifications",),
     ("signal",), ("approve",), ("reject",), ("suspend",), ("resume",),
     ("schedules",), ("schedules", "create"), ("schedules", "apply"), ("schedules", "list"),

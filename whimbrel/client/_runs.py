@@ -12,6 +12,7 @@ from whimbrel.client.query import WorkflowPage
 from whimbrel.contract import checks
 from whimbrel.contract.errors import WorkflowNotFound
 from whimbrel.engine.engine import Engine
+from whimbrel.engine.nudge import NudgeReport, nudge
 from whimbrel.engine.ports import Clock
 from whimbrel.engine.sweep import SweepReport, sweep
 from whimbrel.engine.views import WorkflowExec, WorkflowRequest
@@ -180,6 +181,21 @@ class Runs:
             InvalidInput: ``now`` is not a number.
         """
         return sweep(self.engine, checks.epoch(now))
+
+    def nudge(self, workflow_exec_id: str) -> NudgeReport:
+        """Reconcile one run now, as the sweep would on its next visit: give back the pool
+        slots its ended attempts still hold, time out or launch what is due (past a
+        heartbeat or start deadline, a retry whose back-off passed, a timer), record a
+        lost attempt row LOST (its retry policy decides next) and redo any follow-up a
+        crash left half done. Costs what the run holds (one Query of its attempts, then
+        what is due), never a pass over every run. Idempotent; safe beside the sweep.
+
+        Raises:
+            InvalidInput: a malformed id.
+            WorkflowNotFound: no such execution.
+        """
+        checks.text(workflow_exec_id, "workflow_exec_id")
+        return nudge(self.engine, workflow_exec_id)
 
     def list_rejections(self, day: str | None = None, *,
                         limit: int | None = 100) -> list[simple.Rejection]:
