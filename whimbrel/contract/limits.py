@@ -15,6 +15,9 @@ MAX_DEFINITION_DEPTH = 64
 MAX_INPUT_BYTES = 128_000
 #: An activity's output, stored on its execution item.
 MAX_OUTPUT_BYTES = 64_000
+#: Heartbeat details (an attempt's progress), rewritten with its item by every heartbeat
+#: that carries new ones: progress, not data.
+MAX_HEARTBEAT_DETAILS_BYTES = 16_000
 #: Errors longer than this are truncated (kept, never rejected: a failure must not be lost).
 MAX_ERROR_CHARS = 8_000
 #: Depth of nested JSON accepted in inputs and outputs.

@@ -120,6 +120,9 @@ class ActivityRecord:
     pool_slot: str | None = None
     #: While it waits READY for its pool (full, or over its rate): the pool's name.
     pool_wait: str | None = None
+    #: The latest details a heartbeat carried (JSON text): the attempt's progress, read
+    #: by the next attempt of the activity (``ActivityRun.previous_details``).
+    heartbeat_details: str | None = None
 
     def with_changes(self, **changes: Any) -> ActivityRecord:
         return replace(self, **changes)

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
-from whimbrel.engine import ending, flow, launches, moves, starting
+from whimbrel.engine import ending, flow, heartbeats, launches, moves, starting
 from whimbrel.engine.base import (
     IN_FLIGHT_GRACE_SECONDS,
     RECONCILE_GRACE_SECONDS,
@@ -153,8 +153,9 @@ class Engine(EngineBase):
     def start_running(self, aeid: str, *, actor: str = "worker") -> ActivityRecord:
         return moves.start_running(self, aeid, actor=actor)
 
-    def heartbeat(self, aeid: str, image: ActivityRecord | None = None) -> ActivityState:
-        return moves.heartbeat(self, aeid, image)
+    def heartbeat(self, aeid: str, image: ActivityRecord | None = None,
+                  details: str | None = None) -> ActivityState:
+        return heartbeats.heartbeat(self, aeid, image, details)
 
     def claim(self, workflow_name: str | None = None, activity_name: str | None = None, *,
               actor: str = "worker") -> ActivityRecord | None:

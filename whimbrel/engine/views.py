@@ -73,6 +73,8 @@ class ActivityExec:
     #: rate), that pool's name (docs/definitions.md, "Pools").
     pool_slot: str | None = None
     pool_wait: str | None = None
+    #: The latest details its heartbeats carried (its progress), or None.
+    heartbeat_details: Any = None
 
     @property
     def duration_seconds(self) -> float | None:
@@ -113,6 +115,7 @@ class ActivityExec:
             late_epoch=m.late_epoch,
             pool_slot=m.pool_slot,
             pool_wait=m.pool_wait if m.state is ActivityState.READY else None,
+            heartbeat_details=decode_payload(m.heartbeat_details, field="heartbeat_details"),
         )
 
 

@@ -240,7 +240,7 @@ _ACTIVITY_ATTRIBUTES = (
     "timer_epoch:N claim_shard claim_key worker history:H expires_epoch:N input:J "
     "map_size:I called_by redrive_count:I retry_base:I waiting_for approvers:SL "
     "held_epoch:N child_workflow_exec_id late_output:J late_error late_epoch:N "
-    "retry_created:I ends_workflow:BOOL traceparent pool_slot pool_wait")
+    "retry_created:I ends_workflow:BOOL traceparent pool_slot pool_wait heartbeat_details:J")
 
 #: The sparse indexes of attempts, alike on ``activity_exec`` and ``map_item`` (a sweep
 #: and a claim read both tables' shards).

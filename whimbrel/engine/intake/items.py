@@ -76,6 +76,9 @@ class ActivityEventItem(BaseModel):
     signal: str | None = Field(default=None, max_length=256)
     payload: Any = None
     signal_id: str | None = Field(default=None, min_length=1, max_length=512)
+    #: HEARTBEAT: the attempt's progress (JSON text or a native value), kept on it for
+    #: its next attempt (``ActivityRun.previous_details``).
+    details: Any = None
     #: APPROVE / REJECT: who decides, and why.
     by: str | None = Field(default=None, max_length=256)
     comment: str | None = Field(default=None, max_length=4000)
