@@ -1,5 +1,6 @@
 """Whimbrel: a serverless, decentralized workflow engine on DynamoDB."""
 
+from whimbrel.client.batch import BatchReport
 from whimbrel.client.query import DefinitionVersion, WorkflowPage
 from whimbrel.client.whimbrel import Whimbrel
 from whimbrel.contract.definitions import (
@@ -33,6 +34,7 @@ from whimbrel.contract.states import ActivityState, Transition, WorkflowState
 from whimbrel.contract.waits import NotAnApprover, SignalRefused
 from whimbrel.engine.manual import RetryNotAllowed
 from whimbrel.engine.moves import EngineDriven
+from whimbrel.engine.nudge import NudgeReport
 from whimbrel.engine.pool_ledger import PoolNotFound
 from whimbrel.engine.redrive import RedriveNotAllowed
 from whimbrel.engine.schedules import ScheduleConflict, ScheduleNotFound
@@ -48,6 +50,7 @@ __all__ = [
     "ActivityRun",
     "ActivityState",
     "ActivityTimedOut",
+    "BatchReport",
     "DefinitionNotFound",
     "DefinitionVersion",
     "EngineDriven",
@@ -59,6 +62,7 @@ __all__ = [
     "MapProgress",
     "NotAllowedNow",
     "NotAnApprover",
+    "NudgeReport",
     "PoolInfo",
     "PoolNotFound",
     "RedriveNotAllowed",

@@ -64,6 +64,8 @@ def test_public_names_are_pinned() -> None:
         # issue 22: schedules, pools
         "Schedule", "ScheduleConflict", "ScheduleInfo", "ScheduleNotFound",
         "PoolInfo", "PoolNotFound",
+        # issue 29: batch operations, nudge
+        "BatchReport", "NudgeReport",
     ])
     for name in whimbrel.__all__:
         assert getattr(whimbrel, name) is not None

@@ -2,7 +2,8 @@
 
 The methods live by concern in ``_runs.py`` (runs), ``_activities.py`` (activities),
 ``_notify.py`` (events), ``_waits.py`` (signals, approvals, suspend/resume),
-``_data.py`` (redrive), ``_schedules.py`` and ``_pools.py``; this module holds the
+``_data.py`` (redrive), ``_schedules.py``, ``_pools.py`` and ``batch.py`` (batch
+operations); this module holds the
 setup: settings, tables, definitions, launchers, lifetime.
 """
 
@@ -21,6 +22,7 @@ from whimbrel.client._pools import Pools
 from whimbrel.client._runs import Runs
 from whimbrel.client._schedules import Schedules
 from whimbrel.client._waits import Waits
+from whimbrel.client.batch import Batches
 from whimbrel.client.query import DefinitionVersion
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.engine.engine import Engine
@@ -46,7 +48,8 @@ if TYPE_CHECKING:
     from botocore.config import Config
 
 
-class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Pools):
+class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Pools,
+               Batches):
     """Entry point of the Full Logic API (and, through the same store, everything else).
 
     Args:
