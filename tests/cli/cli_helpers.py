@@ -19,7 +19,7 @@ COMMANDS: list[tuple[str, ...]] = [
     ("rejections",), ("dev",), ("demo",), ("ui",), ("redrive",), ("notifications",),
     ("signal",), ("approve",), ("reject",), ("suspend",), ("resume",), ("runs",),
     ("runs", "cancel"), ("runs", "redrive"), ("runs", "signal"), ("runs", "suspend"),
-    ("runs", "resume"),
+    ("runs", "resume"), ("fork",),
     ("schedules",), ("schedules", "create"), ("schedules", "apply"), ("schedules", "list"),
     ("schedules", "pause"), ("schedules", "resume"), ("schedules", "delete"),
     ("schedules", "backfill"),

@@ -12,6 +12,7 @@ from whimbrel.client.query import WorkflowPage
 from whimbrel.contract import checks
 from whimbrel.contract.errors import WorkflowNotFound
 from whimbrel.engine.engine import Engine
+from whimbrel.engine.fork import fork
 from whimbrel.engine.nudge import NudgeReport, nudge
 from whimbrel.engine.ports import Clock
 from whimbrel.engine.sweep import SweepReport, sweep
@@ -181,6 +182,26 @@ class Runs:
             InvalidInput: ``now`` is not a number.
         """
         return sweep(self.engine, checks.epoch(now))
+
+    def fork_workflow(self, workflow_exec_id: str, *, from_activity: str, input: Any = None,
+                      version: int | None = None, request_id: str | None = None) -> str:
+        """Start a new run of the run's definition version (or ``version``) that keeps the
+        completed outputs of every activity that does not depend on ``from_activity``
+        (recorded as reused: ``ActivityExec.reused_from``; they never run) and runs
+        ``from_activity`` and everything after it again. Returns the new run's id; its
+        ``WorkflowExec.forked_from`` names the source. ``input`` replaces the source's
+        input (None: the same). The same ``request_id`` always yields the same fork.
+        Maps, child runs and failure handlers always run again.
+
+        Raises:
+            WorkflowNotFound: no such run.
+            DefinitionNotFound: no such ``version``.
+            InvalidInput: ``from_activity`` is not an activity of the definition (nothing
+                is written), a bad input, or a request id used for another run.
+            NotAllowedNow: ``max_running`` runs of the definition are running.
+        """
+        return fork(self.engine, workflow_exec_id, from_activity=from_activity,
+                    input=input, version=version, request_id=request_id)
 
     def nudge(self, workflow_exec_id: str) -> NudgeReport:
         """Reconcile one run now, as the sweep would on its next visit: give back the pool

@@ -177,6 +177,9 @@ class WorkflowRecord:
     priority: int | None = None
     #: The run slot it holds (``run:<workflow_name>#<k>``) under ``max_running``.
     pool_slot: str | None = None
+    #: A fork (engine/fork.py): the run it was forked from. It starts as generation 1
+    #: (``redrive_count``), which the view does not count as a redrive.
+    forked_from: str | None = None
 
     @property
     def redrives(self) -> int:

@@ -77,6 +77,14 @@ class ActivityExec:
     heartbeat_details: Any = None
 
     @property
+    def reused_from(self) -> str | None:
+        """In a fork, the source run's attempt whose output this one reuses (it never
+        ran); None for an attempt that ran."""
+        first = self.history[0].by if self.history else None
+        return first.removeprefix("reused:") if first and first.startswith("reused:") \
+            else None
+
+    @property
     def duration_seconds(self) -> float | None:
         if self.started_epoch is None:
             return None
@@ -151,6 +159,8 @@ class WorkflowExec:
     ended_with: Any = None
     #: Its priority, 0 (first) to 9 (``start_workflow(priority=)``; 5 unless given).
     priority: int = 5
+    #: A fork (``fork_workflow``): the run it was forked from.
+    forked_from: str | None = None
 
     @property
     def parent_workflow_exec_id(self) -> str | None:
@@ -215,10 +225,12 @@ class WorkflowExec:
             items=tuple(sorted((a for a in activities if a.item_index is not None),
                                key=lambda a: (a.item_index or 0, a.attempt))),
             parent_activity_exec_id=m.parent_activity_exec_id,
-            redrive_count=m.redrives,
+            # A fork starts as generation 1 (engine/fork.py): not a redrive.
+            redrive_count=m.redrives - (1 if m.forked_from else 0),
             ended_by=m.ended_by,
             ended_with=decode_payload(m.output, field="output") if m.output else None,
             priority=DEFAULT_PRIORITY if m.priority is None else m.priority,
+            forked_from=m.forked_from,
         )
 
 

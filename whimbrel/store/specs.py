@@ -187,7 +187,7 @@ WORKFLOW_EXEC = TableSpec(
         "source created_epoch:N created_day updated_epoch:N ended_epoch:N name_state "
         "check_shard check_epoch:N request_expires_epoch:N history:H expires_epoch:N "
         "parent_activity_exec_id redrive_count:I redriven_epoch:N redrive_ready:I roots_ready:N "
-        "ended_by output:J traceparent input_apart:BOOL priority:I pool_slot"),
+        "ended_by output:J traceparent input_apart:BOOL priority:I pool_slot forked_from"),
     indexes=(
         IndexSpec(
             "by_day",
