@@ -319,7 +319,16 @@ def map_figures(results: Path) -> str:
 
 def render(result: dict[str, Any], img: Path) -> dict[str, Any]:
     return {"summary": summary(result), "table": table(result), **result["sizes"],
-            "map_figures": map_figures(Path(__file__).resolve().parent / "results")}
+            "map_figures": map_figures(Path(__file__).resolve().parent / "results"),
+            **heartbeat_figures(result["workloads"]["heartbeats"])}
+
+
+def heartbeat_figures(wl: dict[str, Any]) -> dict[str, Any]:
+    """Workload (c)'s figures the report's prose quotes (issue 29)."""
+    table_row = wl["rows"]["activity_exec"]
+    return {"hb_table_wcu": table_row["w"]["total"] / wl["work"],
+            "hb_quota": table_row["quota_ceiling"], "hb_wru": wl["wru"] / wl["work"],
+            "hb_ceiling": wl["ceiling"], "hb_bound": wl["bound_by"]}
 
 
 # -- workload (b) alone, at any size -----------------------------------------------------
