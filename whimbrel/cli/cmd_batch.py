@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from typer._click.globals import get_current_context
 
 from whimbrel.cli.app import Cli, CliError, ExitCode, JsonErrorsGroup, app, command
-from whimbrel.cli.cmd_runs import parse_input
+from whimbrel.cli.cmd_runs import attributes_of, parse_input
 from whimbrel.cli.render import workflows_table
 from whimbrel.cli.shapes import workflow_dict
 from whimbrel.client.batch import BatchReport, plan
@@ -43,26 +43,6 @@ RateOpt = Annotated[float | None, typer.Option(
 BatchIdOpt = Annotated[str | None, typer.Option(
     "--batch-id", help="The batch's id, to finish an interrupted batch (default: derived "
                        "from the action and the filters, times to the hour).")]
-
-
-def attributes_of(pairs: list[str] | None) -> dict[str, Any] | None:
-    """``--attr KEY=VALUE`` options as attributes (a number where the value is one)."""
-    if not pairs:
-        return None
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, eq, value = pair.partition("=")
-        if not eq or not key:
-            raise CliError(f"--attr {pair!r} is not KEY=VALUE", ExitCode.USAGE)
-        out[key] = _number(value)
-    return out
-
-
-def _number(text: str) -> Any:
-    try:
-        return int(text) if text.lstrip("-").isdigit() else text
-    except ValueError:
-        return text
 
 
 def _time(text: str | None, option: str) -> str | None:
@@ -120,10 +100,9 @@ def _batch(cli: Cli, action: str, filters: dict[str, Any], *, dry_run: bool, yes
     plan(action, **{"attributes": None, **filters}, per_second=per_second,
          batch_id=batch_id, all_runs=yes, now=wb.clock(), signal=extra.get("signal"),
          payload=extra.get("payload"))
-    count_filters = {k: v for k, v in filters.items() if k != "attributes"}
-    total = None if "attributes" in filters else wb.count_workflows(**count_filters)
+    total = wb.count_workflows(**filters)
     if not cli.json:
-        shown = "?" if total is None else f"{total:,}{' or more' if total >= 1000 else ''}"
+        shown = f"{total:,}{' or more' if total >= 1000 else ''}"
         cli.err.print(f"{shown} runs match")
     if not (dry_run or yes or cli.json) and not typer.confirm(f"{action} them?"):
         raise typer.Abort()

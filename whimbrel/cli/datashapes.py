@@ -55,6 +55,8 @@ def header_lines(wf: WorkflowExec) -> list[str]:
                    f"{wf.parent_activity_exec_id})")
     if wf.forked_from:
         out.append(f"forked from {wf.forked_from}")
+    if wf.attributes:
+        out.append("attributes: " + ", ".join(f"{k}={v}" for k, v in wf.attributes.items()))
     if wf.redrive_count:
         out.append(f"redriven {wf.redrive_count} time(s)")
     return out

@@ -95,6 +95,7 @@ def workflow_dict(wf: WorkflowExec, *, now: float, defn: WorkflowDefinition | No
         "ended_epoch": wf.ended_epoch,
         "duration_seconds": workflow_duration(wf, now),
         "error": wf.error,
+        "attributes": dict(wf.attributes),
     }
     if with_activities:
         out.update(run_extras(wf))  # (child runs are known from the activities)

@@ -111,7 +111,8 @@ def plan(action: str, *, name: str | None, state: query.StateArg, since: query.T
     filters = {"name": name, "state": state, "since": since, "until": until}
     if attributes:
         filters["attributes"] = dict(attributes)
-    f = parse_filters(name, state, since, until, now=now)  # raises on a bad filter
+    # Raises on a bad filter.
+    f = parse_filters(name, state, since, until, now=now, attributes=attributes)
     if not (name or f.states or since is not None or until is not None or attributes) \
             and not all_runs:
         raise InvalidInput("a batch with no filter would act on every run: give a name, "
@@ -133,7 +134,7 @@ def plan(action: str, *, name: str | None, state: query.StateArg, since: query.T
     if batch_id is None:
         hour = [None if t is None else math.floor(t / 3600) for t in (f.since, f.until)]
         basis = json.dumps([action, name, sorted(s.value for s in f.states),
-                            sorted((attributes or {}).items()), hour, signal, payload],
+                            list(f.attributes), hour, signal, payload],
                            sort_keys=True, default=str)
         batch_id = hashlib.sha256(basis.encode()).hexdigest()[:16]
     elif not isinstance(batch_id, str) or not 0 < len(batch_id) <= 64 \

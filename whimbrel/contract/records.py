@@ -180,6 +180,8 @@ class WorkflowRecord:
     #: A fork (engine/fork.py): the run it was forked from. It starts as generation 1
     #: (``redrive_count``), which the view does not count as a redrive.
     forked_from: str | None = None
+    #: The caller's attributes (JSON text of a mapping; contract/attributes.py).
+    attributes: str | None = None
 
     @property
     def redrives(self) -> int:
@@ -214,6 +216,8 @@ class RequestRecord:
     traceparent: str | None = None
     #: The run's priority (0-9; None: the default).
     priority: int | None = None
+    #: The run's attributes (JSON text; contract/attributes.py).
+    attributes: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -105,17 +105,18 @@ class Engine(EngineBase):
     def start(self, name: str, input: Any = None, *, version: int | None = None,
               request_id: str | None = None, source: str | None = None,
               write_request: bool = True, parent: str | None = None,
-              priority: int | None = None) -> str:
+              priority: int | None = None,
+              attributes: Mapping[str, Any] | None = None) -> str:
         """Start (or resume starting) the execution for ``request_id``. Idempotent.
 
         Raises:
             DefinitionNotFound: unknown workflow name or version.
             InvalidInput: input too large or not JSON; request id used for another
-                workflow; a priority that is not 0-9.
+                workflow; a priority that is not 0-9; bad attributes.
         """
         return starting.start(self, name, input, version=version, request_id=request_id,
                               source=source, write_request=write_request, parent=parent,
-                              priority=priority)
+                              priority=priority, attributes=attributes)
 
     def resume_start(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                      rows: list[ActivityRecord] | None = None) -> bool:

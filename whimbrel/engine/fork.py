@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from whimbrel.contract import attributes as run_attributes
 from whimbrel.contract import checks
 from whimbrel.contract.dataflow import handlers
 from whimbrel.contract.definitions import WorkflowDefinition
@@ -100,6 +101,7 @@ def fork(engine: Engine, source: str, *, from_activity: str, input: Any = None,
         # Generation 1 with its phase one not yet done: the redrive's follow-ups (and
         # the reconciler's finish_start) create what runs; roots_ready: no start repair.
         redrive_count=1, roots_ready=now, forked_from=source, priority=src.priority,
+        attributes=src.attributes,
         history=(Change(W.REQUESTED.value, now, actor), Change(W.RUNNING.value, now, actor)))
     for feature in engine.features:
         record = feature.begin(record)
@@ -115,6 +117,11 @@ def fork(engine: Engine, source: str, *, from_activity: str, input: Any = None,
         source=src.source, workflow_exec_id=wx, traceparent=record.traceparent,
         expires_epoch=rules.expiry(now + rules.RETENTION_SLACK_SECONDS,
                                    engine.retention(defn))))
+    attrs = run_attributes.decode(src.attributes)
+    if attrs:  # the source's, listed like a start's (engine/starting.py)
+        engine.store.put_attributes(
+            record, {k: run_attributes.value_text(v) for k, v in attrs.items()},
+            rules.expiry(now + rules.ATTRIBUTE_SLACK_SECONDS, engine.retention(defn)))
     if not engine.store.create_workflow(record):
         if ask is not None:
             ask.lost(None)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from whimbrel.contract import attributes as run_attributes
 from whimbrel.contract.dataflow import split_item
 from whimbrel.contract.ids import parse_activity_exec_id, workflow_exec_id_for
 from whimbrel.contract.outcomes import MapProgress
@@ -161,6 +163,8 @@ class WorkflowExec:
     priority: int = 5
     #: A fork (``fork_workflow``): the run it was forked from.
     forked_from: str | None = None
+    #: The caller's attributes (``start_workflow(attributes=...)``); empty when none.
+    attributes: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def parent_workflow_exec_id(self) -> str | None:
@@ -231,6 +235,7 @@ class WorkflowExec:
             ended_with=decode_payload(m.output, field="output") if m.output else None,
             priority=DEFAULT_PRIORITY if m.priority is None else m.priority,
             forked_from=m.forked_from,
+            attributes=run_attributes.decode(m.attributes),
         )
 
 

@@ -46,6 +46,8 @@ class WorkflowRequestItem(BaseModel):
     traceparent: str | None = Field(default=None, max_length=1024)
     #: The run's priority: 0 (first) to 9 (absent: 5); contract/priority.py.
     priority: int | None = Field(default=None, ge=0, le=9, strict=True)
+    #: The run's attributes: a JSON string or a native map (contract/attributes.py).
+    attributes: Any = None
 
 
 class ActivityEventItem(BaseModel):
