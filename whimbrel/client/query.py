@@ -217,6 +217,9 @@ def _streams(store: Store, f: Filters, *, high: float | None,
         text = run_attributes.value_text(value)
         return [stream("by_attribute", [specs.attribute_key(name, text, k)])
                 for k in range(specs.ATTRIBUTE_SHARDS)]
+    if f.states and not f.name:  # one partition per (state, shard), whatever the names
+        return [stream("by_state", [specs.state_key(s.value, k)])
+                for s in f.states for k in range(specs.STATE_SHARDS)]
     if f.name or f.states:
         names = [f.name] if f.name else store.workflow_names()
         states = f.states or tuple(WorkflowState)

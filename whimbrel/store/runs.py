@@ -25,7 +25,7 @@ from whimbrel.store.codec import (
     workflow_record,
 )
 from whimbrel.store.errors import ConditionLost
-from whimbrel.store.keys import day_key, fan_out, index_changes, name_state_key
+from whimbrel.store.keys import day_key, fan_out, index_changes, name_state_key, state_key
 from whimbrel.store.plumbing import CAPACITY, Client, Write
 
 __all__ = ["Client", "RunTables", "WorkflowKeyPage", "Write", "index_changes",
@@ -60,6 +60,7 @@ class RunTables(AttemptTables):
         item = record_item(record)
         item["name_state"] = {"S": name_state_key(record.workflow_name, record.state.value,
                                                   record.workflow_exec_id)}
+        item["state_key"] = {"S": state_key(record.state.value, record.workflow_exec_id)}
         if record.created_day:
             item["created_day"] = {"S": day_key(record.workflow_exec_id)}
         if record.input is not None and len(record.input.encode()) > specs.INLINE_INPUT_BYTES:
@@ -111,7 +112,8 @@ class RunTables(AttemptTables):
         # The listing index's key moves in the same write as the state (never a second).
         update = expr.update({**changes, "state": new_state.value, "updated_epoch": now,
                               "name_state": name_state_key(workflow_name, new_state.value,
-                                                           workflow_exec_id)},
+                                                           workflow_exec_id),
+                              "state_key": state_key(new_state.value, workflow_exec_id)},
                              append={"history": [Change(new_state.value, now, actor)]})
         # state IN expected: the contract's single-writer rule for a state change (and
         # the item exists: a missing state is not in any list).

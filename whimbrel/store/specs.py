@@ -35,6 +35,7 @@ __all__ = ["ATTR_KINDS", "DEFAULT_TABLE_PREFIX", "TTL_ATTRIBUTE", "AttrKind", "A
 #: a superset); for ``by_day``, ``by_name_state`` and ``rejection`` it needs
 #: ``whimbrel tables migrate`` (docs/deploy.md).
 BY_DAY_SHARDS = 32
+STATE_SHARDS = 32
 ATTRIBUTE_SHARDS = 32
 NAME_STATE_SHARDS = 32
 TIMER_SHARDS = 32
@@ -117,7 +118,7 @@ WORKFLOW_EXEC = TableSpec(
     Key("workflow_exec_id"),
     attributes=attributes(
         "workflow_exec_id workflow_name version:I state workflow_request_id input:J error "
-        "source created_epoch:N created_day updated_epoch:N ended_epoch:N name_state "
+        "source created_epoch:N created_day updated_epoch:N ended_epoch:N name_state state_key "
         "check_shard check_epoch:N request_expires_epoch:N history:H expires_epoch:N "
         "parent_activity_exec_id redrive_count:I redriven_epoch:N redrive_ready:I roots_ready:N "
         "ended_by output:J traceparent input_apart:BOOL priority:I pool_slot forked_from "
@@ -138,6 +139,15 @@ WORKFLOW_EXEC = TableSpec(
             purpose="list executions of one workflow in one state, newest first "
             "(name_state = '<workflow_name>#<state>#<k>', k one of NAME_STATE_SHARDS "
             "write shards fixed per run, written with every state change)",
+        ),
+        IndexSpec(
+            "by_state",
+            Key("state_key"),
+            Key("created_epoch", "N"),
+            purpose="list executions in one state whatever their workflow, newest first "
+            "(state_key = '<state>#<k>', k one of STATE_SHARDS write shards fixed per run, "
+            "written with every state change): a page costs the same however many "
+            "names are registered",
         ),
         IndexSpec(
             "reconcile",
@@ -391,6 +401,11 @@ def name_state_key(workflow_name: str, state: str, shard: int | str | None = Non
     on write shard ``shard`` (None: the natural key, unsharded, as before issue 19)."""
     natural = f"{workflow_name}#{state}"
     return natural if shard is None else f"{natural}#{shard}"
+
+
+def state_key(state: str, shard: int | str) -> str:
+    """The ``by_state`` hash key of an execution in ``state`` on write shard ``shard``."""
+    return f"{state}#{shard}"
 
 
 def day_key(day: str, shard: int | str | None) -> str:
