@@ -174,3 +174,29 @@ def test_a_request_row_a_fork_and_a_batch_carry_attributes(
     report = wb.batch("cancel", attributes={"customer": "c-17"}, state="RUNNING")
     assert sorted(report.done) == sorted([fork]), report  # the row's run has FAILED
     assert via_api not in report.done  # never started: its row was not processed
+
+
+def test_a_child_run_and_a_schedule_firing_carry_attributes(
+        wb: Whimbrel, clock: StepClock) -> None:
+    from whimbrel.contract.dataflow import child_request_id
+    from whimbrel.contract.ids import activity_exec_id
+    from whimbrel.testing import wait_until
+
+    _define(wb, "attr_child")
+    wb.register_workflow(WorkflowDefinition("attr_parent", (
+        Act("sub", launcher=LauncherSpec.workflow("attr_child")),)))
+    wx = wb.start_workflow("attr_parent", attributes={"customer": "c-17"})
+    child = workflow_exec_id_for(child_request_id(activity_exec_id(wx, "sub", 1)))
+    wait_until(lambda: wb.find_workflow(child), message="child started")
+    assert wb.get_workflow(child).attributes == {"customer": "c-17"}
+    assert set(_ids(wb.list_workflows(attributes={"customer": "c-17"}))) == {wx, child}
+    with pytest.raises(InvalidInput, match="must be a string or a number"):
+        wb.create_schedule("attr_bad_tick", "attr_child", every_seconds=60,
+                           attributes={"tenant": ["x"]})
+    wb.create_schedule("attr_tick", "attr_child", every_seconds=60,
+                       attributes={"tenant": "t-9"})
+    clock.now = (clock() // 60 + 1) * 60
+    report = wb.sweep(clock())
+    assert not report.errors, report.errors
+    [fired] = wb.list_workflows(attributes={"tenant": "t-9"}).items
+    assert fired.attributes == {"tenant": "t-9"} and fired.source == "schedule:attr_tick"

@@ -37,6 +37,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from whimbrel.contract import attributes as run_attributes
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.limits import MAX_INPUT_BYTES, NAME_PATTERN, WORKFLOW_NAME_PATTERN
 
@@ -128,6 +129,7 @@ class Schedule:
         catchup_seconds: how old a missed firing may be and still start.
         start_at: no firing before this (epoch seconds or an aware datetime).
         end_at: no firing after this.
+        attributes: every firing's run's attributes (contract/attributes.py).
     """
 
     schedule_id: str
@@ -140,6 +142,7 @@ class Schedule:
     catchup_seconds: float = DEFAULT_CATCHUP_SECONDS
     start_at: float | None = None
     end_at: float | None = None
+    attributes: Any = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "start_at", _epoch(self.start_at))
@@ -189,6 +192,10 @@ class Schedule:
                            f"limit of {MAX_INPUT_BYTES}")
         except (TypeError, ValueError) as exc:
             out.append(f"input is not JSON: {exc}"[:300])
+        try:
+            run_attributes.check(self.attributes)
+        except InvalidInput as exc:
+            out.append(exc.message)
         if not out:
             out.extend(self._window_problems())
         return out
