@@ -2,17 +2,19 @@
 activity and runs that activity and everything after it again (``fork_workflow``,
 ``whimbrel fork RUN --from ACTIVITY``; Temporal's reset, DBOS's fork, Airflow's clear).
 
-The new run is written RUNNING with ``forked_from`` naming its source. Every activity
-that neither is ``from_activity`` nor (transitively) depends on it, and whose latest
-attempt in the source COMPLETED, gets its first attempt created COMPLETED with the
-source's output, its history naming the attempt it reuses (``reused:<id>``): it never
-runs. Everything else is started the way a redrive starts what did not complete
-(engine/redrive.py): the new run is generation 1 with ``redrive_ready`` behind it, the
-fan-in edges towards what runs again first, then the new attempts, then the launch of
-those whose upstreams are all resolved. A crash anywhere after the run's item is
-written is finished by the run's first reconcile visit (the redrive's ``finish_start``):
-``roots_ready`` is on the item from its creation, so no start repair creates a root the
-fork reused. Maps, child runs and failure handlers are never reused: they run again.
+Every activity that neither is ``from_activity`` nor (transitively) depends on it, and
+whose latest attempt in the source COMPLETED, gets its first attempt created COMPLETED
+with the source's output, its history naming the attempt it reuses (``reused:<id>``): it
+never runs. Those rows are written first; then the new run's item, RUNNING, with
+``forked_from`` naming its source. Everything else is started the way a redrive starts
+what did not complete (engine/redrive.py): the new run is generation 1 with
+``redrive_ready`` behind it, the fan-in edges towards what runs again first, then the
+new attempts, then the launch of those whose upstreams are all resolved. A crash after
+the run's item is written is finished by the run's first reconcile visit (the
+redrive's ``finish_start``; ``roots_ready`` is on the item from its creation, so no
+start repair creates a root the fork reused), or at once by the same call again (same
+``request_id``), which makes that visit; a crash before it, by the same call again.
+Maps, child runs and failure handlers are never reused: they run again.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from whimbrel.engine import rules, starting
 from whimbrel.engine.admission import admission
 from whimbrel.engine.base import day_of, latest_of
 from whimbrel.engine.engine import Engine
+from whimbrel.engine.sweep import reconcile
 
 A = ActivityState
 W = WorkflowState
@@ -117,6 +120,9 @@ def fork(engine: Engine, source: str, *, from_activity: str, input: Any = None,
         source=src.source, workflow_exec_id=wx, traceparent=record.traceparent,
         expires_epoch=rules.expiry(now + rules.RETENTION_SLACK_SECONDS,
                                    engine.retention(defn))))
+    # The reused attempts first: once the run's item exists, a reconcile visit may finish
+    # the start (the redrive's phase one), and it must find them there, not run them.
+    engine.each(lambda name: _reuse(engine, record, defn, kept[name], now), list(kept))
     attrs = run_attributes.decode(src.attributes)
     if attrs:  # the source's, listed like a start's (engine/starting.py)
         engine.store.put_attributes(
@@ -129,10 +135,12 @@ def fork(engine: Engine, source: str, *, from_activity: str, input: Any = None,
         if existing.forked_from != source:
             raise InvalidInput(f"request id {request_id!r} already started run {wx}, "
                                f"not a fork of {source}", field="request_id")
-        record = existing  # a replay: finish what it left
-    elif ask is not None:
+        # A replay: finish what the first call left, as its reconcile visit would (its
+        # phase one, or the launch of what it made ready).
+        reconcile(engine, wx)
+        return wx
+    if ask is not None:
         ask.landed(record)
-    engine.each(lambda name: _reuse(engine, record, defn, kept[name], now), list(kept))
     engine.redrive_followups(engine.workflow(wx), defn)
     return wx
 
