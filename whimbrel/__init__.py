@@ -1,5 +1,6 @@
 """Whimbrel: a serverless, decentralized workflow engine on DynamoDB."""
 
+from whimbrel.client.batch import BatchReport
 from whimbrel.client.query import DefinitionVersion, WorkflowPage
 from whimbrel.client.whimbrel import Whimbrel
 from whimbrel.contract.code import (
@@ -41,6 +42,7 @@ from whimbrel.contract.states import ActivityState, Transition, WorkflowState
 from whimbrel.contract.waits import NotAnApprover, SignalRefused
 from whimbrel.engine.manual import RetryNotAllowed
 from whimbrel.engine.moves import EngineDriven
+from whimbrel.engine.nudge import NudgeReport
 from whimbrel.engine.pool_ledger import PoolNotFound
 from whimbrel.engine.redrive import RedriveNotAllowed
 from whimbrel.engine.schedules import ScheduleConflict, ScheduleNotFound
@@ -56,6 +58,7 @@ __all__ = [
     "ActivityRun",
     "ActivityState",
     "ActivityTimedOut",
+    "BatchReport",
     "DefinitionNotFound",
     "DefinitionVersion",
     "EngineDriven",
@@ -68,6 +71,7 @@ __all__ = [
     "NonDeterminism",
     "NotAllowedNow",
     "NotAnApprover",
+    "NudgeReport",
     "PoolInfo",
     "PoolNotFound",
     "RedriveNotAllowed",

@@ -24,6 +24,7 @@ from whimbrel.store.specs import (
     REJECTION,
     SCHEDULE,
     SIGNAL,
+    WORKFLOW_ATTRIBUTE,
     WORKFLOW_DEFINITION,
     WORKFLOW_EXEC,
     WORKFLOW_EXEC_DATA,
@@ -51,12 +52,16 @@ ENGINE_WRITES = (
 )
 # Tables the engine uses with a few item operations only, granted just those (the
 # functions' roles keep one inline policy, under IAM's size limit): a run's large input,
-# kept apart from its item, and a map's items, in partitions of their own.
+# kept apart from its item, a map's items, in partitions of their own, and a run's
+# attributes.
 ENGINE_ITEM_ACTIONS = {
     WORKFLOW_EXEC_DATA.logical_name: ("dynamodb:GetItem", "dynamodb:PutItem",
                                       "dynamodb:UpdateItem"),
     MAP_ITEM.logical_name: ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem",
                             "dynamodb:Query"),
+    # A run's attributes, written at its start (a request row's, a child's); listing
+    # them is a client's (console, CLI) read.
+    WORKFLOW_ATTRIBUTE.logical_name: ("dynamodb:BatchWriteItem",),
 }
 # The sweep asks each sparse index which of its shards have something due in one PartiQL
 # SELECT with IN on the shard key (whimbrel/store/plumbing.py, select_in: a Query of

@@ -15,9 +15,11 @@ from whimbrel.cli import app
 COMMANDS: list[tuple[str, ...]] = [
     ("tables",), ("tables", "create"), ("definitions",), ("definitions", "register"),
     ("definitions", "list"), ("definitions", "show"), ("submit",), ("status",), ("list",),
-    ("events",), ("graph",), ("cancel",), ("retry",), ("exec",), ("sweep",),
+    ("events",), ("graph",), ("cancel",), ("retry",), ("exec",), ("sweep",), ("nudge",),
     ("rejections",), ("dev",), ("demo",), ("ui",), ("redrive",), ("notifications",),
-    ("signal",), ("approve",), ("reject",), ("suspend",), ("resume",),
+    ("signal",), ("approve",), ("reject",), ("suspend",), ("resume",), ("runs",),
+    ("runs", "cancel"), ("runs", "redrive"), ("runs", "signal"), ("runs", "suspend"),
+    ("runs", "resume"), ("fork",),
     ("schedules",), ("schedules", "create"), ("schedules", "apply"), ("schedules", "list"),
     ("schedules", "pause"), ("schedules", "resume"), ("schedules", "delete"),
     ("schedules", "backfill"), ("worker",),

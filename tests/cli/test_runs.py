@@ -41,8 +41,9 @@ def test_submit_wait_runs_the_fanout_to_completion(run: Run, fanout: Whimbrel,
     load = acts[-1]
     assert set(load) == {"activity_exec_id", "activity_name", "attempt", "max_attempts",
                          "latest", "state", "created_epoch", "started_epoch", "ended_epoch",
-                         "heartbeat_epoch", "duration_seconds", "not_before_epoch", "output",
-                         "error", "waiting_for", "late_output", "late_error"}
+                         "heartbeat_epoch", "heartbeat_details", "duration_seconds",
+                         "not_before_epoch", "output", "error", "waiting_for", "late_output",
+                         "late_error"}
     assert load["output"] == {"name": "load", "upstream": ["t1", "t2", "t3"]}
     assert load["attempt"] == 1 and load["max_attempts"] == 1 and load["latest"] is True
 
@@ -124,7 +125,8 @@ def test_list_uses_indexes_not_scan(run: Run, wb: Whimbrel,
     assert page["cursor"] is None
     assert set(page["items"][0]) == {
         "workflow_exec_id", "workflow_name", "version", "state", "workflow_request_id",
-        "created_epoch", "updated_epoch", "ended_epoch", "duration_seconds", "error"}
+        "created_epoch", "updated_epoch", "ended_epoch", "duration_seconds", "error",
+        "attributes"}
     first = run.json("list", "--workflow", "external", "--limit", "2")
     assert [r["workflow_exec_id"] for r in first["items"]] == [ids[2], ids[1]]
     assert listed("--workflow", "external", "--limit", "2", "--cursor",

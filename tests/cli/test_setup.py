@@ -30,7 +30,7 @@ def test_tables_create_is_idempotent(run: Run, table_prefix: str) -> None:
                                       "activity_exec", "map_item",
                                       "activity_exec_dependency", "activity_event",
                                       "rejection", "notification", "signal",
-                                      "schedule", "lease", "pool"))
+                                      "schedule", "lease", "pool", "workflow_attribute"))
     assert run.json("tables", "create") == {"table_prefix": table_prefix, "created": []}
     assert "exist already" in run("tables", "create").stdout
 

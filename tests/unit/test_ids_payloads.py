@@ -66,6 +66,8 @@ def test_public_names_are_pinned() -> None:
         "PoolInfo", "PoolNotFound",
         # issue 26: code workflows
         "workflow", "WorkflowContext", "StepFailed", "WaitTimedOut", "NonDeterminism",
+        # issue 29: batch operations, nudge
+        "BatchReport", "NudgeReport",
     ])
     for name in whimbrel.__all__:
         assert getattr(whimbrel, name) is not None

@@ -47,7 +47,7 @@ RECORDS: list[tuple[type, specs.TableSpec]] = [
 
 #: Attributes the store writes that no record field carries, and why.
 STORE_ONLY = {
-    "workflow_exec": {"name_state"},  # listing index key, derived from name and state
+    "workflow_exec": {"name_state", "state_key"},  # listing index keys, derived from the state
     "workflow_definition": {"catalog", "expires_epoch"},  # catalog index key; TTL
     # written by the intake's marking; input_ref: a raw row's large input (issue 27)
     "workflow_request": {"result_state", "input_ref"},

@@ -391,11 +391,14 @@ def reported(cli: Cli) -> Iterator[None]:
         raise typer.Exit(int(code)) from None
 
 
-def command(group: typer.Typer, name: str, *, example: str,
+def command(group: typer.Typer, name: str, *, example: str, callback: bool = False,
             **settings: Any) -> Callable[[F], F]:
     """Register ``fn(cli, ...)`` as ``name`` on ``group`` with the shared options.
 
-    ``example`` is appended to the help text, so every command shows one.
+    ``example`` is appended to the help text, so every command shows one. ``callback``:
+    ``fn`` is the group's own command instead (``whimbrel runs`` as well as ``whimbrel
+    runs cancel``), run also before a subcommand (``get_current_context()
+    .invoked_subcommand`` says which).
     """
     def deco(fn: F) -> F:
         sig = inspect.signature(fn, eval_str=True)
@@ -429,7 +432,10 @@ def command(group: typer.Typer, name: str, *, example: str,
         paragraphs = inspect.cleandoc(fn.__doc__ or "").split("\n\n")
         doc = "\n\n".join(" ".join(p.split()) for p in paragraphs)
         help_text = f"{doc}\n\nExample:\n\n    {example}"
-        group.command(name, help=help_text, cls=JsonErrorsCommand, **settings)(wrapper)
+        if callback:
+            group.callback(invoke_without_command=True, help=help_text, **settings)(wrapper)
+        else:
+            group.command(name, help=help_text, cls=JsonErrorsCommand, **settings)(wrapper)
         return fn
 
     return deco

@@ -1,4 +1,4 @@
-"""Operator actions: ``cancel``, ``retry``, ``sweep``, ``rejections``."""
+"""Operator actions: ``cancel``, ``retry``, ``sweep``, ``nudge``, ``rejections``."""
 
 from __future__ import annotations
 
@@ -104,6 +104,37 @@ ran), and the next pass visits the item again.
         cli.out.print(f"checked, nothing to repair: {len(checked)}", style="dim")
         for err in report.errors:
             cli.err.print(Text(f"error: {err}", style="red"))
+
+    cli.emit(data, human)
+
+
+@command(app, "nudge", example="whimbrel nudge 3f1c…e2")
+def nudge(
+    cli: Cli,
+    workflow_exec_id: Annotated[str, typer.Argument(help="The run's workflow_exec_id.")],
+) -> None:
+    """Reconcile one run now instead of at its next sweep visit.
+
+    Gives back pool slots its ended attempts still hold, times out attempts past a
+    deadline, launches retries whose back-off passed, fires due timers, records a lost
+    attempt row LOST (its retry policy decides next) and redoes any follow-up a crash
+    left half done. Costs what the run holds, never a sweep of everything; always safe
+    (idempotent, and safe beside the scheduled sweep).
+    """
+    report = cli.wb.nudge(workflow_exec_id)
+    data = report.to_dict()
+
+    def human() -> None:
+        what = {"repaired": "repaired", "timed_out": "timed out (past its own deadline)",
+                "checked": "in order"}.get(report.outcome, report.outcome)
+        cli.out.print(f"{report.workflow_exec_id} {report.state}: {what}")
+        for key in ("timed_out", "retries_launched", "timers_fired", "cancelled", "released"):
+            items = data[key]
+            assert isinstance(items, list)
+            if items:
+                cli.out.print(f"{key.replace('_', ' ')}: {', '.join(items)}")
+        if not report.changed:
+            cli.note("nothing was due")
 
     cli.emit(data, human)
 

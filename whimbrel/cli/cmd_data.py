@@ -83,3 +83,41 @@ def redrive(
         f"{wf.workflow_exec_id} {wf.state.value} (redrive {wf.redrive_count})"))
     if wait:
         raise typer.Exit(int(exit_for(wf.state)))
+
+
+@command(app, "fork", example="whimbrel fork 3f1c…e2 --from transform --wait")
+def fork(
+    cli: Cli,
+    workflow_exec_id: Annotated[str, typer.Argument(help="The run to fork.")],
+    from_activity: Annotated[str, typer.Option(
+        "--from", help="The activity to run again, with everything after it.")],
+    input: Annotated[str | None, typer.Option(
+        "--input", "-i", help="A new input, JSON or @file (default: the run's).")] = None,
+    version: Annotated[int | None, typer.Option(
+        min=1, max=2**31 - 1, help="Run this definition version (default: the run's).")
+                       ] = None,
+    wait: FollowOpt = False,
+    timeout: WaitTimeoutOpt = None,
+) -> None:
+    """Start a new run that keeps what did not depend on ACTIVITY and runs ACTIVITY and
+    everything after it again.
+
+    Activities that do not depend on it keep the run's completed outputs (shown as
+    "reused from …"; they never run); the new run's status says "forked from …". An
+    activity the definition lacks is refused (exit code 4) and nothing is written.
+    """
+    from whimbrel.cli.cmd_runs import parse_input  # cmd_runs imports this module
+    new = cli.wb.fork_workflow(workflow_exec_id, from_activity=from_activity,
+                               input=parse_input(input), version=version)
+    wf = cli.wb.get_workflow(new)
+    if wait:
+        defn = definition_of(cli, wf.workflow_name, wf.version)
+        wf = follow(cli, new, defn, interval=0.5, timeout=timeout)
+    reused = sorted(a.activity_name for a in wf.activities if a.reused_from)
+    data = {"workflow_exec_id": new, "forked_from": workflow_exec_id,
+            "state": wf.state.value, "reused": reused}
+    cli.emit(data, lambda: cli.out.print(
+        f"{new} {wf.state.value} (fork of {workflow_exec_id}; reused: "
+        f"{', '.join(reused) or 'nothing'})"))
+    if wait:
+        raise typer.Exit(int(exit_for(wf.state)))

@@ -62,6 +62,26 @@ def parse_input(raw: str | None, option: str = "--input") -> Any:
         raise CliError(f"{option} is nested too deeply", ExitCode.INVALID) from None
 
 
+def attributes_of(pairs: list[str] | None) -> dict[str, Any] | None:
+    """``--attr KEY=VALUE`` options as attributes (a number where the value is one)."""
+    if not pairs:
+        return None
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            raise CliError(f"--attr {pair!r} is not KEY=VALUE", ExitCode.USAGE)
+        out[key] = _number(value)
+    return out
+
+
+def _number(text: str) -> Any:
+    try:
+        return int(text) if text.lstrip("-").isdigit() else text
+    except ValueError:
+        return text
+
+
 @command(app, "submit", example="whimbrel submit etl --input @day.json --wait")
 def submit(
     cli: Cli,
@@ -83,6 +103,10 @@ def submit(
         help="0 (first) to 9 (default 5): orders the run among QUEUED ones "
              "(max_running) and its attempts among those waiting for a pool or a claim.",
         min=0, max=9)] = None,
+    attr: Annotated[list[str] | None, typer.Option(
+        "--attr", "-a", help="An attribute of the run, KEY=VALUE (repeatable; a value "
+                             "of digits is a number): `whimbrel runs --attr` finds it.")
+                    ] = None,
 ) -> None:
     """Start a workflow run and print its workflow_exec_id.
 
@@ -93,16 +117,18 @@ def submit(
     all RUNNING is accepted QUEUED and starts when one ends.
     """
     payload = parse_input(input)
+    attributes = attributes_of(attr)
     if request_id is not None and not request_id.strip():
         raise CliError("--request-id must not be empty: it names the one run it stands for",
                        ExitCode.INVALID)
     if simple:
         request_id = cli.wb.request_workflow(name, payload, version=version, source="cli",
-                                             request_id=request_id, priority=priority)
+                                             request_id=request_id, priority=priority,
+                                             attributes=attributes)
         wx = workflow_exec_id_for(request_id)
     else:
         wx = cli.wb.start_workflow(name, payload, version=version, request_id=request_id,
-                                   source="cli", priority=priority)
+                                   source="cli", priority=priority, attributes=attributes)
         item = cli.wb.find_workflow(wx)
         request_id = item.workflow_request_id if item is not None else request_id
     if not wait:

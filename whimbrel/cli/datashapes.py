@@ -23,6 +23,8 @@ def activity_extras(act: ActivityExec) -> dict[str, Any]:
         out["pool_slot"] = act.pool_slot
     if act.pool_wait is not None:  # and the pool it waits for
         out["pool_wait"] = act.pool_wait
+    if act.reused_from is not None:  # issue 29: a fork's reused output
+        out["reused_from"] = act.reused_from
     return out
 
 
@@ -31,7 +33,8 @@ def run_extras(wf: WorkflowExec) -> dict[str, Any]:
     return {"parent_workflow_exec_id": wf.parent_workflow_exec_id,
             "parent_activity_exec_id": wf.parent_activity_exec_id,
             "child_workflow_exec_ids": list(wf.child_workflow_exec_ids),
-            "redrive_count": wf.redrive_count, "priority": wf.priority}
+            "redrive_count": wf.redrive_count, "priority": wf.priority,
+            "forked_from": wf.forked_from}
 
 
 def note(act: ActivityExec) -> str:
@@ -40,6 +43,8 @@ def note(act: ActivityExec) -> str:
         return f"map: {act.progress}"
     if act.child_workflow_exec_id is not None:
         return f"child run {act.child_workflow_exec_id}"
+    if act.reused_from is not None:
+        return f"reused from {act.reused_from}"
     return ""
 
 
@@ -48,6 +53,10 @@ def header_lines(wf: WorkflowExec) -> list[str]:
     if wf.parent_activity_exec_id:
         out.append(f"child of {wf.parent_workflow_exec_id} (attempt "
                    f"{wf.parent_activity_exec_id})")
+    if wf.forked_from:
+        out.append(f"forked from {wf.forked_from}")
+    if wf.attributes:
+        out.append("attributes: " + ", ".join(f"{k}={v}" for k, v in wf.attributes.items()))
     if wf.redrive_count:
         out.append(f"redriven {wf.redrive_count} time(s)")
     return out

@@ -65,10 +65,14 @@ def _attempt(act: ActivityExec, defn: WorkflowDefinition | None) -> str:
 
 
 def _heartbeat(act: ActivityExec, now: float) -> str:
-    if act.heartbeat_epoch is None:
-        return ""
-    age = human_duration(max(0.0, now - act.heartbeat_epoch))
-    return f"{age} ago" if act.state.is_active else ""
+    """How long ago it heartbeat (while it runs), and the details it keeps (its progress)."""
+    age = ""
+    if act.heartbeat_epoch is not None and act.state.is_active:
+        age = f"{human_duration(max(0.0, now - act.heartbeat_epoch))} ago"
+    if act.heartbeat_details is None:
+        return age
+    shown = first_line(json.dumps(act.heartbeat_details, default=str), 40)
+    return f"{age} {shown}" if age else shown
 
 
 def _waiting(act: ActivityExec, now: float) -> str:

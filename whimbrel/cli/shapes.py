@@ -70,6 +70,7 @@ def activity_dict(act: ActivityExec, *, latest: bool, now: float,
         "started_epoch": act.started_epoch,
         "ended_epoch": act.ended_epoch,
         "heartbeat_epoch": act.heartbeat_epoch,
+        "heartbeat_details": act.heartbeat_details,
         "duration_seconds": activity_duration(act, now),
         "not_before_epoch": act.not_before_epoch,
         "output": act.output,
@@ -94,6 +95,7 @@ def workflow_dict(wf: WorkflowExec, *, now: float, defn: WorkflowDefinition | No
         "ended_epoch": wf.ended_epoch,
         "duration_seconds": workflow_duration(wf, now),
         "error": wf.error,
+        "attributes": dict(wf.attributes),
     }
     if with_activities:
         out.update(run_extras(wf))  # (child runs are known from the activities)

@@ -46,14 +46,18 @@ class Activities:
         return self.engine.transition(activity_exec_id, Transition(transition),
                                       output=output, error=error, error_type=error_type)
 
-    def heartbeat(self, activity_exec_id: str) -> None:
-        """Report that a running activity is alive.
+    def heartbeat(self, activity_exec_id: str, details: Any = None) -> None:
+        """Report that a running activity is alive (one write, always: the throttled
+        helper is ``ActivityRun.heartbeat``), and with ``details`` (any JSON value) how
+        far it got: the attempt keeps the latest, and its next attempt reads them as
+        ``ActivityRun.previous_details``.
 
         Raises:
             ActivityCancelled: the activity was cancelled; stop work.
             ActivityTimedOut: the system gave up on it.
+            InvalidInput: ``details`` not JSON or too large (nothing was written).
         """
-        heartbeat(self.engine, activity_exec_id)
+        heartbeat(self.engine, activity_exec_id, details=details)
 
     def claim(self, *, workflow_name: str | None = None,
               activity_name: str | None = None) -> ActivityExec | None:

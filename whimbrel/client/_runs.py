@@ -4,7 +4,7 @@ run the heartbeat listener by hand (mixed into :class:`whimbrel.Whimbrel`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -13,6 +13,8 @@ from whimbrel.client.query import WorkflowPage
 from whimbrel.contract import checks
 from whimbrel.contract.errors import WorkflowNotFound
 from whimbrel.engine.engine import Engine
+from whimbrel.engine.fork import fork
+from whimbrel.engine.nudge import NudgeReport, nudge
 from whimbrel.engine.ports import Clock
 from whimbrel.engine.sweep import SweepReport, sweep
 from whimbrel.engine.views import WorkflowExec, WorkflowRequest
@@ -33,7 +35,8 @@ class Runs:
 
     def start_workflow(self, name: str, input: Any = None, *, version: int | None = None,
                        request_id: str | None = None, source: str | None = None,
-                       priority: int | None = None) -> str:
+                       priority: int | None = None,
+                       attributes: Mapping[str, Any] | None = None) -> str:
         """Start a workflow in-process; returns its ``workflow_exec_id``.
 
         The same ``request_id`` always yields the same single execution. A request row
@@ -42,18 +45,24 @@ class Runs:
         ``priority`` (0 first to 9; default 5) orders it among QUEUED runs, and its
         attempts among those waiting for a pool or a claim (each waits with its
         activity's ``priority`` shifted by ``priority - 5``, kept within 0-9).
+        ``attributes`` (at most 10 names of short strings or numbers, e.g.
+        ``{"customer": "c-17", "region": "eu"}``) are the run's own: it is listed by
+        them (``list_workflows(attributes=...)``), its child runs carry them.
 
         Raises:
             DefinitionNotFound: unknown name or version.
-            InvalidInput: input not JSON or too large; a priority that is not 0-9.
+            InvalidInput: input not JSON or too large; a priority that is not 0-9; bad
+                attributes (more than 10, a bad name, a value that is not a short
+                string or a number).
         """
         self._serve_started(name, version)  # a worker for it from now on (client/_worker.py)
         return self.engine.start(name, input, version=version, request_id=request_id,
-                                 source=source, priority=priority)
+                                 source=source, priority=priority, attributes=attributes)
 
     def request_workflow(self, name: str, input: Any = None, *, version: int | None = None,
                          source: str | None = None, request_id: str | None = None,
-                         priority: int | None = None) -> str:
+                         priority: int | None = None,
+                         attributes: Mapping[str, Any] | None = None) -> str:
         """Write one ``workflow_request`` item; returns its ``workflow_request_id``.
 
         The execution id is ``whimbrel.contract.ids.workflow_exec_id_for(request_id)``.
@@ -68,7 +77,7 @@ class Runs:
         return simple.request_workflow(self.store, self.clock, name, input, version=version,
                                        source=source, request_id=request_id,
                                        require_definition=self.engine.definition,
-                                       priority=priority)
+                                       priority=priority, attributes=attributes)
 
     def get_workflow(self, workflow_exec_id: str) -> WorkflowExec:
         """The execution with every attempt of its activities.
@@ -80,7 +89,8 @@ class Runs:
 
     def list_workflows(self, *, name: str | None = None, state: query.StateArg = None,
                        since: query.TimeArg = None, until: query.TimeArg = None,
-                       limit: int = 50, cursor: str | None = None) -> WorkflowPage:
+                       limit: int = 50, cursor: str | None = None,
+                       attributes: Mapping[str, Any] | None = None) -> WorkflowPage:
         """One page of runs, newest first (ties by execution id), without activities.
 
         Reads indexes with Query only (never Scan): a page costs about ``limit`` index
@@ -97,6 +107,10 @@ class Runs:
                 listing with neither ``name`` nor ``state`` looks back
                 ``DEFAULT_LOOKBACK_DAYS`` (30) UTC days from ``until``/now.
             until: only runs created before this time (same forms).
+            attributes: only runs with every one of these attributes
+                (``{"customer": "c-17"}``; a number matches the same number). Read
+                from the ``by_attribute`` index of the first (by name), spread over 32
+                shards; the name, states and other attributes are checked on the runs.
             limit: page size, 1 to 1000.
             cursor: the ``cursor`` of the previous page, with the same filters.
 
@@ -107,11 +121,12 @@ class Runs:
             InvalidInput: a bad filter, limit or cursor; ``field`` names it.
         """
         return query.list_workflows(self.store, self.clock, name=name, state=state,
-                                    since=since, until=until, limit=limit, cursor=cursor)
+                                    since=since, until=until, limit=limit, cursor=cursor,
+                                    attributes=attributes)
 
     def count_workflows(self, *, name: str | None = None, state: query.StateArg = None,
                         since: query.TimeArg = None, until: query.TimeArg = None,
-                        cap: int = 1000) -> int:
+                        cap: int = 1000, attributes: Mapping[str, Any] | None = None) -> int:
         """How many runs match the filters of :meth:`list_workflows`, counting at most
         ``cap`` (1 to 1000): a result equal to ``cap`` means "``cap`` or more". Reads
         index keys only.
@@ -120,7 +135,8 @@ class Runs:
             InvalidInput: a bad filter or cap.
         """
         return query.count_workflows(self.store, self.clock, name=name, state=state,
-                                     since=since, until=until, cap=cap)
+                                     since=since, until=until, cap=cap,
+                                     attributes=attributes)
 
     def cancel_workflow(self, workflow_exec_id: str) -> None:
         """Cancel a workflow: nothing new starts, running activities are asked to stop.
@@ -184,6 +200,41 @@ class Runs:
             InvalidInput: ``now`` is not a number.
         """
         return sweep(self.engine, checks.epoch(now))
+
+    def fork_workflow(self, workflow_exec_id: str, *, from_activity: str, input: Any = None,
+                      version: int | None = None, request_id: str | None = None) -> str:
+        """Start a new run of the run's definition version (or ``version``) that keeps the
+        completed outputs of every activity that does not depend on ``from_activity``
+        (recorded as reused: ``ActivityExec.reused_from``; they never run) and runs
+        ``from_activity`` and everything after it again. Returns the new run's id; its
+        ``WorkflowExec.forked_from`` names the source. ``input`` replaces the source's
+        input (None: the same). The same ``request_id`` always yields the same fork.
+        Maps, child runs and failure handlers always run again.
+
+        Raises:
+            WorkflowNotFound: no such run.
+            DefinitionNotFound: no such ``version``.
+            InvalidInput: ``from_activity`` is not an activity of the definition (nothing
+                is written), a bad input, or a request id used for another run.
+            NotAllowedNow: ``max_running`` runs of the definition are running.
+        """
+        return fork(self.engine, workflow_exec_id, from_activity=from_activity,
+                    input=input, version=version, request_id=request_id)
+
+    def nudge(self, workflow_exec_id: str) -> NudgeReport:
+        """Reconcile one run now, as the sweep would on its next visit: give back the pool
+        slots its ended attempts still hold, time out or launch what is due (past a
+        heartbeat or start deadline, a retry whose back-off passed, a timer), record a
+        lost attempt row LOST (its retry policy decides next) and redo any follow-up a
+        crash left half done. Costs what the run holds (one Query of its attempts, then
+        what is due), never a pass over every run. Idempotent; safe beside the sweep.
+
+        Raises:
+            InvalidInput: a malformed id.
+            WorkflowNotFound: no such execution.
+        """
+        checks.text(workflow_exec_id, "workflow_exec_id")
+        return nudge(self.engine, workflow_exec_id)
 
     def list_rejections(self, day: str | None = None, *,
                         limit: int | None = 100) -> list[simple.Rejection]:

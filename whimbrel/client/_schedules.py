@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -37,10 +38,12 @@ class Schedules:
                         cron: str | None = None, every_seconds: int | None = None,
                         input: Any = None, timezone: str = "UTC", overlap: str = "skip",
                         catchup_seconds: float = DEFAULT_CATCHUP_SECONDS,
-                        start_at: When = None, end_at: When = None) -> ScheduleInfo:
+                        start_at: When = None, end_at: When = None,
+                        attributes: Mapping[str, Any] | None = None) -> ScheduleInfo:
         """Start ``workflow_name`` on a cron (in ``timezone``) or every ``every_seconds``.
         Each firing starts its run with the request id ``<schedule_id>@<fire time>``
-        (ISO-8601 UTC), exactly once. A new schedule does not fire for the past.
+        (ISO-8601 UTC), exactly once, with ``attributes`` (as ``start_workflow``'s). A new
+        schedule does not fire for the past.
         Creating the same id with the same spec again returns it unchanged.
 
         Raises:
@@ -53,7 +56,8 @@ class Schedules:
                             every_seconds=every_seconds, input=input, timezone=timezone,
                             overlap=overlap, catchup_seconds=catchup_seconds,
                             start_at=start_at,  # type: ignore[arg-type]  # datetime: epoch
-                            end_at=end_at)  # type: ignore[arg-type]
+                            end_at=end_at,  # type: ignore[arg-type]
+                            attributes=dict(attributes) if attributes else None)
         return self._schedules.create(schedule)
 
     def apply_schedule(self, schedule: Schedule) -> ScheduleInfo:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -58,8 +58,8 @@ from whimbrel.client.query_input import (
     parse_filters,
     parse_time,
 )
+from whimbrel.contract import attributes as run_attributes
 from whimbrel.contract import checks
-from whimbrel.contract.payloads import is_ref
 from whimbrel.contract.states import WorkflowState
 from whimbrel.engine.ports import Clock
 from whimbrel.engine.views import WorkflowExec
@@ -212,6 +212,14 @@ def _streams(store: Store, f: Filters, *, high: float | None,
     def stream(index: str, keys: Iterable[str], low: float | None = f.since) -> _Stream:
         return _Stream(store, index, keys, low=low, high=high, batch=batch, keep=keep)
 
+    if f.attributes:  # one attribute's index (the first by name); the rest are checked
+        name, value = f.attributes[0]
+        text = run_attributes.value_text(value)
+        return [stream("by_attribute", [specs.attribute_key(name, text, k)])
+                for k in range(specs.ATTRIBUTE_SHARDS)]
+    if f.states and not f.name:  # one partition per (state, shard), whatever the names
+        return [stream("by_state", [specs.state_key(s.value, k)])
+                for s in f.states for k in range(specs.STATE_SHARDS)]
     if f.name or f.states:
         names = [f.name] if f.name else store.workflow_names()
         states = f.states or tuple(WorkflowState)
@@ -224,7 +232,7 @@ def _streams(store: Store, f: Filters, *, high: float | None,
 def _day_floor(clock: Clock, f: Filters) -> float | None:
     """The oldest created_epoch a listing reads: ``since``, or for the by_day listing
     (no name, no state) the start of the DEFAULT_LOOKBACK_DAYS-th day back."""
-    if f.since is not None or f.name or f.states:
+    if f.since is not None or f.name or f.states or f.attributes:
         return f.since
     top = _last_day(f, clock)
     return (top - timedelta(days=DEFAULT_LOOKBACK_DAYS - 1)).timestamp()
@@ -277,50 +285,83 @@ def _keys(store: Store, clock: Clock, f: Filters, after: Cursor | None,
 
 # -- entry points -------------------------------------------------------------------------
 
+#: An attribute listing checks the name, states and other attributes on the runs' items:
+#: when they drop some, it reads on, at most this many rounds for one page.
+ATTRIBUTE_ROUNDS = 4
+
+
 def list_workflows(store: Store, clock: Clock, *, name: str | None = None,
                    state: StateArg = None, since: TimeArg = None, until: TimeArg = None,
-                   limit: int = 50, cursor: str | None = None) -> WorkflowPage:
+                   limit: int = 50, cursor: str | None = None,
+                   attributes: Mapping[str, Any] | None = None) -> WorkflowPage:
     """One page of runs, newest first (see :meth:`whimbrel.Whimbrel.list_workflows`).
 
     Raises:
-        InvalidInput: a bad name, state, time, limit or cursor (``field`` names it).
+        InvalidInput: a bad name, state, time, attribute, limit or cursor (``field``
+            names it).
     """
     # Ages ("2h") count from when the first page was read, so every page has one window.
     anchor = cursor_anchor(cursor) or clock()
-    f = parse_filters(name, state, since, until, now=anchor)
+    f = parse_filters(name, state, since, until, now=anchor, attributes=attributes)
     size = page_size(limit, "limit")
     after = decode_cursor(cursor, f)
-    page, position = _keys(store, clock, f, after, size)
-    found = {w.workflow_exec_id: w for w in store.batch_get_workflows([k[1] for k in page])}
-    items = []
-    for _, wx in page:
-        item = found.get(wx)
-        # The index is eventually consistent: drop a run that left the filter meanwhile
-        # (or expired); its place is still behind the cursor.
-        if item is None or (f.states and item.state not in f.states):
-            continue
-        if item.input_apart:  # a large input is kept apart from the run's item
-            item = replace(item, input=store.workflow_input(wx))
-        if is_ref(item.input) or is_ref(item.output):  # kept in S3: read whole
-            item = replace(item, input=store.payload_text(item.input, "input"),
-                           output=store.payload_text(item.output, "output"))
-        items.append(WorkflowExec.from_record(item))
     floor = after.floor if after else _day_floor(clock, f)
+    items: list[WorkflowExec] = []
+    for _ in range(ATTRIBUTE_ROUNDS if f.attributes else 1):
+        page, position = _keys(store, clock, f, after, size - len(items))
+        items += _runs(store, f, page)
+        if position is None or len(items) >= size:
+            break
+        after = Cursor(position[0], position[1], floor, anchor)
     next_cursor = encode_cursor(position, floor, anchor, f) if position else None
     return WorkflowPage(tuple(items), next_cursor)
 
 
+def _runs(store: Store, f: Filters, page: list[Key]) -> list[WorkflowExec]:
+    """The runs of ``page`` (one BatchGetItem) that match the filters."""
+    found = {w.workflow_exec_id: w for w in store.batch_get_workflows([k[1] for k in page])}
+    want = dict(f.attributes)
+    items = []
+    for _, wx in page:
+        item = found.get(wx)
+        # The index is eventually consistent: drop a run that left the filter meanwhile
+        # (or expired); its place is still behind the cursor. An attribute listing read
+        # one attribute's index: the name and the other attributes are checked here
+        # (and an entry whose run was never created is dropped).
+        if item is None or (f.states and item.state not in f.states) \
+                or (f.name and item.workflow_name != f.name) \
+                or (want and not run_attributes.matches(
+                    run_attributes.decode(item.attributes), want)):
+            continue
+        if item.input_apart:  # a large input is kept apart from the run's item
+            item = replace(item, input=store.workflow_input(wx))
+        items.append(WorkflowExec.from_record(item))
+    return items
+
+
 def count_workflows(store: Store, clock: Clock, *, name: str | None = None,
                     state: StateArg = None, since: TimeArg = None, until: TimeArg = None,
-                    cap: int = MAX_PAGE) -> int:
+                    cap: int = MAX_PAGE, attributes: Mapping[str, Any] | None = None) -> int:
     """How many runs match, reading index keys only and at most ``cap`` of them: a
-    result equal to ``cap`` means "``cap`` or more".
+    result equal to ``cap`` means "``cap`` or more". With ``attributes`` the runs are
+    read (their name, state and attributes are checked on them), page by page.
 
     Raises:
-        InvalidInput: a bad name, state, time or cap.
+        InvalidInput: a bad name, state, time, attribute or cap.
     """
-    f = parse_filters(name, state, since, until, now=clock())
+    f = parse_filters(name, state, since, until, now=clock(), attributes=attributes)
     cap = page_size(cap, "cap")
+    if f.attributes:
+        total, cursor = 0, None
+        while total < cap:
+            page = list_workflows(store, clock, name=name, state=state, since=since,
+                                  until=until, limit=cap - total, cursor=cursor,
+                                  attributes=attributes)
+            total += len(page.items)
+            if page.cursor is None:
+                break
+            cursor = page.cursor
+        return min(total, cap)
     floor = _day_floor(clock, f)
     streams = _streams(store, f, high=f.until, floor=floor, batch=cap,
                        keep=lambda key: f.until is None or key[0] < f.until)

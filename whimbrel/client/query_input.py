@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from whimbrel.contract import attributes as run_attributes
 from whimbrel.contract import checks
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.states import WorkflowState
@@ -40,9 +41,12 @@ class Filters:
     #: The times as given: an age ("2h") is the same filter on every page, whatever
     #: number it resolves to.
     given: tuple[Any, Any] = (None, None)
+    #: Attributes every run listed has (name, value), by name.
+    attributes: tuple[tuple[str, Any], ...] = ()
 
     def fingerprint(self) -> str:
-        text = json.dumps([self.name, [s.value for s in self.states], *self.given])
+        text = json.dumps([self.name, [s.value for s in self.states], *self.given,
+                           *([list(map(list, self.attributes))] if self.attributes else [])])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -60,13 +64,15 @@ class Cursor:
     anchor: float
 
 
-def parse_filters(name: Any, state: Any, since: Any, until: Any, *, now: float) -> Filters:
+def parse_filters(name: Any, state: Any, since: Any, until: Any, *, now: float,
+                  attributes: Any = None) -> Filters:
     """Check the filters of a listing; text times (see :func:`parse_time`) are resolved
     against ``now``.
 
     Raises:
-        InvalidInput: a bad name, state or time, or since after until.
+        InvalidInput: a bad name, state, time or attribute, or since after until.
     """
+    attrs = tuple(sorted(run_attributes.check(attributes).items()))
     if name is not None:
         checks.workflow_name(name, "name")
     states = _states(state)
@@ -74,7 +80,7 @@ def parse_filters(name: Any, state: Any, since: Any, until: Any, *, now: float) 
     if low is not None and high is not None and low > high:
         raise InvalidInput(f"since ({low}) is after until ({high})", field="since")
     given = tuple(v if isinstance(v, str) else t for v, t in ((since, low), (until, high)))
-    return Filters(name, states, low, high, (given[0], given[1]))
+    return Filters(name, states, low, high, (given[0], given[1]), attrs)
 
 
 def _states(value: Any) -> tuple[WorkflowState, ...]:
@@ -197,7 +203,7 @@ def decode_cursor(cursor: Any, filters: Filters) -> Cursor | None:
     floor = None if floor is None else float(floor)
     # The fingerprint is no secret: check what a forged cursor could abuse, such as a
     # floor far back that would widen an unfiltered listing past its lookback.
-    walk = not (filters.name or filters.states)
+    walk = not (filters.name or filters.states or filters.attributes)
     if filters.since is not None:
         ok = floor == filters.since and epoch >= filters.since
     elif walk:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from whimbrel.contract import attributes as run_attributes
 from whimbrel.contract import checks
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.ids import new_request_id, parse_activity_exec_id, workflow_exec_id_for
@@ -31,7 +32,8 @@ def request_workflow(store: StorePort, clock: Clock, name: str, input: Any = Non
                      version: int | None = None, source: str | None = None,
                      request_id: str | None = None,
                      require_definition: Callable[[str, int | None], object] | None = None,
-                     priority: int | None = None) -> str:
+                     priority: int | None = None,
+                     attributes: Mapping[str, Any] | None = None) -> str:
     """Write one ``workflow_request`` item; returns its ``workflow_request_id``.
 
     ``request_id`` is the idempotency key, as for ``start_workflow``: writing it again
@@ -41,8 +43,8 @@ def request_workflow(store: StorePort, clock: Clock, name: str, input: Any = Non
 
     Raises:
         InvalidInput: empty name, bad version, bad request id, input not JSON / too
-            large, a priority that is not 0-9, or ``request_id`` already asked for
-            another workflow.
+            large, a priority that is not 0-9, bad attributes, or ``request_id``
+            already asked for another workflow.
         DefinitionNotFound: from ``require_definition``.
     """
     checks.workflow_name(name)
@@ -51,6 +53,7 @@ def request_workflow(store: StorePort, clock: Clock, name: str, input: Any = Non
     checks.version(version)
     checks.optional_text(source, "source")
     payload = store.payload_limits.encode(input, "input", run_input=True)
+    attrs = run_attributes.encode(run_attributes.check(attributes))
     if request_id is None:
         request_id = new_request_id()
     else:
@@ -60,7 +63,7 @@ def request_workflow(store: StorePort, clock: Clock, name: str, input: Any = Non
     if not store.put_request(RequestRecord(request_id, name, clock(), version=version,
                                            input=payload, manual=False, source=source,
                                            traceparent=tracing.current(),
-                                           priority=priority)):
+                                           priority=priority, attributes=attrs)):
         existing = store.get_request(request_id)
         if existing is not None and existing.workflow_name != name:
             raise InvalidInput(f"request id {request_id!r} already asked for workflow "

@@ -2,7 +2,8 @@
 
 The methods live by concern in ``_runs.py`` (runs), ``_activities.py`` (activities),
 ``_notify.py`` (events), ``_waits.py`` (signals, approvals, suspend/resume),
-``_data.py`` (redrive), ``_schedules.py`` and ``_pools.py``; this module holds the
+``_data.py`` (redrive), ``_schedules.py``, ``_pools.py`` and ``batch.py`` (batch
+operations); this module holds the
 setup: settings, tables, definitions, launchers, lifetime.
 """
 
@@ -23,6 +24,7 @@ from whimbrel.client._runs import Runs
 from whimbrel.client._schedules import Schedules
 from whimbrel.client._waits import Waits
 from whimbrel.client._worker import CLOSE_WAIT_SECONDS, Workers
+from whimbrel.client.batch import Batches
 from whimbrel.client.query import DefinitionVersion
 from whimbrel.contract.code import CodeWorkflow
 from whimbrel.contract.definitions import WorkflowDefinition
@@ -52,7 +54,8 @@ if TYPE_CHECKING:
     from botocore.config import Config
 
 
-class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Pools, Workers):
+class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Pools, Workers,
+               Batches):
     """Entry point of the Full Logic API (and, through the same store, everything else).
 
     Args:

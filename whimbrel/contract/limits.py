@@ -23,6 +23,9 @@ MAX_OUTPUT_BYTES = 64_000
 DEFAULT_PAYLOAD_THRESHOLD_BYTES = 16_384
 #: With a payload bucket: the largest value accepted (inputs, outputs, signals, lists).
 DEFAULT_PAYLOAD_MAX_BYTES = 100_000_000
+#: Heartbeat details (an attempt's progress), rewritten with its item by every heartbeat
+#: that carries new ones: progress, not data.
+MAX_HEARTBEAT_DETAILS_BYTES = 16_000
 #: Errors longer than this are truncated (kept, never rejected: a failure must not be lost).
 MAX_ERROR_CHARS = 8_000
 #: Depth of nested JSON accepted in inputs and outputs.

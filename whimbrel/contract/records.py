@@ -128,6 +128,9 @@ class ActivityRecord:
     #: A code workflow's step: its position in the run and what the code asked it to be
     #: (contract/code/definition.py ``encode_step``), on each of its attempts.
     step: str | None = None
+    #: The latest details a heartbeat carried (JSON text): the attempt's progress, read
+    #: by the next attempt of the activity (``ActivityRun.previous_details``).
+    heartbeat_details: str | None = None
 
     def with_changes(self, **changes: Any) -> ActivityRecord:
         return replace(self, **changes)
@@ -186,6 +189,11 @@ class WorkflowRecord:
     properties: str | None = None
     #: A code run that ended with ``ctx.continue_as_new``: the run that took over.
     continued_as: str | None = None
+    #: A fork (engine/fork.py): the run it was forked from. It starts as generation 1
+    #: (``redrive_count``), which the view does not count as a redrive.
+    forked_from: str | None = None
+    #: The caller's attributes (JSON text of a mapping; contract/attributes.py).
+    attributes: str | None = None
 
     @property
     def redrives(self) -> int:
@@ -220,6 +228,8 @@ class RequestRecord:
     traceparent: str | None = None
     #: The run's priority (0-9; None: the default).
     priority: int | None = None
+    #: The run's attributes (JSON text; contract/attributes.py).
+    attributes: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

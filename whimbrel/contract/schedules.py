@@ -39,6 +39,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from cronsim import CronSim, CronSimError
 
+from whimbrel.contract import attributes as run_attributes
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.limits import MAX_INPUT_BYTES, NAME_PATTERN, WORKFLOW_NAME_PATTERN
 
@@ -132,6 +133,7 @@ class Schedule:
         end_at: no firing after this. Fire times are whole seconds: ``start_at`` is
             rounded up to one, and an ``end_at`` in that same second with it, so
             ``start_at == end_at`` fires once.
+        attributes: every firing's run's attributes (contract/attributes.py).
     """
 
     schedule_id: str
@@ -144,6 +146,7 @@ class Schedule:
     catchup_seconds: float = DEFAULT_CATCHUP_SECONDS
     start_at: float | None = None
     end_at: float | None = None
+    attributes: Any = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "start_at", _epoch(self.start_at))
@@ -202,6 +205,10 @@ class Schedule:
                            f"limit of {MAX_INPUT_BYTES}")
         except (TypeError, ValueError, RecursionError) as exc:
             out.append(f"input is not JSON: {exc}"[:300])
+        try:
+            run_attributes.check(self.attributes)
+        except InvalidInput as exc:
+            out.append(exc.message)
         return out
 
     def _zone_problem(self, out: list[str]) -> bool:

@@ -37,6 +37,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from whimbrel.contract import attributes as run_attributes
 from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.dataflow import child_request_id, is_item
 from whimbrel.contract.definitions import WorkflowDefinition
@@ -221,7 +222,8 @@ class Children(Feature):
             child = self.core.start(
                 name, launch_input(self.core, wf, defn, item.input, item.activity_name),
                 version=config.get("version"), request_id=child_request_id(aeid),
-                source=f"child of {aeid}", write_request=False, parent=aeid)
+                source=f"child of {aeid}", write_request=False, parent=aeid,
+                attributes=run_attributes.decode(wf.attributes))  # a child carries them
         # Written first, read second: a stop asked for meanwhile reaches the child.
         now = self.store.get_activity(aeid)
         if now is not None and now.state is not A.RUNNING:

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
-from whimbrel.engine import claims, ending, flow, launches, moves, starting
+from whimbrel.engine import claims, ending, flow, heartbeats, launches, moves, starting
 from whimbrel.engine.base import (
     IN_FLIGHT_GRACE_SECONDS,
     RECONCILE_GRACE_SECONDS,
@@ -107,17 +107,18 @@ class Engine(EngineBase):
     def start(self, name: str, input: Any = None, *, version: int | None = None,
               request_id: str | None = None, source: str | None = None,
               write_request: bool = True, parent: str | None = None,
-              priority: int | None = None) -> str:
+              priority: int | None = None,
+              attributes: Mapping[str, Any] | None = None) -> str:
         """Start (or resume starting) the execution for ``request_id``. Idempotent.
 
         Raises:
             DefinitionNotFound: unknown workflow name or version.
             InvalidInput: input too large or not JSON; request id used for another
-                workflow; a priority that is not 0-9.
+                workflow; a priority that is not 0-9; bad attributes.
         """
         return starting.start(self, name, input, version=version, request_id=request_id,
                               source=source, write_request=write_request, parent=parent,
-                              priority=priority)
+                              priority=priority, attributes=attributes)
 
     def resume_start(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                      rows: list[ActivityRecord] | None = None) -> bool:
@@ -155,8 +156,9 @@ class Engine(EngineBase):
     def start_running(self, aeid: str, *, actor: str = "worker") -> ActivityRecord:
         return moves.start_running(self, aeid, actor=actor)
 
-    def heartbeat(self, aeid: str, image: ActivityRecord | None = None) -> ActivityState:
-        return moves.heartbeat(self, aeid, image)
+    def heartbeat(self, aeid: str, image: ActivityRecord | None = None,
+                  details: str | None = None) -> ActivityState:
+        return heartbeats.heartbeat(self, aeid, image, details)
 
     def claim(self, workflow_name: str | None = None, activity_name: str | None = None, *,
               actor: str = "worker") -> ActivityRecord | None:

@@ -133,7 +133,8 @@ class Core(Protocol):
     def start(self, name: str, input: Any = None, *, version: int | None = None,
               request_id: str | None = None, source: str | None = None,
               write_request: bool = True, parent: str | None = None,
-              priority: int | None = None) -> str: ...
+              priority: int | None = None,
+              attributes: Mapping[str, Any] | None = None) -> str: ...
     def resume_start(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                      rows: list[ActivityRecord] | None = None) -> bool: ...
 

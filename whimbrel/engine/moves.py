@@ -1,6 +1,7 @@
 """The moves callers ask for (part of the core): a contract move with its guards, an
-attempt's own RUNNING, end and heartbeat, claims, and the one-write end of a wait by
-whoever makes its event happen (a timer's sweep, a signal's sender, an approver).
+attempt's own RUNNING and end (its heartbeat: ``heartbeats.py``), claims, and the
+one-write end of a wait by whoever makes its event happen (a timer's sweep, a signal's
+sender, an approver).
 
 Every state change is one conditional write through the store port, then its
 follow-ups (``flow.py``).
@@ -13,8 +14,6 @@ from typing import Any
 
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import (
-    ActivityCancelled,
-    ActivityTimedOut,
     ListenerOnly,
     NotAllowedNow,
     StateConflict,
@@ -25,8 +24,6 @@ from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.outcomes import resolution
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import (
-    ACTIVITY_ACTIVE,
-    ACTIVITY_GAVE_UP,
     ACTIVITY_RELEASED,
     ACTIVITY_STARTING,
     ACTIVITY_TRANSITIONS,
@@ -234,47 +231,6 @@ def start_running(engine: Core, aeid: str, *, actor: str = "worker") -> Activity
     return flow.apply(engine, known, Transition.RUNNING, actor=actor)
 
 
-def heartbeat(engine: Core, aeid: str, image: ActivityRecord | None = None) -> ActivityState:
-    """Record that the attempt is alive and push its heartbeat deadline forward (never
-    past its close deadline).
-
-    Raises:
-        ActivityCancelled: it was cancelled (the heartbeat was still recorded when it
-            is CANCELLED_RUNNING); stop work.
-        ActivityTimedOut: the system already gave up on it (TIMED_OUT, LOST).
-        StateConflict: it is not running (never started, or finished).
-    """
-    item = image
-    if item is None or item.state not in ACTIVITY_ACTIVE:
-        item = engine.activity(aeid)
-    now = engine.clock()
-    changes: dict[str, Any] = {"heartbeat_epoch": now}
-    if item.heartbeat_timeout_seconds:
-        deadline = now + item.heartbeat_timeout_seconds
-        if item.close_epoch is not None:
-            deadline = min(deadline, item.close_epoch)
-        # The real deadline only: the timers index entry stays where it was armed (0
-        # index writes per heartbeat); the sweep re-arms it when it fires early.
-        changes["deadline_epoch"] = deadline
-    try:
-        # Only a live attempt heartbeats; TIMED_OUT items keep their state forever.
-        moved = engine.store.set_activity(aeid, changes, states=ACTIVITY_ACTIVE)
-    except StateConflict as lost:
-        state = lost.current.state if lost.current else None
-        if state in ACTIVITY_GAVE_UP and state is not None:
-            # Still recorded (never its state): a timed-out attempt whose code runs on
-            # keeps its pool slot while it beats (engine/pool_holders.py).
-            engine.store.try_set_activity(aeid, {"heartbeat_epoch": now}, states=[state])
-            raise ActivityTimedOut(aeid, state.value) from None
-        if state is A.CANCELLED:
-            raise ActivityCancelled(aeid, state.value) from None
-        raise StateConflict(expected=sorted(s.value for s in ACTIVITY_ACTIVE),
-                            actual=state.value if state else None, activity_exec_id=aeid,
-                            transition="HEARTBEAT", current=lost.current) from None
-    engine.remember(moved)
-    if moved.state is A.CANCELLED_RUNNING:
-        raise ActivityCancelled(aeid)
-    return moved.state or A.RUNNING
 
 
 def _state_of(item: ActivityRecord | None) -> str:

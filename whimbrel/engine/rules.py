@@ -49,6 +49,11 @@ def retention_seconds(defn: WorkflowDefinition, default_days: float | None) -> f
     return None if days is None else float(days) * DAY_SECONDS
 
 
+#: A run's attribute index items outlive its start by its retention plus this: a run
+#: that runs longer than this is no longer listed by attribute past its retention.
+ATTRIBUTE_SLACK_SECONDS = 365 * 86_400.0
+
+
 def expiry(now: float, retention: float | None) -> float | None:
     return None if retention is None else float(int(now + retention))
 

@@ -345,7 +345,8 @@ class Schedules(Feature):
     def _start(self, s: Schedule, fire: float) -> str:
         return self.core.start(s.workflow_name, s.input,
                                request_id=fire_request_id(s.schedule_id, fire),
-                               source=f"schedule:{s.schedule_id}", write_request=False)
+                               source=f"schedule:{s.schedule_id}", write_request=False,
+                               attributes=s.attributes)
 
     def _try_start(self, s: Schedule, fire: float, started: list[str],
                    error: str | None) -> tuple[str | None, str | None]:

@@ -5,10 +5,12 @@ half-way (docs/architecture.md, "Start").
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import fields, replace
 from typing import Any
 
+from whimbrel.contract import attributes as run_attributes
 from whimbrel.contract import checks
 from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.definitions import WorkflowDefinition
@@ -72,6 +74,7 @@ def start(
     write_request: bool = True,
     parent: str | None = None,
     priority: int | None = None,
+    attributes: Mapping[str, Any] | None = None,
 ) -> str:
     """Start (or resume starting) the execution for ``request_id``. Idempotent.
 
@@ -84,13 +87,16 @@ def start(
 
     ``parent`` is the activity attempt that starts this run as its child; ``priority``
     (0-9, None: the default) orders it among QUEUED runs and its attempts among waiting
-    ones (contract/priority.py).
+    ones (contract/priority.py); ``attributes`` are the caller's, the run is listed by
+    them (contract/attributes.py): their index items are written before the run's item.
 
     Raises:
         DefinitionNotFound: unknown workflow name or version.
-        InvalidInput: input too large or not JSON; request id used for another workflow.
+        InvalidInput: input too large or not JSON; request id used for another workflow;
+            bad attributes.
     """
     payload = engine.limits.encode(input, "input", run_input=True)
+    attrs = run_attributes.check(attributes)
     if priority is not None:
         check_priority(priority)
     checks.workflow_name(name)
@@ -111,6 +117,7 @@ def start(
         created_day=day_of(now), updated_epoch=now,
         check_epoch=next_check(engine, now, now, defn), request_expires_epoch=expires,
         parent_activity_exec_id=parent, priority=priority,
+        attributes=run_attributes.encode(attrs),
         history=(Change(W.REQUESTED.value, now, engine.actor),
                  Change(W.RUNNING.value, now, engine.actor)))
     for feature in engine.features:
@@ -126,6 +133,10 @@ def start(
             request_id, name, now, version=version, input=payload, manual=True,
             source=source, workflow_exec_id=wx, expires_epoch=expires,
             traceparent=record.traceparent, priority=priority))
+    if attrs:  # before the run's item: a listing checks the run's own attributes
+        engine.store.put_attributes(
+            record, {k: run_attributes.value_text(v) for k, v in attrs.items()},
+            rules.expiry(now + rules.ATTRIBUTE_SLACK_SECONDS, engine.retention(defn)))
     if not engine.store.create_workflow(record):
         existing = engine.workflow(wx)
         if existing.workflow_name != name:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from whimbrel.contract import attributes as run_attributes
 from whimbrel.contract.dataflow import split_item
 from whimbrel.contract.ids import parse_activity_exec_id, workflow_exec_id_for
 from whimbrel.contract.outcomes import MapProgress
@@ -73,6 +75,16 @@ class ActivityExec:
     #: rate), that pool's name (docs/definitions.md, "Pools").
     pool_slot: str | None = None
     pool_wait: str | None = None
+    #: The latest details its heartbeats carried (its progress), or None.
+    heartbeat_details: Any = None
+
+    @property
+    def reused_from(self) -> str | None:
+        """In a fork, the source run's attempt whose output this one reuses (it never
+        ran); None for an attempt that ran."""
+        first = self.history[0].by if self.history else None
+        return first.removeprefix("reused:") if first and first.startswith("reused:") \
+            else None
 
     @property
     def duration_seconds(self) -> float | None:
@@ -114,6 +126,7 @@ class ActivityExec:
             late_epoch=m.late_epoch,
             pool_slot=m.pool_slot,
             pool_wait=m.pool_wait if m.state is ActivityState.READY else None,
+            heartbeat_details=decode_payload(m.heartbeat_details, field="heartbeat_details"),
         )
 
 
@@ -155,6 +168,10 @@ class WorkflowExec:
     properties: Any = None
     #: A code run that ended with ``ctx.continue_as_new``: the new run.
     continued_as: str | None = None
+    #: A fork (``fork_workflow``): the run it was forked from.
+    forked_from: str | None = None
+    #: The caller's attributes (``start_workflow(attributes=...)``); empty when none.
+    attributes: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def parent_workflow_exec_id(self) -> str | None:
@@ -219,12 +236,15 @@ class WorkflowExec:
             items=tuple(sorted((a for a in activities if a.item_index is not None),
                                key=lambda a: (a.item_index or 0, a.attempt))),
             parent_activity_exec_id=m.parent_activity_exec_id,
-            redrive_count=m.redrives,
+            # A fork starts as generation 1 (engine/fork.py): not a redrive.
+            redrive_count=m.redrives - (1 if m.forked_from else 0),
             ended_by=m.ended_by,
             ended_with=decode_payload(m.output, field="output") if m.output else None,
             priority=DEFAULT_PRIORITY if m.priority is None else m.priority,
             properties=decode_payload(m.properties, field="properties"),
             continued_as=m.continued_as,
+            forked_from=m.forked_from,
+            attributes=run_attributes.decode(m.attributes),
         )
 
 

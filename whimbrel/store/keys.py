@@ -32,6 +32,12 @@ def name_state_key(workflow_name: str, state: str, workflow_exec_id: str) -> str
                                 shard_of(workflow_exec_id, specs.NAME_STATE_SHARDS))
 
 
+def state_key(state: str, workflow_exec_id: str) -> str:
+    """The ``by_state`` hash key of run ``workflow_exec_id`` in ``state`` (its write shard
+    fixed by its id, as for ``by_name_state``)."""
+    return specs.state_key(state, shard_of(workflow_exec_id, specs.STATE_SHARDS))
+
+
 def day_key(workflow_exec_id: str) -> str:
     """The ``by_day`` hash key of a run (its write shard; the day is not in it)."""
     return specs.by_day_key(shard_of(workflow_exec_id, specs.BY_DAY_SHARDS))

@@ -21,7 +21,7 @@ from typing import Any
 from whimbrel.contract.states import WorkflowState
 from whimbrel.store.codec import Expression
 from whimbrel.store.errors import ConditionLost
-from whimbrel.store.keys import day_key, name_state_key
+from whimbrel.store.keys import day_key, name_state_key, state_key
 from whimbrel.store.store import Store
 
 __all__ = ["MigrationReport", "migrate_index_keys"]
@@ -49,6 +49,10 @@ def _wanted(item: dict[str, Any]) -> dict[str, str]:
         want = name_state_key(name, state, wx)
         if item.get("name_state", {}).get("S") != want:
             out["name_state"] = want
+    if state in {s.value for s in WorkflowState}:
+        by_state = state_key(state, wx)  # issue 29's by_state index
+        if item.get("state_key", {}).get("S") != by_state:
+            out["state_key"] = by_state
     return out
 
 
@@ -64,7 +68,8 @@ def migrate_index_keys(store: Store, *, page_size: int = 100,
     table = store.table_name("workflow_exec")
     params: dict[str, Any] = {
         "TableName": table, "Limit": page_size, "ConsistentRead": True,
-        "ProjectionExpression": "workflow_exec_id, workflow_name, #s, name_state, created_day",
+        "ProjectionExpression": "workflow_exec_id, workflow_name, #s, name_state, state_key, "
+                                "created_day",
         "ExpressionAttributeNames": {"#s": "state"}}
     key = start_key
     pages = 0
@@ -94,7 +99,7 @@ def _rewrite(store: Store, table: str, item: dict[str, Any], changes: dict[str, 
     # we read (a state change since wrote its own name_state, which wins).
     conds = [expr.equals("state", item["state"]["S"]) if "state" in item
              else expr.exists("workflow_exec_id")]
-    for attr in ("name_state", "created_day"):
+    for attr in ("name_state", "state_key", "created_day"):
         conds.append(expr.equals(attr, item[attr]["S"]) if attr in item
                      else expr.missing(attr))
     wx = item["workflow_exec_id"]["S"]

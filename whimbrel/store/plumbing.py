@@ -51,6 +51,7 @@ class Tables:
         self.activity_table = specs.ACTIVITY_EXEC.table_name(prefix)
         self.item_table = specs.MAP_ITEM.table_name(prefix)
         self.edge_table = specs.ACTIVITY_EXEC_DEPENDENCY.table_name(prefix)
+        self.attribute_table = specs.WORKFLOW_ATTRIBUTE.table_name(prefix)
         #: False once PartiQL was refused here (no ``dynamodb:PartiQLSelect``): Queries.
         self.partiql = True
 

@@ -25,7 +25,7 @@ from whimbrel.store.codec import (
     workflow_record,
 )
 from whimbrel.store.errors import ConditionLost
-from whimbrel.store.keys import day_key, fan_out, index_changes, name_state_key
+from whimbrel.store.keys import day_key, fan_out, index_changes, name_state_key, state_key
 from whimbrel.store.plumbing import CAPACITY, Client, Write
 
 __all__ = ["Client", "RunTables", "WorkflowKeyPage", "Write", "index_changes",
@@ -60,6 +60,7 @@ class RunTables(AttemptTables):
         item = record_item(record)
         item["name_state"] = {"S": name_state_key(record.workflow_name, record.state.value,
                                                   record.workflow_exec_id)}
+        item["state_key"] = {"S": state_key(record.state.value, record.workflow_exec_id)}
         if record.created_day:
             item["created_day"] = {"S": day_key(record.workflow_exec_id)}
         if record.input is not None and len(record.input.encode()) > specs.INLINE_INPUT_BYTES:
@@ -111,7 +112,8 @@ class RunTables(AttemptTables):
         # The listing index's key moves in the same write as the state (never a second).
         update = expr.update({**changes, "state": new_state.value, "updated_epoch": now,
                               "name_state": name_state_key(workflow_name, new_state.value,
-                                                           workflow_exec_id)},
+                                                           workflow_exec_id),
+                              "state_key": state_key(new_state.value, workflow_exec_id)},
                              append={"history": [Change(new_state.value, now, actor)]})
         # state IN expected: the contract's single-writer rule for a state change (and
         # the item exists: a missing state is not in any list).
@@ -191,7 +193,8 @@ class RunTables(AttemptTables):
         ``by_day``): newest first, ``low <= created_epoch <= high`` (either bound may be
         None), at most ``limit`` entries. Reads only index keys (the listing indexes are
         KEYS_ONLY). Pass ``start_key`` (the previous page's ``last_key``) to go on."""
-        key_attr = specs.WORKFLOW_EXEC.index(index).hash_key.name
+        spec = specs.WORKFLOW_ATTRIBUTE if index == "by_attribute" else specs.WORKFLOW_EXEC
+        key_attr = spec.index(index).hash_key.name
         cond = f"{key_attr} = :k"
         values: dict[str, Any] = {":k": {"S": hash_key}}
         if low is not None and high is not None:
@@ -204,7 +207,8 @@ class RunTables(AttemptTables):
             cond += " AND created_epoch <= :b"
             values[":b"] = to_ddb(high)
         params: dict[str, Any] = {
-            "TableName": self.workflow_table, "IndexName": index, "Limit": limit,
+            "TableName": self.attribute_table if spec is specs.WORKFLOW_ATTRIBUTE
+            else self.workflow_table, "IndexName": index, "Limit": limit,
             "KeyConditionExpression": cond, "ExpressionAttributeValues": values,
             "ScanIndexForward": False, **_CAPACITY}
         if start_key:
@@ -213,6 +217,30 @@ class RunTables(AttemptTables):
         keys = [(float(h["created_epoch"]["N"]), h["workflow_exec_id"]["S"])
                 for h in resp.get("Items", [])]
         return WorkflowKeyPage(keys, resp.get("LastEvaluatedKey"))
+
+    def put_attributes(self, record: WorkflowRecord, values: Mapping[str, str],
+                       expires_epoch: float | None) -> None:
+        """One ``workflow_attribute`` item per attribute of a run about to be created
+        (``values``: each spelled as its index key spells it). Unconditional puts of
+        what only this run's id can name: a replayed start writes the same items."""
+        wx = record.workflow_exec_id
+        shard = shard_of(wx, specs.ATTRIBUTE_SHARDS)
+        items = [{"PutRequest": {"Item": {
+            "workflow_exec_id": {"S": wx}, "attribute": {"S": name},
+            "attr_key": {"S": specs.attribute_key(name, text, shard)},
+            "created_epoch": to_ddb(record.created_epoch),
+            "workflow_name": {"S": record.workflow_name},
+            **({"expires_epoch": to_ddb(expires_epoch)} if expires_epoch else {})}}}
+            for name, text in values.items()]
+
+        def put() -> None:
+            request = {self.attribute_table: items}
+            while request:
+                resp = self.client.call("BatchWriteItem", {"RequestItems": request,
+                                                           **_CAPACITY})
+                request = resp.get("UnprocessedItems") or {}
+        if items:
+            self._write("BatchWriteItem", "workflow_attribute", put)
 
     # -- fan-in edges ------------------------------------------------------------------------
 

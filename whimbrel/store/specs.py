@@ -5,25 +5,24 @@ name. Why the keys are what they are: ``docs/architecture.md``; the streams' con
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
-
 from whimbrel.settings import DEFAULT_TABLE_PREFIX
+from whimbrel.store.spec_types import (
+    ATTR_KINDS,
+    TTL_ATTRIBUTE,
+    AttrKind,
+    AttrType,
+    IndexSpec,
+    Key,
+    Projection,
+    TableSpec,
+    attributes,
+    create_table_request,
+)
 
-__all__ = ["DEFAULT_TABLE_PREFIX"]  # and the specs below
-
-AttrType = Literal["S", "N"]
-#: What an attribute holds (the item's schema, declared once here; the codec and the
-#: agreement test read it): ``S`` text, ``N`` a number read as float, ``I`` a number read
-#: as int, ``BOOL``, ``J`` a payload (JSON text, or a native DynamoDB value that a raw
-#: client wrote; read back as JSON text), ``H`` a state history (list of maps), ``SL`` a
-#: list of text.
-AttrKind = Literal["S", "N", "I", "BOOL", "J", "H", "SL"]
-ATTR_KINDS: tuple[str, ...] = ("S", "N", "I", "BOOL", "J", "H", "SL")
-Projection = Literal["KEYS_ONLY", "INCLUDE", "ALL"]
-
-TTL_ATTRIBUTE = "expires_epoch"
+# The vocabulary (spec_types.py) is re-exported: callers read every spec from here.
+__all__ = ["ATTR_KINDS", "DEFAULT_TABLE_PREFIX", "TTL_ATTRIBUTE", "AttrKind", "AttrType",
+           "IndexSpec", "Key", "Projection", "TableSpec", "attributes",
+           "create_table_request"]  # and the specs below
 
 #: Write shards of every index (and of ``rejection``) whose natural key many items
 #: share: an item's entry lands on ``<natural key>#<k>`` (or, for the sparse indexes,
@@ -36,6 +35,8 @@ TTL_ATTRIBUTE = "expires_epoch"
 #: a superset); for ``by_day``, ``by_name_state`` and ``rejection`` it needs
 #: ``whimbrel tables migrate`` (docs/deploy.md).
 BY_DAY_SHARDS = 32
+STATE_SHARDS = 32
+ATTRIBUTE_SHARDS = 32
 NAME_STATE_SHARDS = 32
 TIMER_SHARDS = 32
 RECONCILE_SHARDS = 32
@@ -77,75 +78,8 @@ POOL_CATALOG = "pools"
 CATALOG = "definitions"
 
 
-def attributes(text: str) -> dict[str, AttrKind]:
-    """``"name:kind name:kind ..."`` (kind ``S`` when left out) as a schema mapping."""
-    out: dict[str, AttrKind] = {}
-    for word in text.split():
-        name, _, kind = word.partition(":")
-        if (kind or "S") not in ATTR_KINDS:
-            raise ValueError(f"{name}: unknown attribute kind {kind!r}")
-        out[name] = kind or "S"  # type: ignore[assignment]
-    return out
-
-
 #: Written by Whimbrel on a Simple API row after processing it.
 _OUTCOME = "outcome processed_epoch:N result_state reason"
-
-
-@dataclass(frozen=True)
-class Key:
-    name: str
-    type: AttrType = "S"
-
-
-@dataclass(frozen=True)
-class IndexSpec:
-    """A global secondary index. All ours are sparse or keys-only to keep writes cheap."""
-
-    name: str
-    hash_key: Key
-    range_key: Key | None = None
-    projection: Projection = "KEYS_ONLY"
-    #: With ``INCLUDE``: the non-key attributes copied into the index.
-    non_key_attributes: tuple[str, ...] = ()
-    purpose: str = ""
-
-
-@dataclass(frozen=True)
-class TableSpec:
-    logical_name: str
-    hash_key: Key
-    range_key: Key | None = None
-    indexes: tuple[IndexSpec, ...] = ()
-    stream: Literal["NEW_IMAGE", "NEW_AND_OLD_IMAGES"] | None = None
-    ttl_attribute: str | None = TTL_ATTRIBUTE
-    purpose: str = ""
-    #: Every attribute an item may hold, keys and index keys included.
-    attributes: Mapping[str, AttrKind] = field(default_factory=dict)
-
-    def table_name(self, prefix: str = DEFAULT_TABLE_PREFIX) -> str:
-        return f"{prefix}{self.logical_name}"
-
-    def attribute_definitions(self) -> list[Key]:
-        keys: dict[str, Key] = {}
-        for k in (self.hash_key, self.range_key):
-            if k:
-                keys[k.name] = k
-        for idx in self.indexes:
-            for k in (idx.hash_key, idx.range_key):
-                if k:
-                    keys[k.name] = k
-        return list(keys.values())
-
-    def kind(self, attribute: str) -> AttrKind:
-        """The declared kind of ``attribute`` (KeyError: not in the schema)."""
-        return self.attributes[attribute]
-
-    def index(self, name: str) -> IndexSpec:
-        for idx in self.indexes:
-            if idx.name == name:
-                return idx
-        raise KeyError(name)
 
 
 WORKFLOW_DEFINITION = TableSpec(
@@ -172,7 +106,7 @@ WORKFLOW_REQUEST = TableSpec(
     Key("workflow_request_id"),
     attributes=attributes("workflow_request_id workflow_name version:I input:J manual:BOOL "
                           "source when_epoch:N workflow_exec_id expires_epoch:N traceparent "
-                          "priority:I input_ref " + _OUTCOME),
+                          "priority:I input_ref attributes:J " + _OUTCOME),
     # Old images too: a row written again under the same id is rejected with what it
     # held before (the content that started the run).
     stream="NEW_AND_OLD_IMAGES",
@@ -184,10 +118,11 @@ WORKFLOW_EXEC = TableSpec(
     Key("workflow_exec_id"),
     attributes=attributes(
         "workflow_exec_id workflow_name version:I state workflow_request_id input:J error "
-        "source created_epoch:N created_day updated_epoch:N ended_epoch:N name_state ended_by "
-        "check_shard check_epoch:N request_expires_epoch:N history:H expires_epoch:N output:J "
+        "source created_epoch:N created_day updated_epoch:N ended_epoch:N name_state state_key "
+        "check_shard check_epoch:N request_expires_epoch:N history:H expires_epoch:N "
         "parent_activity_exec_id redrive_count:I redriven_epoch:N redrive_ready:I roots_ready:N "
-        "traceparent input_apart:BOOL priority:I pool_slot properties:J continued_as"),
+        "ended_by output:J traceparent input_apart:BOOL priority:I pool_slot forked_from "
+        "attributes:J properties:J continued_as"),
     indexes=(
         IndexSpec(
             "by_day",
@@ -204,6 +139,15 @@ WORKFLOW_EXEC = TableSpec(
             purpose="list executions of one workflow in one state, newest first "
             "(name_state = '<workflow_name>#<state>#<k>', k one of NAME_STATE_SHARDS "
             "write shards fixed per run, written with every state change)",
+        ),
+        IndexSpec(
+            "by_state",
+            Key("state_key"),
+            Key("created_epoch", "N"),
+            purpose="list executions in one state whatever their workflow, newest first "
+            "(state_key = '<state>#<k>', k one of STATE_SHARDS write shards fixed per run, "
+            "written with every state change): a page costs the same however many "
+            "names are registered",
         ),
         IndexSpec(
             "reconcile",
@@ -240,7 +184,8 @@ _ACTIVITY_ATTRIBUTES = (
     "timer_epoch:N claim_shard claim_key worker history:H expires_epoch:N input:J "
     "map_size:I called_by redrive_count:I retry_base:I waiting_for approvers:SL "
     "held_epoch:N child_workflow_exec_id late_output:J late_error late_epoch:N "
-    "retry_created:I ends_workflow:BOOL traceparent pool_slot pool_wait ready_epoch:N step")
+    "retry_created:I ends_workflow:BOOL traceparent pool_slot pool_wait ready_epoch:N step "
+    "heartbeat_details:J")
 
 #: The sparse indexes of attempts, alike on ``activity_exec`` and ``map_item`` (a sweep
 #: and a claim read both tables' shards).
@@ -408,10 +353,32 @@ POOL = TableSpec(
     "definition's max_running is 'run:<workflow_name>'.",
 )
 
+WORKFLOW_ATTRIBUTE = TableSpec(
+    "workflow_attribute",
+    Key("workflow_exec_id"),
+    Key("attribute"),
+    attributes=attributes("workflow_exec_id attribute attr_key created_epoch:N "
+                          "workflow_name expires_epoch:N"),
+    indexes=(
+        IndexSpec(
+            "by_attribute",
+            Key("attr_key"),
+            Key("created_epoch", "N"),
+            purpose="runs by one of their attributes, newest first: '<name>=<s|n>:<value>"
+            "#<k>', k of ATTRIBUTE_SHARDS by execution id, so a value a million runs "
+            "share is spread like by_day; a listing reads every shard and merges",
+        ),
+    ),
+    purpose="A run's attributes (start_workflow(attributes=...)), one item each, written "
+    "before the run's item (an entry of a run that never started is dropped by the "
+    "listing, which checks the run's own attributes); expires with the run's retention.",
+)
+
 TABLES: tuple[TableSpec, ...] = (
     WORKFLOW_DEFINITION,
     WORKFLOW_REQUEST,
     WORKFLOW_EXEC,
+    WORKFLOW_ATTRIBUTE,
     WORKFLOW_EXEC_DATA,
     ACTIVITY_EXEC,
     MAP_ITEM,
@@ -437,6 +404,11 @@ def name_state_key(workflow_name: str, state: str, shard: int | str | None = Non
     return natural if shard is None else f"{natural}#{shard}"
 
 
+def state_key(state: str, shard: int | str) -> str:
+    """The ``by_state`` hash key of an execution in ``state`` on write shard ``shard``."""
+    return f"{state}#{shard}"
+
+
 def day_key(day: str, shard: int | str | None) -> str:
     """The ``rejection`` hash key of ``day`` on write shard ``shard``."""
     return day if shard is None else f"{day}#{shard}"
@@ -447,6 +419,12 @@ def by_day_key(shard: int | str) -> str:
     day, ordered by ``created_epoch``; a time window is one Query per shard, however
     many days it spans (a value before issue 19 was the UTC day, ``YYYY-MM-DD``)."""
     return f"runs#{shard}"
+
+
+def attribute_key(name: str, value_text: str, shard: int | str) -> str:
+    """The ``by_attribute`` hash key of attribute ``name`` = ``value_text`` (as
+    ``contract.attributes.value_text`` spells it) on write shard ``shard``."""
+    return f"{name}={value_text}#{shard}"
 
 
 def sweep_lease_id(shard: int) -> str:
@@ -464,37 +442,3 @@ def table_spec(logical_name: str) -> TableSpec:
         if spec.logical_name == logical_name:
             return spec
     raise KeyError(logical_name)
-
-
-def create_table_request(spec: TableSpec, prefix: str) -> dict[str, Any]:
-    """The boto3 ``create_table`` arguments for ``spec`` (on-demand billing)."""
-    key_schema = [{"AttributeName": spec.hash_key.name, "KeyType": "HASH"}]
-    if spec.range_key:
-        key_schema.append({"AttributeName": spec.range_key.name, "KeyType": "RANGE"})
-    req: dict[str, Any] = {
-        "TableName": spec.table_name(prefix),
-        "KeySchema": key_schema,
-        "AttributeDefinitions": [
-            {"AttributeName": k.name, "AttributeType": k.type} for k in spec.attribute_definitions()
-        ],
-        "BillingMode": "PAY_PER_REQUEST",
-    }
-    if spec.indexes:
-        gsis = []
-        for idx in spec.indexes:
-            ks = [{"AttributeName": idx.hash_key.name, "KeyType": "HASH"}]
-            if idx.range_key:
-                ks.append({"AttributeName": idx.range_key.name, "KeyType": "RANGE"})
-            gsis.append(
-                {
-                    "IndexName": idx.name,
-                    "KeySchema": ks,
-                    "Projection": {"ProjectionType": idx.projection,
-                                   **({"NonKeyAttributes": list(idx.non_key_attributes)}
-                                      if idx.projection == "INCLUDE" else {})},
-                }
-            )
-        req["GlobalSecondaryIndexes"] = gsis
-    if spec.stream:
-        req["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": spec.stream}
-    return req

@@ -16,6 +16,7 @@ from whimbrel import ActivityExec, WorkflowExec
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.durations import duration
 from whimbrel.contract.states import ACTIVITY_UNSUCCESSFUL, ActivityState, WorkflowState
+from whimbrel.engine.heartbeats import HEARTBEAT_WRITE_SHARE
 from whimbrel.ui import actions
 from whimbrel.ui.dag import NodeInfo
 
@@ -102,7 +103,8 @@ def attempts(wb: object, wf: WorkflowExec, defn: WorkflowDefinition | None,
         end = act.ended_epoch if act.ended_epoch is not None else now
         late = bool(act.state is ActivityState.RUNNING and act.heartbeat_timeout_seconds
                     and act.heartbeat_epoch is not None
-                    and now - act.heartbeat_epoch > act.heartbeat_timeout_seconds / 2)
+                    and now - act.heartbeat_epoch
+                    > act.heartbeat_timeout_seconds * HEARTBEAT_WRITE_SHARE)  # one is overdue
         rows.append(AttemptRow(
             act=act, latest=latest[act.activity_name] is act,
             max_attempts=spec.retry.max_attempts if spec else None,

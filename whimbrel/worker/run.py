@@ -24,6 +24,8 @@ from whimbrel.contract.errors import (
     WhimbrelError,
 )
 from whimbrel.contract.ids import parse_activity_exec_id
+from whimbrel.contract.limits import MAX_HEARTBEAT_DETAILS_BYTES
+from whimbrel.contract.payloads import decode_payload, encode_payload
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import (
     ACTIVITY_TRANSITIONS,
@@ -34,6 +36,7 @@ from whimbrel.contract.states import (
 from whimbrel.engine import tracing
 from whimbrel.engine.conditions import end_early
 from whimbrel.engine.engine import Engine
+from whimbrel.engine.heartbeats import Pace, check_running, previous_details
 from whimbrel.engine.inputs import launch_input, upstream_values
 from whimbrel.engine.views import ActivityExec
 
@@ -41,11 +44,15 @@ log = logging.getLogger("whimbrel.worker")
 A = ActivityState
 #: The error type of an attempt whose ``input_from`` failed on its document.
 INPUT_ERROR = INPUT_FROM_ERROR
+#: The background heartbeat never wakes more often than this.
+MIN_BEAT_SLEEP_SECONDS = 0.05
 
 
 def heartbeat(engine: Engine, activity_exec_id: str,
-              image: ActivityRecord | None = None) -> ActivityState:
-    """Record that the activity is alive and push its deadline forward.
+              image: ActivityRecord | None = None, details: Any = None) -> ActivityState:
+    """Record that the activity is alive and push its deadline forward; ``details`` (any
+    JSON value), when given, replace the progress the attempt keeps (the next attempt
+    reads them as ``ActivityRun.previous_details``). Always writes.
 
     Returns the activity's state (RUNNING).
 
@@ -54,8 +61,13 @@ def heartbeat(engine: Engine, activity_exec_id: str,
             when it is CANCELLED_RUNNING); stop work.
         ActivityTimedOut: the system already gave up on this activity.
         StateConflict: the activity is not running (never started, or finished).
+        InvalidInput: ``details`` not JSON or too large (nothing was written).
     """
-    return engine.heartbeat(activity_exec_id, image)
+    return engine.heartbeat(activity_exec_id, image, _details(details))
+
+
+def _details(details: Any) -> str | None:
+    return encode_payload(details, field="details", max_bytes=MAX_HEARTBEAT_DETAILS_BYTES)
 
 
 class ActivityRun:
@@ -67,6 +79,7 @@ class ActivityRun:
         upstream: outputs of the activities this one depends on, by name.
         output: set this to the activity's result; recorded on COMPLETED.
         item_index: a map item's index in its list (None for any other activity).
+        previous_details: the heartbeat details of the attempt before (see the property).
     """
 
     def __init__(self, engine: Engine, activity: ActivityExec, input: Any,
@@ -91,6 +104,9 @@ class ActivityRun:
         self.ended = False
         self._span: tracing.Span | None = None
         self._trace = image.traceparent if image is not None else None
+        self._pace = Pace.of(image, engine.clock())
+        self._pace_lock = threading.Lock()  # the background thread and the code share it
+        self._previous: tuple[Any] | None = None
 
     @property
     def trace_context(self) -> dict[str, str]:
@@ -126,21 +142,50 @@ class ActivityRun:
         self._stop = exc
         self.stop_event.set()
 
-    def heartbeat(self) -> None:
-        """Heartbeat now.
+    @property
+    def previous_details(self) -> Any:
+        """The latest heartbeat ``details`` an earlier attempt of this activity kept (its
+        progress, to resume from), or None. Read on first use (one Query)."""
+        if self._previous is None:
+            text = previous_details(self._engine, self.workflow_exec_id, self.activity_name,
+                                    self.attempt)
+            self._previous = (decode_payload(text, field="heartbeat_details"),)
+        return self._previous[0]
+
+    def heartbeat(self, details: Any = None) -> None:
+        """Say the activity is alive, and (``details``: any JSON value) how far it got.
+
+        Writes only when it is worth a write (engine/heartbeats.py): when 80% of the
+        heartbeat timeout has passed since the last one written, or when ``details``
+        changed; in between, at most every third of the timeout, one read learns whether
+        to stop. Call it as often as you like.
 
         Raises:
             ActivityCancelled: cancelled; finish up and return (or let it propagate).
             ActivityTimedOut: the result will be ignored.
+            InvalidInput: ``details`` not JSON or too large (nothing was written).
         """
         if self._stop is not None:
             raise self._stop
-        try:
-            heartbeat(self._engine, self.activity_exec_id, self._image)
-            tracing.heartbeat_event(self._span)
-        except ActivityStopped as exc:
-            self._note_stop(exc)
-            raise
+        text = _details(details)
+        with self._pace_lock:
+            now = self._engine.clock()
+            plan = self._pace.plan(now, text)
+            try:
+                if plan == "write":
+                    self._engine.heartbeat(self.activity_exec_id, self._image, text)
+                    self._pace.wrote(now, text)
+                    tracing.heartbeat_event(self._span)
+                elif plan == "check":
+                    check_running(self._engine, self.activity_exec_id)
+                    self._pace.checked(now)
+            except ActivityStopped as exc:
+                self._note_stop(exc)
+                raise
+
+    def _next_beat_in(self) -> float:
+        with self._pace_lock:
+            return self._pace.next_in(self._engine.clock())
 
     def check(self) -> None:
         """Raise if the background heartbeat learned that the activity must stop."""
@@ -197,14 +242,21 @@ def upstream_view(engine: Engine,
 
 
 class _Heartbeater(threading.Thread):
-    def __init__(self, run: ActivityRun, interval: float) -> None:
+    """Heartbeats in the background, waking when the attempt's pace says a write or a
+    read is due (``interval``, when given, caps the sleep)."""
+
+    def __init__(self, run: ActivityRun, interval: float | None) -> None:
         super().__init__(name=f"whimbrel-heartbeat-{run.activity_exec_id}", daemon=True)
         self.run_ = run
         self.interval = interval
         self.done = threading.Event()
 
+    def _sleep(self) -> float:
+        due = self.run_._next_beat_in()
+        return max(MIN_BEAT_SLEEP_SECONDS, min(due, self.interval) if self.interval else due)
+
     def run(self) -> None:
-        while not self.done.wait(self.interval):
+        while not self.done.wait(self._sleep()):
             try:
                 if isinstance(self.run_.stop_requested, ActivityTimedOut):
                     # Its code runs on: its beats (recorded, never its state) keep its
@@ -252,7 +304,7 @@ def run_activity(engine: Engine, activity_exec_id: str, *,
     beat: _Heartbeater | None = None
     hb = current.heartbeat_timeout_seconds
     if hb:
-        beat = _Heartbeater(run, heartbeat_interval or max(hb / 3.0, 0.05))
+        beat = _Heartbeater(run, heartbeat_interval)
         beat.start()
     try:
         if wf_state not in (WorkflowState.RUNNING, WorkflowState.SUSPENDED):

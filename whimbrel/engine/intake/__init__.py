@@ -130,7 +130,9 @@ class Intake:
             with tracing.continued(item.traceparent):  # the requester's trace
                 self.engine.start(item.workflow_name, input_, version=item.version,
                                   request_id=request_id, source=item.source or "simple-api",
-                                  write_request=False, priority=item.priority)
+                                  write_request=False, priority=item.priority,
+                                  attributes=row_payload(self.engine.store, item.attributes, None,
+                                                         "attributes"))
         except ValidationError as exc:
             result = self._reject(SOURCE_WORKFLOW_REQUEST, record,
                                   describe_validation(exc, record), "ValidationError")

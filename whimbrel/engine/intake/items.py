@@ -49,6 +49,8 @@ class WorkflowRequestItem(BaseModel):
     traceparent: str | None = Field(default=None, max_length=1024)
     #: The run's priority: 0 (first) to 9 (absent: 5); contract/priority.py.
     priority: int | None = Field(default=None, ge=0, le=9, strict=True)
+    #: The run's attributes: a JSON string or a native map (contract/attributes.py).
+    attributes: Any = None
 
 
 class ActivityEventItem(BaseModel):
@@ -81,6 +83,9 @@ class ActivityEventItem(BaseModel):
     signal: str | None = Field(default=None, max_length=256)
     payload: Any = None
     signal_id: str | None = Field(default=None, min_length=1, max_length=512)
+    #: HEARTBEAT: the attempt's progress (JSON text or a native value), kept on it for
+    #: its next attempt (``ActivityRun.previous_details``).
+    details: Any = None
     #: APPROVE / REJECT: who decides, and why.
     by: str | None = Field(default=None, max_length=256)
     comment: str | None = Field(default=None, max_length=4000)

@@ -30,6 +30,8 @@ from whimbrel.contract.errors import (
     StateConflict,
 )
 from whimbrel.contract.ids import parse_activity_exec_id
+from whimbrel.contract.limits import MAX_HEARTBEAT_DETAILS_BYTES
+from whimbrel.contract.payloads import encode_payload
 from whimbrel.contract.states import Transition
 from whimbrel.engine import conditions, signals, suspend, waits
 from whimbrel.engine.engine import Engine
@@ -135,8 +137,11 @@ def actor_of(item: ActivityEventItem) -> str:
 def heartbeat(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
               aeid: str) -> IntakeResult:
     wx = parse_activity_exec_id(aeid).workflow_exec_id
+    details = encode_payload(row_payload(intake.engine.store, item.details, None, "details"),
+                             field="details",
+                             max_bytes=MAX_HEARTBEAT_DETAILS_BYTES)
     try:
-        state = intake.engine.heartbeat(aeid).value
+        state = intake.engine.heartbeat(aeid, details=details).value
     except ActivityCancelled as exc:
         # Recorded; the sender learns from the row's result_state that it must stop.
         state = exc.state
