@@ -20,9 +20,10 @@ from whimbrel import (
     Whimbrel,
     WorkflowDefinition,
 )
-from whimbrel.contract.ids import workflow_exec_id_for
+from whimbrel.contract.ids import shard_of, workflow_exec_id_for
 from whimbrel.contract.schedules import fire_request_id
 from whimbrel.engine.schedules import Schedules
+from whimbrel.store.specs import SCHEDULE_SHARDS
 from whimbrel.testing import RecordingLauncher, StepClock
 
 CLOCK = StepClock
@@ -97,6 +98,18 @@ def test_an_odd_stored_schedule_is_listed_with_its_problem_and_the_others_fire(
         "Key": {"schedule_id": {"S": "a_newer"}}})["Item"]
     assert json.loads(item["spec"]["S"])["jitter_seconds"] == 5
 
+    # What acts on it is refused with its problem; pausing and deleting still work.
+    with pytest.raises(InvalidInput, match="cannot be backfilled by this version"):
+        wb.backfill_schedule("b_odd", fire - 120, fire)
+    assert wb.pause_schedule("b_odd").status == "PAUSED"
+    with pytest.raises(InvalidInput, match=r"cannot be resumed by this version: .*overlap"):
+        wb.resume_schedule("b_odd")
+    wb.store.client.call("UpdateItem", {  # back as it was: ACTIVE, due at the fire
+        "TableName": wb.store.table_name("schedule"), "Key": {"schedule_id": {"S": "b_odd"}},
+        "UpdateExpression": "SET #s = :a, next_fire_epoch = :n, fire_shard = :k",
+        "ExpressionAttributeNames": {"#s": "status"},
+        "ExpressionAttributeValues": {":a": {"S": "ACTIVE"}, ":n": {"N": str(int(fire))},
+                                      ":k": {"S": shard_of("b_odd", SCHEDULE_SHARDS)}}})
     # Fixed by hand: it fires again (its missed firing within catch-up too).
     edit_spec(wb, "b_odd", catchup_seconds=3600, overlap="allow")
     clock.now = _minute(clock)

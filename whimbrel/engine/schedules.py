@@ -168,11 +168,16 @@ class Schedules(Feature):
 
     def resume(self, schedule_id: str) -> ScheduleInfo:
         """Put a PAUSED schedule back: it fires from its first fire time after now (the
-        firings of the paused time are not started; a buffered one is). Idempotent."""
+        firings of the paused time are not started; a buffered one is). Idempotent.
+
+        Raises:
+            InvalidInput: its stored item is one this version cannot act on.
+        """
         while True:
             info = self.get(schedule_id)
             if info.status != S.PAUSED.value:
                 return info
+            _actionable(info, "resumed")
             now = self.core.clock()
             after = max(now, info.last_fire_epoch or now)
             nxt = next_fire(info.schedule, after)
@@ -203,10 +208,11 @@ class Schedules(Feature):
 
         Raises:
             ScheduleNotFound: no such schedule.
-            InvalidInput: an empty range, one reaching past now, or too many firings.
+            InvalidInput: an empty range, one reaching past now, or too many firings; a
+                stored item this version cannot act on.
         """
         start, end = checked_time(start, "start"), checked_time(end, "end")
-        info = self.get(schedule_id)
+        info = _actionable(self.get(schedule_id), "backfilled")
         now = self.core.clock()
         if end > now:
             raise InvalidInput(f"backfill of {schedule_id!r} ends at {end}, after now "
@@ -368,3 +374,16 @@ def _stored_starting(info: ScheduleInfo) -> dict[str, Any]:
     if info.next_after_start is not None:
         out["next"] = info.next_after_start
     return out
+
+
+def _actionable(info: ScheduleInfo, verb: str) -> ScheduleInfo:
+    """``info``, unless its stored item is one this version cannot act on (issue 31).
+
+    Raises:
+        InvalidInput: naming the item's problem.
+    """
+    if info.problem is not None:
+        raise InvalidInput(f"schedule {info.schedule_id!r} cannot be {verb} by this "
+                           f"version: {info.problem}"[:1000], field="schedule",
+                           schedule_id=info.schedule_id)
+    return info
