@@ -281,3 +281,28 @@ def test_the_one_firing_recipe_works_for_a_time_that_is_not_a_whole_second(
     wb.sweep(clock())
     assert _runs(wb, "once_dt") == [fire_request_id("once_dt", int(when.timestamp()) + 1)]
     assert wb.get_schedule("once_dt").status == "ENDED"
+
+
+def test_odd_schedules_at_the_head_of_a_shard_never_hide_the_others(
+        wb: Whimbrel, clock: StepClock, tick: str) -> None:
+    """Odd schedules are left due, so they stay at the head of their shard's page of
+    the due index: the pass reads past them (here a page of 2 and 3 odd ones ahead)."""
+    feature = wb.engine.feature(Schedules)
+    feature.due_per_shard = 2
+    same = [sid for k in range(400) if shard_of(sid := f"s{k}", SCHEDULE_SHARDS) == "0"][:5]
+    fire = _minute(clock)
+    for sid in same:
+        wb.create_schedule(sid, tick, every_seconds=60, overlap="allow")
+    odd, good = same[:3], same[3:]
+    for sid in odd:
+        edit_spec(wb, sid, every_seconds="a minute")
+        wb.store.client.call("UpdateItem", {  # due earlier than the others: first
+            "TableName": wb.store.table_name("schedule"), "Key": {"schedule_id": {"S": sid}},
+            "UpdateExpression": "SET next_fire_epoch = :n",
+            "ExpressionAttributeValues": {":n": {"N": str(int(fire) - 30)}}})
+    assert set(wb.store.due_schedules("0", fire, 2)) <= set(odd)  # the first page
+    clock.now = fire
+    wb.sweep(clock())
+    for sid in good:
+        assert _runs(wb, sid) == [fire_request_id(sid, fire)], sid
+    assert wb.engine.incidents["schedule_skipped_odd"] == 3
