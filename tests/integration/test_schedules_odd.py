@@ -70,8 +70,9 @@ def test_an_odd_stored_schedule_is_listed_with_its_problem_and_the_others_fire(
     wb.store.client.call("UpdateItem", {
         "TableName": wb.store.table_name("schedule"),
         "Key": {"schedule_id": {"S": "d_odd_status"}},
-        "UpdateExpression": "SET skipped = :s",
-        "ExpressionAttributeValues": {":s": {"S": "many"}}})
+        "UpdateExpression": "SET skipped = :s, #st = :x",
+        "ExpressionAttributeNames": {"#st": "status"},  # a newer version's status
+        "ExpressionAttributeValues": {":s": {"S": "many"}, ":x": {"S": "SUSPENDED"}}})
     fire = clock.now = _minute(clock)
     report = wb.sweep(clock())  # raised TypeError before issue 31
     assert report.errors == []
@@ -90,7 +91,10 @@ def test_an_odd_stored_schedule_is_listed_with_its_problem_and_the_others_fire(
         and "overlap" in odd.problem
     assert odd.next_fire_epoch == fire and odd.last_run is None  # left as it was
     assert odd.to_dict()["problem"] == odd.problem
-    assert "skipped holds 'many'" in (listed["d_odd_status"].problem or "")
+    odd_status = listed["d_odd_status"]
+    assert odd_status.status == "SUSPENDED"  # shown as stored
+    assert "skipped holds 'many'" in (odd_status.problem or "")
+    assert "status 'SUSPENDED' is not one this version knows" in (odd_status.problem or "")
     assert wb.get_schedule("b_odd").problem == odd.problem
     # The newer version's fields are still in the item after this version fired it.
     item = wb.store.client.call("GetItem", {
