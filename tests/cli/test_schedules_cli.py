@@ -64,6 +64,11 @@ def test_bad_schedules_exit_4_and_store_nothing(run: Run, wb: Whimbrel,
               "--timezone", "Mars/Base", code=4)
     assert "time zone" in bad.stderr
     run("schedules", "create", "ghost", "nope", "--every-seconds", "60", code=3)
+    # Issue 31: the host's zone link is no IANA name (it fired at different times on
+    # different hosts).
+    bad = run("schedules", "create", "local", "report", "--cron", "0 0 * * *",
+              "--timezone", "localtime", code=4)
+    assert "'localtime' is not a known IANA time zone" in bad.stderr
     yaml_file = write_definition(
         "schedules:\n  - schedule_id: ok\n    workflow_name: report\n    every_seconds: 60\n"
         "  - schedule_id: bad\n    workflow_name: report\n    cron: '0 0 30 2 *'\n",
@@ -106,3 +111,15 @@ def test_an_odd_stored_schedule_is_listed_and_swept_past(
         fire_request_id("newer", minute))
     odd = wb.get_schedule("odd")
     assert odd.last_run is None and odd.next_fire_epoch == minute  # left as it was
+
+
+def test_the_one_firing_recipe_through_the_cli(run: Run, wb: Whimbrel,
+                                               write_definition: Callable[..., Path]) -> None:
+    """docs/schedules.md: one firing is ``every_seconds`` with ``start_at`` and ``end_at``
+    both at that time; a time with a fraction of a second was refused (issue 31)."""
+    run("definitions", "register", str(write_definition(WF)))
+    made = run.json("schedules", "create", "once", "report", "--every-seconds", "60",
+                    "--start-at", "2030-01-01T00:00:00.5Z", "--end-at",
+                    "2030-01-01T00:00:00.5Z")
+    assert made["status"] == "ACTIVE"
+    assert made["next_fire"] == "2030-01-01T00:00:01.000+00:00"

@@ -20,9 +20,10 @@ from whimbrel import (
     Whimbrel,
     WorkflowDefinition,
 )
-from whimbrel.contract.ids import workflow_exec_id_for
+from whimbrel.contract.ids import shard_of, workflow_exec_id_for
 from whimbrel.contract.schedules import fire_request_id
 from whimbrel.engine.schedules import Schedules
+from whimbrel.store.specs import SCHEDULE_SHARDS
 from whimbrel.testing import RecordingLauncher, StepClock
 
 CLOCK = StepClock
@@ -69,8 +70,9 @@ def test_an_odd_stored_schedule_is_listed_with_its_problem_and_the_others_fire(
     wb.store.client.call("UpdateItem", {
         "TableName": wb.store.table_name("schedule"),
         "Key": {"schedule_id": {"S": "d_odd_status"}},
-        "UpdateExpression": "SET skipped = :s",
-        "ExpressionAttributeValues": {":s": {"S": "many"}}})
+        "UpdateExpression": "SET skipped = :s, #st = :x",
+        "ExpressionAttributeNames": {"#st": "status"},  # a newer version's status
+        "ExpressionAttributeValues": {":s": {"S": "many"}, ":x": {"S": "SUSPENDED"}}})
     fire = clock.now = _minute(clock)
     report = wb.sweep(clock())  # raised TypeError before issue 31
     assert report.errors == []
@@ -89,7 +91,10 @@ def test_an_odd_stored_schedule_is_listed_with_its_problem_and_the_others_fire(
         and "overlap" in odd.problem
     assert odd.next_fire_epoch == fire and odd.last_run is None  # left as it was
     assert odd.to_dict()["problem"] == odd.problem
-    assert "skipped holds 'many'" in (listed["d_odd_status"].problem or "")
+    odd_status = listed["d_odd_status"]
+    assert odd_status.status == "SUSPENDED"  # shown as stored
+    assert "skipped holds 'many'" in (odd_status.problem or "")
+    assert "status 'SUSPENDED' is not one this version knows" in (odd_status.problem or "")
     assert wb.get_schedule("b_odd").problem == odd.problem
     # The newer version's fields are still in the item after this version fired it.
     item = wb.store.client.call("GetItem", {
@@ -97,6 +102,18 @@ def test_an_odd_stored_schedule_is_listed_with_its_problem_and_the_others_fire(
         "Key": {"schedule_id": {"S": "a_newer"}}})["Item"]
     assert json.loads(item["spec"]["S"])["jitter_seconds"] == 5
 
+    # What acts on it is refused with its problem; pausing and deleting still work.
+    with pytest.raises(InvalidInput, match="cannot be backfilled by this version"):
+        wb.backfill_schedule("b_odd", fire - 120, fire)
+    assert wb.pause_schedule("b_odd").status == "PAUSED"
+    with pytest.raises(InvalidInput, match=r"cannot be resumed by this version: .*overlap"):
+        wb.resume_schedule("b_odd")
+    wb.store.client.call("UpdateItem", {  # back as it was: ACTIVE, due at the fire
+        "TableName": wb.store.table_name("schedule"), "Key": {"schedule_id": {"S": "b_odd"}},
+        "UpdateExpression": "SET #s = :a, next_fire_epoch = :n, fire_shard = :k",
+        "ExpressionAttributeNames": {"#s": "status"},
+        "ExpressionAttributeValues": {":a": {"S": "ACTIVE"}, ":n": {"N": str(int(fire))},
+                                      ":k": {"S": shard_of("b_odd", SCHEDULE_SHARDS)}}})
     # Fixed by hand: it fires again (its missed firing within catch-up too).
     edit_spec(wb, "b_odd", catchup_seconds=3600, overlap="allow")
     clock.now = _minute(clock)
@@ -268,3 +285,28 @@ def test_the_one_firing_recipe_works_for_a_time_that_is_not_a_whole_second(
     wb.sweep(clock())
     assert _runs(wb, "once_dt") == [fire_request_id("once_dt", int(when.timestamp()) + 1)]
     assert wb.get_schedule("once_dt").status == "ENDED"
+
+
+def test_odd_schedules_at_the_head_of_a_shard_never_hide_the_others(
+        wb: Whimbrel, clock: StepClock, tick: str) -> None:
+    """Odd schedules are left due, so they stay at the head of their shard's page of
+    the due index: the pass reads past them (here a page of 2 and 3 odd ones ahead)."""
+    feature = wb.engine.feature(Schedules)
+    feature.due_per_shard = 2
+    same = [sid for k in range(400) if shard_of(sid := f"s{k}", SCHEDULE_SHARDS) == "0"][:5]
+    fire = _minute(clock)
+    for sid in same:
+        wb.create_schedule(sid, tick, every_seconds=60, overlap="allow")
+    odd, good = same[:3], same[3:]
+    for sid in odd:
+        edit_spec(wb, sid, every_seconds="a minute")
+        wb.store.client.call("UpdateItem", {  # due earlier than the others: first
+            "TableName": wb.store.table_name("schedule"), "Key": {"schedule_id": {"S": sid}},
+            "UpdateExpression": "SET next_fire_epoch = :n",
+            "ExpressionAttributeValues": {":n": {"N": str(int(fire) - 30)}}})
+    assert set(wb.store.due_schedules("0", fire, 2)) <= set(odd)  # the first page
+    clock.now = fire
+    wb.sweep(clock())
+    for sid in good:
+        assert _runs(wb, sid) == [fire_request_id(sid, fire)], sid
+    assert wb.engine.incidents["schedule_skipped_odd"] == 3

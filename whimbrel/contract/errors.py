@@ -272,8 +272,9 @@ class WorkflowNotRunning(NotAllowedNow):
 class DevAlreadyRunning(NotAllowedNow):
     """Another ``whimbrel dev`` (a local runtime) already pumps the streams of these
     tables: a second one would process every stream record twice. It holds the ``dev``
-    lease (``lease`` table) since ``since_epoch``, renewed while it runs; a runtime that
-    was killed frees it at ``until_epoch``."""
+    lease (``lease`` table) since ``since_epoch``, renewed while it runs (``until_epoch``:
+    when it lapses unless renewed). Raised for a live holder on this host; a dead one is
+    taken over, another host's waited for (``whimbrel/local/devlease.py``)."""
 
     def __init__(self, *, table_prefix: str, endpoint: str | None, host: str | None,
                  pid: int | None, since_epoch: float, until_epoch: float) -> None:
@@ -283,8 +284,9 @@ class DevAlreadyRunning(NotAllowedNow):
             f"another whimbrel dev already runs on tables {table_prefix}* at "
             f"{endpoint or 'this endpoint'}: pid {pid} on {host}, since {at(since_epoch)}. "
             "Two would process every stream record twice: stop that one, or give this one "
-            "other tables (--table-prefix). If it was killed, its lease expires at "
-            f"{at(until_epoch)} and dev starts again from then on",
+            "other tables (--table-prefix). A dev killed on this host is taken over at "
+            "once; one on another host when its lease lapses (now "
+            f"{at(until_epoch)}, unless it renews it)",
             table_prefix=table_prefix, endpoint=endpoint, host=host, pid=pid,
             since_epoch=since_epoch, until_epoch=until_epoch)
         self.host, self.pid = host, pid

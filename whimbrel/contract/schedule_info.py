@@ -6,11 +6,17 @@ this version cannot act on is still a record, with its ``problem``.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from whimbrel.contract.errors import InvalidInput
+from whimbrel.contract.limits import NAME_PATTERN
 from whimbrel.contract.schedules import Schedule
+
+_ID = re.compile(NAME_PATTERN)
 
 
 class ScheduleStatus(StrEnum):
@@ -69,6 +75,25 @@ class ScheduleInfo:
     def schedule_id(self) -> str:
         return self.schedule.schedule_id
 
+    def actionable(self, verb: str) -> ScheduleInfo:
+        """Self, unless the stored item is one this version cannot act on (issue 31).
+
+        Raises:
+            InvalidInput: naming the item's problem (``verb``: what was asked).
+        """
+        if self.problem is not None:
+            raise InvalidInput(f"schedule {self.schedule_id!r} cannot be {verb} by this "
+                               f"version: {self.problem}"[:1000], field="schedule",
+                               schedule_id=self.schedule_id)
+        return self
+
+    def starting_attribute(self) -> dict[str, Any]:
+        """``starting`` as stored: the decided firings and the look after them."""
+        out: dict[str, Any] = {"fires": list(self.starting)}
+        if self.next_after_start is not None:
+            out["next"] = self.next_after_start
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """Plain data (for the CLI's JSON and the console)."""
         out: dict[str, Any] = {"schedule_id": self.schedule_id, "status": self.status}
@@ -81,3 +106,28 @@ class ScheduleInfo:
         if self.starting:
             out["starting"] = list(self.starting)
         return out
+
+
+def checked_id(schedule_id: Any) -> str:
+    """A schedule id as given, once it is one.
+
+    Raises:
+        InvalidInput: not a string matching ``NAME_PATTERN``.
+    """
+    if not isinstance(schedule_id, str) or not _ID.match(schedule_id):
+        raise InvalidInput(f"schedule_id must match {NAME_PATTERN}, not {schedule_id!r}"[:200],
+                           field="schedule_id")
+    return schedule_id
+
+
+def checked_time(value: Any, field: str) -> float:
+    """Epoch seconds as given (a finite number, not a bool).
+
+    Raises:
+        InvalidInput: anything else.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not math.isfinite(value):
+        raise InvalidInput(f"{field} must be epoch seconds or an aware datetime, not "
+                           f"{value!r}"[:200], field=field)
+    return float(value)

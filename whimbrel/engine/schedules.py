@@ -28,8 +28,6 @@ other schedule fires (``whimbrel.contract.stored``).
 from __future__ import annotations
 
 import logging
-import math
-import re
 from typing import TYPE_CHECKING, Any
 
 from whimbrel.contract.errors import (
@@ -39,9 +37,13 @@ from whimbrel.contract.errors import (
     NotFound,
     WhimbrelError,
 )
-from whimbrel.contract.limits import NAME_PATTERN
 from whimbrel.contract.records import REMOVE
-from whimbrel.contract.schedule_info import ScheduleInfo, ScheduleStatus
+from whimbrel.contract.schedule_info import (
+    ScheduleInfo,
+    ScheduleStatus,
+    checked_id,
+    checked_time,
+)
 from whimbrel.contract.schedules import (
     MAX_DUE_FIRES,
     OverlapAction,
@@ -65,32 +67,8 @@ log = logging.getLogger("whimbrel.schedules")
 S = ScheduleStatus
 #: Due schedules one sweep pass takes from each shard (the rest wait for the next).
 DUE_PER_SHARD = 100
-_ID = re.compile(NAME_PATTERN)
-
-
-def checked_id(schedule_id: Any) -> str:
-    """A schedule id as given, once it is one.
-
-    Raises:
-        InvalidInput: not a string matching ``NAME_PATTERN``.
-    """
-    if not isinstance(schedule_id, str) or not _ID.match(schedule_id):
-        raise InvalidInput(f"schedule_id must match {NAME_PATTERN}, not {schedule_id!r}"[:200],
-                           field="schedule_id")
-    return schedule_id
-
-
-def checked_time(value: Any, field: str) -> float:
-    """Epoch seconds as given (a finite number, not a bool).
-
-    Raises:
-        InvalidInput: anything else.
-    """
-    if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not math.isfinite(value):
-        raise InvalidInput(f"{field} must be epoch seconds or an aware datetime, not "
-                           f"{value!r}"[:200], field=field)
-    return float(value)
+#: How far past schedules left due (odd items) a pass reads a shard, in pages.
+MAX_PAGES_PER_SHARD = 10
 
 
 class ScheduleNotFound(NotFound):
@@ -109,6 +87,8 @@ class Schedules(Feature):
 
     def __init__(self, core: Core) -> None:
         self.core = core
+        #: Due schedules one sweep pass takes from each shard's first page.
+        self.due_per_shard = DUE_PER_SHARD
 
     # -- management ------------------------------------------------------------------------
 
@@ -168,11 +148,16 @@ class Schedules(Feature):
 
     def resume(self, schedule_id: str) -> ScheduleInfo:
         """Put a PAUSED schedule back: it fires from its first fire time after now (the
-        firings of the paused time are not started; a buffered one is). Idempotent."""
+        firings of the paused time are not started; a buffered one is). Idempotent.
+
+        Raises:
+            InvalidInput: its stored item is one this version cannot act on.
+        """
         while True:
             info = self.get(schedule_id)
             if info.status != S.PAUSED.value:
                 return info
+            info.actionable("resumed")
             now = self.core.clock()
             after = max(now, info.last_fire_epoch or now)
             nxt = next_fire(info.schedule, after)
@@ -203,10 +188,11 @@ class Schedules(Feature):
 
         Raises:
             ScheduleNotFound: no such schedule.
-            InvalidInput: an empty range, one reaching past now, or too many firings.
+            InvalidInput: an empty range, one reaching past now, or too many firings; a
+                stored item this version cannot act on.
         """
         start, end = checked_time(start, "start"), checked_time(end, "end")
-        info = self.get(schedule_id)
+        info = self.get(schedule_id).actionable("backfilled")
         now = self.core.clock()
         if end > now:
             raise InvalidInput(f"backfill of {schedule_id!r} ends at {end}, after now "
@@ -220,22 +206,42 @@ class Schedules(Feature):
         store = self.core.store
         seen = store.due_schedule_shards(now)  # one request (None: ask each shard)
         shards = [k for k in store.schedule_shards if seen is None or k in seen]
-        reads = [self.core.submit(store.due_schedules, shard, now, DUE_PER_SHARD)
+        reads = [self.core.submit(store.due_schedules, shard, now, self.due_per_shard)
                  for shard in shards]
         for shard, read in zip(shards, reads, strict=True):
             due = read.result()
             # Another sweeper's shard: it fires these (fire() is safe twice; this saves
             # the reads).
-            if not due or not leases.hold(shard):
-                continue
+            if due and leases.hold(shard):
+                self._sweep_shard(shard, now, due)
+
+    def _sweep_shard(self, shard: str, now: float, due: list[str]) -> None:
+        """Fire the due schedules of one shard, oldest first. One left due (an odd item,
+        skipped; one that raised) stays at the head of the shard's page, so past such
+        ones the page is read further: however many there are (up to
+        ``MAX_PAGES_PER_SHARD`` pages), every other due schedule fires."""
+        done: set[str] = set()
+        limit = self.due_per_shard
+        while True:
+            left_due = 0
             for schedule_id in due:
+                if schedule_id in done:
+                    continue
+                done.add(schedule_id)
                 try:
-                    self.fire(schedule_id, now)
+                    if self._fire(schedule_id, now) is None:
+                        left_due += 1
                 except Exception as exc:  # one schedule, whatever it raises, never stops
                     # the others (as a timer or a reconcile visit in sweep.py)
+                    left_due += 1
                     log.warning("schedule %s: %s", schedule_id, exc,
                                 exc_info=not isinstance(exc, WhimbrelError))
                     report_sweep_error(self.core.metrics, "schedule", schedule_id, exc)
+            if not left_due or len(due) < limit \
+                    or limit >= MAX_PAGES_PER_SHARD * self.due_per_shard:
+                return
+            limit += left_due
+            due = self.core.store.due_schedules(shard, now, limit)
 
     def fire(self, schedule_id: str, now: float) -> list[str]:
         """Start what of one schedule is due at ``now`` and advance it; the run ids
@@ -247,6 +253,10 @@ class Schedules(Feature):
         started after it, and the second write records them. A sweeper that lost the
         decision starts nothing of its own: ``overlap="skip"`` holds even when the
         previous run ends between two sweepers' reads of it."""
+        return self._fire(schedule_id, now) or []
+
+    def _fire(self, schedule_id: str, now: float) -> list[str] | None:
+        """``fire``; None when the schedule was left due: its stored item is odd."""
         info = self.core.store.get_schedule(schedule_id)
         if info is None or info.next_fire_epoch is None or info.next_fire_epoch > now:
             return []  # gone, paused, ended or advanced since the index read
@@ -257,7 +267,7 @@ class Schedules(Feature):
             self.core.incidents.count("schedule_skipped_odd")
             report_sweep_error(self.core.metrics, "schedule", schedule_id,
                                InvalidInput(info.problem, field="schedule"))
-            return []
+            return None
         if info.status != S.ACTIVE.value:
             return []
         if info.starting:  # decided, by this or another sweeper (maybe one that died)
@@ -333,7 +343,7 @@ class Schedules(Feature):
         # sweepers recording it, one writes.
         self.core.store.update_schedule(info.schedule_id, changes, expect={
             "status": S.ACTIVE.value, "next_fire_epoch": info.next_fire_epoch,
-            "last_fire_epoch": info.last_fire_epoch, "starting": _stored_starting(info)})
+            "last_fire_epoch": info.last_fire_epoch, "starting": info.starting_attribute()})
         return started
 
     def _live(self, workflow_exec_id: str | None) -> bool:
@@ -361,11 +371,3 @@ class Schedules(Feature):
             return None, f"{fire_request_id(s.schedule_id, fire)}: {exc}"[:1000]
         started.append(wx)
         return wx, error
-
-
-def _stored_starting(info: ScheduleInfo) -> dict[str, Any]:
-    """``starting`` as ``_decide`` wrote it (what the recording write expects)."""
-    out: dict[str, Any] = {"fires": list(info.starting)}
-    if info.next_after_start is not None:
-        out["next"] = info.next_after_start
-    return out

@@ -44,7 +44,7 @@ def schedule_info(item: Mapping[str, Any]) -> ScheduleInfo:
     data = {name: value for name, kind in _INFO_FIELDS.items()
             if (value := _attribute(item, name, kind, problems)) is not None}
     if data.get("status", ScheduleStatus.ACTIVE.value) not in _STATUSES:
-        problems.append(f"status {data.pop('status')!r} is not one this version knows "
+        problems.append(f"status {data['status']!r} is not one this version knows "
                         f"({', '.join(_STATUSES)})"[:300])
     starting = _attribute(item, "starting", dict, problems)
     if starting is not None:
