@@ -17,6 +17,7 @@ class ThumbnailsStack(Stack):
         engine = Whimbrel(self, "Whimbrel", props=WhimbrelProps(table_prefix="thumbs_"))
 
         code = lambda_.Code.from_asset("examples/lambda_activities")  # bundle whimbrel too
+        functions = []
         for name, handler in (("validate", "handlers.validate"),
                               ("render", "handlers.render"),
                               ("index", "handlers.index")):
@@ -34,3 +35,9 @@ class ThumbnailsStack(Stack):
             # The engine (stream handlers, sweeper) invokes the function as the launcher.
             for engine_fn in engine.functions.values():
                 fn.grant_invoke(engine_fn)
+            functions.append(fn)
+        # An activity's end runs its follow-ups in its own function, which launches the
+        # next activities (validate -> the renders -> index; a retry of itself).
+        for fn in functions:
+            for other in functions:
+                other.grant_invoke(fn)

@@ -3,7 +3,9 @@
 Each handler gets the launcher's payload, runs its work inside
 ``Whimbrel.run_activity`` (RUNNING, background heartbeats, then COMPLETED with the
 output or FAILED with the error) and returns. The client is built once per container
-from WHIMBREL_TABLE_PREFIX (and the region of the function).
+from WHIMBREL_TABLE_PREFIX (and the region of the function), with the AWS launchers:
+recording an end runs its follow-ups here, and those launch the next activities
+(``validate`` completing invokes the three renders), which are Lambda functions too.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from whimbrel import Whimbrel
+from whimbrel.launch.aws import aws_launchers
 
-wb = Whimbrel.from_env()
+wb = Whimbrel.from_env(launchers=aws_launchers())
 
 
 def _run(event: dict[str, Any], work: Any) -> None:

@@ -36,7 +36,9 @@ def test_bash_completion_completes_commands_and_options() -> None:
     done = _run(_WHIMBREL_COMPLETE="complete_bash", COMP_WORDS="whimbrel status --wa",
                 COMP_CWORD="2")
     assert "--watch" in done.stdout.split(), done
-    script = _run("--show-completion", "bash")
+    # For the shell it runs in (Typer asks the process tree), as a user types it.
+    script = subprocess.run(["bash", "-c", f"{WHIMBREL} --show-completion"],
+                            capture_output=True, text=True, timeout=120, check=False)
     assert script.returncode == 0 and "_whimbrel_completion" in script.stdout, script
 
 
