@@ -78,3 +78,23 @@ def test_a_nesting_only_the_run_shows_fails_instead_of_waiting(wb: Whimbrel) -> 
     assert (work.state, work.error_type) == (A.FAILED, "PoolDeadlock")
     assert "pool 'api'" in (work.error or "")
     assert wb.get_pool("api").in_use == 0
+
+
+def test_a_max_running_child_only_the_run_shows_is_refused_not_queued(wb: Whimbrel) -> None:
+    """job (max_running 1) starts mid, whose later version starts job version 1: no
+    registration saw both. The inner start would wait QUEUED for the run slot its
+    ancestor holds; it is refused instead, and the runs fail rather than wait for good."""
+    wb.register_workflow(leaf("job", max_running=1))
+    wb.register_workflow(leaf("mid"))
+    wb.register_workflow(parent("job", "mid", max_running=1))  # version 2
+    wb.register_workflow(parent("mid", "job", version=1))  # version 2: no cycle by version
+    wf = wb.wait(wb.start_workflow("job"), timeout=30)
+    assert wf.state is W.FAILED
+    mid_wx = wf.activity("sub").child_workflow_exec_id
+    assert mid_wx is not None
+    inner = wb.get_workflow(mid_wx).activity("sub")
+    assert (inner.state, inner.error_type) == (A.FAILED, "PoolDeadlock")
+    assert "max_running=1" in (inner.error or "")
+    # The run slot was given back: a new run of job starts at once (never QUEUED).
+    again = wb.get_workflow(wb.start_workflow("job"))
+    assert "QUEUED" not in [h.state for h in again.history]

@@ -368,12 +368,28 @@ def _lower_when_held(wb: Whimbrel, wx: str, call: Call) -> bool:
     return False
 
 
+def _child_takes_the_pool(wb: Whimbrel, wx: str, call: Call) -> bool:
+    """The child definition takes its parent's pool after the parent was registered (a
+    new version each run): only the run can show the nesting (issue 31)."""
+    crashed, _ = call("child takes the pool", lambda: wb.register_workflow(
+        WorkflowDefinition("nestkid", (replace(act("K"), pool="np"),))))
+    return not crashed
+
+
 def pool_plans() -> list[Plan]:
     """A pool of one slot shared by two branches (a crash anywhere: no slot leaked, never
     two holders); a second run of a ``max_running: 1`` definition, QUEUED behind the
     first and started by its end; a pool lowered from 2 slots to 1 while held, one of
     whose holders times out and is retried (issue 31)."""
     return [
+        # The launcher holds the pool's one slot; its child's attempt would wait for it:
+        # it fails at once (PoolDeadlock), so do the child and the parent, and the slot
+        # comes back, whatever write the process died at.
+        Plan("pool-nested", WorkflowDefinition("nestparent", (ActivityDefinition(
+            "S", launcher=LauncherSpec.workflow("nestkid"), pool="np",
+            retry=RetryPolicy(max_attempts=1)),)), W.FAILED, pools=(("np", 1),),
+            children=(WorkflowDefinition("nestkid", (act("K"),)),),
+            before=_child_takes_the_pool),
         Plan("pool-lowered", WorkflowDefinition("lowered", (
             act("A"), *(replace(act(n, "A"), pool="lp") for n in ("B", "C", "E")),
             act("D", "B", "C", "E"))), W.COMPLETED, pools=(("lp", 2),),

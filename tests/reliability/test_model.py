@@ -360,6 +360,10 @@ class WorkflowMachine(RuleBasedStateMachine):
         #: This example's pool of one slot (its runs' pooled activities share it).
         self.pool = f"mpool{COUNTS['examples']}"
         self.wb.set_pool(self.pool, slots=1, per_second=None)
+        #: Its limit now (issue 31: a rule raises and lowers it), and the attempts that
+        #: held it when it last changed (they may stay above a lowered limit, no other).
+        self.slots = 1
+        self.before: set[str] = set()
 
     def teardown(self) -> None:
         self.wb.close()
@@ -441,6 +445,23 @@ class WorkflowMachine(RuleBasedStateMachine):
         return [(wf, a) for wf, a in self._attempts(A.READY, A.RUNNING, A.CANCELLED_RUNNING)
                 if wf.state is W.RUNNING and wf.signal_name(a.name) is None
                 and wf.defn.activity(a.name).pool is None]
+
+    @rule(slots=st.sampled_from([0, 1, 2]))
+    def resize_pool(self, slots: int) -> None:
+        """Issue 31: an operator raises or lowers the pool (0 closes it). Lowered below
+        the slots held, it admits nothing until they are below the new limit."""
+        self.before = set(self._live_holders())
+        self.wb.set_pool(self.pool, slots=slots, per_second=None)
+        self.slots = slots
+        WAIT_COUNTS[f"pool resized to {slots}"] = WAIT_COUNTS.get(
+            f"pool resized to {slots}", 0) + 1
+
+    def _live_holders(self) -> list[str]:
+        return [row.activity_exec_id for wf in self.model.wfs.values()
+                for row in self.wb.store.list_activities(wf.wx)
+                if wf.defn.activity(row.activity_name).pool is not None
+                and row.pool_slot is not None and row.state is not None
+                and not row.state.is_terminal]
 
     @precondition(lambda self: self._losable())
     @rule(pick=st.integers(0, 99))
@@ -658,9 +679,11 @@ class WorkflowMachine(RuleBasedStateMachine):
 
     @invariant()
     def the_pool_holds_one(self) -> None:
-        """The example's pool of one slot, on the tables: at most one live attempt holds
-        it; nothing is claimable or running without its slot; the slot's holder is that
-        attempt, or one that just ended (its release follows the end's write)."""
+        """The example's pool, on the tables: at most its limit of live attempts hold it
+        (more only of those that held it when it was lowered: issue 31); nothing is
+        claimable or running without its slot; a slot's holder is a live attempt that
+        records it, or one that ended (its release follows the end's write, or it timed
+        out while its code may still run)."""
         live: list[str] = []
         waiting = 0
         for wf in self.model.wfs.values():
@@ -672,19 +695,26 @@ class WorkflowMachine(RuleBasedStateMachine):
                                                               A.PREPARING):
                     assert row.pool_slot is not None, f"started around its pool: {row}"
                 if row.pool_slot is not None and not row.state.is_terminal:
-                    assert parse_slot_ref(row.pool_slot) == (self.pool, 0), row
+                    pool, k = parse_slot_ref(row.pool_slot)
+                    assert pool == self.pool and k in (0, 1), row
                     live.append(row.activity_exec_id)
-        assert len(live) <= 1, f"two holders of one slot: {live}"
+        assert len(live) <= self.slots or set(live) <= self.before, \
+            f"{live} hold a pool of {self.slots} slot(s) (held by {self.before} when set)"
         if live and waiting:  # (printed with the figures: the pool was exercised)
             WAIT_COUNTS["pool: steps with a waiter"] = WAIT_COUNTS.get(
                 "pool: steps with a waiter", 0) + 1
-        slot = self.wb.store.get_slot(self.pool, 0)
-        if live:
-            assert slot.holder == live[0], (slot, live)
-        if slot.holder is not None and not live:
+        for slot in (self.wb.store.get_slot(self.pool, k) for k in (0, 1)):
+            if slot.holder is None or slot.holder in live:
+                if slot.holder is not None:
+                    row = self.wb.store.get_activity(slot.holder)
+                    assert row is not None and row.pool_slot == f"{self.pool}#{slot.k}", \
+                        (slot, row)
+                continue
             row = self.wb.store.get_activity(slot.holder)
             assert row is None or row.state is None or row.state.is_terminal \
                 or row.pool_slot is None, (slot, row)
+        held = {s.holder for s in (self.wb.store.get_slot(self.pool, k) for k in (0, 1))}
+        assert set(live) <= held, (live, held)  # every live holder's slot says so
 
     @invariant()
     def no_attempt_id_comes_back(self) -> None:

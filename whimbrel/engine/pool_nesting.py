@@ -14,7 +14,9 @@ registration cannot see — a child definition changed afterwards, ``slots`` giv
 pool later — is caught when a child run's attempt would wait for a pool its ancestor's
 attempt holds: it fails at once (``PoolDeadlock``, :func:`fail_nested`) instead of
 waiting for good; its retry policy applies, and the parent's attempt then fails with
-its child and gives its slot back.
+its child and gives its slot back. A child run that would wait QUEUED for the run slots
+of its own name that an ancestor holds is not started (:class:`PoolDeadlock`): the
+parent's attempt fails.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from whimbrel.contract.definitions import WorkflowDefinition
-from whimbrel.contract.errors import DefinitionNotFound, StateConflict
+from whimbrel.contract.errors import DefinitionNotFound, NotAllowedNow, StateConflict
 from whimbrel.contract.nesting import CHILD_LAUNCHER, ChildRef
 from whimbrel.contract.pools import PoolInfo, parse_slot_ref
 from whimbrel.contract.records import WorkflowRecord
@@ -153,3 +155,33 @@ def fail_nested(core: Core, aeid: str, defn: WorkflowDefinition, pool: str,
                        error_type=POOL_DEADLOCK)
     except StateConflict:
         return  # moved meanwhile (admitted, cancelled): nothing to fail
+
+
+class PoolDeadlock(NotAllowedNow):
+    """A child run would wait QUEUED for one of the ``max_running`` run slots an ancestor
+    run of the same name holds (all held): its start is refused, so the parent's attempt
+    fails (its retry policy applies) instead of waiting for good."""
+
+    def __init__(self, *, workflow_name: str, holder: str, max_running: int) -> None:
+        super().__init__(
+            f"a child run of {workflow_name!r} would wait for one of its max_running="
+            f"{max_running} run slots, which its ancestor run {holder} holds (all are "
+            "held): deadlock; start another definition, or drop max_running",
+            workflow_name=workflow_name, holder=holder)
+
+
+def run_held_above(core: Core, wf: WorkflowRecord) -> str | None:
+    """The ancestor run of ``wf`` of the same name that holds one of its run slots (its
+    id), or None."""
+    parent = wf.parent_activity_exec_id
+    for _ in range(MAX_ANCESTORS):
+        if parent is None:
+            return None
+        item = core.store.get_activity(parent)
+        run = core.store.get_workflow(item.workflow_exec_id) if item is not None else None
+        if run is None:
+            return None
+        if run.workflow_name == wf.workflow_name and run.pool_slot is not None:
+            return run.workflow_exec_id
+        parent = run.parent_activity_exec_id
+    return None

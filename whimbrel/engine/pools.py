@@ -61,7 +61,13 @@ from whimbrel.engine import admission
 from whimbrel.engine.feature import Admission, Core, Feature
 from whimbrel.engine.pool_holders import kept_until, next_check
 from whimbrel.engine.pool_ledger import Ledger, PoolNotFound
-from whimbrel.engine.pool_nesting import fail_nested, held_above, nesting_problems
+from whimbrel.engine.pool_nesting import (
+    PoolDeadlock,
+    fail_nested,
+    held_above,
+    nesting_problems,
+    run_held_above,
+)
 from whimbrel.engine.pool_queue import Queue
 
 if TYPE_CHECKING:
@@ -208,6 +214,10 @@ class Pools(Feature):
                     self.ledger.give_back(pool, taken, wx, getattr(cur, "pool_slot", None))
 
             return Admission(True, {"pool_slot": ref}, lost=lost)
+        above = run_held_above(self.core, wf)
+        if above is not None:  # it would wait QUEUED for a slot its ancestor holds
+            raise PoolDeadlock(workflow_name=wf.workflow_name, holder=above,
+                               max_running=defn.max_running)
 
         def queue(rec: WorkflowRecord | None) -> None:
             if rec is not None and rec.state in WORKFLOW_WAITING:
