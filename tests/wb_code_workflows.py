@@ -178,3 +178,10 @@ def patchy(ctx: WorkflowContext, input: Any) -> Any:
     out.append(ctx.step(echo, "end"))
     ctx.step("gate2")
     return out
+
+
+@workflow("parent")
+def parent(ctx: WorkflowContext, input: Any) -> Any:
+    out = ctx.child("chain", {"n": 10, "steps": 2})
+    dispatched = ctx.child("named", None, wait=False)
+    return {"child": out, "dispatched": dispatched}

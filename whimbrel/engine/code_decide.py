@@ -189,6 +189,9 @@ def _apply(core: Core, wf: WorkflowRecord, defn: CodeDefinition, history: Histor
     exist and be final already (another process decided further): replay again."""
     wx = wf.workflow_exec_id
     props = _properties_text(decision)
+    for run in decision.dispatches:  # idempotent: the request id names one run
+        core.start(run.workflow_name, json.loads(run.input or "null"),
+                   request_id=run.request_id, source=f"dispatch:{wx}")
     if decision.outcome == "waiting":
         if props is not None and props != (wf.properties or "{}"):
             # Only a live run's state changes; an ended one keeps what it ended with.

@@ -23,6 +23,7 @@ from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.code.errors import NonDeterminism, StepFailed, WaitTimedOut
 from whimbrel.contract.code.history import History, RunFacts
 from whimbrel.contract.errors import InvalidDefinition, InvalidInput
+from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.launching import LauncherSpec, RetryPolicy
 from whimbrel.contract.limits import MAX_INPUT_BYTES, MAX_OUTPUT_BYTES
 from whimbrel.contract.payloads import encode_payload
@@ -56,6 +57,15 @@ class NewStep:
     patches: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Dispatch:
+    """A run to start without waiting for it (``ctx.child(..., wait=False)``)."""
+
+    workflow_name: str
+    input: str | None
+    request_id: str
+
+
 @dataclass
 class Decision:
     """What one replay decided.
@@ -67,6 +77,7 @@ class Decision:
 
     outcome: Literal["waiting", "completed", "failed", "continued"]
     new_steps: list[NewStep] = field(default_factory=list)
+    dispatches: list[Dispatch] = field(default_factory=list)
     waiting_on: list[str] = field(default_factory=list)
     output: str | None = None
     error: str | None = None
@@ -126,6 +137,8 @@ class WorkflowContext:
         self.waiting_on: list[str] = []
         self.nondeterminism: NonDeterminism | None = None
         self._patches: list[str] = []
+        self._dispatches = 0
+        self.dispatches: list[Dispatch] = []
 
     # -- steps --------------------------------------------------------------------------
 
@@ -237,6 +250,30 @@ class WorkflowContext:
                          error=known.error, error_type=known.error_type,
                          activity_exec_id=known.activity_exec_id)
 
+    # -- other runs ---------------------------------------------------------------------
+
+    def child(self, workflow_name: str, input: Any = None, *, wait: bool = True) -> Any:
+        """Run the registered workflow ``workflow_name`` (DAG or code) as a child.
+
+        ``wait=True``: a step ``child-<name>#<k>`` whose attempt is the child run (its
+        cancel cancels the child); returns the child's output, raises ``StepFailed``
+        when it fails. ``wait=False`` (fire and forget): starts the run once (its
+        request id is derived from this run and the call) and returns its
+        ``workflow_exec_id`` at once; this run does not wait for it.
+        """
+        if wait:
+            base = "child-" + "".join(c if c.isalnum() or c in "_-" else "_"
+                                      for c in workflow_name)[:58]
+            return self.start(base, input,
+                              launcher=LauncherSpec.workflow(workflow_name)).result()
+        self._dispatches += 1
+        request_id = f"{self.workflow_exec_id}:dispatch:{self._dispatches}"
+        if not any(seq > self._seq for seq in self._history.by_seq):
+            text = encode_payload(input, field=f"input of {workflow_name}",
+                                  max_bytes=MAX_INPUT_BYTES)
+            self.dispatches.append(Dispatch(workflow_name, text, request_id))
+        return workflow_exec_id_for(request_id)
+
     # -- versioning and continuing ---------------------------------------------------------
 
     def patched(self, patch_id: str) -> bool:
@@ -345,6 +382,7 @@ def replay(fn: Callable[[WorkflowContext, Any], Any], facts: RunFacts,
         outcome.properties = dict(json.loads(json.dumps(ctx.properties, allow_nan=False)))
     except (TypeError, ValueError) as exc:
         return Decision("failed", error=f"InvalidInput: ctx.properties is not JSON: {exc}")
+    outcome.dispatches = ctx.dispatches  # started whatever the outcome (fire and forget)
     if outcome.outcome == "waiting":
         outcome.new_steps = ctx.new_steps
         outcome.waiting_on = ctx.waiting_on
