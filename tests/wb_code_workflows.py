@@ -3,6 +3,7 @@ process that decides or runs a step finds them)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -185,3 +186,19 @@ def parent(ctx: WorkflowContext, input: Any) -> Any:
     out = ctx.child("chain", {"n": 10, "steps": 2})
     dispatched = ctx.child("named", None, wait=False)
     return {"child": out, "dispatched": dispatched}
+
+
+@workflow("crashy")
+def crashy(ctx: WorkflowContext, input: Any) -> Any:
+    """External steps only: the test drives each end, so the writes come in one order."""
+    first = ctx.step("a", 1)
+    handles = [ctx.start("p", i) for i in range(2)]
+    outs = [h.result() for h in handles]
+    ctx.properties["outs"] = outs
+    last = ctx.step("a", 2)
+    return [first, outs, last]
+
+
+def json_loads(text: str | None) -> Any:
+    """A step's input as the test hands it back as its output."""
+    return None if text is None else json.loads(text)
