@@ -202,3 +202,16 @@ def crashy(ctx: WorkflowContext, input: Any) -> Any:
 def json_loads(text: str | None) -> Any:
     """A step's input as the test hands it back as its output."""
     return None if text is None else json.loads(text)
+
+
+def half(run: ActivityRun) -> Any:
+    _count(run)
+    if run.input % 7 == 3:
+        raise ValueError(f"{run.input} is unlucky")
+    return run.input / 2
+
+
+@workflow("mapper")
+def mapper(ctx: WorkflowContext, input: Any) -> Any:
+    return ctx.map(half, list(range(input["n"])), max_concurrency=input["lanes"],
+                   tolerated_failures=input["tolerated"])

@@ -223,3 +223,17 @@ def test_a_child_run_is_waited_for_and_a_dispatched_one_is_not(cwb: Whimbrel) ->
     dispatched = cwb.wait(run.output["dispatched"], timeout=30)
     assert dispatched.state is W.COMPLETED and dispatched.output == ["a", "b", "c"]
     assert dispatched.parent_workflow_exec_id is None  # fire and forget: not its child
+
+
+def test_map_runs_a_step_per_item_in_lanes_and_tolerates_failures(cwb: Whimbrel) -> None:
+    cwb.register_workflow(code.mapper)
+    wx = cwb.start_workflow("mapper", {"n": 12, "lanes": 3, "tolerated": 2})
+    run = cwb.wait(wx, timeout=60)
+    assert run.state is W.COMPLETED, run
+    assert run.output == [None if i % 7 == 3 else i / 2 for i in range(12)]
+    assert sorted(a.activity_name for a in run.activities) == sorted(
+        f"half#{k}" for k in range(1, 13))
+    bad = cwb.start_workflow("mapper", {"n": 12, "lanes": 4, "tolerated": 1})
+    failed = cwb.wait(bad, timeout=60)
+    assert failed.state is W.FAILED, failed
+    assert "StepFailed: step half#4 FAILED" in (failed.error or "")

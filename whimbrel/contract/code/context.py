@@ -198,6 +198,41 @@ class WorkflowContext:
             self._diverged(f"{step} (at step {known.seq})", step)
         return StepHandle(self, step)
 
+    def map(self, fn_or_name: Callable[..., Any] | str, items: Sequence[Any], *,
+            max_concurrency: int | None = None, tolerated_failures: int = 0,
+            **options: Any) -> list[Any]:
+        """Run one step per item (each item is its step's input), at most
+        ``max_concurrency`` at once (None: all), and return the outputs in item order;
+        a failed item's output is None while at most ``tolerated_failures`` failed.
+        ``options``: those of :meth:`step`.
+
+        Raises:
+            StepFailed: more items failed than tolerated (the first failure).
+        """
+        items = list(items)
+        lanes = len(items) if max_concurrency is None else max(1, int(max_concurrency))
+        outputs: list[Any] = [None] * len(items)
+        failures: list[StepFailed] = []
+        running: list[tuple[int, StepHandle]] = []
+        for index, item in enumerate(items):
+            running.append((index, self.start(fn_or_name, item, **options)))
+            if len(running) >= lanes:
+                failures += self._collect(running.pop(0), outputs)
+        for entry in running:
+            failures += self._collect(entry, outputs)
+        if len(failures) > tolerated_failures:
+            raise failures[0]
+        return outputs
+
+    @staticmethod
+    def _collect(entry: tuple[int, StepHandle], outputs: list[Any]) -> list[StepFailed]:
+        index, handle = entry
+        try:
+            outputs[index] = handle.result()
+        except StepFailed as exc:
+            return [exc]
+        return []
+
     # -- waits ----------------------------------------------------------------------------
 
     def sleep(self, seconds: float) -> None:
