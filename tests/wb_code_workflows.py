@@ -3,6 +3,7 @@ process that decides or runs a step finds them)."""
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Any
 
@@ -178,3 +179,39 @@ def patchy(ctx: WorkflowContext, input: Any) -> Any:
     out.append(ctx.step(echo, "end"))
     ctx.step("gate2")
     return out
+
+
+@workflow("parent")
+def parent(ctx: WorkflowContext, input: Any) -> Any:
+    out = ctx.child("chain", {"n": 10, "steps": 2})
+    dispatched = ctx.child("named", None, wait=False)
+    return {"child": out, "dispatched": dispatched}
+
+
+@workflow("crashy")
+def crashy(ctx: WorkflowContext, input: Any) -> Any:
+    """External steps only: the test drives each end, so the writes come in one order."""
+    first = ctx.step("a", 1)
+    handles = [ctx.start("p", i) for i in range(2)]
+    outs = [h.result() for h in handles]
+    ctx.properties["outs"] = outs
+    last = ctx.step("a", 2)
+    return [first, outs, last]
+
+
+def json_loads(text: str | None) -> Any:
+    """A step's input as the test hands it back as its output."""
+    return None if text is None else json.loads(text)
+
+
+def half(run: ActivityRun) -> Any:
+    _count(run)
+    if run.input % 7 == 3:
+        raise ValueError(f"{run.input} is unlucky")
+    return run.input / 2
+
+
+@workflow("mapper")
+def mapper(ctx: WorkflowContext, input: Any) -> Any:
+    return ctx.map(half, list(range(input["n"])), max_concurrency=input["lanes"],
+                   tolerated_failures=input["tolerated"])

@@ -16,7 +16,8 @@ test of the session; see :class:`SharedDynamoDBLocal`)::
     def table_prefix():
         return fresh_table_prefix()
 
-and tests wait for asynchronous effects with :func:`wait_until` instead of sleeping.
+and tests wait for asynchronous effects with :func:`wait_until` instead of sleeping
+(:class:`CodeRunner` drives code workflows, skipping the time they sleep).
 """
 
 from __future__ import annotations
@@ -50,17 +51,17 @@ from whimbrel.local.dynamodb_local import (
     find_dynamodb_local,
     install_dynamodb_local,
 )
+from whimbrel.testing_code import CodeRunner
 
 __all__ = [
-    "Crash",
+    "CodeRunner", "Crash",
     "FaultInjector",
     "RecordingLauncher",
     "SharedDynamoDBLocal",
     "StepClock",
     "assert_contract_holds",
     "contract_violations",
-    "dynamodb_local",
-    "fresh_table_prefix",
+    "dynamodb_local", "fresh_table_prefix",
     "wait_until",
 ]
 

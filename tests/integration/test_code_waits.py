@@ -10,7 +10,7 @@ import wb_code_workflows as code
 
 from whimbrel import ActivityState, Whimbrel, WorkflowState
 from whimbrel.engine.code_runs import CodeRuns
-from whimbrel.testing import StepClock
+from whimbrel.testing import CodeRunner, StepClock
 
 W = WorkflowState
 A = ActivityState
@@ -102,3 +102,10 @@ def test_an_approval_returns_the_decision(cwb: Whimbrel, clock: StepClock) -> No
     run = cwb.wait(wx, timeout=30)
     assert run.state is W.COMPLETED, run
     assert run.output["decision"] == cwb.get_activity(wait).output
+
+
+def test_the_code_runner_skips_the_time_a_run_sleeps(wb: Whimbrel, clock: StepClock) -> None:
+    run = CodeRunner(wb, clock).run(code.sleeper)  # a day's sleep, ended at once
+    assert run.state is W.COMPLETED, run
+    assert run.output == {"slept": 86400}
+    assert wb.engine.feature(CodeRuns).always_replay  # every decision replayed cold

@@ -208,3 +208,32 @@ def test_patched_is_false_where_a_run_passed_the_point_and_true_for_new_runs(
     assert old_run.output == ["end"]
     assert new_run.state is W.COMPLETED, new_run
     assert new_run.output == ["extra", "end"]
+
+
+def test_a_child_run_is_waited_for_and_a_dispatched_one_is_not(cwb: Whimbrel) -> None:
+    for wf in (code.parent, code.chain, code.named):
+        cwb.register_workflow(wf)
+    wx = cwb.start_workflow("parent")
+    run = cwb.wait(wx, timeout=60)
+    assert run.state is W.COMPLETED, run
+    assert run.output["child"] == {"n": 12}
+    child = run.activity("child-chain#1")
+    assert child.child_workflow_exec_id is not None
+    assert cwb.get_workflow(child.child_workflow_exec_id).parent_workflow_exec_id == wx
+    dispatched = cwb.wait(run.output["dispatched"], timeout=30)
+    assert dispatched.state is W.COMPLETED and dispatched.output == ["a", "b", "c"]
+    assert dispatched.parent_workflow_exec_id is None  # fire and forget: not its child
+
+
+def test_map_runs_a_step_per_item_in_lanes_and_tolerates_failures(cwb: Whimbrel) -> None:
+    cwb.register_workflow(code.mapper)
+    wx = cwb.start_workflow("mapper", {"n": 12, "lanes": 3, "tolerated": 2})
+    run = cwb.wait(wx, timeout=60)
+    assert run.state is W.COMPLETED, run
+    assert run.output == [None if i % 7 == 3 else i / 2 for i in range(12)]
+    assert sorted(a.activity_name for a in run.activities) == sorted(
+        f"half#{k}" for k in range(1, 13))
+    bad = cwb.start_workflow("mapper", {"n": 12, "lanes": 4, "tolerated": 1})
+    failed = cwb.wait(bad, timeout=60)
+    assert failed.state is W.FAILED, failed
+    assert "StepFailed: step half#4 FAILED" in (failed.error or "")

@@ -93,7 +93,11 @@ def header(wf: WorkflowExec, now: float) -> Text:
     text.append(f"  {human_duration(workflow_duration(wf, now))}", style="dim")
     text.append(f"\n{wf.workflow_exec_id}  started {iso(wf.created_epoch)}", style="dim")
     if wf.error:
-        text.append(f"\nerror: {first_line(wf.error, 200)}", style="red")
+        text.append(f"\nerror: {first_line(wf.error, 400)}", style="red")
+    if wf.code:  # a code run: what its code says of itself
+        text.append(f"\nproperties: {json.dumps(wf.properties, sort_keys=True)[:1000]}")
+        if wf.continued_as:
+            text.append(f"\ncontinued as {wf.continued_as}", style="dim")
     for line in header_lines(wf):  # parent run, redrives
         text.append(f"\n{line}", style="dim")
     return text

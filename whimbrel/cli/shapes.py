@@ -97,6 +97,8 @@ def workflow_dict(wf: WorkflowExec, *, now: float, defn: WorkflowDefinition | No
         "error": wf.error,
         "attributes": dict(wf.attributes),
     }
+    if wf.code:
+        out.update(properties=wf.properties, output=wf.output, continued_as=wf.continued_as)
     if with_activities:
         out.update(run_extras(wf))  # (child runs are known from the activities)
         latest = {a.activity_exec_id for a in wf.latest_activities.values()}

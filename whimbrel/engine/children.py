@@ -39,6 +39,7 @@ from typing import Any
 
 from whimbrel.contract import attributes as run_attributes
 from whimbrel.contract.activities import ActivityDefinition
+from whimbrel.contract.code.definition import CodeDefinition
 from whimbrel.contract.dataflow import child_request_id, is_item
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import (
@@ -318,6 +319,8 @@ class Children(Feature):
         if child.ended_by is not None:  # kept within MAX_OUTPUT_BYTES by end_early
             return child.output or "null"
         defn = self.core.definition_of(child)
+        if isinstance(defn, CodeDefinition):
+            return child.output  # what its function returned (kept within the limit)
         wx = child.workflow_exec_id
         latest = latest_of(self.store.list_activities(wx))
         out: dict[str, Any] = {}

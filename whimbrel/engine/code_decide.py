@@ -105,7 +105,8 @@ def step_state(core: Core, row: ActivityRecord, redrives: int) -> StepState | No
     rerun = final and state is not A.COMPLETED and generation(row) < redrives
     return StepState(row.activity_name, seq, row.attempt, state, final and not rerun,
                      row.activity_exec_id, row.output, row.error, row.error_type,
-                     row.ended_epoch, rerun, step_patches(row.step or ""))
+                     row.ended_epoch, rerun, step_patches(row.step or ""),
+                     row.not_before_epoch)
 
 
 def load(core: Core, wx: str, redrives: int) -> History:
@@ -190,13 +191,22 @@ def _apply(core: Core, wf: WorkflowRecord, defn: CodeDefinition, history: Histor
     exist and be final already (another process decided further): replay again."""
     wx = wf.workflow_exec_id
     props = _properties_text(decision)
+    for run in decision.dispatches:  # idempotent: the request id names one run
+        core.start(run.workflow_name, json.loads(run.input or "null"),
+                   request_id=run.request_id, source=f"dispatch:{wx}")
     if decision.outcome == "waiting":
         if props is not None and props != (wf.properties or "{}"):
             # Only a live run's state changes; an ended one keeps what it ended with.
             core.store.set_workflow(wx, {"properties": props}, states=[W.RUNNING])
-        reruns = [s for s in (history.get(n) for n in decision.waiting_on)
-                  if s is not None and s.rerun]
-        core.each(lambda step: _rerun(core, wf, defn, history, step), reruns)
+        waited = [s for s in (history.get(n) for n in decision.waiting_on) if s is not None]
+        core.each(lambda step: _rerun(core, wf, defn, history, step),
+                  [s for s in waited if s.rerun])
+        # A step created by a decision that died before moving it on (a retry waits
+        # for its time: its timer moves it).
+        now = core.clock()
+        core.each(lambda step: _advance(core, wf, defn, step.name, step.attempt),
+                  [s for s in waited if s.state is A.REQUESTED
+                   and (s.not_before is None or s.not_before <= now)])
         return any(core.each(lambda step: _schedule(core, wf, defn, history, step),
                              decision.new_steps))
     extra = {} if props is None or props == (wf.properties or "{}") \
@@ -247,11 +257,16 @@ def _schedule(core: Core, wf: WorkflowRecord, defn: CodeDefinition, history: His
         history.put(fresh)
         if fresh.final:
             return True
+    _advance(core, wf, defn, step.name, 1)
+    return False
+
+
+def _advance(core: Core, wf: WorkflowRecord, defn: CodeDefinition, name: str,
+             attempt: int) -> None:
     try:
-        core.advance(wf, defn, step.name, 1)
+        core.advance(wf, defn, name, attempt)
     except StateConflict:
         pass  # moved on by another decision
-    return False
 
 
 def _rerun(core: Core, wf: WorkflowRecord, defn: CodeDefinition, history: History,
@@ -267,7 +282,4 @@ def _rerun(core: Core, wf: WorkflowRecord, defn: CodeDefinition, history: Histor
     core.store.create_activity(record)
     history.put(StepState(step.name, step.seq, attempt, A.REQUESTED, False,
                           record.activity_exec_id))
-    try:
-        core.advance(wf, defn, step.name, attempt)
-    except StateConflict:
-        pass  # moved on by another decision
+    _advance(core, wf, defn, step.name, attempt)

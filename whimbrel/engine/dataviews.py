@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from whimbrel.contract.code.definition import CodeDefinition
+from whimbrel.contract.code.definition import CodeDefinition, decode_step
 from whimbrel.contract.dataflow import child_request_id, split_item
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.ids import workflow_exec_id_for
@@ -23,7 +23,12 @@ def run_view(defn: WorkflowDefinition | None, wf: WorkflowRecord,
     a child run name it (when the definition is at hand)."""
     view = WorkflowExec.from_record(wf, tuple(ActivityExec.from_record(r) for r in records))
     if isinstance(defn, CodeDefinition):
-        return replace(view, code=True, properties=view.properties or {})
+        steps = {r.activity_exec_id: r.step for r in records}
+        acts = tuple(_code_child(a, steps.get(a.activity_exec_id)) for a in view.activities)
+        return replace(view, code=True, properties=view.properties or {}, activities=acts,
+                       child_workflow_exec_ids=tuple(dict.fromkeys(
+                           a.child_workflow_exec_id for a in acts
+                           if a.child_workflow_exec_id is not None)))
     if defn is None:
         return view
     adopted = {r.activity_exec_id: r.child_workflow_exec_id for r in records}
@@ -68,6 +73,14 @@ def with_child(defn: WorkflowDefinition, act: ActivityExec,
         return act  # (a failed launch started no child: too deep, not registered...)
     child = adopted or workflow_exec_id_for(child_request_id(act.activity_exec_id))
     return replace(act, child_workflow_exec_id=child)
+
+
+def _code_child(act: ActivityExec, step: str | None) -> ActivityExec:
+    """A code step that runs a child (``ctx.child``), naming it (from its row's spec)."""
+    if step is None or '"workflow"' not in step:
+        return act
+    base = act.activity_name.rpartition("#")[0]
+    return with_child(WorkflowDefinition(base, (decode_step(step, base)[1],)), act)
 
 
 def _started(act: ActivityExec) -> bool:

@@ -27,6 +27,7 @@ from starlette.staticfiles import StaticFiles
 
 from whimbrel import ActivityExec, WorkflowExec
 from whimbrel.client.whimbrel import Whimbrel
+from whimbrel.contract.code.definition import CodeDefinition
 from whimbrel.contract.errors import (
     DefinitionNotFound,
     InvalidInput,
@@ -185,6 +186,8 @@ class Console:
             defn = self.wb.get_definition(wf.workflow_name, wf.version)
         except DefinitionNotFound:
             defn = None  # deleted by hand: show the run without its picture
+        if isinstance(defn, CodeDefinition):
+            defn = None  # a code run: its steps as they ran (their specs are on their rows)
         now = self.wb.clock()
         svg = render_svg(defn, present.node_info(wf, defn, now),
                          title=f"{wf.workflow_name} {wf.state.value}") if defn else ""

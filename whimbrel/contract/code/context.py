@@ -23,6 +23,7 @@ from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.code.errors import NonDeterminism, StepFailed, WaitTimedOut
 from whimbrel.contract.code.history import History, RunFacts
 from whimbrel.contract.errors import InvalidDefinition, InvalidInput
+from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.launching import LauncherSpec, RetryPolicy
 from whimbrel.contract.limits import MAX_INPUT_BYTES, MAX_OUTPUT_BYTES
 from whimbrel.contract.payloads import encode_payload
@@ -56,6 +57,15 @@ class NewStep:
     patches: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Dispatch:
+    """A run to start without waiting for it (``ctx.child(..., wait=False)``)."""
+
+    workflow_name: str
+    input: str | None
+    request_id: str
+
+
 @dataclass
 class Decision:
     """What one replay decided.
@@ -67,6 +77,7 @@ class Decision:
 
     outcome: Literal["waiting", "completed", "failed", "continued"]
     new_steps: list[NewStep] = field(default_factory=list)
+    dispatches: list[Dispatch] = field(default_factory=list)
     waiting_on: list[str] = field(default_factory=list)
     output: str | None = None
     error: str | None = None
@@ -126,6 +137,8 @@ class WorkflowContext:
         self.waiting_on: list[str] = []
         self.nondeterminism: NonDeterminism | None = None
         self._patches: list[str] = []
+        self._dispatches = 0
+        self.dispatches: list[Dispatch] = []
 
     # -- steps --------------------------------------------------------------------------
 
@@ -185,6 +198,41 @@ class WorkflowContext:
             self._diverged(f"{step} (at step {known.seq})", step)
         return StepHandle(self, step)
 
+    def map(self, fn_or_name: Callable[..., Any] | str, items: Sequence[Any], *,
+            max_concurrency: int | None = None, tolerated_failures: int = 0,
+            **options: Any) -> list[Any]:
+        """Run one step per item (each item is its step's input), at most
+        ``max_concurrency`` at once (None: all), and return the outputs in item order;
+        a failed item's output is None while at most ``tolerated_failures`` failed.
+        ``options``: those of :meth:`step`.
+
+        Raises:
+            StepFailed: more items failed than tolerated (the first failure).
+        """
+        items = list(items)
+        lanes = len(items) if max_concurrency is None else max(1, int(max_concurrency))
+        outputs: list[Any] = [None] * len(items)
+        failures: list[StepFailed] = []
+        running: list[tuple[int, StepHandle]] = []
+        for index, item in enumerate(items):
+            running.append((index, self.start(fn_or_name, item, **options)))
+            if len(running) >= lanes:
+                failures += self._collect(running.pop(0), outputs)
+        for entry in running:
+            failures += self._collect(entry, outputs)
+        if len(failures) > tolerated_failures:
+            raise failures[0]
+        return outputs
+
+    @staticmethod
+    def _collect(entry: tuple[int, StepHandle], outputs: list[Any]) -> list[StepFailed]:
+        index, handle = entry
+        try:
+            outputs[index] = handle.result()
+        except StepFailed as exc:
+            return [exc]
+        return []
+
     # -- waits ----------------------------------------------------------------------------
 
     def sleep(self, seconds: float) -> None:
@@ -236,6 +284,30 @@ class WorkflowContext:
         raise StepFailed(step, state=known.state.value if known.state else "LOST",
                          error=known.error, error_type=known.error_type,
                          activity_exec_id=known.activity_exec_id)
+
+    # -- other runs ---------------------------------------------------------------------
+
+    def child(self, workflow_name: str, input: Any = None, *, wait: bool = True) -> Any:
+        """Run the registered workflow ``workflow_name`` (DAG or code) as a child.
+
+        ``wait=True``: a step ``child-<name>#<k>`` whose attempt is the child run (its
+        cancel cancels the child); returns the child's output, raises ``StepFailed``
+        when it fails. ``wait=False`` (fire and forget): starts the run once (its
+        request id is derived from this run and the call) and returns its
+        ``workflow_exec_id`` at once; this run does not wait for it.
+        """
+        if wait:
+            base = "child-" + "".join(c if c.isalnum() or c in "_-" else "_"
+                                      for c in workflow_name)[:58]
+            return self.start(base, input,
+                              launcher=LauncherSpec.workflow(workflow_name)).result()
+        self._dispatches += 1
+        request_id = f"{self.workflow_exec_id}:dispatch:{self._dispatches}"
+        if not any(seq > self._seq for seq in self._history.by_seq):
+            text = encode_payload(input, field=f"input of {workflow_name}",
+                                  max_bytes=MAX_INPUT_BYTES)
+            self.dispatches.append(Dispatch(workflow_name, text, request_id))
+        return workflow_exec_id_for(request_id)
 
     # -- versioning and continuing ---------------------------------------------------------
 
@@ -345,6 +417,7 @@ def replay(fn: Callable[[WorkflowContext, Any], Any], facts: RunFacts,
         outcome.properties = dict(json.loads(json.dumps(ctx.properties, allow_nan=False)))
     except (TypeError, ValueError) as exc:
         return Decision("failed", error=f"InvalidInput: ctx.properties is not JSON: {exc}")
+    outcome.dispatches = ctx.dispatches  # started whatever the outcome (fire and forget)
     if outcome.outcome == "waiting":
         outcome.new_steps = ctx.new_steps
         outcome.waiting_on = ctx.waiting_on

@@ -43,6 +43,8 @@ class StepState:
     rerun: bool = False
     #: The ``ctx.patched`` ids recorded with it (passed just before it was scheduled).
     patches: tuple[str, ...] = ()
+    #: A retry's time (REQUESTED until then; its timer moves it on).
+    not_before: float | None = None
 
 
 @dataclass

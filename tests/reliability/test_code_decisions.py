@@ -1,0 +1,142 @@
+"""Code workflows' decisions under crashes and double delivery (issue 26).
+
+A decision crashed at each of its writes (before it landed, or after), then the world
+going on (the reconcile visit's cold decision, the steps' own ends), schedules each step
+exactly once and the run ends as without a crash; a decision made again (a redelivered
+follow-up) or by two processes at once schedules nothing twice.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+import wb_code_workflows as code
+
+from whimbrel import ActivityState, Whimbrel, WorkflowState
+from whimbrel.contract.records import WorkflowRecord
+from whimbrel.engine.base import RECONCILE_GRACE_SECONDS
+from whimbrel.engine.code_decide import Histories
+from whimbrel.engine.code_runs import CodeRuns
+from whimbrel.testing import Crash, FaultInjector, StepClock
+
+A = ActivityState
+W = WorkflowState
+EXPECTED_STEPS = ["a#1", "a#2", "p#1", "p#2"]
+
+
+def _die(wb: Whimbrel) -> None:
+    """The process died: what it kept in memory is gone."""
+    wb.engine.feature(CodeRuns).histories = Histories()
+
+
+def _drive(wb: Whimbrel, clock: StepClock, wx: str) -> WorkflowRecord:
+    """Complete each READY external step (output: its input), crash or not; the sweep's
+    reconcile visits repair what a crash left. Returns the run once it ended."""
+    for _ in range(60):
+        wf = wb.engine.workflow(wx)
+        if wf.state.is_terminal:
+            return wf
+        # READY: a worker claims it; RUNNING: its worker (or one after a crash) reports.
+        ready = [a for a in wb.store.list_activities(wx)
+                 if a.state in (A.READY, A.RUNNING)]
+        try:
+            for act in ready:
+                if act.state is A.READY:
+                    wb.transition_activity(act.activity_exec_id, "RUNNING")
+                wb.transition_activity(act.activity_exec_id, "COMPLETED",
+                                       output=code.json_loads(act.input))
+        except Crash:
+            _die(wb)
+        except Exception:  # a move that lost to one made meanwhile: look again
+            pass
+        if not ready:
+            try:
+                wb.sweep(clock.advance(RECONCILE_GRACE_SECONDS + 1))
+            except Crash:
+                _die(wb)
+    raise AssertionError(f"{wx} never ended: {wb.get_workflow(wx)}")
+
+
+def _check(wb: Whimbrel, wx: str, why: str) -> None:
+    run = wb.get_workflow(wx)
+    assert run.state is W.COMPLETED, f"{why}: {run}"
+    assert run.output == [1, [0, 1], 2], why
+    attempts = sorted((a.activity_name, a.attempt) for a in run.activities)
+    assert attempts == [(n, 1) for n in EXPECTED_STEPS], f"{why}: {attempts}"
+    assert run.properties == {"outs": [0, 1]}, why
+
+
+def _start(wb: Whimbrel, request_id: str) -> str:
+    try:
+        return wb.start_workflow("crashy", request_id=request_id)
+    except Crash:
+        _die(wb)
+        return wb.start_workflow("crashy", request_id=request_id)  # the caller retries
+
+
+@pytest.mark.slow
+def test_a_decision_crashed_at_each_write_schedules_each_step_once(
+        rwb: Whimbrel, step_clock: StepClock) -> None:
+    rwb.register_workflow(code.crashy)
+    counter = FaultInjector()
+    rwb.store.write_hooks.append(counter)
+    wx = _start(rwb, f"clean-{uuid.uuid4()}")
+    _drive(rwb, step_clock, wx)
+    rwb.store.write_hooks.remove(counter)
+    _check(rwb, wx, "without a crash")
+    writes = counter.count
+    assert writes > 10
+    tried = 0
+    for k in range(1, writes + 1):
+        for phase in ("after", "before"):
+            if phase == "before" and k % 3 != 1:
+                continue  # between two writes only reads: "before k" is "after k-1"
+            injector = FaultInjector(at=k, phase=phase)
+            rwb.store.write_hooks.append(injector)
+            try:
+                wx = _start(rwb, f"crash-{k}-{phase}")
+                _drive(rwb, step_clock, wx)
+            finally:
+                rwb.store.write_hooks.remove(injector)
+            if injector.fired is not None:
+                tried += 1
+                _check(rwb, wx, f"crash {phase} write #{k} {injector.fired}")
+    assert tried >= writes
+
+
+def test_a_decision_made_again_or_by_two_processes_at_once_schedules_nothing_twice(
+        rwb: Whimbrel, step_clock: StepClock, ddb_endpoint: str, table_prefix: str) -> None:
+    other = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix, clock=step_clock)
+    try:
+        rwb.register_workflow(code.crashy)
+        other.register_workflow(code.crashy)
+        wx = rwb.start_workflow("crashy")
+        errors: list[BaseException] = []
+
+        def decide(wb: Whimbrel) -> None:
+            try:
+                runs = wb.engine.feature(CodeRuns)
+                wf = wb.engine.workflow(wx)
+                runs.run_decision(wf, wb.engine.definition_of(wf), cold=True)
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        for _ in range(4):  # the same decision, redelivered and raced, at every point
+            for act in rwb.store.list_activities(wx):
+                if act.state is A.READY:
+                    rwb.transition_activity(act.activity_exec_id, "RUNNING")
+                    rwb.transition_activity(act.activity_exec_id, "COMPLETED",
+                                            output=code.json_loads(act.input))
+            threads = [threading.Thread(target=decide, args=(wb,))
+                       for wb in (rwb, other, rwb, other)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        assert errors == []
+        _drive(rwb, step_clock, wx)
+        _check(rwb, wx, "decided again and at once")
+    finally:
+        other.close()
