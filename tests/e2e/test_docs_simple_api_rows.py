@@ -1,12 +1,15 @@
-"""docs/simple-api.md's rows with native DynamoDB types and its CANCEL of a whole run,
+"""docs/simple-api.md's rows with native DynamoDB types, with input_ref / output_ref, and
+its CANCEL of a whole run,
 run as written with the AWS CLI against DynamoDB Local, through the real stream handlers
 of the local runtime (issue 20, "Done when")."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from whimbrel import ActivityDefinition as Act
 from whimbrel import ActivityState, LauncherSpec, WorkflowDefinition, WorkflowState
 from whimbrel.contract.ids import activity_exec_id
 from whimbrel.local.runtime import LocalRuntime
+from whimbrel.local.s3 import LocalS3
 from whimbrel.testing import wait_until
 
 pytestmark = pytest.mark.slow
@@ -99,3 +103,38 @@ def test_the_documented_cancel_row_cancels_the_run(runtime: LocalRuntime,
     assert runtime.client.wait(wx, timeout=30).state is W.CANCELLED
     assert runtime.client.get_activity(transform).state is A.CANCELLED
     assert runtime.client.get_activity(activity_exec_id(wx, "load", 1)).state is A.CANCELLED
+
+
+@pytest.fixture
+def bucketed(ddb_endpoint: str, table_prefix: str,
+             payload_bucket: str) -> Iterator[LocalRuntime]:
+    """The local runtime with a payload bucket (on the local S3)."""
+    with LocalRuntime(ddb_endpoint, table_prefix, heartbeat_rate_seconds=0.2,
+                      lambda_log_level="WARNING", payload_bucket=payload_bucket) as rt:
+        yield rt
+        rt.client.store.delete_tables()
+
+
+def test_the_documented_payload_ref_rows_start_and_complete(
+        bucketed: LocalRuntime, local_s3: LocalS3, tmp_path: Path) -> None:
+    """Issue 27: the input_ref / output_ref blocks, with the AWS CLI against DynamoDB
+    Local and the local S3, through the real stream handlers."""
+    runtime = bucketed
+    start, complete = _blocks("payload-refs")
+    local_s3.create_bucket("my-uploads")
+    _register(runtime)
+    listing = {"keys": [f"s3://data/{i:06d}.csv" for i in range(5000)]}  # ~110 KB
+    result = {"rows": "r" * 300_000}  # over the 64,000 bytes a row may hold
+    (tmp_path / "listing.json").write_text(json.dumps(listing))
+    (tmp_path / "result.json").write_text(json.dumps(result))
+    s3 = {"AWS_ENDPOINT_URL_S3": local_s3.url}
+    wx = _sh(runtime, f"cd {tmp_path}\n{start}", **s3).split()[-1]
+    transform = activity_exec_id(wx, "transform", 1)
+    wait_until(lambda: activity_state(runtime, transform) == "READY", timeout=30,
+               message="the input_ref request never started its run")
+    assert runtime.client.get_workflow(wx).input == listing
+    runtime.client.transition_activity(transform, "RUNNING")
+    _sh(runtime, f"cd {tmp_path}\n{complete}", WX=wx, **s3)
+    wait_until(lambda: activity_state(runtime, transform) == "COMPLETED", timeout=30,
+               message="the output_ref COMPLETED row was never applied")
+    assert runtime.client.get_activity(transform).output == result

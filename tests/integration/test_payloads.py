@@ -346,3 +346,20 @@ def test_events_carry_large_outputs_as_references(big: Whimbrel, payload_bucket:
     assert ended.detail["output"]["b"] == "small"
     assert len(json.dumps(ended.detail)) < 256_000
     assert wb.meter.s3_requests["GetObject"] == gets
+
+
+def test_a_runs_objects_are_deleted_together(big: Whimbrel, payload_bucket: str) -> None:
+    """The objects of a run share its key prefix: deleting them is one listing and one
+    batch (the building block for deleting them when the run's items expire)."""
+    wb = big
+    wb.register_workflow(WorkflowDefinition("gone", (
+        Act("a", launcher=LauncherSpec.external()),)))
+    keep = wb.start_workflow("gone", {"pad": "k" * 50_000})
+    wx = wb.start_workflow("gone", {"pad": "g" * 50_000})
+    aeid = activity_exec_id(wx, "a", 1)
+    wb.transition_activity(aeid, "RUNNING")
+    wb.transition_activity(aeid, "COMPLETED", output="o" * 50_000)
+    assert wb.store.blobs.delete_run(wx) == 2
+    assert [k for k in _keys(payload_bucket) if wx in k] == []
+    assert len([k for k in _keys(payload_bucket) if keep in k]) == 1
+    assert wb.store.blobs.delete_run(wx) == 0  # again: nothing left, nothing fails

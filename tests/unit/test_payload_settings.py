@@ -69,3 +69,25 @@ def test_the_s3_client_shares_the_dynamodb_clients_session_and_config(
 def test_a_bad_bucket_name_is_refused() -> None:
     with pytest.raises(InvalidInput, match="payload_bucket"):
         Store(endpoint_url="http://127.0.0.1:8", payload_bucket="Not A Bucket")
+
+
+def test_from_env_gives_the_client_its_bucket(monkeypatch: pytest.MonkeyPatch) -> None:
+    from whimbrel import Whimbrel
+
+    monkeypatch.setenv("WHIMBREL_ENDPOINT_URL", "http://127.0.0.1:8")
+    monkeypatch.setenv("WHIMBREL_PAYLOAD_BUCKET", "env-bucket")
+    monkeypatch.setenv("WHIMBREL_PAYLOAD_PREFIX", "p/")
+    monkeypatch.setenv("WHIMBREL_PAYLOAD_MAX_BYTES", "70000000")
+    wb = Whimbrel.from_env()
+    try:
+        blobs = wb.store.blobs
+        assert (blobs.bucket, blobs.prefix, blobs.limits.max_bytes) == (
+            "env-bucket", "p/", 70_000_000)
+    finally:
+        wb.close()
+    plain = Whimbrel(endpoint_url="http://127.0.0.1:8")
+    try:
+        assert plain.store.blobs.bucket is None  # the argument's default: no bucket
+        assert plain.store.payload_limits.output_bytes == MAX_OUTPUT_BYTES
+    finally:
+        plain.close()

@@ -319,15 +319,15 @@ class EngineBase:
         with self._lock:
             if wx in self._inputs:
                 self._inputs.move_to_end(wx)
-                return self._inputs[wx]
-        text = self.payload(self.store.workflow_input(wx), "input")
+                return self.payload(self._inputs[wx], "input")
+        text = self.store.workflow_input(wx)  # kept as stored: S3's cache bounds bytes
         if text is None:
             log.warning("workflow %s: its input, kept apart, is gone (expired?)", wx)
         with self._lock:
             self._inputs[wx] = text
             while len(self._inputs) > KNOWN_INPUTS:
                 self._inputs.popitem(last=False)
-        return text
+        return self.payload(text, "input")
 
     @property
     def limits(self) -> PayloadLimits:

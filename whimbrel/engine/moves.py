@@ -128,8 +128,7 @@ def transition(
             raise
         raise late.keep(engine, lost.current, verb, output=text, error=error,
                         written_epoch=written_epoch) from None
-    # The output just written may be kept in S3: this process wrote it, so its value is
-    # in the payload cache (a raw row's output_ref is read once, for the hand-off too).
+    # An output kept in S3 is in this process's cache already (it wrote or read it).
     return ActivityExec.from_record(resolved(engine, moved))
 
 

@@ -150,12 +150,13 @@ class PayloadBlobs:
         try:
             text = self._fetch(ref, bucket, key)
         except BaseException as exc:
-            running.set_exception(exc)
-            raise
-        finally:
             with self._lock:
                 self._fetching.pop(ref, None)
-        self._remember(ref, text)
+            running.set_exception(exc)
+            raise
+        self._remember(ref, text)  # cached before it stops being fetched: one GET
+        with self._lock:
+            self._fetching.pop(ref, None)
         running.set_result(text)
         return text
 
