@@ -363,3 +363,35 @@ def test_the_sign_in_redirect_never_leaves_the_site(con: Console, path: str) -> 
 def test_the_sign_in_redirect_keeps_an_ordinary_page(con: Console) -> None:
     status, headers = _raw_get(con, f"/runs/some%20run?token={TOKEN}")
     assert (status, headers["location"]) == (303, "/runs/some%20run")
+
+def test_runs_by_attribute_and_a_fork_from_an_activity(con: Console) -> None:
+    """Issue 29: the runs page filters by an attribute; an activity's "Fork from here"
+    starts the fork and shows it."""
+    wb = con.wb
+    wb.register_workflow(WorkflowDefinition("ui_fork", (
+        ActivityDefinition("extract", launcher=LauncherSpec.external()),
+        ActivityDefinition("transform", ("extract",), launcher=LauncherSpec.external()))))
+    mine = wb.start_workflow("ui_fork", attributes={"customer": "ui-c-17"})
+    other = wb.start_workflow("ui_fork", attributes={"customer": "ui-c-18"})
+    page = http(con.url("/runs?" + urlencode({"attr": "customer=ui-c-17"})))
+    assert page.status == 200 and mine in page.body and other not in page.body
+    bad = http(con.url("/runs?attr=nokey"))
+    assert bad.status == 400 and "is not KEY=VALUE" in html.unescape(bad.body)
+    for _ in range(2):  # both runs' extract: claims come in no set order
+        got = wb.claim(workflow_name="ui_fork", activity_name="extract")
+        assert got is not None
+        wb.transition_activity(got.activity_exec_id, "COMPLETED", output={"rows": 1})
+    got = wb.get_workflow(mine).activity("extract")
+    transform = f"{mine}:transform:1"
+    assert "Fork from here" in http(con.url(f"/actions/fork?target={transform}")).body
+    same = {"Cookie": cookie(con), "Origin": con.server.url}
+    done = http(con.url("/actions/fork"), method="POST",
+                form={"target": transform, "csrf": CSRF}, headers=same)
+    assert done.status == 303, done
+    new = done.headers["Location"].split("/runs/")[1].split("?")[0]
+    fork = wb.get_workflow(new)
+    assert fork.forked_from == mine and fork.attributes == {"customer": "ui-c-17"}
+    assert fork.activity("extract").reused_from == got.activity_exec_id
+    shown = http(con.url(f"/runs/{new}")).body
+    assert "Forked from" in shown and f'href="/runs/{mine}"' in shown
+    assert "customer=ui-c-17" in shown

@@ -42,7 +42,8 @@ RateOpt = Annotated[float | None, typer.Option(
     "--per-second", min=0.001, max=1000, help="At most this many runs a second.")]
 BatchIdOpt = Annotated[str | None, typer.Option(
     "--batch-id", help="The batch's id, to finish an interrupted batch (default: derived "
-                       "from the action and the filters, times to the hour).")]
+                       "from the action and the filters, times to the hour, else the "
+                       "UTC day).")]
 
 
 def _time(text: str | None, option: str) -> str | None:
@@ -97,16 +98,17 @@ def _batch(cli: Cli, action: str, filters: dict[str, Any], *, dry_run: bool, yes
                        ExitCode.INVALID)
     wb = cli.wb
     # Checked before anything is read or written (a bad filter, rate or id).
-    plan(action, **{"attributes": None, **filters}, per_second=per_second,
+    checked = plan(action, **{"attributes": None, **filters}, per_second=per_second,
          batch_id=batch_id, all_runs=yes, now=wb.clock(), signal=extra.get("signal"),
          payload=extra.get("payload"))
     total = wb.count_workflows(**filters)
     if not cli.json:
         shown = f"{total:,}{' or more' if total >= 1000 else ''}"
-        cli.err.print(f"{shown} runs match")
+        cli.err.print(f"{shown} runs match (batch {checked.batch_id}: run it again with "
+                      f"--batch-id {checked.batch_id} to finish it if interrupted)")
     if not (dry_run or yes or cli.json) and not typer.confirm(f"{action} them?"):
         raise typer.Abort()
-    kwargs = dict(filters, per_second=per_second, dry_run=dry_run, batch_id=batch_id,
+    kwargs = dict(filters, per_second=per_second, dry_run=dry_run, batch_id=checked.batch_id,
                   all_runs=yes, **extra)
     if cli.json:
         report = wb.batch(action, **kwargs)

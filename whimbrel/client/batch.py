@@ -6,8 +6,8 @@ filters, newest first, Query only); each is acted on with the one-run call (canc
 redrive, signal, suspend, resume) at most ``per_second`` a second.
 
 **Resumable, never twice.** A batch has an id, derived from its action and filters (the
-time window to the hour, so the same command run again within the hour is the same
-batch) unless given. Every move it makes names ``batch:<id>`` as its actor in the run's
+time window to the hour, or without one the UTC day, so the same command run again soon
+is the same batch) unless given. Every move it makes names ``batch:<id>`` as its actor in the run's
 history, and a signal it sends has the id ``batch:<id>``: running the batch again after
 an interruption skips the runs it already acted on (their history says so; a signal
 sent twice counts once) and acts on what is left.
@@ -132,7 +132,10 @@ def plan(action: str, *, name: str | None, state: query.StateArg, since: query.T
         raise InvalidInput(f"signal and payload are for a signal batch, not {action!r}",
                            field="signal")
     if batch_id is None:
-        hour = [None if t is None else math.floor(t / 3600) for t in (f.since, f.until)]
+        # The window to the hour; without one, today (UTC): the same command again soon
+        # is the same batch, the same one next week a new one.
+        hour = [None if t is None else math.floor(t / 3600) for t in (f.since, f.until)] \
+            if f.since is not None or f.until is not None else ["day", math.floor(now / 86400)]
         basis = json.dumps([action, name, sorted(s.value for s in f.states),
                             list(f.attributes), hour, signal, payload],
                            sort_keys=True, default=str)
@@ -256,7 +259,8 @@ class Batches:
         on. Resumable: every move names ``batch:<batch_id>`` in the run's history (a
         signal has that id), so running the same batch again after an interruption acts
         on what is left and never twice on one run. ``batch_id`` defaults to one derived
-        from the action and the filters (times to the hour).
+        from the action and the filters (times to the hour; without a time filter, the
+        UTC day).
 
         Args:
             action: ``cancel``, ``redrive``, ``signal``, ``suspend`` or ``resume``.

@@ -18,6 +18,7 @@ from whimbrel import ActivityExec, WorkflowExec
 from whimbrel.contract import waits
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import InvalidInput
+from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.states import (
     ACTIVITY_FAILED,
     WORKFLOW_REDRIVABLE,
@@ -140,6 +141,15 @@ ACTIONS: tuple[Action, ...] = (
            fields=(Field("name", "Signal name", required=True, placeholder="payment"),
                    Field("payload", "Payload (JSON)", "textarea", placeholder='{"ok": true}'),
                    Field("signal_id", "Signal id (optional)")), done="Signal sent."),
+    Action("fork", "Fork from here", "activity", "fork_workflow",
+           "Starts a new run of the same definition version that runs this activity and "
+           "everything after it again, keeping the completed outputs of the rest (they "
+           "do not run again). This run stays as it is.",
+           lambda wf, act: act is not None and act.item_index is None,
+           lambda wb, aeid, form: wb.fork_workflow(
+               parse_activity_exec_id(aeid).workflow_exec_id,
+               from_activity=parse_activity_exec_id(aeid).activity_name),
+           done="Fork started."),
     Action("suspend", "Suspend", "run", "suspend_workflow",
            "Nothing new starts until the run is resumed; running activities go on.",
            lambda wf, _: wf.state is W.RUNNING,

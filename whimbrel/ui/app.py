@@ -140,21 +140,22 @@ class Console:
         states = [s.upper() for s in q.getlist("state") if s]
         return {"workflow": q.get("workflow") or None, "states": states,
                 "since": q.get("since", ""), "until": q.get("until", ""),
-                "cursor": q.get("cursor") or None}
+                "attr": q.get("attr", ""), "cursor": q.get("cursor") or None}
 
     def _runs_context(self, request: Request) -> dict[str, Any]:
         f = self._run_filters(request)
         # Ages ("24h") go as typed: list_workflows counts them from the first page's
         # time, and the counts from now.
         since, until = f["since"] or None, f["until"] or None
+        attrs = present.attribute_filter(f["attr"])
         page = self.wb.list_workflows(name=f["workflow"], state=f["states"] or None,
                                       since=since, until=until, limit=self.page_size,
-                                      cursor=f["cursor"])
+                                      cursor=f["cursor"], attributes=attrs)
         counts = {s: self.wb.count_workflows(name=f["workflow"], state=s, since=since,
-                                             until=until, cap=COUNT_CAP)
+                                             until=until, cap=COUNT_CAP, attributes=attrs)
                   for s in present.STATE_ORDER}
         base = [(k, v) for k, v in (("workflow", f["workflow"] or ""), ("since", f["since"]),
-                                    ("until", f["until"])) if v]
+                                    ("until", f["until"]), ("attr", f["attr"])) if v]
         states = [("state", s) for s in f["states"]]
 
         def link(*extra: tuple[str, str]) -> str:
@@ -322,9 +323,12 @@ class Console:
                        + (f" and the attempt {act.state.value}" if act else "") + ".")
         else:
             try:
-                action.call(self.wb, target, form)
+                made = action.call(self.wb, target, form)
             except (InvalidInput, WhimbrelError) as exc:
                 problem = str(exc)
+            else:
+                if action.name == "fork" and isinstance(made, str):  # the new run
+                    return RedirectResponse(f"/runs/{made}?done=fork", status_code=303)
         if problem:
             return self.page(request, "confirm.html", 409, action=action, target=target,
                              wf=wf, act=act, form=form, problem=problem,

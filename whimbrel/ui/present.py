@@ -15,6 +15,7 @@ from typing import Any
 from whimbrel import ActivityExec, WorkflowExec
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.durations import duration
+from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.states import ACTIVITY_UNSUCCESSFUL, ActivityState, WorkflowState
 from whimbrel.engine.heartbeats import HEARTBEAT_WRITE_SHARE
 from whimbrel.ui import actions
@@ -234,3 +235,19 @@ STATE_ORDER = (*_FIRST, *(s for s in WorkflowState if s not in _FIRST))
 
 def count_label(count: int, cap: int) -> str:
     return f"{cap}+" if count >= cap else str(count)
+
+
+def attribute_filter(text: str) -> dict[str, str | int] | None:
+    """The runs page's ``KEY=VALUE`` attribute filter (a value of digits is a number).
+
+    Raises:
+        InvalidInput: not KEY=VALUE.
+    """
+    if not text.strip():
+        return None
+    key, eq, value = text.strip().partition("=")
+    if not eq or not key:
+        raise InvalidInput(f"attribute filter {text[:80]!r} is not KEY=VALUE",
+                           field="attributes")
+    return {key.strip(): int(value) if value.strip().lstrip("-").isdigit()
+            else value.strip()}
