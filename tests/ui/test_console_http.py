@@ -364,6 +364,7 @@ def test_the_sign_in_redirect_keeps_an_ordinary_page(con: Console) -> None:
     status, headers = _raw_get(con, f"/runs/some%20run?token={TOKEN}")
     assert (status, headers["location"]) == (303, "/runs/some%20run")
 
+
 def test_runs_by_attribute_and_a_fork_from_an_activity(con: Console) -> None:
     """Issue 29: the runs page filters by an attribute; an activity's "Fork from here"
     starts the fork and shows it."""
