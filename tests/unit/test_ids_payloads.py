@@ -64,6 +64,8 @@ def test_public_names_are_pinned() -> None:
         # issue 22: schedules, pools
         "Schedule", "ScheduleConflict", "ScheduleInfo", "ScheduleNotFound",
         "PoolInfo", "PoolNotFound",
+        # issue 31: a cancel of an ended run, a request id given another input
+        "WorkflowAlreadyEnded", "RequestIdReused",
     ])
     for name in whimbrel.__all__:
         assert getattr(whimbrel, name) is not None
@@ -71,5 +73,6 @@ def test_public_names_are_pinned() -> None:
                 "InvalidInput", "InvalidDefinition", "StoreError", "WorkflowNotFound",
                 "RetryNotAllowed", "NotAllowedNow", "UpstreamNotCompleted",
                 "WorkflowNotRunning", "ListenerOnly", "NotAnApprover", "SignalRefused",
-                "RedriveNotAllowed", "EngineDriven"):
+                "RedriveNotAllowed", "EngineDriven", "WorkflowAlreadyEnded",
+                "RequestIdReused"):
         assert issubclass(getattr(whimbrel, err), whimbrel.WhimbrelError)

@@ -209,12 +209,14 @@ class Engine(EngineBase):
         ending.settle(self, wx)
 
     def cancel(self, wx: str, *, actor: str | None = None) -> None:
-        """Request cancellation and stop what can be stopped. Idempotent.
+        """Request cancellation and stop what can be stopped. Idempotent (a run that
+        ended CANCELLED is cancelled again quietly).
 
         Raises:
             WorkflowNotFound: no such execution.
+            WorkflowAlreadyEnded: it ended otherwise (COMPLETED, FAILED, TIMED_OUT).
         """
-        ending.cancel(self, wx, actor=actor)
+        ending.cancel(self, wx, actor=actor, refuse_ended=True)
 
     def fail_workflow(self, wf: WorkflowRecord, error: str) -> None:
         ending.fail_workflow(self, wf, error)

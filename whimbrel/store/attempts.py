@@ -241,7 +241,8 @@ class AttemptTables(Tables):
     def move_activity(self, activity_exec_id: str, expected: ActivityState,
                       path: Sequence[ActivityState], changes: Changes, *, now: float,
                       actor: str, due_by: float | None = None,
-                      claimed: bool = False) -> ActivityRecord:
+                      claimed: bool = False, written_by: float | None = None,
+                      late_at: float | None = None) -> ActivityRecord:
         changes = index_changes(changes, activity_exec_id)
         expr = Expression()
         final = path[-1]
@@ -257,6 +258,14 @@ class AttemptTables(Tables):
             condition += " AND " + expr.at_most("timer_epoch", due_by)
             condition += (f" AND ({expr.missing('deadline_epoch')} OR "
                           f"{expr.at_most('deadline_epoch', due_by)})")
+        if written_by is not None:
+            # A result counts only if written before the attempt's deadline (as it is
+            # now: a heartbeat pushed it): a later one is the listener's time-out.
+            condition += (f" AND ({expr.missing('deadline_epoch')} OR "
+                          f"{expr.more_than('deadline_epoch', written_by)})")
+        if late_at is not None:
+            # That time-out, only while the deadline still came before the result.
+            condition += " AND " + expr.at_most("deadline_epoch", late_at)
         if claimed:
             # A claim takes only what is still in the claimable index: a suspend took
             # it out (and an index read may lag behind).

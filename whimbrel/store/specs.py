@@ -15,10 +15,9 @@ __all__ = ["DEFAULT_TABLE_PREFIX"]  # and the specs below
 
 AttrType = Literal["S", "N"]
 #: What an attribute holds (the item's schema, declared once here; the codec and the
-#: agreement test read it): ``S`` text, ``N`` a number read as float, ``I`` a number read
-#: as int, ``BOOL``, ``J`` a payload (JSON text, or a native DynamoDB value that a raw
-#: client wrote; read back as JSON text), ``H`` a state history (list of maps), ``SL`` a
-#: list of text.
+#: agreement test read it): ``S`` text, ``N`` a float, ``I`` an int, ``BOOL``, ``J`` a
+#: payload (JSON text, or a native DynamoDB value a raw client wrote; read back as JSON
+#: text), ``H`` a state history (list of maps), ``SL`` a list of text.
 AttrKind = Literal["S", "N", "I", "BOOL", "J", "H", "SL"]
 ATTR_KINDS: tuple[str, ...] = ("S", "N", "I", "BOOL", "J", "H", "SL")
 Projection = Literal["KEYS_ONLY", "INCLUDE", "ALL"]
@@ -187,7 +186,8 @@ WORKFLOW_EXEC = TableSpec(
         "source created_epoch:N created_day updated_epoch:N ended_epoch:N name_state "
         "check_shard check_epoch:N request_expires_epoch:N history:H expires_epoch:N "
         "parent_activity_exec_id redrive_count:I redriven_epoch:N redrive_ready:I roots_ready:N "
-        "ended_by output:J traceparent input_apart:BOOL priority:I pool_slot"),
+        "ended_by ending_by output:J traceparent input_apart:BOOL priority:I pool_slot "
+        "input_digest"),
     indexes=(
         IndexSpec(
             "by_day",

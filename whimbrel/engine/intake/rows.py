@@ -28,12 +28,13 @@ from whimbrel.contract.errors import (
     InvalidInput,
     NotAllowedNow,
     StateConflict,
+    WorkflowAlreadyEnded,
 )
 from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.states import Transition
 from whimbrel.engine import conditions, signals, suspend, waits
 from whimbrel.engine.engine import Engine
-from whimbrel.engine.intake.decode import payload
+from whimbrel.engine.intake.decode import payload, written_epoch
 from whimbrel.engine.intake.items import ActivityEventItem
 from whimbrel.engine.intake.result import IntakeResult, Outcome
 
@@ -198,7 +199,7 @@ def cancel(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
     cancel is recognised by its actor tag in the run's history.
 
     Raises:
-        NotAllowedNow: the run has ended (nothing to cancel).
+        WorkflowAlreadyEnded: the run has ended (nothing to cancel).
     """
     if not addresses_run(item):
         return intake.move(record, item, aim)
@@ -210,8 +211,7 @@ def cancel(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
                             transition=item.verb.value,
                             new_state=engine.workflow(aim).state.value)
     if wf.state.is_terminal:
-        raise NotAllowedNow(f"workflow {aim} is {wf.state.value}: only a live run can be "
-                            "cancelled", workflow_exec_id=aim, state=wf.state.value)
+        raise WorkflowAlreadyEnded(workflow_exec_id=aim, workflow_state=wf.state.value)
     engine.cancel(aim, actor=actor)
     return IntakeResult(Outcome.APPLIED, workflow_exec_id=aim, transition=item.verb.value,
                         new_state=engine.workflow(aim).state.value)
@@ -238,12 +238,16 @@ def end_workflow(intake: Context, record: Mapping[str, Any], item: ActivityEvent
     output = payload(item.output, "output")
     actor = actor_of(item)
     try:
-        moved = conditions.end_early(intake.engine, aeid, output, actor=actor)
+        moved = conditions.end_early(intake.engine, aeid, output, actor=actor,
+                                     written_epoch=written_epoch(record))
     except (StateConflict, IllegalTransition) as exc:
         return intake.not_applied(record, item, actor, exc, output, None)
+    # Another end of the run came first (another attempt's, a cancel): told so.
+    lost = None if moved.ends_workflow else \
+        "another end of the run came first: this row ended its attempt only"
     return IntakeResult(Outcome.APPLIED, workflow_exec_id=moved.workflow_exec_id,
                         activity_exec_id=aeid, transition=item.verb.value,
-                        new_state=moved.state.value if moved.state else None)
+                        new_state=moved.state.value if moved.state else None, reason=lost)
 
 
 #: Contract verbs whose row may name a whole run (only ``workflow_exec_id``).
