@@ -19,8 +19,8 @@ from whimbrel.store.store import Store
 
 #: ``watch()`` lists the activities at most this often (it polls the workflow item).
 WATCH_ACTIVITIES_SECONDS = 1.0
-#: How long ``wait()`` lets the process that ended a run finish what follows the end
-#: (milliseconds when it lives) before doing it itself.
+#: How long ``wait()`` lets the process that ended a run finish what follows the end (a
+#: few writes right after the terminal one) before doing it itself.
 SETTLE_SECONDS = 2.0
 
 
