@@ -128,3 +128,39 @@ def test_a_row_written_past_the_deadline_is_late_output(wb: Whimbrel,
     got = wb.get_activity(aeid)
     assert got.state is A.TIMED_OUT and got.late_output == "slow"
     assert got.late_epoch == written and "ran for 3.0 s" in (got.error or "")
+
+
+# -- heartbeats: judged alike --------------------------------------------------------------
+
+BEATING = WorkflowDefinition("beat10", (Act("step", heartbeat_timeout_seconds=10),))
+
+
+def test_a_heartbeat_past_its_deadline_times_the_attempt_out(wb: Whimbrel,
+                                                             clock: StepClock) -> None:
+    wb.register_workflow(BEATING)
+    wb.start_workflow("beat10")
+    act = wb.claim(workflow_name="beat10")
+    assert act is not None
+    clock.advance(9)
+    wb.heartbeat(act.activity_exec_id)  # in time: the deadline moves to 19
+    clock.advance(12)  # 2 s past it, within the sweep's grace: it used to revive it
+    with pytest.raises(ActivityTimedOut):
+        wb.heartbeat(act.activity_exec_id)
+    got = wb.get_activity(act.activity_exec_id)
+    assert got.state is A.TIMED_OUT and got.error == "no heartbeat for 12.0 s (timeout 10 s)"
+
+
+def test_a_heartbeat_row_written_in_time_counts_however_late(wb: Whimbrel,
+                                                             clock: StepClock) -> None:
+    wb.register_workflow(BEATING)
+    wb.start_workflow("beat10")
+    act = wb.claim(workflow_name="beat10")
+    assert act is not None
+    written = clock() + 9
+    clock.advance(11)
+    beat = Intake(wb.engine).activity_event(_row(act.activity_exec_id, "HEARTBEAT", written))
+    assert (beat.outcome, beat.new_state) == (Outcome.APPLIED, "RUNNING"), beat
+    late = Intake(wb.engine).activity_event(
+        _row(act.activity_exec_id, "HEARTBEAT", clock.advance(12)))
+    assert late.outcome is Outcome.REJECTED and "too late" in (late.reason or ""), late
+    assert wb.get_activity(act.activity_exec_id).state is A.TIMED_OUT

@@ -509,6 +509,15 @@ class WorkflowMachine(RuleBasedStateMachine):
     def heartbeat(self, pick: int) -> None:
         cands = self._attempts(A.RUNNING, A.CANCELLED_RUNNING)
         wf, a = cands[pick % len(cands)]
+        if a.deadline is not None and a.deadline <= self.clock():
+            # Written past its deadline (within the sweep's grace): it times the attempt
+            # out, as a result would (issue 31), instead of reviving it.
+            with pytest.raises(ActivityTimedOut):
+                self.wb.heartbeat(self._aeid(wf, a))
+            self.model.time_out(wf, a, self.clock())
+            WAIT_COUNTS["heartbeats past a deadline"] = \
+                WAIT_COUNTS.get("heartbeats past a deadline", 0) + 1
+            return
         try:
             self.wb.heartbeat(self._aeid(wf, a))
             assert a.state is A.RUNNING

@@ -153,8 +153,9 @@ class Engine(EngineBase):
     def start_running(self, aeid: str, *, actor: str = "worker") -> ActivityRecord:
         return moves.start_running(self, aeid, actor=actor)
 
-    def heartbeat(self, aeid: str, image: ActivityRecord | None = None) -> ActivityState:
-        return moves.heartbeat(self, aeid, image)
+    def heartbeat(self, aeid: str, image: ActivityRecord | None = None,
+                  written_epoch: float | None = None) -> ActivityState:
+        return moves.heartbeat(self, aeid, image, written_epoch)
 
     def claim(self, workflow_name: str | None = None, activity_name: str | None = None, *,
               actor: str = "worker") -> ActivityRecord | None:

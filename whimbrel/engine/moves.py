@@ -40,7 +40,7 @@ from whimbrel.contract.states import (
     activity_path,
     next_activity_state,
 )
-from whimbrel.engine import flow, late, rules
+from whimbrel.engine import flow, late, rules, written
 from whimbrel.engine.feature import Core
 from whimbrel.engine.views import ActivityExec
 
@@ -247,14 +247,15 @@ def start_running(engine: Core, aeid: str, *, actor: str = "worker") -> Activity
     return flow.apply(engine, known, Transition.RUNNING, actor=actor)
 
 
-def heartbeat(engine: Core, aeid: str, image: ActivityRecord | None = None) -> ActivityState:
+def heartbeat(engine: Core, aeid: str, image: ActivityRecord | None = None,
+              written_epoch: float | None = None) -> ActivityState:
     """Record that the attempt is alive and push its heartbeat deadline forward (never
-    past its close deadline).
+    past its close deadline); one written past the deadline times it out (written.py).
 
     Raises:
         ActivityCancelled: it was cancelled (the heartbeat was still recorded when it
             is CANCELLED_RUNNING); stop work.
-        ActivityTimedOut: the system already gave up on it (TIMED_OUT, LOST).
+        ActivityTimedOut: the system gave up on it (TIMED_OUT, LOST), or does now.
         StateConflict: it is not running (never started, or finished).
     """
     item = image
@@ -263,16 +264,15 @@ def heartbeat(engine: Core, aeid: str, image: ActivityRecord | None = None) -> A
     now = engine.clock()
     changes: dict[str, Any] = {"heartbeat_epoch": now}
     if item.heartbeat_timeout_seconds:
-        deadline = now + item.heartbeat_timeout_seconds
-        if item.close_epoch is not None:
-            deadline = min(deadline, item.close_epoch)
-        # The real deadline only: the timers index entry stays where it was armed (0
-        # index writes per heartbeat); the sweep re-arms it when it fires early.
+        deadline = min(now + item.heartbeat_timeout_seconds, item.close_epoch or float("inf"))
+        # The real deadline only (0 index writes a beat): the sweep re-arms the timer.
         changes["deadline_epoch"] = deadline
     try:
         # Only a live attempt heartbeats; TIMED_OUT items keep their state forever.
-        moved = engine.store.set_activity(aeid, changes, states=ACTIVITY_ACTIVE)
+        moved = engine.store.set_activity(aeid, changes, states=ACTIVITY_ACTIVE,
+                                          alive_at=written_epoch or now)
     except StateConflict as lost:
+        written.late_heartbeat(engine, lost.current, written_epoch or now)
         state = lost.current.state if lost.current else None
         if state in ACTIVITY_GAVE_UP and state is not None:
             raise ActivityTimedOut(aeid, state.value) from None

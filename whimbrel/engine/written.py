@@ -19,9 +19,9 @@ in time may still be on the stream); it never extends what counts as in time.
 from __future__ import annotations
 
 from whimbrel.contract.definitions import WorkflowDefinition
-from whimbrel.contract.errors import StateConflict
+from whimbrel.contract.errors import ActivityTimedOut, StateConflict
 from whimbrel.contract.records import ActivityRecord
-from whimbrel.contract.states import ACTIVITY_ACTIVE, ActivityState, Transition
+from whimbrel.contract.states import ACTIVITY_ACTIVE, ACTIVITY_GAVE_UP, ActivityState, Transition
 from whimbrel.engine import rules
 from whimbrel.engine.feature import Core
 
@@ -41,6 +41,22 @@ def came_late(item: ActivityRecord | None, written: float) -> bool:
     result was written at ``written``."""
     return item is not None and item.state in ACTIVITY_ACTIVE \
         and item.deadline_epoch is not None and item.deadline_epoch <= written
+
+
+def late_heartbeat(engine: Core, current: ActivityRecord | None, at: float) -> None:
+    """A heartbeat written at ``at`` lost its write: when it came after the deadline of
+    the attempt still running, the attempt is timed out now, as a late result would.
+
+    Raises:
+        ActivityTimedOut: it came late (the attempt is TIMED_OUT, by this call or another).
+    """
+    if current is None or not came_late(current, at):
+        return
+    now, moved = time_out_late(engine, engine.definition_of(current), current, at)
+    if moved:
+        engine.after(now)
+    if now.state in ACTIVITY_GAVE_UP:
+        raise ActivityTimedOut(current.activity_exec_id, now.state.value)
 
 
 def time_out_late(engine: Core, defn: WorkflowDefinition, item: ActivityRecord,

@@ -278,12 +278,17 @@ class AttemptTables(Tables):
                                           final.value) from None
 
     def set_activity(self, activity_exec_id: str, changes: Changes, *,
-                     states: Collection[ActivityState]) -> ActivityRecord:
+                     states: Collection[ActivityState],
+                     alive_at: float | None = None) -> ActivityRecord:
         expr = Expression()
         update = expr.update(index_changes(changes, activity_exec_id))
         # Attributes other than the state, only while the state is one of ``states``
         # (e.g. a heartbeat only while the activity runs; never on a TIMED_OUT one).
         condition = expr.one_of("state", sorted(s.value for s in states))
+        if alive_at is not None:
+            # A heartbeat written at alive_at, only before its deadline (engine/written.py).
+            condition += (f" AND ({expr.missing('deadline_epoch')} OR "
+                          f"{expr.more_than('deadline_epoch', alive_at)})")
         try:
             return activity_record(self._update_attempt(activity_exec_id, expr, update,
                                                         condition))

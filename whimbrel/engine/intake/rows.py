@@ -137,7 +137,7 @@ def heartbeat(intake: Context, record: Mapping[str, Any], item: ActivityEventIte
               aeid: str) -> IntakeResult:
     wx = parse_activity_exec_id(aeid).workflow_exec_id
     try:
-        state = intake.engine.heartbeat(aeid).value
+        state = intake.engine.heartbeat(aeid, written_epoch=written_epoch(record)).value
     except ActivityCancelled as exc:
         # Recorded; the sender learns from the row's result_state that it must stop.
         state = exc.state
