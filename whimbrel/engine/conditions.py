@@ -17,12 +17,12 @@
   two at once one wins; the other's report is a plain completion), then completes the
   RUNNING attempt with ``ends_workflow`` set (one conditional write). Its follow-up
   ends the run COMPLETED with that output (``output`` and ``ended_by`` on the workflow
-  item) and keeps a check time on it; the
-  run's ``after_end`` skips every attempt not launched (REQUESTED, READY) and asks the
-  others to stop as a cancel does (a running one learns it from its next heartbeat). A
-  redelivery finds the attempt COMPLETED with the flag and redoes only the follow-ups; a
-  crash between the writes is repaired by the reconcile visit (of the live run, or of the
-  ended run that still carries its check time).
+  item) and keeps a check time on it; the run's ``after_end`` skips every attempt not
+  launched (REQUESTED, READY) and asks the others to stop as a cancel does (a running
+  one learns it from its next heartbeat). A redelivery finds the attempt COMPLETED with
+  the flag and redoes only the follow-ups; a crash between the writes is repaired by the
+  reconcile visit (of the live run, or of the ended run that still carries its check
+  time), or by the claimer's retry (its claim is its own again).
 """
 
 from __future__ import annotations
