@@ -55,9 +55,12 @@ def test_submit_without_wait_prints_the_id(run: Run, fanout: Whimbrel) -> None:
     assert out["mode"] == "full"
     # python activities run in the CLI's process: it stayed until they were done
     assert fanout.get_workflow(out["workflow_exec_id"]).state.value == "COMPLETED"
-    # the same request id is the same single run
-    again = run("submit", "fanout", "--request-id", "req-1").stdout.strip()
+    # the same request id is the same single run; with another input it is refused
+    again = run("submit", "fanout", "--input", '{"a": 1}', "--request-id",
+                "req-1").stdout.strip()
     assert again == out["workflow_exec_id"]
+    assert "with another input" in run("submit", "fanout", "--request-id", "req-1",
+                                       code=4).stderr
 
 
 def test_submit_exit_codes(run: Run, wb: Whimbrel) -> None:

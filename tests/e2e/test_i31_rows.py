@@ -6,11 +6,14 @@ handlers.
   then dead-lettered, with the dependent REQUESTED and the run RUNNING for good).
 * An END_WORKFLOW row in a child run hands the parent's attempt the early output (it
   used to get the child's sinks' outputs, ``{"more": null}``).
+* A result row is judged by its stream record's creation time against the deadline,
+  not by when the engine applies it.
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from e2e_support import RawClient, activity_state, event_row
@@ -21,7 +24,7 @@ from whimbrel import LauncherSpec, WorkflowDefinition
 from whimbrel import WorkflowState as W
 from whimbrel.contract.ids import activity_exec_id
 from whimbrel.local.runtime import LocalRuntime
-from whimbrel.testing import wait_until
+from whimbrel.testing import StepClock, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -73,3 +76,36 @@ def test_an_end_workflow_row_in_a_child_hands_the_parent_its_output(runtime: Loc
                      timeout=15)
     assert got.state is A.COMPLETED and got.output == {"verdict": "early"}, got
     assert rt.client.get_workflow(kid).activity("more").state is A.SKIPPED
+
+
+ON_TIME = WorkflowDefinition("on_time_row", (Act("late", start_to_close_seconds=60),
+                                             Act("in_time", start_to_close_seconds=60)))
+
+
+def test_a_row_is_judged_by_its_stream_records_creation_time(ddb_endpoint: str,
+                                                              table_prefix: str,
+                                                              raw: RawClient) -> None:
+    """The engine's clock is a StepClock; the rows' times are DynamoDB's own
+    (``ApproximateCreationDateTime`` on the local runtime's stream events). No sweep runs:
+    what decides is the row's time against the deadline, not when it is applied."""
+    clock = StepClock(start=time.time() - 100)
+    with LocalRuntime(ddb_endpoint, table_prefix, heartbeat_rate_seconds=0, clock=clock,
+                      lambda_log_level="WARNING", exclusive=False) as rt:
+        rt.client.register_workflow(ON_TIME)
+        wx = rt.client.start_workflow("on_time_row")
+        late = rt.client.claim(workflow_name="on_time_row", activity_name="late")
+        assert late is not None  # its deadline: 40 s before the rows are written
+        clock.advance(100)
+        in_time = rt.client.claim(workflow_name="on_time_row", activity_name="in_time")
+        assert in_time is not None  # its deadline: about 60 s after the rows are written
+        clock.advance(100)  # the engine's now is past both deadlines and their grace
+        done = event_row(rt, raw.event(in_time.activity_exec_id, "COMPLETED", output=1))
+        assert (done["outcome"]["S"], done["result_state"]["S"]) == ("APPLIED", "COMPLETED")
+        kept = event_row(rt, raw.event(late.activity_exec_id, "COMPLETED", output=2))
+        assert (kept["outcome"]["S"], kept["result_state"]["S"]) == \
+            ("LATE_OUTPUT", "TIMED_OUT")
+        got = rt.client.get_activity(late.activity_exec_id)
+        assert got.state is A.TIMED_OUT and got.late_output == 2
+        assert "past its start_to_close_seconds (60 s)" in (got.error or "")
+        assert rt.client.get_workflow(wx).activity("in_time").output == 1
+        rt.client.store.delete_tables()

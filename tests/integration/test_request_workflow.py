@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from whimbrel import ActivityDefinition, Whimbrel, WorkflowDefinition
-from whimbrel.contract.errors import DefinitionNotFound, InvalidInput
+from whimbrel.contract.errors import DefinitionNotFound, InvalidInput, RequestIdReused
 from whimbrel.contract.ids import workflow_exec_id_for
 
 STEP = WorkflowDefinition("step", (ActivityDefinition("only"),))
@@ -17,8 +17,11 @@ def test_request_id_is_the_callers_and_idempotent(wb: Whimbrel) -> None:
     assert wb.request_workflow("step", {"n": 1}, request_id="order-7") == "order-7"
     row = wb.store.get_request("order-7")
     assert row is not None and row.workflow_name == "step" and not row.manual
-    # Written again: the same single request, the first input kept.
-    assert wb.request_workflow("step", {"n": 2}, request_id="order-7") == "order-7"
+    # Written again: the same single request; with another input it is refused (issue
+    # 31: it used to return the first request silently), the first input kept.
+    assert wb.request_workflow("step", {"n": 1}, request_id="order-7") == "order-7"
+    with pytest.raises(RequestIdReused, match=r"'order-7' .* with another input"):
+        wb.request_workflow("step", {"n": 2}, request_id="order-7")
     again = wb.store.get_request("order-7")
     assert again is not None and again.input == row.input
     # Without one, a fresh id each time.
@@ -30,7 +33,8 @@ def test_request_id_checked_like_start_workflow(wb: Whimbrel) -> None:
     wb.register_workflow(STEP)
     wb.register_workflow(OTHER)
     wb.request_workflow("step", request_id="taken")
-    with pytest.raises(InvalidInput, match="already asked for workflow 'step', not 'other'"):
+    with pytest.raises(InvalidInput, match=r"already stands for run .* of workflow 'step', "
+                                           r"not 'other'"):
         wb.request_workflow("other", request_id="taken")
     for bad in (123, "r-\udc80", ""):
         with pytest.raises(InvalidInput, match="workflow_request_id must be a non-empty"):

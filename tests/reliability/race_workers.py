@@ -103,3 +103,23 @@ def start_runs(endpoint: str, prefix: str, workflow_name: str, n: int,
         return [wb.start_workflow(workflow_name) for _ in range(n)]
     finally:
         wb.close()
+
+
+def end_early_once(endpoint: str, prefix: str, aeids: list[str], barrier: Any) -> list[str]:
+    """End each run early from its attempt right after the other processes are ready
+    (issue 31): "won" when this call ended the run, "lost" when another end came first."""
+    from whimbrel.engine.conditions import end_early
+
+    wb = Whimbrel(endpoint_url=endpoint, table_prefix=prefix)
+    out: list[str] = []
+    try:
+        for aeid in aeids:
+            barrier.wait()
+            try:
+                moved = end_early(wb.engine, aeid, {"by": aeid})
+                out.append("won" if moved.ends_workflow else "lost")
+            except WhimbrelError as exc:
+                out.append(type(exc).__name__)
+    finally:
+        wb.close()
+    return out

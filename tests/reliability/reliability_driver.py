@@ -220,6 +220,11 @@ def plans() -> list[Plan]:
         Plan("end-early", WorkflowDefinition("early", (
             act("A"), act("B", "A"), act("C", "A"), act("D", "B", "C"))), W.COMPLETED,
             behaviour=lambda n, a: "end" if n == "B" else "complete"),
+        # Issue 31: two attempts of one run end it early; one claim wins, a crash between
+        # a claim and its COMPLETED is finished by the claimer's retry.
+        Plan("two-enders", WorkflowDefinition("early2", (
+            act("A"), act("B", "A"), act("C", "A"), act("D", "B", "C"))), W.COMPLETED,
+            behaviour=lambda n, a: "end" if n in ("B", "C") else "complete"),
         *wait_plans(),
         *pool_plans(),
     ]

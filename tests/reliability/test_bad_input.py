@@ -29,6 +29,7 @@ from whimbrel.contract.errors import (
     IllegalTransition,
     InvalidDefinition,
     InvalidInput,
+    RequestIdReused,
     StateConflict,
     UpstreamNotCompleted,
     WhimbrelError,
@@ -179,7 +180,10 @@ CORPUS: list[Case] = [
     ("input nested 200 deep", lambda wb, c: wb.start_workflow("ok", nested(200)), InvalidInput,
      "nested deeper"),
     ("request id reused for another workflow", lambda wb, c: wb.start_workflow(
-        "other", request_id=c["request"]), InvalidInput, "already started"),
+        "other", request_id=c["request"]), InvalidInput, "already stands for run"),
+    ("request id reused with another input (issue 31)", lambda wb, c: wb.start_workflow(
+        "ok", {"keep": "another"}, request_id=c["request"]), RequestIdReused,
+     "with another input"),
     # -- transitions and reads ------------------------------------------------------------
     ("activity id malformed", lambda wb, c: wb.transition_activity("nope", "COMPLETED"),
      InvalidInput, "activity_exec_id"),

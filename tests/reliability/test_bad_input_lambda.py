@@ -127,7 +127,7 @@ REQUESTS: list[Case] = [
     Case("priority as text", req(priority=S("high")), "priority: Input should be a valid"),
     Case("request id reused for another workflow",
          req(workflow_request_id=S("bystander"), workflow_name=S("other")),
-         "request id 'bystander' already started workflow 'ok', not 'other'"),
+         "request id 'bystander' already stands for run"),
     Case("NUL in workflow_name", req(workflow_name=S("ok\x00")),
          "workflow_name must match"),
     Case("RTL override in workflow_name", req(workflow_name=S("\u202eko")),

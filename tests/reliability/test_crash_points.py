@@ -66,6 +66,11 @@ def _check(wb: Whimbrel, launcher: RecordingLauncher, plan: Plan, wx: str, why: 
             assert item.timer_epoch is None and item.claim_key is None \
                 and item.held_epoch is None, \
                 f"{plan.name} {why}: {item.activity_exec_id} still indexed"
+        # Issue 31: one early end at most, and a run ended early names it.
+        enders = [i.activity_exec_id for i in wb.store.list_activities(run_id)
+                  if i.ends_workflow]
+        assert len(enders) <= 1 and (raw.ended_by is None or enders == [raw.ended_by]), \
+            f"{plan.name} {why}: enders {enders}, ended by {raw.ended_by}"
         if plan.children and run is wf:
             assert len(wf.child_workflow_exec_ids) == 1, wf  # one child, however replayed
 

@@ -45,6 +45,7 @@ from whimbrel import (
     RetryPolicy,
     SignalRefused,
     Whimbrel,
+    WorkflowAlreadyEnded,
     WorkflowDefinition,
 )
 from whimbrel.contract.errors import (
@@ -220,6 +221,17 @@ class Model:
         a.state = new
         if new.is_terminal:
             self.after(wf, a, now)
+
+    def came_late(self, a: MAct, verb: Transition, now: float) -> bool:
+        """A running attempt's result written at or past its deadline (within the sweep's
+        in-flight grace, or before any sweep): judged by when it was written, it times
+        the attempt out (engine/written.py; issue 31)."""
+        return verb in (T.COMPLETED, T.FAILED) and a.deadline is not None \
+            and a.state in (A.RUNNING, A.CANCELLED_RUNNING) and a.deadline <= now
+
+    def time_out(self, wf: MWorkflow, a: MAct, now: float) -> None:
+        a.state, a.deadline = A.TIMED_OUT, None
+        self.after(wf, a, now)
 
     def heartbeat(self, wf: MWorkflow, a: MAct, now: float) -> None:
         hb = wf.defn.activity(a.name).heartbeat_timeout_seconds
@@ -502,6 +514,14 @@ class WorkflowMachine(RuleBasedStateMachine):
     def finish(self, pick: int, verb: Transition) -> None:
         cands = self._attempts(A.RUNNING, A.CANCELLED_RUNNING)
         wf, a = cands[pick % len(cands)]
+        if self.model.came_late(a, verb, self.clock()):
+            with pytest.raises(ActivityTimedOut):
+                self.wb.transition_activity(self._aeid(wf, a), verb, output={"n": 1},
+                                            error="boom")
+            self.model.time_out(wf, a, self.clock())
+            WAIT_COUNTS["results past a deadline"] = \
+                WAIT_COUNTS.get("results past a deadline", 0) + 1
+            return
         self.wb.transition_activity(self._aeid(wf, a), verb, output={"n": 1}, error="boom")
         self.model.move(wf, a, verb, self.clock())
 
@@ -510,6 +530,15 @@ class WorkflowMachine(RuleBasedStateMachine):
     def heartbeat(self, pick: int) -> None:
         cands = self._attempts(A.RUNNING, A.CANCELLED_RUNNING)
         wf, a = cands[pick % len(cands)]
+        if a.deadline is not None and a.deadline <= self.clock():
+            # Written past its deadline (within the sweep's grace): it times the attempt
+            # out, as a result would (issue 31), instead of reviving it.
+            with pytest.raises(ActivityTimedOut):
+                self.wb.heartbeat(self._aeid(wf, a))
+            self.model.time_out(wf, a, self.clock())
+            WAIT_COUNTS["heartbeats past a deadline"] = \
+                WAIT_COUNTS.get("heartbeats past a deadline", 0) + 1
+            return
         try:
             self.wb.heartbeat(self._aeid(wf, a))
             assert a.state is A.RUNNING
@@ -521,6 +550,10 @@ class WorkflowMachine(RuleBasedStateMachine):
     @rule(pick=st.integers(0, 99))
     def cancel_workflow(self, pick: int) -> None:
         wf = list(self.model.wfs.values())[pick % len(self.model.wfs)]
+        if wf.state.is_terminal and wf.state is not W.CANCELLED:
+            with pytest.raises(WorkflowAlreadyEnded):  # issue 31: said, not silent
+                self.wb.cancel_workflow(wf.wx)
+            return
         self.wb.cancel_workflow(wf.wx)
         self.model.cancel(wf)
 
@@ -569,9 +602,15 @@ class WorkflowMachine(RuleBasedStateMachine):
             assert not allowed, f"{verb.value} on {a.state.value} refused: {exc}"
             return
         except ActivityTimedOut:  # a late report: kept as late output, never the state
+            if allowed and self.model.came_late(a, verb, self.clock()):
+                self.model.time_out(wf, a, self.clock())  # written past its deadline
+                WAIT_COUNTS["results past a deadline"] = \
+                    WAIT_COUNTS.get("results past a deadline", 0) + 1
+                return
             assert a.state in (A.TIMED_OUT, A.LOST) and verb in (T.COMPLETED, T.FAILED)
             return
         assert allowed, f"{verb.value} on {a.state.value} ({wf.state.value}) was accepted"
+        assert not self.model.came_late(a, verb, self.clock()), f"late {verb.value} applied"
         self.model.move(wf, a, verb, self.clock())
 
     @precondition(lambda self: self.model.wfs)

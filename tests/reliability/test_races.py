@@ -733,3 +733,77 @@ def test_holders_of_a_lowered_pool_ending_at_once_admit_one(
         for wx in wxs:
             assert _checked(rwb, wx, defn, launcher).state is W.COMPLETED
         assert _holders(rwb, "low", 3) == [] and rwb.get_pool("low").waiting == 0
+
+
+# -- issue 31: concurrent early ends -------------------------------------------------------
+
+def _early(wb: Whimbrel, name: str, n: int) -> tuple[WorkflowDefinition, str, list[str]]:
+    defn = _one(name, *(ActivityDefinition(f"E{i}", launcher=EXT) for i in range(n)),
+                ActivityDefinition("after", tuple(f"E{i}" for i in range(n)), launcher=EXT))
+    wb.register_workflow(defn) if not wb.list_definitions(name) else None
+    wx = wb.start_workflow(name)
+    aeids = [activity_exec_id(wx, f"E{i}", 1) for i in range(n)]
+    for aeid in aeids:
+        wb.transition_activity(aeid, T.RUNNING)
+    return defn, wx, aeids
+
+
+def _one_ender(wb: Whimbrel, wx: str, defn: WorkflowDefinition, aeids: list[str],
+               won: list[bool]) -> str:
+    """Exactly one ended the run (its output is the run's); the others' reports were
+    plain ends of their attempts (COMPLETED, or CANCELLED once the end asked them to
+    stop), none of them marked as ending it."""
+    assert won.count(True) == 1, won
+    winner = aeids[won.index(True)]
+    wf = _checked(wb, wx, defn)
+    assert wf.state is W.COMPLETED and wf.ended_by == winner, wf
+    assert wf.output == {"by": winner}
+    assert wf.activity("after").state is A.SKIPPED
+    enders = [a for a in wb.store.list_activities(wx) if a.ends_workflow]
+    assert [a.activity_exec_id for a in enders] == [winner]
+    for aeid in aeids:
+        if aeid != winner:
+            assert wb.get_activity(aeid).state in (A.COMPLETED, A.CANCELLED)
+    return winner
+
+
+def test_concurrent_end_workflow_calls_have_one_winner(rwb: Whimbrel) -> None:
+    """Every attempt of a run ends it early at the same moment: one wins; the others'
+    reports are plain ends of their attempts (all used to be told they had won)."""
+    from whimbrel.engine.conditions import end_early
+
+    meet = race_workers.WriteRendezvous(3, "workflow_exec")
+    for _ in range(ROUNDS):
+        defn, wx, aeids = _early(rwb, "early3", 3)
+        meet.reset()
+        rwb.store.write_hooks.append(meet)
+        try:
+            results = together(*[lambda a=a: end_early(rwb.engine, a, {"by": a})
+                                 for a in aeids])
+        finally:
+            rwb.store.write_hooks.remove(meet)
+        assert meet.met == 3, "the three claims did not meet at the store"
+        assert not [r for r in results if isinstance(r, Exception)], results
+        _one_ender(rwb, wx, defn, aeids, [bool(r.ends_workflow) for r in results])
+        RACES["end_workflow of one run at once"] += 1
+
+
+@pytest.mark.slow
+def test_processes_end_one_run_early_at_once(ddb_endpoint: str, table_prefix: str) -> None:
+    procs = 3
+    wb = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix)
+    wb.create_tables()
+    runs = [_early(wb, "early_p", procs) for _ in range(ROUNDS)]
+    pool, manager = _spawn_pool(procs)
+    with pool, manager:
+        barrier = manager.Barrier(procs)
+        futures = [pool.submit(race_workers.end_early_once, ddb_endpoint, table_prefix,
+                               [aeids[p] for _, _, aeids in runs], barrier)
+                   for p in range(procs)]
+        per_process = [f.result(timeout=120) for f in futures]
+    for i, (defn, wx, aeids) in enumerate(runs):
+        results = [per_process[p][i] for p in range(procs)]
+        assert set(results) <= {"won", "lost"}, results
+        _one_ender(wb, wx, defn, aeids, [r == "won" for r in results])
+        RACES["end_workflow of one run at once (processes)"] += 1
+    wb.close()

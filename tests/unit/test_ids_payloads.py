@@ -68,6 +68,8 @@ def test_public_names_are_pinned() -> None:
         "workflow", "WorkflowContext", "StepFailed", "WaitTimedOut", "NonDeterminism",
         # issue 29: batch operations, nudge
         "BatchReport", "NudgeReport",
+        # issue 31: a cancel of an ended run, a request id given another input
+        "WorkflowAlreadyEnded", "RequestIdReused",
     ])
     for name in whimbrel.__all__:
         assert getattr(whimbrel, name) is not None
@@ -76,5 +78,5 @@ def test_public_names_are_pinned() -> None:
                 "RetryNotAllowed", "NotAllowedNow", "UpstreamNotCompleted",
                 "WorkflowNotRunning", "ListenerOnly", "NotAnApprover", "SignalRefused",
                 "RedriveNotAllowed", "EngineDriven", "StepFailed", "WaitTimedOut",
-                "NonDeterminism"):
+                "NonDeterminism", "WorkflowAlreadyEnded", "RequestIdReused"):
         assert issubclass(getattr(whimbrel, err), whimbrel.WhimbrelError)

@@ -30,13 +30,10 @@ def cancel(
 ) -> None:
     """Cancel a run: nothing new starts and running activities are asked to stop.
 
-    Idempotent. Cancelling a run that already ended COMPLETED or FAILED is a conflict
-    (exit code 5); cancelling a CANCELLED run again succeeds.
+    Idempotent. Cancelling a run that already ended COMPLETED, FAILED or TIMED_OUT is a
+    conflict (exit code 5, the API's WorkflowAlreadyEnded); cancelling a CANCELLED run
+    again succeeds.
     """
-    before = cli.wb.get_workflow(workflow_exec_id)
-    if before.state in (W.COMPLETED, W.FAILED):
-        raise CliError(f"workflow {workflow_exec_id} already ended {before.state.value}; "
-                       "nothing to cancel", ExitCode.CONFLICT)
     cli.wb.cancel_workflow(workflow_exec_id)
     wf = cli.wb.get_workflow(workflow_exec_id)
     defn = definition_of(cli, wf.workflow_name, wf.version)

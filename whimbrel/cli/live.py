@@ -25,7 +25,8 @@ def definition_of(cli: Cli, name: str, version: int) -> WorkflowDefinition | Non
 
 def poll(cli: Cli, wx: str, *, interval: float,
          timeout: float | None) -> Iterator[WorkflowExec]:
-    """Yield the run every ``interval`` seconds until it is terminal.
+    """Yield the run every ``interval`` seconds until it is terminal, last as
+    ``Whimbrel.wait`` returns it (settled: what its end left unstarted is SKIPPED).
 
     Raises:
         CliError: (WAIT_TIMEOUT) still not terminal after ``timeout`` seconds.
@@ -33,9 +34,10 @@ def poll(cli: Cli, wx: str, *, interval: float,
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         wf = cli.wb.get_workflow(wx)
-        yield wf
         if wf.state.is_terminal:
+            yield cli.wb.wait(wx)
             return
+        yield wf
         if deadline is not None and time.monotonic() >= deadline:
             raise CliError(f"workflow {wx} is still {wf.state.value} after {timeout:g} s",
                            ExitCode.WAIT_TIMEOUT)

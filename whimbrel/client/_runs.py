@@ -22,6 +22,9 @@ from whimbrel.store.store import Store
 
 #: ``watch()`` lists the activities at most this often (it polls the workflow item).
 WATCH_ACTIVITIES_SECONDS = 1.0
+#: How long ``wait()`` lets the process that ended a run finish what follows the end (a
+#: few writes right after the terminal one) before doing it itself.
+SETTLE_SECONDS = 2.0
 
 
 class Runs:
@@ -140,27 +143,44 @@ class Runs:
 
     def cancel_workflow(self, workflow_exec_id: str) -> None:
         """Cancel a workflow: nothing new starts, running activities are asked to stop.
+        Idempotent: a run that ended CANCELLED is cancelled again quietly.
 
         Raises:
             WorkflowNotFound: no such execution.
+            WorkflowAlreadyEnded: it ended otherwise (COMPLETED, FAILED, TIMED_OUT):
+                nothing to cancel.
         """
         self.engine.cancel(workflow_exec_id)
 
     def wait(self, workflow_exec_id: str, timeout: float = 60.0,
              poll_seconds: float = 0.05) -> WorkflowExec:
-        """Poll the workflow item until the run is terminal (or ``timeout`` passes), then
-        return it with its activities. Each poll reads the one workflow item.
+        """Poll the workflow item until the run has ended and settled (or ``timeout``
+        passes), then return it with its activities. Each poll reads the one workflow item.
+
+        An end is one write; what follows it (a run ended early skips what it left
+        unstarted, a child run's parent hears) is written right after, and the run keeps
+        a check time until it is done. So a run that ended is returned once its check
+        time is gone, and one whose ender died before finishing is settled here after
+        ``SETTLE_SECONDS`` (those follow-ups are idempotent): its activities are as the
+        docs say an ended run leaves them (SKIPPED, not REQUESTED).
 
         Raises:
             TimeoutError: still not finished at the deadline.
             WorkflowNotFound: no such execution.
         """
         deadline = time.monotonic() + timeout
+        ended: float | None = None
         while True:
             wf = self.engine.workflow(workflow_exec_id)
             if wf.state.is_terminal:
-                return self.engine.get_workflow(workflow_exec_id)
-            if time.monotonic() >= deadline:
+                now = time.monotonic()
+                ended = now if ended is None else ended
+                if wf.check_epoch is None:
+                    return self.engine.get_workflow(workflow_exec_id)
+                if now - ended >= SETTLE_SECONDS or now >= deadline:
+                    self.engine.settle(workflow_exec_id)
+                    return self.engine.get_workflow(workflow_exec_id)
+            elif time.monotonic() >= deadline:
                 raise TimeoutError(f"workflow {workflow_exec_id} still {wf.state.value} "
                                    f"after {timeout} s")
             time.sleep(poll_seconds)

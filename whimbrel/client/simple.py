@@ -15,9 +15,9 @@ from typing import Any
 
 from whimbrel.contract import attributes as run_attributes
 from whimbrel.contract import checks
-from whimbrel.contract.errors import InvalidInput
+from whimbrel.contract.errors import InvalidInput, RequestIdReused
 from whimbrel.contract.ids import new_request_id, parse_activity_exec_id, workflow_exec_id_for
-from whimbrel.contract.payloads import clip_error
+from whimbrel.contract.payloads import clip_error, payload_digest
 from whimbrel.contract.priority import check_priority
 from whimbrel.contract.records import EventRecord, RequestRecord
 from whimbrel.contract.states import Transition
@@ -43,8 +43,9 @@ def request_workflow(store: StorePort, clock: Clock, name: str, input: Any = Non
 
     Raises:
         InvalidInput: empty name, bad version, bad request id, input not JSON / too
-            large, a priority that is not 0-9, bad attributes, or ``request_id``
-            already asked for another workflow.
+            large, a priority that is not 0-9, or bad attributes.
+        RequestIdReused: ``request_id`` already asked for another workflow, or with
+            another input (the same request again writes nothing).
         DefinitionNotFound: from ``require_definition``.
     """
     checks.workflow_name(name)
@@ -65,10 +66,13 @@ def request_workflow(store: StorePort, clock: Clock, name: str, input: Any = Non
                                            traceparent=tracing.current(),
                                            priority=priority, attributes=attrs)):
         existing = store.get_request(request_id)
-        if existing is not None and existing.workflow_name != name:
-            raise InvalidInput(f"request id {request_id!r} already asked for workflow "
-                               f"{existing.workflow_name!r}, not {name!r}",
-                               field="workflow_request_id")
+        why = None if existing is None else \
+            f"of workflow {existing.workflow_name!r}, not {name!r}" \
+            if existing.workflow_name != name else "with another input" \
+            if payload_digest(existing.input) != payload_digest(payload) else None
+        if why is not None:
+            raise RequestIdReused(request_id=request_id,
+                                  workflow_exec_id=workflow_exec_id_for(request_id), why=why)
     return request_id
 
 

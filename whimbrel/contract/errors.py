@@ -166,6 +166,21 @@ class InvalidInput(WhimbrelError, ValueError):
         self.field = field
 
 
+class RequestIdReused(InvalidInput):
+    """A request id that already started a run was given again with another workflow or
+    another input: a request id names one request forever (the same one again returns
+    its run)."""
+
+    def __init__(self, *, request_id: str, workflow_exec_id: str, why: str) -> None:
+        super().__init__(
+            f"request id {request_id!r} already stands for run {workflow_exec_id} {why}; "
+            "the same request again returns that run, another needs another request id",
+            field="workflow_request_id", request_id=request_id,
+            workflow_exec_id=workflow_exec_id)
+        self.request_id = request_id
+        self.workflow_exec_id = workflow_exec_id
+
+
 class ActivityStopped(WhimbrelError):
     """The activity must stop: it was cancelled or timed out by someone else."""
 
@@ -291,3 +306,15 @@ class DevAlreadyRunning(NotAllowedNow):
             since_epoch=since_epoch, until_epoch=until_epoch)
         self.host, self.pid = host, pid
         self.since_epoch, self.until_epoch = since_epoch, until_epoch
+
+
+class WorkflowAlreadyEnded(NotAllowedNow):
+    """A run that has ended cannot be cancelled (nothing of it runs); one that ended
+    CANCELLED is cancelled again quietly."""
+
+    def __init__(self, *, workflow_exec_id: str, workflow_state: str) -> None:
+        super().__init__(
+            f"workflow {workflow_exec_id} already ended {workflow_state}: nothing to cancel",
+            workflow_exec_id=workflow_exec_id, workflow_state=workflow_state)
+        self.workflow_exec_id = workflow_exec_id
+        self.workflow_state = workflow_state

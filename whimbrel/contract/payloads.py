@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -152,6 +153,14 @@ def encode_payload(value: Any, *, field: str, max_bytes: int, hint: str = NO_BUC
             field=field
         )
     return text
+
+
+def payload_digest(text: str | None) -> str:
+    """A digest of a JSON payload's value, alike for every spelling of it (key order,
+    spacing): what tells a request repeated from another under the same id."""
+    value = json.loads(text) if text is not None else None
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:32]
 
 
 def decode_payload(text: str | None, *, field: str) -> Any:

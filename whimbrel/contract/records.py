@@ -175,6 +175,12 @@ class WorkflowRecord:
     #: A run an attempt ended early (``end_workflow``): that attempt, and its output (JSON).
     ended_by: str | None = None
     output: str | None = None
+    #: The attempt whose ``end_workflow`` claimed the run's end (one per run, written
+    #: before its COMPLETED: two at once have one winner; engine/conditions.py).
+    ending_by: str | None = None
+    #: Digest of the run's input as canonical JSON (contract/payloads.py): a start again
+    #: under its request id is compared with it, however large the input (kept apart).
+    input_digest: str | None = None
     #: The run's root span as W3C trace context (engine/tracing.py).
     traceparent: str | None = None
     #: True: the input is not on this item but kept apart (the store's

@@ -270,7 +270,9 @@ class EngineBase:
 
     def move(self, aeid: str, expected: ActivityState, path: Sequence[ActivityState],
              changes: Changes, *, actor: str | None = None,
-             due_by: float | None = None, claimed: bool = False) -> ActivityRecord:
+             due_by: float | None = None, claimed: bool = False,
+             written_by: float | None = None, late_at: float | None = None,
+             ) -> ActivityRecord:
         """``store.move_activity`` that remembers the new image.
 
         Raises:
@@ -278,7 +280,8 @@ class EngineBase:
         """
         moved = self.store.move_activity(aeid, expected, path, changes, now=self.clock(),
                                          actor=actor or self.actor, due_by=due_by,
-                                         claimed=claimed)
+                                         claimed=claimed, written_by=written_by,
+                                         late_at=late_at)
         self.remember(moved)
         if path[-1].is_terminal:
             report_activity_end(self.metrics, moved)

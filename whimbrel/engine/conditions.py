@@ -13,14 +13,16 @@
   expression: contract/conditions.py turns each into ``ExpressionFailed``) fails the
   attempt (``REQUESTED → READY → QUEUED → FAILED`` in one write, error type
   :data:`CONDITION_ERROR`), and its retry policy applies.
-* **Ending early.** :func:`end_early` completes a RUNNING attempt with ``ends_workflow``
-  set (one conditional write). Its follow-up ends the run COMPLETED with that output
-  (``output`` and ``ended_by`` on the workflow item) and keeps a check time on it; the
-  run's ``after_end`` skips every attempt not launched (REQUESTED, READY) and asks the
-  others to stop as a cancel does (a running one learns it from its next heartbeat). A
-  redelivery finds the attempt COMPLETED with the flag and redoes only the follow-ups; a
-  crash between the writes is repaired by the reconcile visit (of the live run, or of the
-  ended run that still carries its check time).
+* **Ending early.** :func:`end_early` first claims the run's end (:func:`claim_end`: of
+  two at once one wins; the other's report is a plain completion), then completes the
+  RUNNING attempt with ``ends_workflow`` set (one conditional write). Its follow-up
+  ends the run COMPLETED with that output (``output`` and ``ended_by`` on the workflow
+  item) and keeps a check time on it; the run's ``after_end`` skips every attempt not
+  launched (REQUESTED, READY) and asks the others to stop as a cancel does (a running
+  one learns it from its next heartbeat). A redelivery finds the attempt COMPLETED with
+  the flag and redoes only the follow-ups; a crash between the writes is repaired by the
+  reconcile visit (of the live run, or of the ended run that still carries its check
+  time), or by the claimer's retry (its claim is its own again).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from whimbrel.contract.states import (
     WorkflowState,
     activity_path,
 )
-from whimbrel.engine import ending, flow, moves, rules
+from whimbrel.engine import ending, flow, moves, rules, written
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core, Feature, RunRead
 from whimbrel.engine.inputs import upstream_values
@@ -205,15 +207,19 @@ class Conditions(Feature):
             return
         defn = self.core.definition_of(wf)
         for act in self.core.store.list_activities(wf.workflow_exec_id):
-            if act.state in ACTIVITY_NOT_LAUNCHED and self.skip(
-                    wf, defn, defn.activity(act.activity_name), act.activity_exec_id,
-                    act.state, follow=False):
-                continue
-            # Launched or running: stopped as a cancel stops it (a lost skip: read again).
-            fresh = act if act.state not in ACTIVITY_NOT_LAUNCHED \
-                else self.core.store.get_activity(act.activity_exec_id)
-            if fresh is not None:
-                self.core.stop_activity(fresh, defn, ask_running=True)
+            cur: ActivityRecord | None = act
+            # Not launched: skipped. A lost skip (readied meanwhile by an upstream that
+            # completed at the same moment) is read again and skipped from there.
+            for _ in range(4):
+                if cur is None or cur.state not in ACTIVITY_NOT_LAUNCHED:
+                    break
+                if self.skip(wf, defn, defn.activity(act.activity_name),
+                             act.activity_exec_id, cur.state, follow=False):
+                    cur = None
+                    break
+                cur = self.core.store.get_activity(act.activity_exec_id)
+            if cur is not None:  # launched or running: stopped as a cancel stops it
+                self.core.stop_activity(cur, defn, ask_running=True)
 
     def reconcile(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                   acts: list[ActivityRecord], now: float) -> bool:
@@ -228,10 +234,14 @@ class Conditions(Feature):
 
 
 def end_early(engine: Core, aeid: str, output: Any = None, *, actor: str | None = None,
-              image: ActivityRecord | None = None) -> ActivityRecord:
+              image: ActivityRecord | None = None,
+              written_epoch: float | None = None) -> ActivityRecord:
     """Complete the RUNNING attempt ``aeid`` and end its run COMPLETED with ``output``
     (``ActivityRun.end_workflow``, the ``END_WORKFLOW`` row). A cancel that came first
-    ends it CANCELLED instead, as a COMPLETED report would.
+    ends it CANCELLED instead, as a COMPLETED report would; another end of the run that
+    came first leaves this a plain COMPLETED (no ``ends_workflow``). Written (at
+    ``written_epoch``, a row's stream record time, else now) past its deadline, it
+    times the attempt out instead (engine/written.py) and StateConflict names TIMED_OUT.
 
     Raises:
         InvalidInput: ``output`` is not JSON or too large.
@@ -254,17 +264,62 @@ def end_early(engine: Core, aeid: str, output: Any = None, *, actor: str | None 
                                 actual=item.state.value if item.state else None,
                                 activity_exec_id=aeid, transition="END_WORKFLOW",
                                 current=item)
-        changes = rules.changes_for(spec, A.RUNNING, A.COMPLETED, now=engine.clock(),
+        # Of two ends at once one claims the run; the other's report is a plain
+        # completion of its attempt (its output kept, the run not ended by it).
+        ends = claim_end(engine, item)
+        now = engine.clock()
+        at = written_epoch if written_epoch is not None else now
+        changes = rules.changes_for(spec, A.RUNNING, A.COMPLETED, now=now,
                                     workflow_name=item.workflow_name,
                                     retention=engine.retention(defn), output=text)
-        changes["ends_workflow"] = True
+        if ends:
+            changes["ends_workflow"] = True
         try:
-            # On state = RUNNING: a heartbeat's time-out or a cancel that landed first wins.
-            moved = engine.move(aeid, A.RUNNING, (A.COMPLETED,), changes, actor=actor)
+            # On state = RUNNING: a heartbeat's time-out or a cancel that landed first
+            # wins; written before its deadline (engine/written.py), or it timed out.
+            moved = engine.move(aeid, A.RUNNING, (A.COMPLETED,), changes, actor=actor,
+                                written_by=at)
         except StateConflict as lost:
+            if written.came_late(lost.current, at) and lost.current is not None:
+                item, timed_out = written.time_out_late(engine, defn, lost.current, at)
+                if timed_out:
+                    engine.after(item)
+                continue
             if lost.current is None or lost.current.state is A.RUNNING:
                 raise
             item = lost.current
             continue
         engine.after(moved)
         return moved
+
+
+#: Runs an attempt may still end early (SUSPENDED: ended by the first visit after RESUME).
+ENDABLE = (W.RUNNING, W.SUSPENDED)
+
+
+def claim_end(engine: Core, item: ActivityRecord) -> bool:
+    """Claim the run's early end for the RUNNING attempt ``item``, before its COMPLETED
+    (``ending_by`` on the run: one conditional write, so of two ``end_workflow`` calls at
+    once exactly one wins). True: claimed (or claimed by it already: a retry); False:
+    another end came first (another attempt's claim, a cancel, the run's end or failure).
+
+    A claim whose holder ended otherwise (it died between its claim and its COMPLETED,
+    then timed out) is stale: taken over, conditional on it still being the holder.
+    """
+    wx, aeid = item.workflow_exec_id, item.activity_exec_id
+    stale: str | None = None
+    for _ in range(3):  # each lost race means the claim changed hands; judged again
+        if engine.store.claim_run_end(wx, aeid, states=ENDABLE, replacing=stale):
+            return True
+        wf = engine.store.get_workflow(wx)
+        if wf is None or wf.state not in ENDABLE:
+            return False
+        holder = wf.ending_by
+        if holder is None or holder == aeid:
+            continue  # it moved between the write and the read: try again
+        held = engine.store.get_activity(holder)
+        if held is not None and (held.state is A.RUNNING or (
+                held.state is A.COMPLETED and held.ends_workflow)):
+            return False  # a live claim, or the end it made
+        stale = holder
+    return False

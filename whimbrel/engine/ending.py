@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from whimbrel.contract.definitions import WorkflowDefinition
-from whimbrel.contract.errors import StateConflict
+from whimbrel.contract.errors import StateConflict, WorkflowAlreadyEnded
 from whimbrel.contract.ids import END_NODE
 from whimbrel.contract.payloads import clip_error
 from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
@@ -138,14 +138,19 @@ def fail_workflow(engine: Core, wf: WorkflowRecord, error: str) -> None:
     engine.settle(wf.workflow_exec_id)
 
 
-def cancel(engine: Core, wx: str, *, actor: str | None = None) -> None:
+def cancel(engine: Core, wx: str, *, actor: str | None = None,
+           refuse_ended: bool = False) -> None:
     """Request cancellation and stop what can be stopped. Idempotent. ``actor`` is
     recorded in the run's history (a CANCEL row's tag, to recognise its redelivery).
+    ``refuse_ended``: a caller's cancel, told when the run ended other than CANCELLED.
 
     Raises:
         WorkflowNotFound: no such execution.
+        WorkflowAlreadyEnded: ``refuse_ended`` and it ended otherwise.
     """
     wf = engine.workflow(wx)
+    if refuse_ended and wf.state.is_terminal and wf.state is not W.CANCELLED:
+        raise WorkflowAlreadyEnded(workflow_exec_id=wx, workflow_state=wf.state.value)
     if wf.state in workflow_sources(WT.CANCEL):
         try:
             engine.store.move_workflow(wx, workflow_sources(WT.CANCEL), W.CANCEL_REQUESTED,

@@ -157,8 +157,9 @@ class Engine(EngineBase):
         return moves.start_running(self, aeid, actor=actor)
 
     def heartbeat(self, aeid: str, image: ActivityRecord | None = None,
-                  details: str | None = None) -> ActivityState:
-        return heartbeats.heartbeat(self, aeid, image, details)
+                  details: str | None = None,
+                  written_epoch: float | None = None) -> ActivityState:
+        return heartbeats.heartbeat(self, aeid, image, details, written_epoch)
 
     def claim(self, workflow_name: str | None = None, activity_name: str | None = None, *,
               actor: str = "worker") -> ActivityRecord | None:
@@ -213,12 +214,14 @@ class Engine(EngineBase):
         ending.settle(self, wx)
 
     def cancel(self, wx: str, *, actor: str | None = None) -> None:
-        """Request cancellation and stop what can be stopped. Idempotent.
+        """Request cancellation and stop what can be stopped. Idempotent (a run that
+        ended CANCELLED is cancelled again quietly).
 
         Raises:
             WorkflowNotFound: no such execution.
+            WorkflowAlreadyEnded: it ended otherwise (COMPLETED, FAILED, TIMED_OUT).
         """
-        ending.cancel(self, wx, actor=actor)
+        ending.cancel(self, wx, actor=actor, refuse_ended=True)
 
     def fail_workflow(self, wf: WorkflowRecord, error: str) -> None:
         ending.fail_workflow(self, wf, error)

@@ -30,7 +30,7 @@ from whimbrel.contract.states import (
     Transition,
     WorkflowState,
 )
-from whimbrel.engine import ending, launches, rules
+from whimbrel.engine import ending, launches, rules, written
 from whimbrel.engine.admission import admission, leaves_for_worker, ready_changes, starts
 from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Admission, Core, RunRead
@@ -320,11 +320,15 @@ def advance(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name: st
 def apply(engine: Core, item: ActivityRecord, transition: Transition, *,
           output: str | None = None, error: str | None = None,
           error_type: str | None = None, actor: str | None = None,
-          claimed: bool = False) -> ActivityRecord:
+          claimed: bool = False, written_epoch: float | None = None) -> ActivityRecord:
     """Move an attempt by ``transition`` from the state ``item`` shows, then run the
     follow-ups. A move that ends the attempt reads the workflow item at the same time
     as it writes (one sequential round trip less per hand-off). ``claimed``: a claim,
     which takes the attempt only while it is in the claimable index.
+
+    A running attempt's result counts only if written before its deadline: at
+    ``written_epoch`` (a row's stream record time), else now (engine/written.py). One
+    written later times the attempt out, and the StateConflict raised names TIMED_OUT.
 
     A lost write is retried from where the activity is now when the contract still
     allows the verb from there: a worker reporting COMPLETED while a cancel turned
@@ -356,15 +360,24 @@ def apply(engine: Core, item: ActivityRecord, transition: Transition, *,
                                     actual=source.value if source else None,
                                     activity_exec_id=item.activity_exec_id,
                                     transition=transition.value, current=current)
+            now = engine.clock()
             changes = rules.changes_for(
-                spec, source, target, now=engine.clock(), workflow_name=item.workflow_name,
+                spec, source, target, now=now, workflow_name=item.workflow_name,
                 retention=engine.retention(defn), output=output,
                 error=clip_error(error), error_type=error_type)
+            at = (written_epoch if written_epoch is not None else now) \
+                if written.judged(source, transition) else None
             try:
                 moved = engine.move(item.activity_exec_id, source, (target,), changes,
-                                  actor=actor, claimed=claimed)
+                                    actor=actor, claimed=claimed, written_by=at)
                 break
             except StateConflict as lost:
+                if at is not None and lost.current is not None \
+                        and lost.current.state == source and written.came_late(lost.current, at):
+                    current, timed_out = written.time_out_late(engine, defn, lost.current, at)
+                    if timed_out:
+                        after(engine, current)
+                    continue
                 if lost.current is None or lost.current.state == source:
                     raise
                 current = lost.current

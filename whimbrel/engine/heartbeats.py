@@ -25,6 +25,7 @@ from typing import NoReturn
 from whimbrel.contract.errors import ActivityCancelled, ActivityTimedOut, StateConflict
 from whimbrel.contract.records import ActivityRecord
 from whimbrel.contract.states import ACTIVITY_ACTIVE, ACTIVITY_GAVE_UP, ActivityState
+from whimbrel.engine import written
 from whimbrel.engine.feature import Core
 
 A = ActivityState
@@ -40,15 +41,17 @@ STOP_CHECK_SECONDS = 10.0
 
 
 def heartbeat(engine: Core, aeid: str, image: ActivityRecord | None = None,
-              details: str | None = None) -> ActivityState:
+              details: str | None = None,
+              written_epoch: float | None = None) -> ActivityState:
     """Record that the attempt is alive and push its heartbeat deadline forward (never
     past its close deadline); ``details`` (JSON text), when given, replace the ones it
-    keeps.
+    keeps. A beat is judged by when it was written (``written_epoch``, a row's stream
+    time; else now): one written past the deadline times the attempt out (written.py).
 
     Raises:
         ActivityCancelled: it was cancelled (the heartbeat was still recorded when it
             is CANCELLED_RUNNING); stop work.
-        ActivityTimedOut: the system already gave up on it (TIMED_OUT, LOST).
+        ActivityTimedOut: the system gave up on it (TIMED_OUT, LOST), or does now.
         StateConflict: it is not running (never started, or finished).
     """
     item = image
@@ -67,8 +70,10 @@ def heartbeat(engine: Core, aeid: str, image: ActivityRecord | None = None,
         changes["deadline_epoch"] = deadline
     try:
         # Only a live attempt heartbeats; TIMED_OUT items keep their state forever.
-        moved = engine.store.set_activity(aeid, changes, states=ACTIVITY_ACTIVE)
+        moved = engine.store.set_activity(aeid, changes, states=ACTIVITY_ACTIVE,
+                                          alive_at=written_epoch or now)
     except StateConflict as lost:
+        written.late_heartbeat(engine, lost.current, written_epoch or now)
         state = lost.current.state if lost.current else None
         if state in ACTIVITY_GAVE_UP and state is not None:
             # Still recorded (never its state): a timed-out attempt whose code runs on

@@ -85,8 +85,8 @@ def transition(
 
     ``assume`` is a (possibly partial or stale) image of the item to write against
     instead of reading it first; the write stays conditional on its state.
-    ``written_epoch``: when the report was written (a Simple API row: DynamoDB's time),
-    kept with a late report.
+    ``written_epoch``: when the report was written (a Simple API row: DynamoDB's time):
+    a result is judged by it (engine/written.py), and a late one keeps it.
     ``output_json``: the output already checked and encoded (``encode_payload``), used
     instead of ``output`` (the intake encodes a row's output once).
 
@@ -122,8 +122,8 @@ def transition(
     check_guards(engine, item, verb)
     try:
         moved = flow.apply(engine, item, verb, output=text, error=error,
-                           error_type=error_type, actor=actor)
-    except StateConflict as lost:  # given up on while the report was on its way
+                           error_type=error_type, actor=actor, written_epoch=written_epoch)
+    except StateConflict as lost:  # given up on while on its way, or written too late
         if not late.gave_up(lost.current, verb) or lost.current is None:
             raise
         raise late.keep(engine, lost.current, verb, output=text, error=error,

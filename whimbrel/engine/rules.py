@@ -32,6 +32,9 @@ from whimbrel.settings import DAY_SECONDS
 
 A = ActivityState
 
+#: The actor of a time-out (the heartbeat listener's move; engine/sweep.py, written.py).
+LISTENER = "heartbeat-listener"
+
 #: The definition does not say: the engine's default retention applies.
 DEFAULT = "default"
 

@@ -14,13 +14,14 @@ from whimbrel.contract import attributes as run_attributes
 from whimbrel.contract import checks
 from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.definitions import WorkflowDefinition
-from whimbrel.contract.errors import InvalidInput, StateConflict
+from whimbrel.contract.errors import RequestIdReused, StateConflict
 from whimbrel.contract.ids import (
     END_NODE,
     activity_exec_id,
     new_request_id,
     workflow_exec_id_for,
 )
+from whimbrel.contract.payloads import payload_digest
 from whimbrel.contract.priority import check_priority
 from whimbrel.contract.records import ActivityRecord, Change, RequestRecord, WorkflowRecord
 from whimbrel.contract.states import (
@@ -92,8 +93,9 @@ def start(
 
     Raises:
         DefinitionNotFound: unknown workflow name or version.
-        InvalidInput: input too large or not JSON; request id used for another workflow;
-            bad attributes.
+        InvalidInput: input too large or not JSON; bad attributes.
+        RequestIdReused: the request id started a run of another workflow, or with
+            another input (the same request again returns its run).
     """
     payload = engine.limits.encode(input, "input", run_input=True)
     attrs = run_attributes.check(attributes)
@@ -117,7 +119,7 @@ def start(
         created_day=day_of(now), updated_epoch=now,
         check_epoch=next_check(engine, now, now, defn), request_expires_epoch=expires,
         parent_activity_exec_id=parent, priority=priority,
-        attributes=run_attributes.encode(attrs),
+        attributes=run_attributes.encode(attrs), input_digest=payload_digest(payload),
         history=(Change(W.REQUESTED.value, now, engine.actor),
                  Change(W.RUNNING.value, now, engine.actor)))
     for feature in engine.features:
@@ -139,12 +141,11 @@ def start(
             rules.expiry(now + rules.ATTRIBUTE_SLACK_SECONDS, engine.retention(defn)))
     if not engine.store.create_workflow(record):
         existing = engine.workflow(wx)
-        if existing.workflow_name != name:
+        other = other_request(existing, record)
+        if other is not None:
             if ask is not None:
                 ask.lost(None)
-            raise InvalidInput(
-                f"request id {request_id!r} already started workflow "
-                f"{existing.workflow_name!r}, not {name!r}", field="workflow_request_id")
+            raise RequestIdReused(request_id=request_id, workflow_exec_id=wx, why=other)
         if ask is not None:
             ask.lost(existing)  # a replay: what it took serves the run, or goes back
         resume_start(engine, existing, defn)  # repairs a start that died half-way
@@ -154,6 +155,21 @@ def start(
     if record.state is W.RUNNING:
         launch_roots(engine, record, defn, materialize(engine, record, defn))
     return wx
+
+
+def other_request(existing: WorkflowRecord, asked: WorkflowRecord) -> str | None:
+    """How a start under an existing run's request id differs from the one that started
+    it (another workflow, another input), or None: the same request again (a retry, a
+    redelivered row), which returns that run."""
+    if existing.workflow_name != asked.workflow_name:
+        return f"of workflow {existing.workflow_name!r}, not {asked.workflow_name!r}"
+    # Runs from before the digest was kept carry their input unless it was kept apart;
+    # one kept apart is not read back for this (it is taken as the same).
+    before = existing.input_digest if existing.input_digest is not None else \
+        None if existing.input_apart else payload_digest(existing.input)
+    if before is not None and before != asked.input_digest:
+        return "with another input"
+    return None
 
 
 def next_check(engine: Core, created: float, now: float, defn: WorkflowDefinition,

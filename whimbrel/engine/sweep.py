@@ -51,7 +51,7 @@ MAX_RECONCILE_INTERVAL_SECONDS = 3600.0
 #: the retention: rows are rewritten at most twice per retention period).
 RETENTION_GUARD_SECONDS = DAY_SECONDS
 
-LISTENER = "heartbeat-listener"
+LISTENER = rules.LISTENER
 
 
 @dataclass
@@ -217,8 +217,9 @@ def fire_timer(engine: Core, due: Due, now: float, report: SweepReport) -> None:
     if state in ACTIVITY_ACTIVE:
         # A result written before the deadline may still be on the stream: wait the
         # in-flight grace past it (docs/architecture.md, "Results written in time").
+        # That wait is all the grace does: the reason says how long it really ran.
         grace = engine.in_flight_grace_seconds
-        why = rules.fired(item, spec, now - grace)
+        why = rules.fired(item, spec, now) if rules.fired(item, spec, now - grace) else None
         if why is None:  # a heartbeat moved the deadline on (or in grace): arm the next
             nxt = rules.running_deadline(spec, heartbeat_epoch=float(
                 item.heartbeat_epoch or item.started_epoch or now), close_epoch=item.close_epoch)

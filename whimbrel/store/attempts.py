@@ -244,7 +244,8 @@ class AttemptTables(Tables):
     def move_activity(self, activity_exec_id: str, expected: ActivityState,
                       path: Sequence[ActivityState], changes: Changes, *, now: float,
                       actor: str, due_by: float | None = None,
-                      claimed: bool = False) -> ActivityRecord:
+                      claimed: bool = False, written_by: float | None = None,
+                      late_at: float | None = None) -> ActivityRecord:
         changes = index_changes(changes, activity_exec_id)
         expr = Expression()
         final = path[-1]
@@ -260,6 +261,14 @@ class AttemptTables(Tables):
             condition += " AND " + expr.at_most("timer_epoch", due_by)
             condition += (f" AND ({expr.missing('deadline_epoch')} OR "
                           f"{expr.at_most('deadline_epoch', due_by)})")
+        if written_by is not None:
+            # A result counts only if written before the attempt's deadline (as it is
+            # now: a heartbeat pushed it): a later one is the listener's time-out.
+            condition += (f" AND ({expr.missing('deadline_epoch')} OR "
+                          f"{expr.more_than('deadline_epoch', written_by)})")
+        if late_at is not None:
+            # That time-out, only while the deadline still came before the result.
+            condition += " AND " + expr.at_most("deadline_epoch", late_at)
         if claimed:
             # A claim takes only what is still in the claimable index: a suspend took
             # it out (and an index read may lag behind).
@@ -272,12 +281,17 @@ class AttemptTables(Tables):
                                           final.value) from None
 
     def set_activity(self, activity_exec_id: str, changes: Changes, *,
-                     states: Collection[ActivityState]) -> ActivityRecord:
+                     states: Collection[ActivityState],
+                     alive_at: float | None = None) -> ActivityRecord:
         expr = Expression()
         update = expr.update(index_changes(changes, activity_exec_id))
         # Attributes other than the state, only while the state is one of ``states``
         # (e.g. a heartbeat only while the activity runs; never on a TIMED_OUT one).
         condition = expr.one_of("state", sorted(s.value for s in states))
+        if alive_at is not None:
+            # A heartbeat written at alive_at, only before its deadline (engine/written.py).
+            condition += (f" AND ({expr.missing('deadline_epoch')} OR "
+                          f"{expr.more_than('deadline_epoch', alive_at)})")
         try:
             return activity_record(self._update_attempt(activity_exec_id, expr, update,
                                                         condition))

@@ -188,6 +188,9 @@ class Expression:
     def at_most(self, attr: str, value: Any) -> str:
         return f"{self.name(attr)} <= {self.value(value)}"
 
+    def more_than(self, attr: str, value: Any) -> str:
+        return f"{self.name(attr)} > {self.value(value)}"
+
     def exists(self, attr: str) -> str:
         return f"attribute_exists({self.name(attr)})"
 

@@ -150,6 +150,25 @@ class RunTables(AttemptTables):
             return False
         return True
 
+    def claim_run_end(self, workflow_exec_id: str, activity_exec_id: str, *,
+                      states: Collection[WorkflowState],
+                      replacing: str | None = None) -> bool:
+        """Record ``activity_exec_id`` as the one attempt ending the run early
+        (``ending_by``); False when the run is in none of ``states`` or another holds it."""
+        expr = Expression()
+        update = expr.update({"ending_by": activity_exec_id})
+        # Only while the run may still be ended early; one ender per run: none yet, this
+        # one (a retry of its own claim), or the stale holder the caller saw.
+        holders = [activity_exec_id] + ([replacing] if replacing else [])
+        condition = (f"{expr.one_of('state', sorted(s.value for s in states))} AND "
+                     f"({expr.missing('ending_by')} OR {expr.one_of('ending_by', holders)})")
+        try:
+            self._update("workflow_exec", self.workflow_table,
+                         {"workflow_exec_id": {"S": workflow_exec_id}}, expr, update, condition)
+        except ConditionLost:
+            return False
+        return True
+
     def due_check_shards(self, now: float) -> set[str] | None:
         """The ``reconcile`` shards with a check due at ``now``, in one request
         (``due_keys``); None: ask them shard by shard."""

@@ -192,19 +192,25 @@ class ActivityRun:
         if self._stop is not None:
             raise self._stop
 
-    def end_workflow(self, output: Any = None) -> None:
+    def end_workflow(self, output: Any = None) -> bool:
         """Complete this attempt now and end its run COMPLETED with ``output`` (the run's
         output, in place of its sinks'). What has not started is SKIPPED; what runs is
         asked to stop, as a cancel asks it (its heartbeat says so). Leaving the block
         afterwards records nothing more.
+
+        Returns:
+            True when this call ended the run; False when another end came first (another
+            attempt's ``end_workflow``, a cancel): this attempt then ended as a plain
+            report of its end would (COMPLETED with ``output``, or CANCELLED).
 
         Raises:
             InvalidInput: ``output`` is not JSON or too large (nothing was recorded).
             StateConflict: the attempt is no longer RUNNING (cancelled or timed out).
         """
         self.output = output
-        end_early(self._engine, self.activity_exec_id, output, image=self._image)
+        moved = end_early(self._engine, self.activity_exec_id, output, image=self._image)
         self.ended = True
+        return moved.state is A.COMPLETED and bool(moved.ends_workflow)
 
 
 def activity_input(engine: Engine, activity: ActivityExec,

@@ -28,6 +28,7 @@ from whimbrel.contract.errors import (
     InvalidInput,
     NotAllowedNow,
     StateConflict,
+    WorkflowAlreadyEnded,
 )
 from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.limits import MAX_HEARTBEAT_DETAILS_BYTES
@@ -35,7 +36,7 @@ from whimbrel.contract.payloads import encode_payload
 from whimbrel.contract.states import Transition
 from whimbrel.engine import conditions, signals, suspend, waits
 from whimbrel.engine.engine import Engine
-from whimbrel.engine.intake.decode import row_payload
+from whimbrel.engine.intake.decode import row_payload, written_epoch
 from whimbrel.engine.intake.items import ActivityEventItem
 from whimbrel.engine.intake.result import IntakeResult, Outcome
 
@@ -141,7 +142,8 @@ def heartbeat(intake: Context, record: Mapping[str, Any], item: ActivityEventIte
                              field="details",
                              max_bytes=MAX_HEARTBEAT_DETAILS_BYTES)
     try:
-        state = intake.engine.heartbeat(aeid, details=details).value
+        state = intake.engine.heartbeat(aeid, details=details,
+                                        written_epoch=written_epoch(record)).value
     except ActivityCancelled as exc:
         # Recorded; the sender learns from the row's result_state that it must stop.
         state = exc.state
@@ -204,7 +206,7 @@ def cancel(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
     cancel is recognised by its actor tag in the run's history.
 
     Raises:
-        NotAllowedNow: the run has ended (nothing to cancel).
+        WorkflowAlreadyEnded: the run has ended (nothing to cancel).
     """
     if not addresses_run(item):
         return intake.move(record, item, aim)
@@ -216,8 +218,7 @@ def cancel(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
                             transition=item.verb.value,
                             new_state=engine.workflow(aim).state.value)
     if wf.state.is_terminal:
-        raise NotAllowedNow(f"workflow {aim} is {wf.state.value}: only a live run can be "
-                            "cancelled", workflow_exec_id=aim, state=wf.state.value)
+        raise WorkflowAlreadyEnded(workflow_exec_id=aim, workflow_state=wf.state.value)
     engine.cancel(aim, actor=actor)
     return IntakeResult(Outcome.APPLIED, workflow_exec_id=aim, transition=item.verb.value,
                         new_state=engine.workflow(aim).state.value)
@@ -244,12 +245,16 @@ def end_workflow(intake: Context, record: Mapping[str, Any], item: ActivityEvent
     output = row_payload(intake.engine.store, item.output, item.output_ref, "output")
     actor = actor_of(item)
     try:
-        moved = conditions.end_early(intake.engine, aeid, output, actor=actor)
+        moved = conditions.end_early(intake.engine, aeid, output, actor=actor,
+                                     written_epoch=written_epoch(record))
     except (StateConflict, IllegalTransition) as exc:
         return intake.not_applied(record, item, actor, exc, output, None)
+    # Another end of the run came first (another attempt's, a cancel): told so.
+    lost = None if moved.ends_workflow else \
+        "another end of the run came first: this row ended its attempt only"
     return IntakeResult(Outcome.APPLIED, workflow_exec_id=moved.workflow_exec_id,
                         activity_exec_id=aeid, transition=item.verb.value,
-                        new_state=moved.state.value if moved.state else None)
+                        new_state=moved.state.value if moved.state else None, reason=lost)
 
 
 #: Contract verbs whose row may name a whole run (only ``workflow_exec_id``).
