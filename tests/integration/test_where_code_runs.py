@@ -204,11 +204,13 @@ def test_a_script_that_exits_after_its_run_takes_no_other_run_with_it(
         defn = WorkflowDefinition("wc_exit", (Act("ship", launcher=SHIP, pool="wc_one"),))
     else:
         defn = WorkflowDefinition("wc_exit", (Act("ship", launcher=SHIP),), max_running=1)
-    gate = place.records / "gate"
+    gate, later = place.records / "gate", place.records / "later"
     a = place.spawn("start-and-wait", defn.to_json(), json.dumps({"gate": str(gate)}), "exit")
     a_wx = said(a)["wx"]
     until(lambda: any(a.state is A.RUNNING for a in attempts(bystander, a_wx)))
-    b = place.spawn("start-and-wait", defn.to_json(), "{}", "close")
+    # B's step, wherever it runs, holds until A's main thread has ended.
+    b = place.spawn("start-and-wait", defn.to_json(), json.dumps({"gate": str(later)}),
+                    "close")
     b_wx = said(b)["wx"]
     until(lambda: bystander.get_workflow(b_wx).state is WorkflowState.QUEUED
           if limit == "max_running" else any(
@@ -216,6 +218,8 @@ def test_a_script_that_exits_after_its_run_takes_no_other_run_with_it(
               for x in attempts(bystander, b_wx)))
     gate.write_text("go")
     assert said(a)["state"] == "COMPLETED"
+    assert said(a) == {"exiting": True}
+    later.write_text("go")
     assert a.wait(60) == 0
     assert said(b)["state"] == "COMPLETED"
     assert b.wait(60) == 0

@@ -97,8 +97,9 @@ class Workers:
         whose ``module:function`` is in one of ``modules`` (each imported first), and
         run up to ``concurrency`` attempts at once (default: this client's
         ``max_workers``). Idle, it polls with a growing pause (at most 1 s). On stop it
-        claims nothing more, lets what runs finish (up to ``CLOSE_WAIT_SECONDS``) and
-        returns; ``close()`` hands back what never started.
+        claims nothing more, waits for what runs to finish (up to
+        ``CLOSE_WAIT_SECONDS``) and returns; ``close()`` then hands back whatever it
+        holds that never started.
 
         Raises:
             InvalidInput: no module, a module that cannot be imported, or a
@@ -130,8 +131,7 @@ class Workers:
             loop.stop()
             restore()
             self._foreground = None
-            if self._python.held:
-                self._python.drain(CLOSE_WAIT_SECONDS)
+            self._python.wait_idle(CLOSE_WAIT_SECONDS)
 
     def stop(self) -> None:
         """Stop ``run_worker`` (from any thread, or a signal handler): it claims nothing
