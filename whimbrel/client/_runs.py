@@ -4,7 +4,7 @@ run the heartbeat listener by hand (mixed into :class:`whimbrel.Whimbrel`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from whimbrel.client import query, simple
@@ -27,8 +27,6 @@ class Runs:
     engine: Engine
     store: Store
     clock: Clock
-    #: Makes the client a worker for the run's python activities (client/_worker.py).
-    _serve_started: Callable[[str, int | None], None]
 
     def start_workflow(self, name: str, input: Any = None, *, version: int | None = None,
                        request_id: str | None = None, source: str | None = None,
@@ -46,7 +44,6 @@ class Runs:
             DefinitionNotFound: unknown name or version.
             InvalidInput: input not JSON or too large; a priority that is not 0-9.
         """
-        self._serve_started(name, version)  # a worker for it from now on (client/_worker.py)
         return self.engine.start(name, input, version=version, request_id=request_id,
                                  source=source, priority=priority)
 

@@ -101,6 +101,9 @@ class Core(Protocol):
     in_flight_grace_seconds: float
     metrics: EngineMetrics
     incidents: Incidents
+    #: Called with the definition of every run this engine starts, before its roots
+    #: are created (the client: a worker for what it starts, client/_worker.py).
+    starting_hooks: list[Callable[[WorkflowDefinition], None]]
 
     # -- plumbing (base.py)
     def definition(self, name: str,
