@@ -10,7 +10,9 @@ and the one-shot commands run from a folder without it do not.
 from __future__ import annotations
 
 import json
+import logging
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -82,6 +84,28 @@ def sweeping(wb: Whimbrel, also: Callable[[], object] | None = None) -> Iterator
     finally:
         stop.set()
         thread.join(30)
+
+
+@contextmanager
+def logged() -> Iterator[list[str]]:
+    """The warnings whimbrel logs meanwhile (a handler on its own logger, at WARNING: a
+    Powertools logger of an earlier test may have stopped it propagating to pytest's,
+    or raised its level)."""
+    lines: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    handler, logger = Keep(logging.WARNING), logging.getLogger("whimbrel")
+    level = logger.level  # an earlier test's Lambda handlers may have raised it
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    try:
+        yield lines
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def attempts(wb: Whimbrel, wx: str) -> list[Any]:
@@ -204,11 +228,13 @@ def test_a_script_that_exits_after_its_run_takes_no_other_run_with_it(
         defn = WorkflowDefinition("wc_exit", (Act("ship", launcher=SHIP, pool="wc_one"),))
     else:
         defn = WorkflowDefinition("wc_exit", (Act("ship", launcher=SHIP),), max_running=1)
-    gate = place.records / "gate"
+    gate, later = place.records / "gate", place.records / "later"
     a = place.spawn("start-and-wait", defn.to_json(), json.dumps({"gate": str(gate)}), "exit")
     a_wx = said(a)["wx"]
     until(lambda: any(a.state is A.RUNNING for a in attempts(bystander, a_wx)))
-    b = place.spawn("start-and-wait", defn.to_json(), "{}", "close")
+    # B's step, wherever it runs, holds until A's main thread has ended.
+    b = place.spawn("start-and-wait", defn.to_json(), json.dumps({"gate": str(later)}),
+                    "close")
     b_wx = said(b)["wx"]
     until(lambda: bystander.get_workflow(b_wx).state is WorkflowState.QUEUED
           if limit == "max_running" else any(
@@ -216,6 +242,8 @@ def test_a_script_that_exits_after_its_run_takes_no_other_run_with_it(
               for x in attempts(bystander, b_wx)))
     gate.write_text("go")
     assert said(a)["state"] == "COMPLETED"
+    assert said(a) == {"exiting": True}
+    later.write_text("go")
     assert a.wait(60) == 0
     assert said(b)["state"] == "COMPLETED"
     assert b.wait(60) == 0
@@ -249,46 +277,48 @@ def test_run_worker_completes_the_run_of_a_script_that_left(
 
 
 def test_closing_a_client_hands_back_what_it_never_started_and_raises_nothing(
-        place: Place, bystander: Whimbrel, monkeypatch: pytest.MonkeyPatch,
-        caplog: pytest.LogCaptureFixture) -> None:
+        place: Place, bystander: Whimbrel, monkeypatch: pytest.MonkeyPatch) -> None:
     """A client with one thread starts three python steps: one runs (held at a gate),
     two are RUNNING in the table but wait for the thread. Closing hands those two back
     (a next attempt each, claimable), and the one running still records its end after
     the close, with no "cannot schedule new futures" (issue 31). A worker on a thread
     of this process (its own client, stopped by ``stop()``) runs the two."""
     monkeypatch.syspath_prepend(str(place.acts))
+    monkeypatch.setitem(sys.modules, "wc_orders", None)  # gone again after the test
+    del sys.modules["wc_orders"]
     monkeypatch.setenv("WC_RECORD_DIR", str(place.records))
     gate = place.records / "gate"
     held = {"gate": str(gate)}
     defn = WorkflowDefinition("wc_close", tuple(
         Act(n, launcher=SHIP, input=held) for n in ("a", "b", "c")))
-    client = Whimbrel(endpoint_url=place.endpoint, table_prefix=place.prefix, max_workers=1)
-    client.register_workflow(defn)
-    wx = client.start_workflow("wc_close")
-    until(lambda: len(place.ran_in()) == 1)  # the first is in its function
-    client.close(wait_seconds=0.2)
-    assert client.worker_scope.closed
-    handed = [x for x in attempts(bystander, wx) if x.error_type == "HandedBack"]
-    assert len(handed) == 2 and all(x.state is A.FAILED and x.attempt == 1 for x in handed)
-    worker = Whimbrel(endpoint_url=place.endpoint, table_prefix=place.prefix)
-    thread = threading.Thread(target=worker.run_worker, args=(["wc_orders"],),
-                              kwargs={"concurrency": 2})
-    thread.start()
-    try:
-        gate.write_text("go")
-        done = until(lambda: (w := bystander.get_workflow(wx)).state.is_terminal and w)
-    finally:
-        worker.stop()
-        thread.join(30)
-        worker.close()
-    assert not thread.is_alive()
-    assert done.state is WorkflowState.COMPLETED
-    latest = {x.activity_name: x for x in sorted(done.activities, key=lambda x: x.attempt)}
-    assert {n: (x.state, x.attempt) for n, x in latest.items()} == {
-        n: (A.COMPLETED, 1 if n not in {h.activity_name for h in handed} else 2)
-        for n in "abc"}
+    with logged() as said_meanwhile:
+        client = Whimbrel(endpoint_url=place.endpoint, table_prefix=place.prefix, max_workers=1)
+        client.register_workflow(defn)
+        wx = client.start_workflow("wc_close")
+        until(lambda: len(place.ran_in()) == 1)  # the first is in its function
+        client.close(wait_seconds=0.2)
+        assert client.worker_scope.closed
+        handed = [x for x in attempts(bystander, wx) if x.error_type == "HandedBack"]
+        assert len(handed) == 2 and all(x.state is A.FAILED and x.attempt == 1 for x in handed)
+        worker = Whimbrel(endpoint_url=place.endpoint, table_prefix=place.prefix)
+        thread = threading.Thread(target=worker.run_worker, args=(["wc_orders"],),
+                                  kwargs={"concurrency": 2})
+        thread.start()
+        try:
+            gate.write_text("go")
+            done = until(lambda: (w := bystander.get_workflow(wx)).state.is_terminal and w)
+        finally:
+            worker.stop()
+            thread.join(30)
+            worker.close()
+        assert not thread.is_alive()
+        assert done.state is WorkflowState.COMPLETED
+        latest = {x.activity_name: x for x in sorted(done.activities, key=lambda x: x.attempt)}
+        assert {n: (x.state, x.attempt) for n, x in latest.items()} == {
+            n: (A.COMPLETED, 1 if n not in {h.activity_name for h in handed} else 2)
+            for n in "abc"}
     assert client._python.failures == 0
-    assert "cannot schedule new futures" not in caplog.text
+    assert not [m for m in said_meanwhile if "cannot schedule new futures" in m]
 
 
 @pytest.mark.parametrize(("modules", "concurrency", "says"), [
@@ -304,12 +334,13 @@ def test_run_worker_refuses_bad_arguments_before_it_claims_anything(
 
 
 def test_a_client_registering_code_it_cannot_import_is_no_worker_for_it(
-        bystander: Whimbrel, caplog: pytest.LogCaptureFixture) -> None:
+        bystander: Whimbrel) -> None:
     """A deploy script or a console may register without the code: it says so, and
     leaves the steps to a worker instead of failing them."""
-    bystander.register_workflow(WorkflowDefinition("wc_elsewhere", (
-        Act("ship", launcher=SHIP, schedule_to_start_seconds=30),)))
-    assert "this client is no worker for it" in caplog.text
+    with logged() as lines:
+        bystander.register_workflow(WorkflowDefinition("wc_elsewhere", (
+            Act("ship", launcher=SHIP, schedule_to_start_seconds=30),)))
+    assert any("this client is no worker for it" in line for line in lines)
     wx = bystander.start_workflow("wc_elsewhere")
     (ship,) = attempts(bystander, wx)
     assert ship.state is A.READY and ship.error is None

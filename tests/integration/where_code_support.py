@@ -60,7 +60,10 @@ if command == "start-and-wait":      # DEFN_JSON INPUT_JSON [close|exit]
     say(wx=wx, state=done.state.value, pid=os.getpid())
     if args[2:] == ["close"]:
         wb.close()
-    # "exit": leave without closing; the interpreter's exit is the only clean-up
+    else:  # "exit": leave without closing; the interpreter's exit is the only clean-up
+        import threading
+        # Said when the main thread has ended, before the thread pools are joined.
+        threading._register_atexit(lambda: say(exiting=True))
 elif command == "start-many-and-wait":  # DEFN_JSON N INPUT_JSON
     defn = WorkflowDefinition.from_json(args[0])
     wb.register_workflow(defn)

@@ -4,7 +4,7 @@ run the heartbeat listener by hand (mixed into :class:`whimbrel.Whimbrel`)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -33,8 +33,6 @@ class Runs:
     engine: Engine
     store: Store
     clock: Clock
-    #: Makes the client a worker for the run's python activities (client/_worker.py).
-    _serve_started: Callable[[str, int | None], None]
 
     def start_workflow(self, name: str, input: Any = None, *, version: int | None = None,
                        request_id: str | None = None, source: str | None = None,
@@ -58,7 +56,6 @@ class Runs:
                 attributes (more than 10, a bad name, a value that is not a short
                 string or a number).
         """
-        self._serve_started(name, version)  # a worker for it from now on (client/_worker.py)
         return self.engine.start(name, input, version=version, request_id=request_id,
                                  source=source, priority=priority, attributes=attributes)
 

@@ -13,12 +13,7 @@ from types import FrameType
 from typing import Any
 
 from whimbrel.contract.definitions import WorkflowDefinition
-from whimbrel.contract.errors import (
-    DefinitionNotFound,
-    InvalidInput,
-    LaunchError,
-    WhimbrelError,
-)
+from whimbrel.contract.errors import InvalidInput, LaunchError, WhimbrelError
 from whimbrel.engine import handover
 from whimbrel.engine.engine import Engine
 from whimbrel.launch.python import PythonLauncher, resolve_target
@@ -45,6 +40,8 @@ class Workers:
     _foreground: ClaimLoop | None
     _stop_worker: threading.Event
     _serve_lock: threading.Lock
+    #: Targets already judged (imported, or found not importable and said so).
+    _decided: set[str]
 
     # -- the client as a worker for what it registered or started ----------------------
 
@@ -53,12 +50,14 @@ class Workers:
         now on, while it lives: it runs them when it advances their run, and claims
         those other processes left for a worker (a background loop, started with the
         first)."""
-        targets = python_targets(defn)
-        if not targets or self._python.scope.closed:
-            return
+        targets = python_targets(defn) - self._decided  # each target is judged once
+        if not targets or self._python.scope.closed \
+                or self.engine.launchers.get("python") is not self._python:
+            return  # nothing to run, closing, or python is another launcher's (a Lambda's)
         # Code runs where the code is: a target this process cannot import is left to
         # a worker that can (a deploy script, a console may register without the code).
         here = set()
+        self._decided.update(targets)
         for target in sorted(targets):
             try:
                 resolve_target(target)
@@ -76,12 +75,6 @@ class Workers:
         self._python.scope.importable = True
         self._serve_in_background()
 
-    def _serve_started(self, name: str, version: int | None) -> None:
-        try:
-            self._serve(self.engine.definition(name, version)[1])
-        except (DefinitionNotFound, InvalidInput):
-            return  # the start itself says so
-
     def _serve_in_background(self) -> None:
         with self._serve_lock:
             if self._background is None and not self._python.scope.closed:
@@ -97,8 +90,9 @@ class Workers:
         whose ``module:function`` is in one of ``modules`` (each imported first), and
         run up to ``concurrency`` attempts at once (default: this client's
         ``max_workers``). Idle, it polls with a growing pause (at most 1 s). On stop it
-        claims nothing more, lets what runs finish (up to ``CLOSE_WAIT_SECONDS``) and
-        returns; ``close()`` hands back what never started.
+        claims nothing more, waits for what runs to finish (up to
+        ``CLOSE_WAIT_SECONDS``) and returns; ``close()`` then hands back whatever it
+        holds that never started.
 
         Raises:
             InvalidInput: no module, a module that cannot be imported, or a
@@ -130,8 +124,7 @@ class Workers:
             loop.stop()
             restore()
             self._foreground = None
-            if self._python.held:
-                self._python.drain(CLOSE_WAIT_SECONDS)
+            self._python.wait_idle(CLOSE_WAIT_SECONDS)
 
     def stop(self) -> None:
         """Stop ``run_worker`` (from any thread, or a signal handler): it claims nothing

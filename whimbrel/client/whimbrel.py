@@ -130,6 +130,7 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
         self._background = self._foreground = None
         self._stop_worker = threading.Event()
         self._serve_lock = threading.Lock()
+        self._decided: set[str] = set()
         all_launchers: dict[str, Launcher] = {
             "python": self._python,
             "command": CommandLauncher(self.executor, self._run_command),
@@ -137,6 +138,7 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
         all_launchers.update(launchers or {})
         self.engine = Engine(self.store, clock=self.clock, launchers=all_launchers, actor=actor,
                              retention_days=retention_days, metrics=metrics)
+        self.engine.starting_hooks.append(self._serve)  # a worker for what it starts
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Whimbrel:
@@ -228,6 +230,7 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
                               retention_days=self.engine.retention_days,
                               reconcile_grace_seconds=self.engine.reconcile_grace_seconds,
                               metrics=self.engine.metrics)
+        other.engine.starting_hooks.append(other._serve)
         return other
 
     @property

@@ -97,6 +97,7 @@ class Engine(EngineBase):
                          retention_days=retention_days, metrics=metrics,
                          in_flight_grace_seconds=in_flight_grace_seconds)
         self.features: tuple[Feature, ...] = tuple(make(self) for make in FEATURES)
+        self.starting_hooks: list[Callable[[WorkflowDefinition], None]] = []
 
     def feature(self, kind: type[F]) -> F:
         """The engine's instance of a feature (for the calls only it offers)."""

@@ -105,6 +105,10 @@ class Core(Protocol):
     incidents: Incidents
     steps: StepSpecs
 
+    #: Called with the definition of every run this engine starts, before its roots
+    #: are created (the client: a worker for what it starts, client/_worker.py).
+    starting_hooks: list[Callable[[WorkflowDefinition], None]]
+
     # -- plumbing (base.py)
     def definition(self, name: str,
                    version: int | None = None) -> tuple[int, WorkflowDefinition]: ...

@@ -106,6 +106,8 @@ def start(
     request_id = new_request_id() if request_id is None else request_id
     wx = workflow_exec_id_for(request_id)  # refuses an empty or malformed id
     version, defn = engine.definition(name, version)
+    for hook in engine.starting_hooks:  # e.g. the client becomes a worker for it
+        hook(defn)
     check_input(defn.activities, input)  # a timer's time must be in the input
     now = engine.clock()
     expires = None
@@ -221,9 +223,9 @@ def resume_start(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
 
 
 def materialize(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, *,
-                phase_one: bool = True) -> set[str]:
+                phase_one: bool = True) -> dict[str, ActivityState]:
     """Create a run's activity rows and fan-in edges (idempotently); returns the
-    roots whose rows this call created.
+    roots whose rows this call created, with the state each was created in.
 
     Phase one: the rows of activities with upstreams (REQUESTED) and the edges.
     Phase two, once all of phase one is written: the roots, in their first state —
@@ -251,13 +253,15 @@ def materialize(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, *,
                                           defn.sinks))
         for job in jobs:
             job.result()
-    created = engine.each(lambda root: root if create_root(engine, wf, defn, root, now)
-                        else None, defn.roots)
-    return {r for r in created if r is not None}
+    created = engine.each(lambda root: (root, create_root(engine, wf, defn, root, now)),
+                          defn.roots)
+    return {r: state for r, state in created if state is not None}
 
 
 def create_root(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
-                now: float) -> bool:
+                now: float) -> ActivityState | None:
+    """Create the first attempt of root ``name``; the state it was created in, or None
+    when it existed already."""
     spec = defn.activity(name)
     record = flow.new_attempt(engine, wf, defn, name, 1, now)
     launcher = engine.launchers.get(spec.launcher.kind)
@@ -265,7 +269,7 @@ def create_root(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name
     pushed = spec.launcher.is_push and not leaves_for_worker(engine, spec)
     if (pushed and launcher is not None and runs_in_process(launcher)) \
             or driven(engine, spec, name):  # a map expands when advanced (maps.py)
-        return engine.store.create_activity(record)
+        return A.REQUESTED if engine.store.create_activity(record) else None
     verb = Transition.QUEUED if pushed else Transition.READY
     path = activity_path(A.REQUESTED, verb)
     changes = rules.changes_for(spec, A.REQUESTED, path[-1], now=now,
@@ -280,12 +284,14 @@ def create_root(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name
         history=record.history + tuple(Change(s.value, now, engine.actor) for s in path))
     if "claimable" in changes:
         claim = changes["claimable"]
-        return engine.store.create_claimable(record, claim=tuple(claim[2:]) or None)
-    return engine.store.create_activity(record)
+        made = engine.store.create_claimable(record, claim=tuple(claim[2:]) or None)
+    else:
+        made = engine.store.create_activity(record)
+    return path[-1] if made else None
 
 
 def launch_roots(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
-                 created: set[str]) -> None:
+                 created: Mapping[str, ActivityState]) -> None:
     """Launch the roots, if the workflow is (still) RUNNING: a QUEUED root by the actor
     that created it, an in-process one by the winner of its move to RUNNING."""
     # Every first attempt exists now: say so (roots_ready, engine/lost.py), in the write
@@ -313,10 +319,11 @@ def launch_roots(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
         if path[-1:] == (A.RUNNING,):
             flow.advance(engine, current, defn, name, 1)
         elif path[-1:] == (A.READY,):
-            # Left for a worker: created READY and claimable (create_root). One created
-            # REQUESTED while this process was still a worker (its client closed since)
-            # is moved on by the run's reconcile visit.
-            return
+            # Left for a worker: created READY and claimable (create_root), or created
+            # REQUESTED while this process was still a worker (its client began to
+            # close, or the interpreter to exit, since): READY and claimable now.
+            if created.get(name) is A.REQUESTED:
+                flow.advance(engine, current, defn, name, 1)
         elif name in created:
             launches.launch(engine, current, defn, ActivityRecord(
                 wf.workflow_exec_id, activity_exec_id(wf.workflow_exec_id, name, 1),

@@ -194,6 +194,13 @@ class PythonLauncher:
         with self._lock:
             return len(self._held)
 
+    def wait_idle(self, wait_seconds: float) -> bool:
+        """Wait up to ``wait_seconds`` for every attempt held here to end; True if none
+        is left."""
+        with self._lock:
+            held = list(self._held)
+        return not wait(held, timeout=wait_seconds).not_done if held else True
+
     def drain(self, wait_seconds: float) -> list[str]:
         """Stop taking work; cancel what has not started (returned: the attempts to hand
         back) and give what runs up to ``wait_seconds`` to end."""
