@@ -347,3 +347,18 @@ def test_a_client_registering_code_it_cannot_import_is_no_worker_for_it(
     record = bystander.store.get_activity(ship.activity_exec_id)
     assert record.claim_key is not None and record.claim_key.startswith("wc_orders/ship/")
     assert bystander.claim() is None  # an external worker never takes python work
+
+
+def test_schedule_to_start_still_bounds_the_wait_for_a_worker(bystander: Whimbrel) -> None:
+    """With no worker for its module, a python step waits READY; its
+    ``schedule_to_start_seconds`` times it out as any unclaimed attempt."""
+    with logged():
+        bystander.register_workflow(WorkflowDefinition("wc_nobody", (
+            Act("ship", launcher=SHIP, schedule_to_start_seconds=1),)))
+    wx = bystander.start_workflow("wc_nobody")
+    (ship,) = attempts(bystander, wx)
+    until(lambda: bystander.sweep(now=ship.created_epoch + 1.5).timed_out)
+    (ship,) = attempts(bystander, wx)
+    assert ship.state is A.TIMED_OUT
+    assert "nobody claimed it within schedule_to_start_seconds" in (ship.error or "")
+    assert bystander.get_workflow(wx).state is WorkflowState.FAILED

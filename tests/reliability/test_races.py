@@ -160,11 +160,16 @@ def test_heartbeat_and_time_out_at_once(rwb: Whimbrel, step_clock: StepClock) ->
         wx = rwb.start_workflow("hb")
         aeid = activity_exec_id(wx, "A", 1)
         rwb.transition_activity(aeid, T.RUNNING)
-        step_clock.advance(11)
+        # A heartbeat row written in time (9 s in) is applied as the sweep times the
+        # attempt out past its deadline and grace (issue 31: judged by its write time).
+        written = step_clock.advance(9)
+        step_clock.advance(2 + IN_FLIGHT_GRACE_SECONDS)
         meet.reset()
         rwb.store.write_hooks.append(meet)
         try:
-            beat, report = together(lambda a=aeid: rwb.heartbeat(a), rwb.sweep)
+            beat, report = together(
+                lambda a=aeid, w=written: rwb.engine.heartbeat(a, written_epoch=w) and None,
+                rwb.sweep)
         finally:
             rwb.store.write_hooks.remove(meet)
         assert meet.met == 2, "the race did not happen: a contender never reached its write"
