@@ -318,3 +318,11 @@ class WorkflowAlreadyEnded(NotAllowedNow):
             workflow_exec_id=workflow_exec_id, workflow_state=workflow_state)
         self.workflow_exec_id = workflow_exec_id
         self.workflow_state = workflow_state
+
+
+class OutputTooLarge(InvalidInput):
+    """A completed child's output is larger than its parent's attempt may hold."""
+
+
+class NestingTooDeep(LaunchError):
+    """A child run would nest deeper than ``MAX_NESTING_DEPTH`` (its attempt fails)."""

@@ -9,8 +9,9 @@ write's condition on ``state`` decides.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 from whimbrel.contract.states import ActivityState, WorkflowState
@@ -314,3 +315,18 @@ class Due:
 
     workflow_exec_id: str
     activity_exec_id: str
+
+
+def latest_of(items: Sequence[ActivityRecord]) -> dict[str, ActivityRecord]:
+    """The newest attempt of each activity, by name."""
+    latest: dict[str, ActivityRecord] = {}
+    for act in items:
+        cur = latest.get(act.activity_name)
+        if cur is None or act.attempt > cur.attempt:
+            latest[act.activity_name] = act
+    return latest
+
+
+def day_of(epoch: float) -> str:
+    """The UTC day of ``epoch`` (``YYYY-MM-DD``), as the listing and rejection keys write it."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d")

@@ -13,7 +13,6 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from whimbrel.contract import checks
@@ -30,7 +29,13 @@ from whimbrel.contract.errors import (
 from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.outcomes import map_items, map_output
 from whimbrel.contract.payloads import PayloadLimits, is_ref
-from whimbrel.contract.records import ActivityRecord, Changes, DefinitionRecord, WorkflowRecord
+from whimbrel.contract.records import (
+    ActivityRecord,
+    Changes,
+    DefinitionRecord,
+    WorkflowRecord,
+    latest_of,
+)
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.engine import rules
 from whimbrel.engine.code_steps import StepSpecs
@@ -40,6 +45,7 @@ from whimbrel.engine.metrics import NO_METRICS, EngineMetrics, Incidents, report
 from whimbrel.engine.payloads import resolved, resolved_all
 from whimbrel.engine.ports import Clock, Launcher, StorePort
 from whimbrel.engine.shared_reads import SharedReads
+from whimbrel.engine.threads import submit_or_run
 from whimbrel.engine.views import ActivityExec, WorkflowExec
 from whimbrel.settings import DEFAULT_RETENTION_DAYS
 
@@ -67,10 +73,6 @@ KNOWN_INPUTS = 64
 
 #: From this many dependents on, one completion readies and launches them in parallel.
 PARALLEL_FANOUT = 8
-
-
-def day_of(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d")
 
 
 class EngineBase:
@@ -245,7 +247,7 @@ class EngineBase:
         """
         if len(items) < PARALLEL_FANOUT:
             return [fn(x) for x in items]
-        futures = [_submit(self._fanout, fn, x) for x in items]
+        futures = [submit_or_run(self._fanout, fn, x) for x in items]
         wait(futures)
         return [f.result() for f in futures]
 
@@ -262,11 +264,11 @@ class EngineBase:
 
     def in_background(self, fn: Callable[[str], T], arg: str) -> Future[T]:
         """Run a read on the engine's I/O pool, to overlap it with a write."""
-        return _submit(self._pool, fn, arg)
+        return submit_or_run(self._pool, fn, arg)
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         """Run independent writes on the engine's I/O pool (a start's phase one)."""
-        return _submit(self._pool, fn, *args)
+        return submit_or_run(self._pool, fn, *args)
 
     def move(self, aeid: str, expected: ActivityState, path: Sequence[ActivityState],
              changes: Changes, *, actor: str | None = None,
@@ -394,28 +396,3 @@ class EngineBase:
     def close(self) -> None:
         self._pool.shutdown(wait=False)
         self._fanout.shutdown(wait=False)
-
-
-def _submit(pool: ThreadPoolExecutor, fn: Callable[..., T], *args: Any) -> Future[T]:
-    """``pool.submit``, or, once the pool is shut down (the client closed while an
-    activity it runs still ends, or the interpreter exits), the call here and now: an
-    activity's end is recorded, never lost to "cannot schedule new futures"."""
-    try:
-        return pool.submit(fn, *args)
-    except RuntimeError:
-        done: Future[T] = Future()
-        try:
-            done.set_result(fn(*args))
-        except BaseException as exc:  # the caller's .result() raises it, as from the pool
-            done.set_exception(exc)
-        return done
-
-
-def latest_of(items: Sequence[ActivityRecord]) -> dict[str, ActivityRecord]:
-    """The newest attempt of each activity, by name."""
-    latest: dict[str, ActivityRecord] = {}
-    for act in items:
-        cur = latest.get(act.activity_name)
-        if cur is None or act.attempt > cur.attempt:
-            latest[act.activity_name] = act
-    return latest

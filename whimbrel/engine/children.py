@@ -46,7 +46,9 @@ from whimbrel.contract.errors import (
     DefinitionNotFound,
     InvalidInput,
     LaunchError,
+    NestingTooDeep,
     NotAllowedNow,
+    OutputTooLarge,
     StateConflict,
 )
 from whimbrel.contract.ids import activity_exec_id, parse_activity_exec_id, workflow_exec_id_for
@@ -54,7 +56,7 @@ from whimbrel.contract.limits import MAX_NESTING_DEPTH
 from whimbrel.contract.nesting import ChildRef, child_cycle, child_workflows, describe_cycle
 from whimbrel.contract.outcomes import generation
 from whimbrel.contract.payloads import encode_payload
-from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
+from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord, latest_of
 from whimbrel.contract.states import (
     ACTIVITY_ACTIVE,
     WORKFLOW_REDRIVABLE,
@@ -64,7 +66,6 @@ from whimbrel.contract.states import (
     WorkflowTransition,
     workflow_sources,
 )
-from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core, Feature
 from whimbrel.engine.inputs import UNRESOLVED, launch_input, resolved_value
 from whimbrel.engine.ports import LaunchRequest
@@ -78,14 +79,6 @@ CHILD = "workflow"
 #: What a redrive's new attempt adopts of the attempt before it: a child that ended
 #: unsuccessfully (redriven in place) or COMPLETED (its output handed on again).
 ADOPTABLE = WORKFLOW_REDRIVABLE | {W.COMPLETED}
-
-
-class OutputTooLarge(InvalidInput):
-    """A completed child's output is larger than its parent's attempt may hold."""
-
-
-class NestingTooDeep(LaunchError):
-    """A child run would nest deeper than ``MAX_NESTING_DEPTH`` (its attempt fails)."""
 
 
 def child_of(act: ActivityRecord) -> str:

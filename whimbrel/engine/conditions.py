@@ -37,7 +37,7 @@ from whimbrel.contract.errors import IllegalTransition, InvalidInput, StateConfl
 from whimbrel.contract.ids import END_NODE, activity_exec_id
 from whimbrel.contract.outcomes import failed_for_good, resolution
 from whimbrel.contract.payloads import clip_error, decode_payload
-from whimbrel.contract.records import ActivityRecord, WorkflowRecord
+from whimbrel.contract.records import ActivityRecord, WorkflowRecord, latest_of
 from whimbrel.contract.states import (
     ACTIVITY_NOT_LAUNCHED,
     ActivityState,
@@ -46,7 +46,6 @@ from whimbrel.contract.states import (
     activity_path,
 )
 from whimbrel.engine import ending, flow, moves, rules, written
-from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core, Feature, RunRead
 from whimbrel.engine.inputs import upstream_values
 

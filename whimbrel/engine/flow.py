@@ -18,7 +18,7 @@ from whimbrel.contract.errors import StateConflict, StoreError, WhimbrelError
 from whimbrel.contract.ids import END_NODE, activity_exec_id, unit_random
 from whimbrel.contract.outcomes import HANDED_BACK, carry, open_activities
 from whimbrel.contract.payloads import clip_error
-from whimbrel.contract.records import ActivityRecord, Change, WorkflowRecord
+from whimbrel.contract.records import ActivityRecord, Change, WorkflowRecord, latest_of
 from whimbrel.contract.states import (
     ACTIVITY_FAILED,
     ACTIVITY_NOT_LAUNCHED,
@@ -32,7 +32,6 @@ from whimbrel.contract.states import (
 )
 from whimbrel.engine import ending, launches, rules, written
 from whimbrel.engine.admission import admission, leaves_for_worker, ready_changes, starts
-from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Admission, Core, RunRead
 from whimbrel.engine.ports import runs_in_process
 

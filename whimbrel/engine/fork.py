@@ -30,11 +30,17 @@ from whimbrel.contract.errors import InvalidInput, NotAllowedNow
 from whimbrel.contract.ids import activity_exec_id, new_request_id, workflow_exec_id_for
 from whimbrel.contract.limits import MAX_INPUT_BYTES
 from whimbrel.contract.payloads import encode_payload
-from whimbrel.contract.records import ActivityRecord, Change, RequestRecord, WorkflowRecord
+from whimbrel.contract.records import (
+    ActivityRecord,
+    Change,
+    RequestRecord,
+    WorkflowRecord,
+    day_of,
+    latest_of,
+)
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.engine import rules, starting
 from whimbrel.engine.admission import admission
-from whimbrel.engine.base import day_of, latest_of
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.sweep import reconcile
 

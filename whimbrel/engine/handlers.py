@@ -25,8 +25,7 @@ from whimbrel.contract.dataflow import CONTINUE, handlers
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.limits import MAX_INPUT_BYTES
 from whimbrel.contract.outcomes import resolution
-from whimbrel.contract.records import ActivityRecord, WorkflowRecord
-from whimbrel.engine.base import latest_of
+from whimbrel.contract.records import ActivityRecord, WorkflowRecord, latest_of
 from whimbrel.engine.feature import Core, Feature
 
 log = logging.getLogger("whimbrel.engine")

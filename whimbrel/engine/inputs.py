@@ -23,9 +23,8 @@ from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.outcomes import map_items, map_output, resolution, upstream_view
 from whimbrel.contract.payloads import NO_BUCKET, PayloadLimits, decode_payload
-from whimbrel.contract.records import ActivityRecord, WorkflowRecord
+from whimbrel.contract.records import ActivityRecord, WorkflowRecord, latest_of
 from whimbrel.contract.states import ActivityState
-from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core
 from whimbrel.engine.payloads import has_refs, resolved, resolved_all
 

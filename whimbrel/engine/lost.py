@@ -26,10 +26,9 @@ import logging
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.ids import activity_exec_id
 from whimbrel.contract.outcomes import resolution
-from whimbrel.contract.records import ActivityRecord, Change, WorkflowRecord
+from whimbrel.contract.records import ActivityRecord, Change, WorkflowRecord, latest_of
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.engine import rules
-from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core, Feature
 from whimbrel.engine.metrics import report_activity_end
 

@@ -9,9 +9,8 @@ from typing import Protocol
 from whimbrel.contract.dataflow import lane_edges, lanes
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.outcomes import generation, map_items, retries_left
-from whimbrel.contract.records import ActivityRecord, WorkflowRecord
+from whimbrel.contract.records import ActivityRecord, WorkflowRecord, latest_of
 from whimbrel.contract.states import ActivityState
-from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core
 from whimbrel.engine.ports import StorePort
 

@@ -33,10 +33,9 @@ from whimbrel.contract.outcomes import (
     open_activities,
     retries_left,
 )
-from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
+from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord, latest_of
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState, activity_path
 from whimbrel.engine import flow, rules
-from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core, Feature, RunRead
 from whimbrel.engine.inputs import KnownLists, map_list, own_input
 from whimbrel.engine.map_repair import repair_maps

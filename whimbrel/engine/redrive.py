@@ -30,11 +30,10 @@ from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import NotAllowedNow, StateConflict
 from whimbrel.contract.ids import END_NODE, parse_activity_exec_id
 from whimbrel.contract.outcomes import UNSUCCESSFUL, generation, resolution, unresolved
-from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
+from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord, latest_of
 from whimbrel.contract.states import WORKFLOW_REDRIVABLE, ActivityState, WorkflowState
 from whimbrel.engine import flow
 from whimbrel.engine.admission import admission
-from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core, Feature, RunRead
 
 A = ActivityState

@@ -44,10 +44,11 @@ from whimbrel.contract.records import (
     RejectionRecord,
     SignalRecord,
     WorkflowRecord,
+    day_of,
+    latest_of,
 )
 from whimbrel.contract.states import ACTIVITY_FAILED, WORKFLOW_PROCEEDING, ActivityState, Transition
 from whimbrel.engine import rules
-from whimbrel.engine.base import day_of, latest_of
 from whimbrel.engine.moves import end_wait
 from whimbrel.settings import DAY_SECONDS
 

@@ -23,7 +23,7 @@ from whimbrel.contract.ids import (
 )
 from whimbrel.contract.payloads import payload_digest
 from whimbrel.contract.priority import check_priority
-from whimbrel.contract.records import ActivityRecord, Change, RequestRecord, WorkflowRecord
+from whimbrel.contract.records import ActivityRecord, Change, RequestRecord, WorkflowRecord, day_of
 from whimbrel.contract.states import (
     ActivityState,
     Transition,
@@ -35,7 +35,6 @@ from whimbrel.contract.states import (
 from whimbrel.contract.waits import check_input
 from whimbrel.engine import ending, flow, launches, rules
 from whimbrel.engine.admission import admission, leaves_for_worker, ready_changes
-from whimbrel.engine.base import day_of
 from whimbrel.engine.feature import Core
 from whimbrel.engine.ports import runs_in_process
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import StateConflict, WhimbrelError
 from whimbrel.contract.outcomes import open_activities, resolution
-from whimbrel.contract.records import REMOVE, ActivityRecord, Due, WorkflowRecord
+from whimbrel.contract.records import REMOVE, ActivityRecord, Due, WorkflowRecord, latest_of
 from whimbrel.contract.states import (
     ACTIVITY_ACTIVE,
     ACTIVITY_PENDING,
@@ -33,7 +33,6 @@ from whimbrel.contract.states import (
     WorkflowState,
 )
 from whimbrel.engine import ending, flow, rules, starting
-from whimbrel.engine.base import latest_of
 from whimbrel.engine.feature import Core
 from whimbrel.engine.leases import SweepLeases
 from whimbrel.engine.metrics import report_sweep_error

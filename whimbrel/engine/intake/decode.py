@@ -15,8 +15,7 @@ from whimbrel.contract.ddbjson import from_ddb
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.payloads import is_ref, parse_ref
-from whimbrel.contract.records import RejectionRecord
-from whimbrel.engine.base import day_of
+from whimbrel.contract.records import RejectionRecord, day_of
 from whimbrel.engine.ports import StorePort
 
 #: How long a rejection row is kept (DynamoDB TTL).
