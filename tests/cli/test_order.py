@@ -43,7 +43,7 @@ ATTEMPTS = [("root", 1), ("b_fetch", 1), ("b_fetch", 2), ("a_fetch", 1), ("merge
 def finished(run: Run, wb: Whimbrel, write_definition: Callable[..., Path]) -> str:
     """A COMPLETED run of ``ordered`` whose b_fetch needed a second attempt."""
     run("definitions", "register", str(write_definition(ORDERED_YAML)))
-    wf = run.json("submit", "ordered", "--wait", "--timeout", "60")
+    wf = run.json("submit", "ordered", "--wait", "--run-here", "--timeout", "60")
     assert wf["state"] == "COMPLETED"
     return str(wf["workflow_exec_id"])
 

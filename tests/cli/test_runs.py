@@ -28,7 +28,8 @@ def fanout(run: Run, write_definition: Callable[..., Path], wb: Whimbrel) -> Whi
 def test_submit_wait_runs_the_fanout_to_completion(run: Run, fanout: Whimbrel,
                                                    tmp_path: Path) -> None:
     (tmp_path / "in.json").write_text('{"day": "2024-06-01"}')
-    wf = run.json("submit", "fanout", "--input", f"@{tmp_path / 'in.json'}", "--wait")
+    wf = run.json("submit", "fanout", "--input", f"@{tmp_path / 'in.json'}", "--wait",
+                  "--run-here")
     assert wf["state"] == "COMPLETED"
     assert set(wf) >= {"workflow_exec_id", "workflow_name", "version", "state", "input",
                        "created_epoch", "ended_epoch", "duration_seconds", "error",
@@ -53,8 +54,9 @@ def test_submit_without_wait_prints_the_id(run: Run, fanout: Whimbrel) -> None:
     assert set(out) == {"workflow_exec_id", "workflow_request_id", "workflow_name", "mode"}
     assert out["workflow_request_id"] == "req-1"
     assert out["mode"] == "full"
-    # python activities run in the CLI's process: it stayed until they were done
-    assert fanout.get_workflow(out["workflow_exec_id"]).state.value == "COMPLETED"
+    # python activities are never run by the one-shot CLI: it left them for a worker
+    extract = fanout.get_workflow(out["workflow_exec_id"]).activity("extract")
+    assert extract.state.value == "READY" and extract.error is None
     # the same request id is the same single run; with another input it is refused
     again = run("submit", "fanout", "--input", '{"a": 1}', "--request-id",
                 "req-1").stdout.strip()
@@ -65,10 +67,10 @@ def test_submit_without_wait_prints_the_id(run: Run, fanout: Whimbrel) -> None:
 
 def test_submit_exit_codes(run: Run, wb: Whimbrel) -> None:
     wb.register_workflow(FAILING)
-    failed = run.json("submit", "failing", "--wait", code=10)
+    failed = run.json("submit", "failing", "--wait", "--run-here", code=10)
     assert failed["state"] == "FAILED"
     assert "boom failed on purpose" in failed["error"]
-    human = run("submit", "failing", "--wait", code=10)
+    human = run("submit", "failing", "--wait", "--run-here", code=10)
     assert "FAILED" in human.stdout and "boom" in human.stdout
     assert run("submit", "nope", code=3).stderr.startswith("error: no registered workflow")
     bad = run("submit", "failing", "--input", "{nope", code=4)

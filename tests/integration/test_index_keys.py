@@ -66,16 +66,19 @@ def test_a_heartbeat_writes_no_index_entry_and_the_sweep_still_times_out(
 
 
 def test_a_heartbeat_after_the_sweep_read_still_wins(wb: Whimbrel, clock: StepClock) -> None:
-    # The sweep judged the attempt timed out from a read; a heartbeat lands before its
-    # move. The move's condition sees the new deadline_epoch and loses.
+    # The sweep judged the attempt timed out from a read; a heartbeat written in time
+    # landed before its move. The move's condition sees the new deadline_epoch and
+    # loses. (A beat written past the deadline times it out instead: test_i31_deadlines.)
     wb.register_workflow(WorkflowDefinition("race", (Act("work", heartbeat_timeout_seconds=30),)))
     wb.start_workflow("race")
     act = wb.claim(workflow_name="race")
     assert act is not None
-    clock.advance(31)
-    seen = wb.store.get_activity(act.activity_exec_id)
-    assert seen is not None
+    clock.advance(29)
+    seen = wb.store.get_activity(act.activity_exec_id)  # the sweep's read, then a beat
+    assert seen is not None and seen.deadline_epoch is not None
     wb.heartbeat(act.activity_exec_id)
+    clock.advance(2)  # past the deadline the sweep read
+    assert clock() > seen.deadline_epoch
     with pytest.raises(StateConflict):
         wb.store.move_activity(act.activity_exec_id, A.RUNNING, [A.TIMED_OUT], {},
                                now=clock(), actor="sweep", due_by=clock())

@@ -171,6 +171,10 @@ class Cli:
         self.tracker: TrackingExecutor | None = None
         #: Who the client's writes name in histories (``by``); set before using ``wb``.
         self.actor = "cli"
+        #: A one-shot command is never a worker (docs/contract.md, "Who runs code"): its
+        #: client runs no python activity, it leaves them for a worker. Only a command
+        #: asked to (``submit --run-here``, ``worker``) sets this before using ``wb``.
+        self.worker = False
 
     @property
     def wb(self) -> Whimbrel:
@@ -187,6 +191,8 @@ class Cli:
             self.tracker = TrackingExecutor(ThreadPoolExecutor(
                 max_workers=16, thread_name_prefix="whimbrel-activity"))
             self._wb = Whimbrel.from_env(actor=self.actor, executor=self.tracker, **overrides)
+            if not self.worker:
+                self._wb.worker_scope.close()
         return self._wb
 
     def check_settings(self) -> None:

@@ -108,15 +108,25 @@ def submit(
         "--attr", "-a", help="An attribute of the run, KEY=VALUE (repeatable; a value "
                              "of digits is a number): `whimbrel runs --attr` finds it.")
                     ] = None,
+    run_here: Annotated[bool, typer.Option(
+        "--run-here", help="Run the run's python activities in this process while it "
+                           "waits (with --wait); by default a worker runs them "
+                           "(`whimbrel dev`, `whimbrel worker --module`).")] = False,
 ) -> None:
     """Start a workflow run and print its workflow_exec_id.
 
-    By default the run starts in this process (Full Logic API). Activities with the
-    python or command launcher then run here too, so the command stays until they are
-    done. --simple only writes the request item; a workflow_request stream Lambda (or
-    `whimbrel dev`) starts the run. A run of a definition whose max_running runs are
-    all RUNNING is accepted QUEUED and starts when one ends.
+    By default the run starts in this process (Full Logic API); its python activities
+    are left for a worker (`whimbrel dev`, `whimbrel worker --module M`), unless
+    --run-here asks this process to run them while it waits. Activities with the
+    command launcher run here. --simple only writes the request item; a
+    workflow_request stream Lambda (or `whimbrel dev`) starts the run. A run of a
+    definition whose max_running runs are all RUNNING is accepted QUEUED and starts
+    when one ends.
     """
+    if run_here and not wait:
+        raise CliError("--run-here runs the python activities while the command waits: "
+                       "give --wait too", ExitCode.USAGE)
+    cli.worker = run_here
     payload = parse_input(input)
     attributes = attributes_of(attr)
     if request_id is not None and not request_id.strip():

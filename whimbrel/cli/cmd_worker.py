@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -102,12 +102,8 @@ def _run_modules(cli: Cli, modules: list[str], concurrency: int | None) -> None:
     """``Whimbrel.run_worker(modules=[...], concurrency=N)``: blocks until SIGTERM/SIGINT
     or stop()."""
     cli.actor = "worker"
+    cli.worker = True  # the one command whose client is a worker (for those modules)
     wb = cli.wb
-    run_worker: Any = getattr(wb, "run_worker", None)
-    if run_worker is None:
-        raise CliError("this installation's Whimbrel has no run_worker(), which "
-                       "--module needs: upgrade whimbrel, or run the activities as a "
-                       "command (--workflow NAME -- COMMAND)", ExitCode.UNAVAILABLE)
     # A console script's sys.path starts at its own folder, not the current one: import
     # the modules from where the worker was started, as `python -m` would (and celery,
     # rq... do), then PYTHONPATH.
@@ -115,4 +111,7 @@ def _run_modules(cli: Cli, modules: list[str], concurrency: int | None) -> None:
         sys.path.insert(0, os.getcwd())
     cli.note(f"whimbrel worker: running the python activities of {', '.join(modules)}; "
              "SIGTERM or Ctrl-C stops")
-    run_worker(modules=list(modules), concurrency=concurrency)
+    try:
+        wb.run_worker(modules=list(modules), concurrency=concurrency)
+    finally:
+        wb.close()  # hands back what it claimed and never started

@@ -86,6 +86,15 @@ def heartbeat(engine: Core, aeid: str, image: ActivityRecord | None = None,
     return moved.state or A.RUNNING
 
 
+def beat_after_time_out(engine: Core, aeid: str) -> bool:
+    """Record that the code of an attempt the system gave up on still runs: its
+    ``heartbeat_epoch`` only, on a TIMED_OUT or LOST attempt (never its state or
+    deadline; one still RUNNING is left alone), which keeps its pool slot until the code
+    stops (engine/pool_holders.py). False: not given up on."""
+    return engine.store.try_set_activity(aeid, {"heartbeat_epoch": engine.clock()},
+                                         states=ACTIVITY_GAVE_UP)
+
+
 def check_running(engine: Core, aeid: str) -> ActivityState:
     """One read, in place of a heartbeat not worth writing: whether the attempt may go on.
 

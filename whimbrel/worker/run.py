@@ -36,7 +36,7 @@ from whimbrel.contract.states import (
 from whimbrel.engine import tracing
 from whimbrel.engine.conditions import end_early
 from whimbrel.engine.engine import Engine
-from whimbrel.engine.heartbeats import Pace, check_running, previous_details
+from whimbrel.engine.heartbeats import Pace, beat_after_time_out, check_running, previous_details
 from whimbrel.engine.inputs import launch_input, upstream_values
 from whimbrel.engine.views import ActivityExec
 
@@ -267,7 +267,7 @@ class _Heartbeater(threading.Thread):
                 if isinstance(self.run_.stop_requested, ActivityTimedOut):
                     # Its code runs on: its beats (recorded, never its state) keep its
                     # pool slot until the code stops (engine/pool_holders.py).
-                    heartbeat(self.run_._engine, self.run_.activity_exec_id)
+                    beat_after_time_out(self.run_._engine, self.run_.activity_exec_id)
                 else:
                     self.run_.heartbeat()
             except ActivityTimedOut:
