@@ -8,6 +8,7 @@ from cli_helpers import Run
 
 from whimbrel import ActivityDefinition, LauncherSpec, Whimbrel, WorkflowDefinition
 from whimbrel.contract.ids import workflow_exec_id_for
+from whimbrel.testing import wait_until
 
 EXTERNAL = WorkflowDefinition("external", (ActivityDefinition("step"),))
 QUICK = WorkflowDefinition("quick", (
@@ -41,6 +42,9 @@ def test_submit_simple_refuses_an_unregistered_workflow(run: Run, wb: Whimbrel) 
 def test_status_by_request_id(run: Run, wb: Whimbrel) -> None:
     wb.register_workflow(QUICK)
     wx = run("submit", "quick", "--request-id", "order-42").stdout.strip()
+    # The one-shot CLI left the python activity for a worker: this test's client, which
+    # registered the workflow and imports its code, is one.
+    assert wait_until(lambda: wb.get_workflow(wx).state.value == "COMPLETED", timeout=60)
     data = run.json("status", "--request-id", "order-42")
     assert data["workflow_exec_id"] == wx == workflow_exec_id_for("order-42")
     assert data["workflow_request_id"] == "order-42" and data["state"] == "COMPLETED"
