@@ -130,3 +130,26 @@ def traced(run: ActivityRun) -> Any:
     with trace.get_tracer("wb-test-activity").start_as_current_span("own work"):
         pass
     return {"trace_context": run.trace_context}
+
+
+# -- a process's capacity (tests/integration/test_worker_capacity.py) -------------------
+
+#: Opened by the test to let every ``gated`` activity end.
+GATE = threading.Event()
+#: ``gated`` activities running now, and the most that ever ran at once.
+GATED = {"now": 0, "most": 0}
+
+
+def gated(run: ActivityRun) -> Any:
+    """Runs until ``GATE`` opens (counted while it runs; each attempt once)."""
+    _count_run(run)
+    with _LOCK:
+        GATED["now"] += 1
+        GATED["most"] = max(GATED["most"], GATED["now"])
+    try:
+        if not GATE.wait(60):
+            raise RuntimeError("the gate never opened")
+    finally:
+        with _LOCK:
+            GATED["now"] -= 1
+    return {"name": run.activity_name}

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -278,8 +279,10 @@ def test_run_worker_completes_the_run_of_a_script_that_left(
 
 def test_closing_a_client_hands_back_what_it_never_started_and_raises_nothing(
         place: Place, bystander: Whimbrel, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A client with one thread starts three python steps: one runs (held at a gate),
-    two are RUNNING in the table but wait for the thread. Closing hands those two back
+    """A client with a caller's executor of one thread (no capacity bound: a client
+    with ``max_workers`` leaves what it cannot run claimable, test_worker_capacity.py)
+    starts three python steps: one runs (held at a gate), two are RUNNING in the table
+    but wait for the thread. Closing hands those two back
     (a next attempt each, claimable), and the one running still records its end after
     the close, with no "cannot schedule new futures" (issue 31). A worker on a thread
     of this process (its own client, stopped by ``stop()``) runs the two."""
@@ -292,7 +295,8 @@ def test_closing_a_client_hands_back_what_it_never_started_and_raises_nothing(
     defn = WorkflowDefinition("wc_close", tuple(
         Act(n, launcher=SHIP, input=held) for n in ("a", "b", "c")))
     with logged() as said_meanwhile:
-        client = Whimbrel(endpoint_url=place.endpoint, table_prefix=place.prefix, max_workers=1)
+        client = Whimbrel(endpoint_url=place.endpoint, table_prefix=place.prefix,
+                          executor=ThreadPoolExecutor(max_workers=1))
         client.register_workflow(defn)
         wx = client.start_workflow("wc_close")
         until(lambda: len(place.ran_in()) == 1)  # the first is in its function

@@ -65,7 +65,9 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
             ``AWS_DEFAULT_REGION``).
         clock: returns epoch seconds; inject one to drive time in tests.
         launchers: extra or replacement launchers by kind (``lambda``, ``sqs``, …).
-        max_workers: threads for ``python`` and ``command`` activities of this process.
+        max_workers: threads for ``python`` and ``command`` activities of this process;
+            it holds at most this many python attempts (more are left claimable until a
+            thread is free, never RUNNING in a queue where their heartbeat would lapse).
         executor: runs those activities instead of a pool of ``max_workers`` threads
             (e.g. one that tracks or bounds them).
         actor: recorded in the history of every move this client makes.
@@ -126,7 +128,8 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
         self._max_workers = max_workers
         # What this client is a worker for (docs/contract.md, "Who runs code"): the
         # workflows it registers or starts, the modules of run_worker.
-        self._python = PythonLauncher(self.executor, self._run_python, WorkerScope())
+        self._python = PythonLauncher(self.executor, self._run_python, WorkerScope(),
+                                      capacity=None if executor else max_workers)
         self._background = self._foreground = None
         self._stop_worker = threading.Event()
         self._serve_lock = threading.Lock()

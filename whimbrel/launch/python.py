@@ -143,17 +143,25 @@ class PythonLauncher:
 
     ``scope`` says what this process is a worker for (the engine asks :meth:`runs`).
     Attempts it holds (launched or claimed, not ended) are tracked, so that a closing
-    client finishes or hands back each (:meth:`drain`).
+    client finishes or hands back each (:meth:`drain`), and so that it never holds more
+    than ``capacity``: a full process answers :meth:`runs` with no, and the engine leaves
+    the attempt READY and claimable, for this process's claim loop (or another worker)
+    to take once a thread is free. An attempt is RUNNING only once a thread can run it,
+    so its heartbeat time-out never fires while it waits in the executor's queue.
     """
 
     #: Its activities run in this process (see ``engine.ports.runs_in_process``).
     in_process = True
 
     def __init__(self, executor: Executor, runner: Runner,
-                 scope: WorkerScope | None = None) -> None:
+                 scope: WorkerScope | None = None, *, capacity: int | None = None) -> None:
+        if capacity is not None and capacity < 1:
+            raise ValueError(f"capacity must be at least 1, not {capacity}")
         self.executor = executor
         self.runner = runner
         self.scope = scope or WorkerScope()
+        #: Attempts this process holds at most (None: no bound, a caller's executor).
+        self.capacity = capacity
         #: Activities whose runner raised (each logged with its traceback): a metric of
         #: trouble that escaped the worker's own handling, e.g. an end not recorded.
         self.failures = 0
@@ -161,8 +169,14 @@ class PythonLauncher:
         self._held: dict[Future[None], str] = {}
 
     def runs(self, config: Mapping[str, object]) -> bool:
-        """Whether this process is a worker for the target in ``config`` now."""
-        return self.scope.covers(str(config.get("target", "")))
+        """Whether this process is a worker for the target in ``config`` now and has a
+        thread free to run it."""
+        return not self.full and self.scope.covers(str(config.get("target", "")))
+
+    @property
+    def full(self) -> bool:
+        """Whether this process holds ``capacity`` attempts already."""
+        return self.capacity is not None and self.held >= self.capacity
 
     def serve(self, config: Mapping[str, object]) -> None:
         """Be a worker for the target in ``config`` from now on (a step that a code

@@ -81,6 +81,8 @@ class ClaimLoop:
 
     def _claim_one(self) -> bool:
         """Claim one attempt and start it (its slot is released when it ends)."""
+        if self.launcher.full:  # launched in process since: claim when one ends
+            return False
         scope = self.launcher.scope
         item = handover.claim_for_worker(self.engine, scope.claim_prefixes(), scope.covers,
                                          actor=self.actor)
