@@ -35,6 +35,7 @@ from whimbrel import (
 )
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.local.runtime import LocalRuntime
+from whimbrel.testing import wait_until
 
 SHIP = LauncherSpec.python("wc_orders:ship")
 A = ActivityState
@@ -56,14 +57,8 @@ def bystander(ddb_endpoint: str, table_prefix: str) -> Iterator[Whimbrel]:
 
 
 def until(what: Callable[[], Any], seconds: float = 60.0) -> Any:
-    """Poll ``what`` until it is truthy (a deadline, not a sleep for a result)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        got = what()
-        if got:
-            return got
-        time.sleep(0.05)
-    raise AssertionError(f"not within {seconds} s: {what}")
+    """``wait_until`` with this file's patience (processes start Python on 2 cores)."""
+    return wait_until(what, timeout=seconds, interval=0.05, message=f"not within {seconds} s")
 
 
 @contextmanager
