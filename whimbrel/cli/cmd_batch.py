@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from typer._click.globals import get_current_context
 
 from whimbrel.cli.app import Cli, CliError, ExitCode, JsonErrorsGroup, app, command
-from whimbrel.cli.cmd_runs import attributes_of, parse_input
+from whimbrel.cli.options import attributes_of, parse_input
 from whimbrel.cli.render import workflows_table
 from whimbrel.cli.shapes import workflow_dict
 from whimbrel.client.batch import BatchReport, plan

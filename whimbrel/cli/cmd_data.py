@@ -12,6 +12,7 @@ from whimbrel import WorkflowExec
 from whimbrel.cli.app import Cli, CliError, ExitCode, app, command
 from whimbrel.cli.datashapes import note
 from whimbrel.cli.live import definition_of, exit_for, follow
+from whimbrel.cli.options import parse_input
 from whimbrel.cli.render import state_text
 from whimbrel.cli.shapes import activity_dict, activity_duration, first_line, human_duration
 
@@ -106,7 +107,6 @@ def fork(
     "reused from …"; they never run); the new run's status says "forked from …". An
     activity the definition lacks is refused (exit code 4) and nothing is written.
     """
-    from whimbrel.cli.cmd_runs import parse_input  # cmd_runs imports this module
     new = cli.wb.fork_workflow(workflow_exec_id, from_activity=from_activity,
                                input=parse_input(input), version=version)
     wf = cli.wb.get_workflow(new)

@@ -9,7 +9,7 @@ import typer
 
 from whimbrel import ActivityExec
 from whimbrel.cli.app import Cli, app, command
-from whimbrel.cli.cmd_runs import parse_input
+from whimbrel.cli.options import parse_input
 from whimbrel.cli.shapes import activity_dict
 
 ByOpt = Annotated[str, typer.Option("--by", help="Who decides (recorded in the output or "
