@@ -7,6 +7,12 @@ becomes DynamoDB requests is the store's business (``whimbrel/store``). A condit
 write that loses raises :class:`~whimbrel.contract.errors.StateConflict` whose
 ``current`` holds the record as it is now (None if it does not exist), so the engine
 never reads an item back after losing a race.
+
+``StorePort`` is the core port (runs, attempts, fan-in edges, timers, claims). A feature
+with tables of its own declares its port beside itself (``cold_port.py``,
+``signal_port.py``, ``schedule_port.py``, ``lease_port.py``, ``pool_port.py``) and
+reaches them only through the store's part, which ``StorePort`` declares as a read-only
+property typed by that port (``store.pools`` is a ``PoolPort``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """Activity attempts: ``activity_exec`` (a run's activities, in the run's partition) and
 ``map_item`` (a map's items, in partitions of their own).
 
+The attempts part (core): its methods are ``Store``'s own (the engine's core
+``StorePort``), with the runs part (:mod:`whimbrel.store.runs`).
+
 Where an attempt lives follows from its id (``<wx>:<activity>:<attempt>``): an item of
 a map (``<wx>:<map>#<i>:<attempt>``) is in ``map_item`` under
 ``<wx>/<map>/<i mod MAP_ITEM_PARTITIONS>``, any other attempt in ``activity_exec`` under

@@ -1,5 +1,8 @@
 """The cold tables: definitions, Simple API rows (requests, events) and rejections.
 
+The store's ``cold`` part (``store.cold``, holding its ``Tables``); the engine sees it
+as ``ColdPort`` (``whimbrel/engine/cold_port.py``).
+
 On the same transport and codec as the hot tables (:mod:`whimbrel.store.runs`): one
 request per call, no model layer. A row a raw client wrote may hold native DynamoDB
 values where the docs allow them (a payload as a map); the codec reads any of them back,

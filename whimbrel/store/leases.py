@@ -3,6 +3,9 @@
 two takers exactly one gets it, and a holder that stopped renewing loses it once its
 ``until_epoch`` has passed (docs/architecture.md, "Scale").
 
+The store's ``leases`` part (``store.leases``, holding its ``Tables``); the sweep and
+the dev lease see it as ``LeasePort`` (``whimbrel/engine/lease_port.py``).
+
 A lease never guards correctness (every move of the engine stays a conditional write);
 it keeps processes from doing the same work twice.
 """

@@ -1,5 +1,8 @@
 """The ``notification`` table: one marker per published event, so none goes out twice.
 
+The store's ``markers`` part (``store.markers``, holding its ``Tables``); the notify
+consumer sees it as ``MarkerStore`` (``whimbrel/observe/notify.py``).
+
 The notify consumer claims an event's marker before it publishes and marks it sent
 after (docs/events.md, "Exactly once"):
 

@@ -1,6 +1,10 @@
 """The ``pool`` table (issue 22): a pool's settings, its slots, its rate's token buckets
 and its waiters, each an item of its own (docs/architecture.md, "Pools").
 
+The store's ``pools`` part (``store.pools``, holding its ``Tables`` and the attempts
+part it admits waiters into); the pools feature sees it as ``PoolPort``
+(``whimbrel/engine/pool_port.py``).
+
 No item is written by every admission of a pool: slot ``k`` is the item
 ``pool#<name>#<k>`` (an admission writes the one it takes, its release the same one), a
 rate shard ``pool#<name>#rate#<j>``, a waiter shard ``wait#<name>#<s>``. Slot items are

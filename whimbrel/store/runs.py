@@ -1,4 +1,6 @@
-"""The hot tables: workflow and activity executions and fan-in edges, on the lean client.
+"""The runs part (core): workflow executions, their kept-apart inputs and attributes,
+and fan-in edges. Its methods are ``Store``'s own (the engine's core ``StorePort``); the
+attempts are the other core part (:mod:`whimbrel.store.attempts`).
 
 Every write states its condition and why. Conditional writes ask for the item as it is
 when they lose (``ReturnValuesOnConditionCheckFailure``), so a lost race costs no read:

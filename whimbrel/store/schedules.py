@@ -1,5 +1,8 @@
 """The ``schedule`` table: one item per schedule, and its sparse ``due_schedules`` index.
 
+The store's ``schedules`` part (``store.schedules``, holding its ``Tables``); the
+schedules feature sees it as ``SchedulePort`` (``whimbrel/engine/schedule_port.py``).
+
 The index key is ``fire_shard`` (a stable hash of the schedule id over
 :data:`~whimbrel.store.specs.SCHEDULE_SHARDS` partitions), sorted by ``next_fire_epoch``:
 both are written only while the schedule is ACTIVE, so a paused, ended or deleted

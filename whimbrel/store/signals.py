@@ -1,5 +1,8 @@
 """The ``signal`` table: signals sent to a run before a wait of their name was READY.
 
+The store's ``signals`` part (``store.signals``, holding its ``Tables``); the waits
+feature sees it as ``SignalPort`` (``whimbrel/engine/signal_port.py``).
+
 One item per signal, in its run's partition (key ``workflow_exec_id``, ``signal_id``), so
 a run's signals are one consistent Query. A signal is given to exactly one wait by one
 conditional write that sets ``consumed_by`` (docs/architecture.md, "Signals").
