@@ -180,8 +180,8 @@ class Pools(Feature):
 
             def landed(_moved: ActivityRecord) -> None:
                 if item.state is A.READY:  # it waited: leave the queue
-                    self.store.pools.delete_waiter(self.queue.waiter(pool, item.activity_exec_id,
-                                                          order))
+                    self.store.pools.delete_waiter(
+                        self.queue.waiter(pool, item.activity_exec_id, order))
 
             return Admission(True, go, landed=landed, lost=lambda cur: self.ledger.give_back(
                 pool, taken, item.activity_exec_id, getattr(cur, "pool_slot", None)))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from functools import partial
 from typing import Any
 
 from whimbrel.contract.errors import StoreError
@@ -116,8 +115,7 @@ class Cold:
                 "ConditionExpression": "attribute_not_exists(latest) OR latest <= :v",
                 "ExpressionAttributeValues": {":v": {"N": str(int(version))}}, **CAPACITY}
             try:
-                self.tables.write("UpdateItem", spec.logical_name,
-                            partial(self.tables.client.call, "UpdateItem", params))
+                self.tables.write_call("UpdateItem", spec.logical_name, params)
             except ConditionLost:
                 pass  # a later register got there first
 

@@ -191,7 +191,7 @@ class Pools:
                                                           "ConsistentRead": True}}
             while request:
                 resp = self.tables.client.call("BatchGetItem", {"RequestItems": request,
-                                                         **CAPACITY})
+                                                                **CAPACITY})
                 for item in resp.get("Responses", {}).get(self._pool_table, []):
                     k = int(item["pool_key"]["S"].rpartition("#")[2])
                     slot = self._slot(pool, k, item)
@@ -289,8 +289,8 @@ class Pools:
 
         # Unconditional: the entry is the same whoever writes it, however often.
         def put() -> Any:
-            return self.tables.client.call("PutItem", {"TableName": self._pool_table, "Item": item,
-                                                **CAPACITY})
+            return self.tables.client.call("PutItem", {"TableName": self._pool_table,
+                                                       "Item": item, **CAPACITY})
         self.tables.write("PutItem", "pool", put)
         return Waiter(pool, shard, entry, holder)
 
