@@ -137,7 +137,7 @@ def test_sweep_says_checked_not_reconciled_for_a_healthy_run(run: Run, wb: Whimb
     wx2 = wb.start_workflow("once", request_id="half")
     raw = wb.store.get_activity(f"{wx2}:step:1")
     assert raw is not None
-    wb.store.client.call("DeleteItem", {
+    wb.store.tables.client.call("DeleteItem", {
         "TableName": f"{wb.table_prefix}activity_exec",
         "Key": {"workflow_exec_id": {"S": wx2}, "activity_exec_id": {"S": f"{wx2}:step:1"}}})
     # ... before it said its roots were created (a row missing after that was lost:
@@ -154,7 +154,7 @@ def test_rejections(run: Run, wb: Whimbrel) -> None:
     assert "no rejections" in run("rejections").stdout
     now = time.time()
     day = time.strftime("%Y-%m-%d", time.gmtime(now))
-    wb.store.put_rejection(RejectionRecord(
+    wb.store.cold.put_rejection(RejectionRecord(
         day, "r-1", source="workflow_request", reason="no registered workflow 'x'",
         error_type="DefinitionNotFound", record='{"workflow_name": "x"}', when_epoch=now))
     rows = run.json("rejections")

@@ -25,7 +25,7 @@ def test_nudge_records_a_lost_row_and_readies_the_retry(run: Run, wb: Whimbrel) 
     wx = wb.start_workflow("cli_nudge")
     got = wb.claim(workflow_name="cli_nudge")
     assert got is not None
-    wb.store.client.call("DeleteItem", {
+    wb.store.tables.client.call("DeleteItem", {
         "TableName": f"{wb.table_prefix}activity_exec",
         "Key": {"workflow_exec_id": {"S": wx}, "activity_exec_id": {"S": got.activity_exec_id}}})
     data = run.json("nudge", wx)

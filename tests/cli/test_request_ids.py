@@ -21,7 +21,7 @@ def test_submit_simple_keeps_the_request_id(run: Run, wb: Whimbrel) -> None:
     assert out == {"workflow_exec_id": workflow_exec_id_for("nightly-2026-11-21"),
                    "workflow_request_id": "nightly-2026-11-21", "workflow_name": "external",
                    "mode": "simple"}
-    row = wb.store.get_request("nightly-2026-11-21")
+    row = wb.store.cold.get_request("nightly-2026-11-21")
     assert row is not None and row.workflow_name == "external" and row.source == "cli"
     # The same id again is the same single request.
     assert run.json("submit", "external", "--simple", "--request-id",
@@ -32,7 +32,7 @@ def test_submit_simple_refuses_an_unregistered_workflow(run: Run, wb: Whimbrel) 
     result = run("submit", "ghost", "--simple", "--request-id", "ghost-1", code=3)
     assert result.stderr == "error: no registered workflow definition 'ghost'\n"
     assert result.stdout == ""
-    assert wb.store.get_request("ghost-1") is None  # no request the Lambda could only reject
+    assert wb.store.cold.get_request("ghost-1") is None  # no request the Lambda could only reject
     as_json = run("submit", "ghost", "--simple", "--json", code=3)
     body = json.loads(as_json.stderr)
     assert body["error"] == "DefinitionNotFound" and body["workflow_name"] == "ghost"

@@ -185,7 +185,7 @@ def test_submit_simple_writes_a_request_item(run: Run, wb: Whimbrel) -> None:
     out = run.json("submit", "external", "--simple", "--input", '{"k": "v"}')
     assert out["mode"] == "simple"
     assert out["workflow_exec_id"] == workflow_exec_id_for(out["workflow_request_id"])
-    item = wb.store.get_request(out["workflow_request_id"])
+    item = wb.store.cold.get_request(out["workflow_request_id"])
     assert item is not None and item.workflow_name == "external" and not item.manual
     # Nothing consumes the stream here: --wait gives up with a hint.
     result = run("submit", "external", "--simple", "--wait", "--timeout", "0.5", code=12)

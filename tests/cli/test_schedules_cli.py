@@ -89,9 +89,9 @@ def test_an_odd_stored_schedule_is_listed_and_swept_past(
     minute = int(time.time()) // 60 * 60
     for sid, extra in (("newer", {"jitter_seconds": 5}), ("odd", {"timezone": 5})):
         key = {"schedule_id": {"S": sid}}
-        spec = json.loads(wb.store.client.call(
+        spec = json.loads(wb.store.tables.client.call(
             "GetItem", {"TableName": table, "Key": key})["Item"]["spec"]["S"])
-        wb.store.client.call("UpdateItem", {
+        wb.store.tables.client.call("UpdateItem", {
             "TableName": table, "Key": key,
             # Its next look (and fire) moved to a minute ago: due, so the sweep reads it.
             "UpdateExpression": "SET spec = :s, next_fire_epoch = :n, last_fire_epoch = :l",

@@ -44,7 +44,7 @@ def test_a_signal_row_reaches_a_code_runs_wait(runtime: LocalRuntime,
     for sent, (name, payload) in enumerate((("paid", 1), ("shipped", 3), ("paid", 2)), 1):
         raw.row("SIGNAL", workflow_exec_id=wx, signal=name,
                 payload={"S": json.dumps(payload)})
-        wait_until(lambda n=sent: len(runtime.client.store.list_signals(wx)) >= n,
+        wait_until(lambda n=sent: len(runtime.client.store.signals.list_signals(wx)) >= n,
                    timeout=15)  # kept (in send order) before the next is sent
     raw.event(gate, "RUNNING")
     raw.event(gate, "COMPLETED")

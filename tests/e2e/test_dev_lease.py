@@ -41,7 +41,7 @@ def test_a_second_runtime_on_the_same_tables_is_refused_by_name(
         assert table_prefix in str(err) and "--table-prefix" in str(err)
         assert err.to_dict()["error"] == "DevAlreadyRunning"
         # The refused one started nothing and left the first's lease alone.
-        lease = first.client.store.get_lease(specs.DEV_LEASE_ID)
+        lease = first.client.store.leases.get_lease(specs.DEV_LEASE_ID)
         assert lease is not None and lease.owner == first.dev_lease.owner  # type: ignore[union-attr]
         # Other tables on the same endpoint are another matter.
         with _runtime(ddb_endpoint, table_prefix + "other_", clock) as other:
@@ -64,19 +64,19 @@ def test_another_hosts_lease_is_waited_for_saying_so_and_taken_when_it_lapses(
     remote = LeaseRecord(specs.DEV_LEASE_ID, "elsewhere:4242:x", until_epoch=clock() + 30,
                          acquired_epoch=clock() - 600, host="elsewhere", pid=4242,
                          endpoint=ddb_endpoint)
-    assert store.acquire_lease(remote, clock()).owner == remote.owner
+    assert store.leases.acquire_lease(remote, clock()).owner == remote.owner
     said: list[str] = []
     naps: list[float] = []
 
     def sleep(seconds: float) -> None:  # time skips; the remote renews twice, then dies
         naps.append(seconds)
         if len(naps) <= 2:
-            assert store.renew_lease(specs.DEV_LEASE_ID, remote.owner, clock() + 30)
+            assert store.leases.renew_lease(specs.DEV_LEASE_ID, remote.owner, clock() + 30)
         clock.advance(seconds)
 
     with LocalRuntime(ddb_endpoint, table_prefix, heartbeat_rate_seconds=0, clock=clock,
                       sleep=sleep, say=said.append) as taker:
-        lease = store.get_lease(specs.DEV_LEASE_ID)
+        lease = store.leases.get_lease(specs.DEV_LEASE_ID)
         assert lease is not None and lease.owner == taker.dev_lease.owner  # type: ignore[union-attr]
         assert lease.pid == os.getpid()
     assert len(said) == 1 and said[0].startswith(
@@ -84,7 +84,7 @@ def test_another_hosts_lease_is_waited_for_saying_so_and_taken_when_it_lapses(
     assert sum(naps) > 30 and max(naps) <= DEV_LEASE_SECONDS / 3
     # Told to stop while it waits (dev's SIGTERM: its sleep is an Event's wait): refused.
     again = dataclasses.replace(remote, until_epoch=clock() + 30)
-    assert store.acquire_lease(again, clock()).owner == remote.owner
+    assert store.leases.acquire_lease(again, clock()).owner == remote.owner
     with pytest.raises(DevAlreadyRunning, match="pid 4242 on elsewhere"):
         LocalRuntime(ddb_endpoint, table_prefix, heartbeat_rate_seconds=0, clock=clock,
                      sleep=lambda s: True, say=said.append).start()
@@ -104,7 +104,7 @@ def test_a_dead_holder_on_this_host_is_taken_over_at_once(
         held = LeaseRecord(specs.DEV_LEASE_ID, f"{here}:{live.pid}:x", until_epoch=clock() + 30,
                            acquired_epoch=clock(), host=here, pid=live.pid,
                            endpoint=ddb_endpoint)
-        assert store.acquire_lease(held, clock()).owner == held.owner
+        assert store.leases.acquire_lease(held, clock()).owner == held.owner
         with pytest.raises(DevAlreadyRunning, match=f"pid {live.pid} on {here}"):
             _runtime(ddb_endpoint, table_prefix, clock).start()
         live.kill()  # kill -9
@@ -112,7 +112,7 @@ def test_a_dead_holder_on_this_host_is_taken_over_at_once(
         said: list[str] = []
         with LocalRuntime(ddb_endpoint, table_prefix, heartbeat_rate_seconds=0, clock=clock,
                           sleep=lambda s: pytest.fail("waited"), say=said.append) as taker:
-            lease = store.get_lease(specs.DEV_LEASE_ID)
+            lease = store.leases.get_lease(specs.DEV_LEASE_ID)
             assert lease is not None and lease.owner == taker.dev_lease.owner  # type: ignore[union-attr]
         assert said == [f"whimbrel dev: took over tables {table_prefix}* from pid {live.pid} "
                         "on this host, which is gone (killed or crashed)"]
@@ -134,12 +134,12 @@ def test_a_runtime_that_stalled_past_its_lease_stops_when_another_took_over(
             # Awake, its renewal fails: it knows another runs, and stops.
             assert lease.renew() is False and stalled.stopped
             assert taker.dev_lease is not None and taker.dev_lease.valid()
-            held = taker.client.store.get_lease(specs.DEV_LEASE_ID)
+            held = taker.client.store.leases.get_lease(specs.DEV_LEASE_ID)
             assert held is not None and held.owner == taker.dev_lease.owner
         stalled_store = stalled.client.store
     # Stopping the stalled one did not give away the taker's lease (released at its own
     # stop, which came after).
-    assert stalled_store.get_lease(specs.DEV_LEASE_ID) is None
+    assert stalled_store.leases.get_lease(specs.DEV_LEASE_ID) is None
 
 
 def test_a_runtime_keeps_its_lease_renewed(ddb_endpoint: str, table_prefix: str) -> None:

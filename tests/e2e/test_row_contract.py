@@ -135,7 +135,7 @@ def test_a_simple_api_run_expires_with_its_rows(runtime: LocalRuntime,
     wf = wait_workflow(runtime, request_id)
     assert wf.state is WorkflowState.COMPLETED and wf.expires_epoch is not None
     assert event_row(runtime, done)["outcome"]["S"] == "APPLIED"
-    request = runtime.client.store.get_request(request_id)
+    request = runtime.client.store.cold.get_request(request_id)
     assert request is not None and request.expires_epoch == wf.expires_epoch
 
 

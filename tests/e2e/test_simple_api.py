@@ -48,7 +48,7 @@ def test_manual_requests_are_left_to_the_full_logic_api(runtime: LocalRuntime,
 def test_client_request_workflow_writes_one_item(runtime: LocalRuntime) -> None:
     runtime.client.register_workflow(DIAMOND)
     request_id = runtime.client.request_workflow("diamond", {"y": 2}, source="test")
-    row = runtime.client.store.get_request(request_id)
+    row = runtime.client.store.cold.get_request(request_id)
     assert row is not None and row.manual is False and row.workflow_name == "diamond"
     assert wait_workflow(runtime, request_id).state is WorkflowState.COMPLETED
 

@@ -120,4 +120,4 @@ def test_bad_wait_rows_are_rejected(runtime: LocalRuntime, raw: RawClient,
     assert needle in rejection.reason, rejection.reason
     assert event_row(runtime, bad)["outcome"]["S"] == "REJECTED"
     assert runtime.client.get_workflow(wx) == before
-    assert runtime.client.store.list_signals(wx) == []
+    assert runtime.client.store.signals.list_signals(wx) == []

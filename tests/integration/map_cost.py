@@ -113,13 +113,13 @@ def measure(wb: Whimbrel, items: int, lanes: int, name: str = "map_cost") -> Map
         ActivityDefinition("each", launcher=LauncherSpec.python("wb_data_activities:noop"),
                            map_over="$input.xs", max_concurrency=lanes),)))
     counter = WriteCounter()
-    wb.store.client.observers.append(counter)
+    wb.store.tables.client.observers.append(counter)
     wb.meter.reset()
     began = time.monotonic()
     wx = wb.start_workflow(name, {"xs": list(range(items))})
     wf = wb.wait(wx, timeout=600, poll_seconds=0.1)
     seconds = time.monotonic() - began
-    wb.store.client.observers.remove(counter)
+    wb.store.tables.client.observers.remove(counter)
     assert wf.state.value == "COMPLETED", wf.state
     per_item: Counter[str] = Counter()
     node = workflow = edges = 0

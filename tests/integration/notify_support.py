@@ -119,7 +119,7 @@ def make_waits(wb: Whimbrel) -> str:
     wb.store.set_activity(approve, {"note": "suspended"}, states=[A.READY])
     hold = activity_exec_id(wx, "hold", 1)
     ddb = boto3.client("dynamodb", endpoint_url=wb.endpoint_url, region_name="us-east-1")
-    ddb.put_item(TableName=wb.store.activity_table, Item={
+    ddb.put_item(TableName=wb.store.tables.activity_table, Item={
         "workflow_exec_id": {"S": wx}, "activity_exec_id": {"S": hold},
         "activity_name": {"S": "hold"}, "workflow_name": {"S": "ev_wait"},
         "attempt": {"N": "1"}, "workflow_version": {"N": "1"}, "state": {"S": "READY"},

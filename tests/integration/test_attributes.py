@@ -162,7 +162,7 @@ def test_a_request_row_a_fork_and_a_batch_carry_attributes(
     wx = workflow_exec_id_for("attr-row-1")
     assert wb.get_workflow(wx).attributes == {"customer": "c-17", "tier": 2}
     rid = wb.request_workflow("attr_rows", attributes={"customer": "c-17"})
-    row = wb.store.get_request(rid)
+    row = wb.store.cold.get_request(rid)
     assert row is not None and row.attributes == '{"customer":"c-17"}'
     via_api = workflow_exec_id_for(rid)
     got = wb.claim(workflow_name="attr_rows")

@@ -93,7 +93,7 @@ def test_a_bus_that_refuses_leaves_the_event_to_the_retry(wb: Whimbrel, moto_url
     with pytest.raises(PublishError, match="no-such-bus"):
         wb.notifier(EventBridgePublisher(events, bus="no-such-bus")).process(cancelled)
     event_id = f"{runs['cancelled']}/ended/0"
-    assert wb.store.get_notification(event_id)["status"] == "PENDING"  # type: ignore[index]
+    assert wb.store.markers.get_notification(event_id)["status"] == "PENDING"  # type: ignore[index]
     # Once the bus exists (the operator fixed it), the retried record goes out.
     events.create_event_bus(Name="no-such-bus")
     sqs, url = _subscribed_queue(moto_url, "no-such-bus")

@@ -156,7 +156,7 @@ def test_a_request_id_given_another_input_is_refused(wb: Whimbrel) -> None:
     assert refused.value.request_id == "order-7" and refused.value.workflow_exec_id == wx
     assert "'order-7'" in str(refused.value) and "another input" in str(refused.value)
     assert wb.get_workflow(wx).input == {"a": 1, "b": [1, 2]}
-    assert wb.store.get_request("order-7").input == '{"a":1,"b":[1,2]}'  # type: ignore[union-attr]
+    assert wb.store.cold.get_request("order-7").input == '{"a":1,"b":[1,2]}'  # type: ignore[union-attr]
     # The Simple API's request row: the same request again writes nothing; another input
     # under its id is refused alike.
     rid = wb.request_workflow("one_ext", {"x": 1}, request_id="row-1")

@@ -88,7 +88,7 @@ def test_a_heartbeat_after_the_sweep_read_still_wins(wb: Whimbrel, clock: StepCl
 def test_rejections_of_a_day_spread_over_shards_and_list_as_one(wb: Whimbrel) -> None:
     day = "2026-11-25"
     for i in range(40):
-        wb.store.put_rejection(RejectionRecord(
+        wb.store.cold.put_rejection(RejectionRecord(
             rejection_day=day, rejection_id=f"r-{i:03d}", source="workflow_request",
             reason="bad", error_type="InvalidInput", record="{}", when_epoch=float(i)))
     # One row written before the keys were sharded, on the day itself.

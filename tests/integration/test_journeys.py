@@ -71,7 +71,7 @@ def requests_of(wb: Whimbrel) -> list[tuple[str, str]]:
     def observe(operation: str, params: dict[str, Any], _resp: Any) -> None:
         seen.append((operation, str(params.get("TableName", "")).removeprefix(prefix)))
 
-    wb.store.client.observers.append(observe)
+    wb.store.tables.client.observers.append(observe)
     return seen
 
 

@@ -88,11 +88,11 @@ def test_copies_ahead_of_the_versions_fall_back_until_the_next_register(
     """A register that died between its copies and its version: the copies name a
     version that does not exist; starts use the latest that does."""
     wb.register_workflow(_defn("orders", "v1"))
-    wb.store.point_latest("orders", 2)  # ... and died before writing version 2
+    wb.store.cold.point_latest("orders", 2)  # ... and died before writing version 2
     assert _copies(wb, "orders") == [2] * specs.LATEST_COPIES
     for _ in range(5):
         assert _activity_of(wb, wb.start_workflow("orders")) == "v1"
-    assert [d.version for d in wb.store.definition_versions("orders")] == [1]
+    assert [d.version for d in wb.store.cold.definition_versions("orders")] == [1]
     # The next register takes the number the dead one had.
     assert wb.register_workflow(_defn("orders", "v2")) == 2
     assert _activity_of(wb, wb.start_workflow("orders")) == "v2"
@@ -101,7 +101,7 @@ def test_copies_ahead_of_the_versions_fall_back_until_the_next_register(
 def test_copies_only_rise(wb: Whimbrel) -> None:
     wb.register_workflow(_defn("orders", "v1"))
     wb.register_workflow(_defn("orders", "v2"))
-    wb.store.point_latest("orders", 1)  # a slow register of version 1, landing late
+    wb.store.cold.point_latest("orders", 1)  # a slow register of version 1, landing late
     assert _copies(wb, "orders") == [2] * specs.LATEST_COPIES
     assert _activity_of(wb, wb.start_workflow("orders")) == "v2"
 
@@ -126,10 +126,10 @@ def test_listings_never_show_a_copy(wb: Whimbrel) -> None:
     wb.register_workflow(_defn("orders", "v1"))
     wb.register_workflow(_defn("orders", "v2"))
     wb.register_workflow(_defn("billing", "b1"))
-    assert sorted((d.workflow_name, d.version) for d in wb.store.list_definitions()) == [
+    assert sorted((d.workflow_name, d.version) for d in wb.store.cold.list_definitions()) == [
         ("billing", 1), ("orders", 1), ("orders", 2)]
-    assert wb.store.workflow_names() == ["billing", "orders"]
-    assert [d.version for d in wb.store.definition_versions("orders")] == [2, 1]
+    assert wb.store.cold.workflow_names() == ["billing", "orders"]
+    assert [d.version for d in wb.store.cold.definition_versions("orders")] == [2, 1]
 
 
 def test_a_version_written_without_the_copies_is_seen_at_the_next_check(
@@ -140,7 +140,7 @@ def test_a_version_written_without_the_copies_is_seen_at_the_next_check(
     wb.register_workflow(_defn("orders", "v1"))
     assert _activity_of(wb, wb.start_workflow("orders")) == "v1"  # checked just now
     old = _defn("orders", "v2")
-    assert wb.store.put_definition(DefinitionRecord("orders", 2, old.to_json(), 0.0))
+    assert wb.store.cold.put_definition(DefinitionRecord("orders", 2, old.to_json(), 0.0))
     assert _activity_of(wb, wb.start_workflow("orders")) == "v1"  # within the minute
     assert _copies(wb, "orders") == [1] * specs.LATEST_COPIES
     wb.engine.latest.recheck_seconds = 0.0  # the minute has passed

@@ -250,7 +250,7 @@ def test_a_long_sparse_window_pages_at_a_bounded_cost(
 
 def test_run_entries_spread_over_the_write_shards(world: tuple[Whimbrel, list[Run]]) -> None:
     wb, runs = world
-    table = wb.store.workflow_table
+    table = wb.store.tables.workflow_table
     keys = [wb.store.botocore.get_item(TableName=table, Key={"workflow_exec_id": {"S": r.wx}})
             ["Item"] for r in runs[:100]]
     days = {k["created_day"]["S"] for k in keys}

@@ -62,7 +62,7 @@ class Requests:
         self.prefix = wb.table_prefix
         self.seen: list[tuple[str, str, float]] = []
         self._lock = threading.Lock()
-        wb.store.client.observers.append(self)
+        wb.store.tables.client.observers.append(self)
 
     def __call__(self, operation: str, params: dict[str, Any],
                  response: dict[str, Any] | None) -> None:

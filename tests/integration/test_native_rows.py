@@ -89,7 +89,7 @@ def test_native_input_and_output_round_trip_through_the_lambdas(wb: Whimbrel) ->
     wx = workflow_exec_id_for("native-1")
     assert wb.get_workflow(wx).input == {"city": "Lisbon", "days": 3, "tags": ["a", True]}
     # The request row reads back, its native input as JSON text.
-    stored = wb.store.get_request("native-1")
+    stored = wb.store.cold.get_request("native-1")
     assert stored is not None
     assert json.loads(stored.input or "null") == {"city": "Lisbon", "days": 3,
                                                   "tags": ["a", True]}
@@ -125,8 +125,8 @@ def test_a_sweep_after_a_native_request_run_raises_nothing(wb: Whimbrel) -> None
     put_raw(wb, "workflow_request", {
         "workflow_request_id": {"S": "native-2"}, "workflow_name": {"S": "native"},
         "input": NATIVE_INPUT, "manual": {"BOOL": False}})
-    wb.store.expire_request("native-2", 2_000_000_000.0)
-    wb.store.mark_request("native-2", {"outcome": "STARTED", "reason": "test"})
+    wb.store.cold.expire_request("native-2", 2_000_000_000.0)
+    wb.store.cold.mark_request("native-2", {"outcome": "STARTED", "reason": "test"})
     row = raw_item(wb, "workflow_request", {"workflow_request_id": {"S": "native-2"}})
     assert row["expires_epoch"] == {"N": "2000000000"}
     assert row["outcome"] == {"S": "STARTED"}

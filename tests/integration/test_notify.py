@@ -56,7 +56,7 @@ def test_each_fact_is_published_once_however_often_its_record_arrives(wb: Whimbr
     assert outcomes[NotifyOutcome.IGNORED] == 4  # attempt 1 of x, each delivery
     assert outcomes[NotifyOutcome.DUPLICATE] == 3 * len(ids)
     for event_id in ids:
-        marker = wb.store.get_notification(event_id)
+        marker = wb.store.markers.get_notification(event_id)
         assert marker is not None and marker["status"] == "SENT" and marker["attempts"] == 1
         assert marker["expires_epoch"] > wb.clock() + 86_400  # outlives any redelivery
 
@@ -90,7 +90,7 @@ def _one_end(wb: Whimbrel) -> tuple[dict[str, Any], str]:
 
 def _forget(wb: Whimbrel, event_id: str) -> None:
     boto3.client("dynamodb", endpoint_url=wb.endpoint_url, region_name="us-east-1").delete_item(
-        TableName=wb.store.notification_table, Key={"event_id": {"S": event_id}})
+        TableName=wb.store.markers.notification_table, Key={"event_id": {"S": event_id}})
 
 
 def test_crash_at_every_write_then_redelivery_loses_nothing(wb: Whimbrel) -> None:
@@ -119,7 +119,7 @@ def test_crash_at_every_write_then_redelivery_loses_nothing(wb: Whimbrel) -> Non
             # landed. The retry publishes the same event (same event_id) again.
             window = (at, phase) == (2, "before")
             assert copies == (2 if window else 1), (at, phase, copies)
-            assert wb.store.get_notification(event_id)["status"] == "SENT"  # type: ignore[index]
+            assert wb.store.markers.get_notification(event_id)["status"] == "SENT"  # type: ignore[index]
 
 
 def test_a_failed_publish_leaves_the_marker_pending_and_the_retry_sends(wb: Whimbrel) -> None:
@@ -129,10 +129,10 @@ def test_a_failed_publish_leaves_the_marker_pending_and_the_retry_sends(wb: Whim
     with pytest.raises(PublishError) as failed:
         notifier.process(record)
     assert failed.value.retryable  # the handler reports it; Lambda retries the record
-    assert wb.store.get_notification(event_id)["status"] == "PENDING"  # type: ignore[index]
+    assert wb.store.markers.get_notification(event_id)["status"] == "PENDING"  # type: ignore[index]
     result = notifier.process(record)
     assert result.outcome is NotifyOutcome.PUBLISHED and result.resumed == (event_id,)
-    marker = wb.store.get_notification(event_id)
+    marker = wb.store.markers.get_notification(event_id)
     assert marker is not None and (marker["status"], marker["attempts"]) == ("SENT", 2)
     assert notifier.process(record).outcome is NotifyOutcome.DUPLICATE
     assert publisher.ids() == [event_id]
@@ -141,15 +141,15 @@ def test_a_failed_publish_leaves_the_marker_pending_and_the_retry_sends(wb: Whim
 def test_a_pending_marker_is_taken_over_by_one_delivery_only(wb: Whimbrel) -> None:
     store, now = wb.store, wb.clock()
     args = {"detail_type": "Workflow Ended", "workflow_exec_id": "wx", "now": now}
-    assert store.claim_notification("wx/ended/0", **args) is Claim.NEW
-    assert store.claim_notification("wx/ended/0", **args) is Claim.RESUMED  # attempts 2
+    assert store.markers.claim_notification("wx/ended/0", **args) is Claim.NEW
+    assert store.markers.claim_notification("wx/ended/0", **args) is Claim.RESUMED  # attempts 2
     # A second delivery that read the marker before that takeover loses the condition
     # and is retried (it then finds the event SENT, or takes the marker over itself).
     with pytest.raises(Exception, match="being published by another delivery") as lost:
         store._take_over("wx/ended/0", 1, now)
     assert getattr(lost.value, "retryable", False)
-    store.mark_notification_sent("wx/ended/0", now=now)
-    assert store.claim_notification("wx/ended/0", **args) is Claim.SENT
+    store.markers.mark_notification_sent("wx/ended/0", now=now)
+    assert store.markers.claim_notification("wx/ended/0", **args) is Claim.SENT
     assert store._take_over("wx/ended/0", 2, now) is Claim.SENT
 
 

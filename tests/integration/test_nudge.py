@@ -39,7 +39,7 @@ def _define(wb: Whimbrel, name: str, *, attempts: int = 2, hb: float | None = No
 
 def _lose(wb: Whimbrel, wx: str, aeid: str) -> None:
     """An operator's mistake (a raw DeleteItem): the row vanishes, nothing else moves."""
-    wb.store.client.call("DeleteItem", {
+    wb.store.tables.client.call("DeleteItem", {
         "TableName": f"{wb.table_prefix}activity_exec",
         "Key": {"workflow_exec_id": {"S": wx}, "activity_exec_id": {"S": aeid}}})
     assert wb.store.get_activity(aeid) is None
@@ -98,7 +98,8 @@ def test_a_slot_an_ended_attempt_still_holds_is_given_back(
     wb.transition_activity(waiter, Transition.RUNNING)
     wb.transition_activity(waiter, Transition.COMPLETED, output={"ok": 1})
     # A crash between an end's write and its release: the ended attempt holds the slot.
-    assert wb.store.acquire_slot("nudge_p", 0, holder, uuid.uuid4().hex, clock(), clock() + 1e6)
+    assert wb.store.pools.acquire_slot("nudge_p", 0, holder, uuid.uuid4().hex, clock(),
+                                       clock() + 1e6)
     third = wb.start_workflow("nudge_pool")
     assert wb.get_workflow(third).activity("w").state is A.READY  # waits: the pool is full
     report = wb.nudge(first)
@@ -119,7 +120,7 @@ def test_a_lost_holder_gives_its_slot_back(wb: Whimbrel, launched: RecordingLaun
     assert report.state == "FAILED"  # one attempt only: the LOST one failed the run
     waiter = wb.get_workflow(second).activity("w")
     assert waiter.state is A.QUEUED
-    assert wb.store.get_slot("nudge_q", 0).holder == waiter.activity_exec_id
+    assert wb.store.pools.get_slot("nudge_q", 0).holder == waiter.activity_exec_id
     assert launched.doubled() == []
 
 

@@ -31,9 +31,9 @@ def requests(wb: Whimbrel) -> Iterator[Counter[str]]:
 
     def observe(operation: str, params: dict[str, Any], _resp: Any) -> None:
         seen[f"{operation} {params.get('IndexName', '')}".strip()] += 1
-    wb.store.client.observers.append(observe)
+    wb.store.tables.client.observers.append(observe)
     yield seen
-    wb.store.client.observers.remove(observe)
+    wb.store.tables.client.observers.remove(observe)
 
 
 def test_an_idle_pass_asks_each_index_once(wb: Whimbrel, clock: StepClock,
@@ -74,7 +74,7 @@ def test_a_store_without_partiql_reads_shard_by_shard(wb: Whimbrel, clock: StepC
     wb.register_workflow(WorkflowDefinition("waiting", (Act("w"),)))  # claimed below
     queued = wb.start_workflow("waiting")
     refused: list[str] = []
-    client = wb.store.client
+    client = wb.store.tables.client
     call = client.call
 
     def no_partiql(operation: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -96,5 +96,5 @@ def test_a_store_without_partiql_reads_shard_by_shard(wb: Whimbrel, clock: StepC
     assert sorted(report.timed_out) == sorted(ids) and report.errors == []
     assert claimed is not None and claimed.workflow_exec_id == queued
     assert 1 <= first <= 5 and len(refused) == first  # then never asked again
-    assert wb.store.partiql is False
+    assert wb.store.tables.partiql is False
     assert requests["Query timers"] >= 2 * 32, requests  # every shard, twice

@@ -59,7 +59,7 @@ def test_a_lowered_limit_admits_nothing_until_held_is_below_it(
     assert (wb.get_pool("p").in_use, wb.get_pool("p").waiting) == (1, 1)
     assert len(launched.take()) == 1
     # Drained: the next admission reads nothing above the limit any more.
-    assert wb.store.get_pool_settings("p").slots_high == 1  # type: ignore[union-attr]
+    assert wb.store.pools.get_pool_settings("p").slots_high == 1  # type: ignore[union-attr]
     nxt = next(wx for wx in runs[3:] if act_state(wb, wx) is A.QUEUED)
     finish(wb, nxt)
     assert [act_state(wb, wx) for wx in runs[3:]].count(A.COMPLETED) == 1

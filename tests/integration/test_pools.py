@@ -227,8 +227,8 @@ def test_a_queued_run_can_be_cancelled_and_times_out(wb: Whimbrel, clock: StepCl
     assert wb.get_workflow(first).state is W.TIMED_OUT
     assert wb.get_workflow(third).state is W.TIMED_OUT
     assert "QUEUED" in [h.state for h in wb.get_workflow(third).history]
-    assert wb.store.held_slots(run_pool("w"), 1) == []
-    assert wb.store.waiter_heads(run_pool("w")) == []
+    assert wb.store.pools.held_slots(run_pool("w"), 1) == []
+    assert wb.store.pools.waiter_heads(run_pool("w")) == []
 
 
 def test_redrive_takes_a_run_slot_or_is_refused(wb: Whimbrel) -> None:
@@ -353,7 +353,7 @@ def test_a_lost_holder_gives_its_slot_back_through_the_sweep(
     holder = attempt(wb, first)[0]
     wb.transition_activity(holder, Transition.RUNNING)
     # An operator's mistake: a raw DeleteItem of the holder's row (no end, no release).
-    wb.store.client.call("DeleteItem", {
+    wb.store.tables.client.call("DeleteItem", {
         "TableName": f"{wb.table_prefix}activity_exec",
         "Key": {"workflow_exec_id": {"S": first}, "activity_exec_id": {"S": holder}}})
     assert attempt(wb, second)[1] is A.READY
@@ -364,5 +364,5 @@ def test_a_lost_holder_gives_its_slot_back_through_the_sweep(
             break
     assert wb.get_workflow(first).activity("a").state is A.LOST
     assert attempt(wb, second)[1] is A.QUEUED  # the slot came back and went on
-    assert wb.store.get_slot("p", 0).holder == attempt(wb, second)[0]
+    assert wb.store.pools.get_slot("p", 0).holder == attempt(wb, second)[0]
     assert launched.doubled() == []

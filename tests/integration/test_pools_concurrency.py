@@ -161,5 +161,5 @@ def test_max_running_two_never_runs_three_under_concurrent_starts(
     assert most <= 2
     assert {wb.get_workflow(wx).state for wx in runs} == {WorkflowState.COMPLETED}
     assert launched.doubled() == []
-    assert wb.store.held_slots(run_pool("etl"), 2) == []
-    assert wb.store.waiter_heads(run_pool("etl")) == []
+    assert wb.store.pools.held_slots(run_pool("etl"), 2) == []
+    assert wb.store.pools.waiter_heads(run_pool("etl")) == []

@@ -61,7 +61,7 @@ def test_every_row_of_a_finished_run_expires(wb: Whimbrel, clock: StepClock) -> 
     assert wf.expires_epoch == end
     for act in wf.activities:
         assert act.expires_epoch is not None and end <= act.expires_epoch <= end + DAY
-    request = wb.store.get_request(wf.workflow_request_id)
+    request = wb.store.cold.get_request(wf.workflow_request_id)
     assert request is not None and request.expires_epoch is not None
     assert end <= request.expires_epoch <= end + DAY
     assert edges(wb, wx) == []
@@ -97,7 +97,7 @@ def test_retention_is_configurable_globally_and_per_definition(
         kept = wb.get_workflow(run_all(wb, "keep", clock))
         assert kept.state is WorkflowState.COMPLETED
         assert kept.expires_epoch is None and kept.activity("x").expires_epoch is None
-        request = wb.store.get_request(kept.workflow_request_id)
+        request = wb.store.cold.get_request(kept.workflow_request_id)
         assert request is not None and request.expires_epoch is None
     finally:
         wb.close()

@@ -221,8 +221,9 @@ def test_a_schedule_past_its_end_ends_and_leaves_the_index(
     info = wb.get_schedule("short")
     assert info.status == "ENDED" and info.next_fire_epoch is None
     assert len(_runs(wb)) == 2
-    assert "short" not in [sid for shard in wb.store.schedule_shards
-                           for sid in wb.store.due_schedules(shard, clock.now + 10**6, 10)]
+    schedules = wb.store.schedules
+    assert "short" not in [sid for shard in schedules.schedule_shards
+                           for sid in schedules.due_schedules(shard, clock.now + 10**6, 10)]
 
 
 def test_a_request_row_dated_in_the_future_is_refused_on_its_row(
@@ -232,11 +233,12 @@ def test_a_request_row_dated_in_the_future_is_refused_on_its_row(
             "workflow_request_id": {"S": rid}, "workflow_name": {"S": tick},
             "when_epoch": {"N": str(int(when))}}}}
     for rid, when in (("later", clock.now + 86400), ("now", clock.now)):
-        wb.store.client.call("PutItem", {"TableName": wb.store.table_name("workflow_request"),
-                                          "Item": record(rid, when)["dynamodb"]["NewImage"]})  # type: ignore[index]
+        client = wb.store.tables.client
+        client.call("PutItem", {"TableName": wb.store.table_name("workflow_request"),
+                                "Item": record(rid, when)["dynamodb"]["NewImage"]})  # type: ignore[index]
     assert wb.intake.workflow_request(record("later", clock.now + 86400)).outcome.value \
         == "REJECTED"
-    row = wb.store.get_request("later")
+    row = wb.store.cold.get_request("later")
     assert row is not None and row.outcome == "REJECTED"
     assert "in the future" in (row.reason or "")
     assert wb.store.get_workflow(workflow_exec_id_for("later")) is None

@@ -51,9 +51,9 @@ def edit_spec(wb: Whimbrel, schedule_id: str, **fields: Any) -> dict[str, Any]:
     """A hand edit (or a newer version's write) of a stored spec: ``fields`` set in it."""
     table = wb.store.table_name("schedule")
     key = {"schedule_id": {"S": schedule_id}}
-    item = wb.store.client.call("GetItem", {"TableName": table, "Key": key})["Item"]
+    item = wb.store.tables.client.call("GetItem", {"TableName": table, "Key": key})["Item"]
     spec = {**json.loads(item["spec"]["S"]), **fields}
-    wb.store.client.call("UpdateItem", {
+    wb.store.tables.client.call("UpdateItem", {
         "TableName": table, "Key": key, "UpdateExpression": "SET spec = :s",
         "ExpressionAttributeValues": {":s": {"S": json.dumps(spec)}}})
     return spec
@@ -67,7 +67,7 @@ def test_an_odd_stored_schedule_is_listed_with_its_problem_and_the_others_fire(
     # schedule is skipped with its problem.
     edit_spec(wb, "a_newer", jitter_seconds=5, retry={"max": 3})
     edit_spec(wb, "b_odd", catchup_seconds="an hour", overlap="cancel_previous")
-    wb.store.client.call("UpdateItem", {
+    wb.store.tables.client.call("UpdateItem", {
         "TableName": wb.store.table_name("schedule"),
         "Key": {"schedule_id": {"S": "d_odd_status"}},
         "UpdateExpression": "SET skipped = :s, #st = :x",
@@ -97,7 +97,7 @@ def test_an_odd_stored_schedule_is_listed_with_its_problem_and_the_others_fire(
     assert "status 'SUSPENDED' is not one this version knows" in (odd_status.problem or "")
     assert wb.get_schedule("b_odd").problem == odd.problem
     # The newer version's fields are still in the item after this version fired it.
-    item = wb.store.client.call("GetItem", {
+    item = wb.store.tables.client.call("GetItem", {
         "TableName": wb.store.table_name("schedule"),
         "Key": {"schedule_id": {"S": "a_newer"}}})["Item"]
     assert json.loads(item["spec"]["S"])["jitter_seconds"] == 5
@@ -108,7 +108,7 @@ def test_an_odd_stored_schedule_is_listed_with_its_problem_and_the_others_fire(
     assert wb.pause_schedule("b_odd").status == "PAUSED"
     with pytest.raises(InvalidInput, match=r"cannot be resumed by this version: .*overlap"):
         wb.resume_schedule("b_odd")
-    wb.store.client.call("UpdateItem", {  # back as it was: ACTIVE, due at the fire
+    wb.store.tables.client.call("UpdateItem", {  # back as it was: ACTIVE, due at the fire
         "TableName": wb.store.table_name("schedule"), "Key": {"schedule_id": {"S": "b_odd"}},
         "UpdateExpression": "SET #s = :a, next_fire_epoch = :n, fire_shard = :k",
         "ExpressionAttributeNames": {"#s": "status"},
@@ -129,7 +129,7 @@ def test_a_spec_no_version_can_read_is_still_listed(
         wb: Whimbrel, clock: StepClock, tick: str, stored: dict[str, str]) -> None:
     wb.create_schedule("odd", tick, every_seconds=60, overlap="allow")
     wb.create_schedule("fine", tick, every_seconds=60, overlap="allow")
-    wb.store.client.call("UpdateItem", {
+    wb.store.tables.client.call("UpdateItem", {
         "TableName": wb.store.table_name("schedule"), "Key": {"schedule_id": {"S": "odd"}},
         "UpdateExpression": "SET spec = :s", "ExpressionAttributeValues": {":s": stored}})
     clock.now = _minute(clock)
@@ -300,11 +300,11 @@ def test_odd_schedules_at_the_head_of_a_shard_never_hide_the_others(
     odd, good = same[:3], same[3:]
     for sid in odd:
         edit_spec(wb, sid, every_seconds="a minute")
-        wb.store.client.call("UpdateItem", {  # due earlier than the others: first
+        wb.store.tables.client.call("UpdateItem", {  # due earlier than the others: first
             "TableName": wb.store.table_name("schedule"), "Key": {"schedule_id": {"S": sid}},
             "UpdateExpression": "SET next_fire_epoch = :n",
             "ExpressionAttributeValues": {":n": {"N": str(int(fire) - 30)}}})
-    assert set(wb.store.due_schedules("0", fire, 2)) <= set(odd)  # the first page
+    assert set(wb.store.schedules.due_schedules("0", fire, 2)) <= set(odd)  # the first page
     clock.now = fire
     wb.sweep(clock())
     for sid in good:

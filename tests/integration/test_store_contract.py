@@ -106,43 +106,44 @@ def test_claimable_index_and_edges(store: Store) -> None:
 
 def test_cold_tables_round_trip(store: Store) -> None:
     d = DefinitionRecord("wf", 1, '{"activities":[]}', 100.0, "first")
-    assert store.put_definition(d) and not store.put_definition(d)
-    assert store.put_definition(DefinitionRecord("wf", 2, "{}", 101.0))
-    assert store.get_definition("wf", 1) == d
-    assert store.latest_definition("wf").version == 2  # type: ignore[union-attr]
-    assert [r.version for r in store.definition_versions("wf")] == [2, 1]
-    assert store.workflow_names() == ["wf"]
-    assert len(list(store.list_definitions())) == 2
+    assert store.cold.put_definition(d) and not store.cold.put_definition(d)
+    assert store.cold.put_definition(DefinitionRecord("wf", 2, "{}", 101.0))
+    assert store.cold.get_definition("wf", 1) == d
+    assert store.cold.latest_definition("wf").version == 2  # type: ignore[union-attr]
+    assert [r.version for r in store.cold.definition_versions("wf")] == [2, 1]
+    assert store.cold.workflow_names() == ["wf"]
+    assert len(list(store.cold.list_definitions())) == 2
     req = RequestRecord("r1", "wf", 100.0, version=1, input='{"a":1}', source="t")
-    assert store.put_request(req) and not store.put_request(req)
-    store.mark_request("r1", {"outcome": "STARTED", "reason": "ok", "processed_epoch": 1.0})
-    store.expire_request("r1", 9e9)
-    got = store.get_request("r1")
+    assert store.cold.put_request(req) and not store.cold.put_request(req)
+    store.cold.mark_request("r1", {"outcome": "STARTED", "reason": "ok", "processed_epoch": 1.0})
+    store.cold.expire_request("r1", 9e9)
+    got = store.cold.get_request("r1")
     assert got is not None and got.outcome == "STARTED" and got.expires_epoch == 9e9
     assert got.input == '{"a":1}' and got.manual is False
-    store.mark_request("nope", {"outcome": "X"})  # a row that is gone is not revived
-    assert store.get_request("nope") is None
+    store.cold.mark_request("nope", {"outcome": "X"})  # a row that is gone is not revived
+    assert store.cold.get_request("nope") is None
     ev = EventRecord("e1", activity_exec_id(WX, "A", 1), "COMPLETED", 100.0, output="1")
-    assert store.put_event(ev) and not store.put_event(ev)
-    store.mark_event("e1", {"outcome": "APPLIED"})
+    assert store.cold.put_event(ev) and not store.cold.put_event(ev)
+    store.cold.mark_event("e1", {"outcome": "APPLIED"})
     rej = RejectionRecord("2025-01-01", "x-1", "activity_event", "bad", "InvalidInput",
                           "{}", 100.0)
-    store.put_rejection(rej)
-    assert store.list_rejections("2025-01-01") == [rej]
+    store.cold.put_rejection(rej)
+    assert store.cold.list_rejections("2025-01-01") == [rej]
 
 
 def test_signals_and_notification_markers(store: Store) -> None:
     sig = SignalRecord(WX, "s1", "go", 100.0, payload='{"p":1}')
-    assert store.put_signal(sig) and not store.put_signal(sig)
-    assert store.bind_signal(WX, "s1", "a1") and not store.bind_signal(WX, "s1", "a2")
-    assert store.release_signal(WX, "s1", "a1")
-    assert store.list_signals(WX) == [sig]
+    assert store.signals.put_signal(sig) and not store.signals.put_signal(sig)
+    assert store.signals.bind_signal(WX, "s1", "a1")
+    assert not store.signals.bind_signal(WX, "s1", "a2")
+    assert store.signals.release_signal(WX, "s1", "a1")
+    assert store.signals.list_signals(WX) == [sig]
     from whimbrel.store.notifications import Claim
-    assert store.claim_notification("ev", detail_type="t", workflow_exec_id=WX,
-                                    now=1.0) is Claim.NEW
-    store.mark_notification_sent("ev", now=2.0)
-    assert store.claim_notification("ev", detail_type="t", workflow_exec_id=WX,
-                                    now=3.0) is Claim.SENT
+    assert store.markers.claim_notification("ev", detail_type="t", workflow_exec_id=WX,
+                                            now=1.0) is Claim.NEW
+    store.markers.mark_notification_sent("ev", now=2.0)
+    assert store.markers.claim_notification("ev", detail_type="t", workflow_exec_id=WX,
+                                            now=3.0) is Claim.SENT
 
 
 def test_every_request_is_metered(store: Store) -> None:

@@ -53,7 +53,7 @@ def test_one_sweeper_covers_every_shard_in_one_pass(wb: Whimbrel, clock: StepClo
     assert sorted(report.timed_out) == sorted(ids)
     assert sorted(report.leases) == sorted(busy) and report.leased_elsewhere == []
     # Every lease given back at the end of the pass.
-    assert all(wb.store.get_lease(lease) is None for lease in busy)
+    assert all(wb.store.leases.get_lease(lease) is None for lease in busy)
     assert all(wb.get_activity(a).state is A.TIMED_OUT for a in ids)
 
 
@@ -132,9 +132,9 @@ def test_a_killed_sweepers_shard_is_taken_over_after_its_lease_expires(
                              repr(clock())], env=env, capture_output=True, text=True,
                             timeout=120, check=False)
     assert killed.returncode == 9, killed.stderr
-    held = [lease for lease in _leases_of(ids) if wb.store.get_lease(lease) is not None]
+    held = [lease for lease in _leases_of(ids) if wb.store.leases.get_lease(lease) is not None]
     assert len(held) == 1  # the shard it was sweeping when it died
-    holder = wb.store.get_lease(held[0])
+    holder = wb.store.leases.get_lease(held[0])
     assert holder is not None and holder.pid is not None and holder.pid != os.getpid()
     mine = [a for a in ids if specs.sweep_lease_id(int(shard_of(a, specs.TIMER_SHARDS)))
             == held[0]]
@@ -148,7 +148,7 @@ def test_a_killed_sweepers_shard_is_taken_over_after_its_lease_expires(
     report = wb.sweep(clock())
     assert held[0] in report.leases and report.leased_elsewhere == []
     assert sorted(report.timed_out) == sorted(mine)
-    assert wb.store.get_lease(held[0]) is None
+    assert wb.store.leases.get_lease(held[0]) is None
 
 
 def test_a_sweeper_that_stalls_past_its_lease_leaves_the_shard_to_the_next(
@@ -169,25 +169,25 @@ def test_a_sweeper_that_stalls_past_its_lease_leaves_the_shard_to_the_next(
     assert first.keep(lease_id) is False and first.lost == [lease_id]
     assert first.hold(shard) is False
     # ...and giving back what it thought it held never frees another's lease.
-    assert wb.store.release_lease(lease_id, first.owner) is False
-    held = wb.store.get_lease(lease_id)
+    assert wb.store.leases.release_lease(lease_id, first.owner) is False
+    held = wb.store.leases.get_lease(lease_id)
     assert held is not None and held.owner == third.owner
     third.release()
-    assert wb.store.get_lease(lease_id) is None
+    assert wb.store.leases.get_lease(lease_id) is None
 
 
 def test_a_long_pass_renews_its_leases(wb: Whimbrel, clock: StepClock) -> None:
     leases = SweepLeases(wb.store, clock)
     assert leases.hold("3") and leases.hold("35")  # one lease: shard 3 and 35 % 32
     lease_id = specs.sweep_lease_id(3)
-    before = wb.store.get_lease(lease_id)
+    before = wb.store.leases.get_lease(lease_id)
     assert before is not None and leases.taken == [lease_id]
     clock.advance(SWEEP_LEASE_SECONDS / 2 - 1)
     leases.keep_all()  # more than half left: no write
-    assert wb.store.get_lease(lease_id) == before
+    assert wb.store.leases.get_lease(lease_id) == before
     clock.advance(2)
     leases.keep_all()  # less than half left: renewed
-    after = wb.store.get_lease(lease_id)
+    after = wb.store.leases.get_lease(lease_id)
     assert after is not None and after.until_epoch == clock() + SWEEP_LEASE_SECONDS
     assert after.acquired_epoch == before.acquired_epoch
     # Renewed, nobody else can take it, even past its first expiry.

@@ -142,14 +142,14 @@ def test_a_signal_sent_before_the_wait_is_kept_until_it_is_ready(wb: Whimbrel) -
     wx = wb.start_workflow("pay")
     wb.signal(wx, "paid", {"amount": 7}, signal_id="early")
     wb.signal(wx, "paid", {"amount": 7}, signal_id="early")  # a resend: still one
-    kept = wb.store.list_signals(wx)
+    kept = wb.store.signals.list_signals(wx)
     assert [(s.signal_id, s.consumed_by) for s in kept] == [("early", None)]
     assert kept[0].expires_epoch is not None  # every row gets its expiry
     assert wb.get_workflow(wx).activity("payment").state is A.REQUESTED
     _complete(wb, activity_exec_id(wx, "order", 1))
     payment = wb.get_workflow(wx).activity("payment")
     assert payment.state is A.COMPLETED and payment.output == {"amount": 7}
-    assert wb.store.list_signals(wx)[0].consumed_by == payment.activity_exec_id
+    assert wb.store.signals.list_signals(wx)[0].consumed_by == payment.activity_exec_id
     wb.signal(wx, "paid", {"amount": 7}, signal_id="early")  # after: still counts once
     assert wb.get_activity(payment.activity_exec_id).state is A.COMPLETED
     _checked(wb, wx, PAY)
@@ -189,7 +189,7 @@ def test_bad_signals_are_refused_with_a_clear_error(wb: Whimbrel) -> None:
         wb.signal(wx, "paid", {"a": 2}, signal_id="once")
     with pytest.raises(InvalidInput, match="payload"):
         wb.signal(wx, "paid", {"big": "x" * 70_000})
-    assert len(wb.store.list_signals(wx)) == 1
+    assert len(wb.store.signals.list_signals(wx)) == 1
     wb.cancel_workflow(wx)
     with pytest.raises(SignalRefused, match="CANCELLED: it receives no more signals"):
         wb.signal(wx, "paid")

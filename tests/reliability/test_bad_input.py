@@ -232,7 +232,7 @@ CORPUS: list[Case] = [
 def _snapshot(wb: Whimbrel, wxs: list[str]) -> Any:
     views = [wb.get_workflow(wx) for wx in wxs]
     defs = sorted((d.workflow_name, int(d.version), d.definition)
-                  for d in wb.store.list_definitions())
+                  for d in wb.store.cold.list_definitions())
     return views, defs
 
 

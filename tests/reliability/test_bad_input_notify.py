@@ -112,7 +112,7 @@ def test_bad_notify_records(nwb: Whimbrel, published: MemoryPublisher) -> None:
         return rec, rec["dynamodb"]["NewImage"]["workflow_exec_id"]["S"]
 
     def announced(wx: str) -> bool:
-        marker = wb.store.get_notification(f"{wx}/ended/0")
+        marker = wb.store.markers.get_notification(f"{wx}/ended/0")
         return marker is not None and marker["status"] == "SENT" and \
             f"{wx}/ended/0" in published.event_ids()
 

@@ -86,8 +86,8 @@ def _slots_given_back(wb: Whimbrel, plan: Plan, clock: StepClock, why: str) -> N
     clock.advance(IN_FLIGHT_SECONDS + 1)
     wb.sweep(clock())
     for pool in pools:
-        assert wb.store.held_slots(pool, 4) == [], f"{plan.name} {why}: {pool} slot leaked"
-        assert wb.store.waiter_heads(pool) == [], f"{plan.name} {why}: {pool} waiter left"
+        assert wb.store.pools.held_slots(pool, 4) == [], f"{plan.name} {why}: {pool} slot leaked"
+        assert wb.store.pools.waiter_heads(pool) == [], f"{plan.name} {why}: {pool} waiter left"
 
 
 @pytest.mark.slow
@@ -187,7 +187,7 @@ def test_a_sweep_that_dies_at_any_write_leaves_its_shards_to_the_next(
             # Nothing stays held: every lease was given back, or is a dead pass's that
             # expired (free to anyone; TTL deletes it a day later).
             for shard in range(specs.SWEEP_LEASES):
-                lease = rwb.store.get_lease(specs.sweep_lease_id(shard))
+                lease = rwb.store.leases.get_lease(specs.sweep_lease_id(shard))
                 assert lease is None or lease.until_epoch < step_clock(), (k, phase, lease)
     assert launcher.doubled() == []
     assert tried >= 2 * (writes - 2)

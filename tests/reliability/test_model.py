@@ -481,7 +481,7 @@ class WorkflowMachine(RuleBasedStateMachine):
         """An operator's mistake: a raw DeleteItem of a live attempt's row."""
         cands = self._losable()
         wf, a = cands[pick % len(cands)]
-        self.wb.store.client.call("DeleteItem", {
+        self.wb.store.tables.client.call("DeleteItem", {
             "TableName": f"{self.prefix}activity_exec",
             "Key": {"workflow_exec_id": {"S": wf.wx},
                     "activity_exec_id": {"S": self._aeid(wf, a)}}})
@@ -742,7 +742,7 @@ class WorkflowMachine(RuleBasedStateMachine):
         if live and waiting:  # (printed with the figures: the pool was exercised)
             WAIT_COUNTS["pool: steps with a waiter"] = WAIT_COUNTS.get(
                 "pool: steps with a waiter", 0) + 1
-        for slot in (self.wb.store.get_slot(self.pool, k) for k in (0, 1)):
+        for slot in (self.wb.store.pools.get_slot(self.pool, k) for k in (0, 1)):
             if slot.holder is None or slot.holder in live:
                 if slot.holder is not None:
                     row = self.wb.store.get_activity(slot.holder)
@@ -752,7 +752,7 @@ class WorkflowMachine(RuleBasedStateMachine):
             row = self.wb.store.get_activity(slot.holder)
             assert row is None or row.state is None or row.state.is_terminal \
                 or row.pool_slot is None, (slot, row)
-        held = {s.holder for s in (self.wb.store.get_slot(self.pool, k) for k in (0, 1))}
+        held = {s.holder for s in (self.wb.store.pools.get_slot(self.pool, k) for k in (0, 1))}
         assert set(live) <= held, (live, held)  # every live holder's slot says so
 
     @invariant()

@@ -283,7 +283,7 @@ def test_signals_to_two_waits_of_one_name(rwb: Whimbrel) -> None:
         assert wf.state is W.COMPLETED
         outputs = [wf.activity("S1").output, wf.activity("S2").output]
         assert len(set(outputs)) == 2 and set(outputs) <= set(ids), outputs
-        kept = {s.signal_id: s.consumed_by for s in rwb.store.list_signals(wx)}
+        kept = {s.signal_id: s.consumed_by for s in rwb.store.signals.list_signals(wx)}
         bound = [s for s, holder in kept.items() if holder is not None]
         assert sorted(bound) == sorted(outputs)  # each wait holds the one it received
 
@@ -516,7 +516,7 @@ def test_sweepers_race_for_one_shards_lease_one_sweeps_it(rwb: Whimbrel,
         assert holders[0].timed_out == [aeid]
         assert all(r.leased_elsewhere == [lease] and r.timed_out == [] for r in reports
                    if r is not holders[0])
-        assert rwb.store.get_lease(lease) is None  # given back at the end of its pass
+        assert rwb.store.leases.get_lease(lease) is None  # given back at the end of its pass
         step_clock.advance(500)
         rwb.sweep()
         _checked(rwb, wx, defn)
@@ -542,11 +542,11 @@ def test_a_renewal_and_a_takeover_at_once_one_holds_the_lease(rwb: Whimbrel,
         assert meet.met == 2, "the race did not happen"
         RACES["lease renewal vs takeover (threads)"] += 1
         assert kept != took, (kept, took)  # exactly one holds it
-        now = rwb.store.get_lease(lease)
+        now = rwb.store.leases.get_lease(lease)
         assert now is not None and now.owner == (holder if kept else taker).owner
         outcomes["renewed" if kept else "taken over"] += 1
         (holder if kept else taker).release()
-        assert rwb.store.get_lease(lease) is None
+        assert rwb.store.leases.get_lease(lease) is None
     print("renewal vs takeover outcomes:", dict(outcomes))
 
 
@@ -554,7 +554,7 @@ def test_a_renewal_and_a_takeover_at_once_one_holds_the_lease(rwb: Whimbrel,
 
 
 def _holders(rwb: Whimbrel, pool: str, slots: int) -> list[str]:
-    return [s.holder for s in rwb.store.held_slots(pool, slots) if s.holder]
+    return [s.holder for s in rwb.store.pools.held_slots(pool, slots) if s.holder]
 
 
 def test_many_starts_race_for_one_free_slot(rwb: Whimbrel, launcher: RecordingLauncher

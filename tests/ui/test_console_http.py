@@ -309,7 +309,7 @@ def test_an_odd_stored_schedule_is_shown_with_its_problem(con: Console) -> None:
                                   "every_seconds": "ten minutes"}),
                       ("ui-newer", {"schedule_id": "ui-newer", "workflow_name": "one",
                                     "every_seconds": 600, "jitter_seconds": 5})):
-        con.wb.store.client.call("UpdateItem", {
+        con.wb.store.tables.client.call("UpdateItem", {
             "TableName": table, "Key": {"schedule_id": {"S": sid}},
             "UpdateExpression": "SET spec = :s",
             "ExpressionAttributeValues": {":s": {"S": json.dumps(spec)}}})

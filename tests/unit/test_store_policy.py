@@ -7,7 +7,7 @@ import pytest
 
 from whimbrel.contract.errors import InvalidInput, StoreError
 from whimbrel.settings import Settings
-from whimbrel.store.errors import ConditionFailed, ConditionLost, RetryPolicy, translate
+from whimbrel.store.errors import ConditionLost, RetryPolicy, translate
 
 
 @pytest.mark.parametrize(("retries", "want"), [
@@ -38,7 +38,6 @@ def test_one_translator_one_condition_lost() -> None:
     lost = translate("UpdateItem", "ConditionalCheckFailedException", "no",
                      item={"state": {"S": "READY"}})
     assert isinstance(lost, ConditionLost) and lost.item == {"state": {"S": "READY"}}
-    assert ConditionFailed is ConditionLost
     gone = translate("GetItem", "ResourceNotFoundException", "no table")
     assert isinstance(gone, StoreError) and "whimbrel tables create" in str(gone)
     assert not gone.retryable

@@ -18,4 +18,4 @@ class Notifications:
         """The adapter the ``notify`` handler runs on each stream record of
         ``workflow_exec``, ``activity_exec`` and ``map_item``: it publishes each event through
         ``publisher`` exactly once (docs/events.md)."""
-        return Notifier(self.engine, self.store, publisher)
+        return Notifier(self.engine, self.store.markers, publisher)

@@ -277,7 +277,7 @@ class Runs:
             InvalidInput: a malformed id.
         """
         checks.text(request_id, "workflow_request_id")
-        record = self.store.get_request(request_id)
+        record = self.store.cold.get_request(request_id)
         if record is None:
             return None
         # An input kept in S3 is read whole (what the row asked for).

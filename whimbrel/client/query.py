@@ -109,7 +109,7 @@ def list_definitions(store: Store, name: str | None = None) -> list[DefinitionVe
     """
     if name is not None:
         checks.workflow_name(name, "name")
-    items = store.definition_versions(name) if name else store.list_definitions()
+    items = store.cold.definition_versions(name) if name else store.cold.list_definitions()
     out = [DefinitionVersion(i.workflow_name, int(i.version), float(i.created_epoch),
                              i.description or "") for i in items]
     return sorted(out, key=lambda d: (d.workflow_name, -d.version))
@@ -221,7 +221,7 @@ def _streams(store: Store, f: Filters, *, high: float | None,
         return [stream("by_state", [specs.state_key(s.value, k)])
                 for s in f.states for k in range(specs.STATE_SHARDS)]
     if f.name or f.states:
-        names = [f.name] if f.name else store.workflow_names()
+        names = [f.name] if f.name else store.cold.workflow_names()
         states = f.states or tuple(WorkflowState)
         return [stream("by_name_state", [specs.name_state_key(n, s, k)])
                 for n in names for s in states for k in range(specs.NAME_STATE_SHARDS)]

@@ -61,11 +61,11 @@ def request_workflow(store: StorePort, clock: Clock, name: str, input: Any = Non
         workflow_exec_id_for(request_id)  # the check start_workflow's id goes through
     if require_definition is not None:
         require_definition(name, version)
-    if not store.put_request(RequestRecord(request_id, name, clock(), version=version,
-                                           input=payload, manual=False, source=source,
-                                           traceparent=tracing.current(),
-                                           priority=priority, attributes=attrs)):
-        existing = store.get_request(request_id)
+    if not store.cold.put_request(RequestRecord(request_id, name, clock(), version=version,
+                                                input=payload, manual=False, source=source,
+                                                traceparent=tracing.current(),
+                                                priority=priority, attributes=attrs)):
+        existing = store.cold.get_request(request_id)
         why = None if existing is None else \
             f"of workflow {existing.workflow_name!r}, not {name!r}" \
             if existing.workflow_name != name else "with another input" \
@@ -102,7 +102,7 @@ def send_activity_event(store: StorePort, clock: Clock, activity_exec_id: str,
     if os.environ.get(ENV_ACTIVITY_EXEC_ID) == activity_exec_id:
         workflow_name = os.environ.get(ENV_WORKFLOW_NAME) or None
     event_id = new_request_id()
-    store.put_event(EventRecord(
+    store.cold.put_event(EventRecord(
         event_id, activity_exec_id, verb.value, clock(), activity_name=key.activity_name,
         workflow_exec_id=key.workflow_exec_id, workflow_name=workflow_name,
         output=store.payload_limits.encode(output, "output"),
@@ -132,7 +132,7 @@ def list_rejections(store: StorePort, day: str | None = None, *, limit: int | No
     checks.day(day)
     checks.limit(limit)
     out = []
-    for row in store.list_rejections(day, limit=limit):
+    for row in store.cold.list_rejections(day, limit=limit):
         try:
             record = json.loads(row.record)
         except ValueError:

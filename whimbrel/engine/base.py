@@ -157,7 +157,7 @@ class EngineBase:
             raise InvalidDefinition(definition.name, problems)
         text = definition.to_json()
         while True:
-            latest = self.store.latest_definition(definition.name)
+            latest = self.store.cold.latest_definition(definition.name)
             if latest is not None and latest.definition == text:
                 return latest.version
             version = latest.version + 1 if latest is not None else 1
@@ -165,8 +165,8 @@ class EngineBase:
                                       definition.description or None)
             # Copies first, version after: a start never sees a number whose version
             # it cannot read back the moment this returns (Store.point_latest).
-            self.store.point_latest(definition.name, version)
-            if self.store.put_definition(record):
+            self.store.cold.point_latest(definition.name, version)
+            if self.store.cold.put_definition(record):
                 with self._lock:
                     self._definitions[(definition.name, version)] = definition
                 return version
@@ -184,7 +184,7 @@ class EngineBase:
             cached = self._parsed(name, version)
             if cached is not None:
                 return version, cached
-            item = self.store.get_definition(name, version)
+            item = self.store.cold.get_definition(name, version)
         else:
             found = self.latest.resolve(name, lambda v: self._parsed(name, v))
             if isinstance(found, tuple):

@@ -98,7 +98,7 @@ def before_end(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
     # A child run has no request row (its parent's attempt is the record of it).
     if expires is not None and wf.workflow_request_id and not wf.parent_activity_exec_id \
             and (traced is None or traced < expires):
-        engine.store.expire_request(wf.workflow_request_id, expires)
+        engine.store.cold.expire_request(wf.workflow_request_id, expires)
     if state is not W.COMPLETED:
         # Edges of a run that did not complete would never be consumed: delete them.
         targets = [a.name for a in defn.activities if len(a.depends_on) > 1]

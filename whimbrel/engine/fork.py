@@ -121,7 +121,7 @@ def fork(engine: Engine, source: str, *, from_activity: str, input: Any = None,
                             workflow_exec_id=source)
     if ask is not None:
         record = replace(record, **ask.changes)
-    engine.store.put_request(RequestRecord(
+    engine.store.cold.put_request(RequestRecord(
         request_id, src.workflow_name, now, version=version, input=payload, manual=True,
         source=src.source, workflow_exec_id=wx, traceparent=record.traceparent,
         expires_epoch=rules.expiry(now + rules.RETENTION_SLACK_SECONDS,

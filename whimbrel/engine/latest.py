@@ -54,22 +54,22 @@ class LatestVersions:
         """The latest version of ``name``: ``(version, definition)`` when ``parsed``
         (this process's cache) has it, else its stored record; None if the name has no
         version."""
-        pointed = self.store.latest_version(name)
+        pointed = self.store.cold.latest_version(name)
         if self._due(name):
-            item = self.store.latest_definition(name)
+            item = self.store.cold.latest_definition(name)
             if item is not None and (pointed is None or item.version >= pointed):
                 if pointed is None or item.version > pointed:
-                    self.store.point_latest(name, item.version)  # copies behind: raise
+                    self.store.cold.point_latest(name, item.version)  # copies behind: raise
                 return item
         if pointed is not None:
             cached = parsed(pointed)
             if cached is not None:
                 return pointed, cached
-            item = self.store.get_definition(name, pointed)
+            item = self.store.cold.get_definition(name, pointed)
             if item is not None:
                 return item
         # No copy yet (a table from before them), or one naming a version not written.
-        item = self.store.latest_definition(name)
+        item = self.store.cold.latest_definition(name)
         if item is not None and pointed is None:
-            self.store.point_latest(name, item.version)
+            self.store.cold.point_latest(name, item.version)
         return item

@@ -75,7 +75,7 @@ class SweepLeases:
         """Whether this pass holds the lease of index shard ``shard`` (taking it now if
         nobody else does). False for a lease held elsewhere or lost in this pass: the
         caller leaves that shard alone."""
-        lease_id = self.store.sweep_lease_id(str(shard))
+        lease_id = self.store.leases.sweep_lease_id(str(shard))
         if lease_id in self._until:
             return self.keep(lease_id)
         if lease_id in self.elsewhere or lease_id in self.lost:
@@ -86,7 +86,7 @@ class SweepLeases:
         wanted = LeaseRecord(lease_id, self.owner, until_epoch=now + self.seconds,
                              acquired_epoch=now, host=self._host, pid=os.getpid())
         try:
-            got = self.store.acquire_lease(wanted, now)
+            got = self.store.leases.acquire_lease(wanted, now)
         except StoreError as exc:
             if not exc.retryable:
                 raise  # no lease table, no access: no pass can work; say so
@@ -110,7 +110,7 @@ class SweepLeases:
         if until - now >= self.seconds / 2:
             return True
         try:
-            renewed = self.store.renew_lease(lease_id, self.owner, now + self.seconds)
+            renewed = self.store.leases.renew_lease(lease_id, self.owner, now + self.seconds)
         except StoreError as exc:
             if not exc.retryable:
                 raise
@@ -136,7 +136,7 @@ class SweepLeases:
         back now expires by itself."""
         for lease_id in list(self._until):
             try:
-                self.store.release_lease(lease_id, self.owner)
+                self.store.leases.release_lease(lease_id, self.owner)
             except StoreError as exc:
                 log.warning("sweep lease %s: could not give it back (it expires in %s s): "
                             "%s", lease_id, self.seconds, exc)

@@ -135,7 +135,7 @@ def _held_slot(engine: Engine, ref: str | None, holder: str) -> str | None:
     if not ref:
         return None
     pool, k = parse_slot_ref(ref)
-    if k is None or engine.store.get_slot(pool, k).holder != holder:
+    if k is None or engine.store.pools.get_slot(pool, k).holder != holder:
         return None
     return ref
 
@@ -144,7 +144,7 @@ def _slot_of_lost(engine: Engine, pool: str | None, holder: str) -> str | None:
     """The slot of ``pool`` still held by ``holder`` (a lost attempt), if any."""
     if pool is None:
         return None
-    info = engine.store.get_pool_settings(pool)
+    info = engine.store.pools.get_pool_settings(pool)
     high = max(info.slots or 0, info.slots_high or 0) if info is not None else 0
-    held = engine.store.held_slots(pool, high) if high else []
+    held = engine.store.pools.held_slots(pool, high) if high else []
     return next((slot_ref(pool, s.k) for s in held if s.holder == holder), None)

@@ -80,7 +80,7 @@ class Ledger:
             cached = self._settings.get(name)
         if cached is not None and now - cached[0] < SETTINGS_SECONDS:
             return cached[1]
-        info = self.store.get_pool_settings(name)
+        info = self.store.pools.get_pool_settings(name)
         with self._lock:
             self._settings[name] = (now, info)
         return info
@@ -126,11 +126,11 @@ class Ledger:
             def candidates() -> Iterator[int]:
                 yield order[0]
                 if order[1:]:
-                    yield from self.store.free_among(pool, order[1:])
+                    yield from self.store.pools.free_among(pool, order[1:])
 
             for cand in candidates() if order else ():
-                if self.store.acquire_slot(pool, cand, holder, token, now,
-                                           now + SLOT_CHECK_SECONDS):
+                if self.store.pools.acquire_slot(pool, cand, holder, token, now,
+                                                 now + SLOT_CHECK_SECONDS):
                     k = cand
                     break
             if k is None:
@@ -139,7 +139,7 @@ class Ledger:
             wait = self.take_token(pool, per_second, holder, now)
             if wait > 0:
                 if k is not None:
-                    self.store.release_slot(pool, k, holder, token)
+                    self.store.pools.release_slot(pool, k, holder, token)
                 return Taken(False, retry_at=now + wait)
         return Taken(True, k, token)
 
@@ -154,9 +154,9 @@ class Ledger:
         above = list(range(slots, high))
         for start in range(0, len(above), 100):  # BatchGetItem takes 100 keys
             part = above[start:start + 100]
-            if len(self.store.free_among(pool, part)) < len(part):
+            if len(self.store.pools.free_among(pool, part)) < len(part):
                 return True
-        if self.store.settle_slots_high(pool, high, slots):
+        if self.store.pools.settle_slots_high(pool, high, slots):
             self.forget(pool)
         return False
 
@@ -168,12 +168,12 @@ class Ledger:
         for choice in range(2 if shards > 1 else 1):
             j = shard_choice(shards, holder, choice)
             for _ in range(TAKE_TRIES):
-                seen = self.store.get_bucket(pool, j)
+                seen = self.store.pools.get_bucket(pool, j)
                 ok, after = take(seen or Bucket(capacity, now), now, rate, capacity)
                 if not ok:
                     wait = min(wait, wait_seconds(after, now, rate, capacity))
                     break
-                if self.store.put_bucket(pool, j, after, seen):
+                if self.store.pools.put_bucket(pool, j, after, seen):
                     return 0.0
         return wait if math.isfinite(wait) else 1.0 / rate
 
@@ -182,5 +182,5 @@ class Ledger:
         (another actor admitting the same holder) recorded this very slot."""
         if taken.k is None or recorded == slot_ref(pool, taken.k):
             return
-        if self.store.release_slot(pool, taken.k, holder, taken.token):
+        if self.store.pools.release_slot(pool, taken.k, holder, taken.token):
             self._wake(pool, taken.k)

@@ -77,7 +77,7 @@ class Queue:
             self.ledger.give_back(pool, taken, wf.workflow_exec_id,
                                   getattr(lost.current, "pool_slot", None))
             return False
-        self.store.delete_waiter(self.waiter(pool, wf.workflow_exec_id, self.run_order(wf)))
+        self.store.pools.delete_waiter(self.waiter(pool, wf.workflow_exec_id, self.run_order(wf)))
         self.core.resume_start(moved, defn)  # its rows, then its roots (starting.py)
         return True
 
@@ -95,15 +95,15 @@ class Queue:
     def wait(self, pool: str, holder: str, order: str, kind: str, retry_at: float | None,
              retry: Callable[[], Any]) -> None:
         """Enter ``holder`` among ``pool``'s waiters; then (a fresh wait) look once more."""
-        self.store.put_waiter(pool, holder, order, kind=kind, expires_epoch=None)
+        self.store.pools.put_waiter(pool, holder, order, kind=kind, expires_epoch=None)
         if retry_at is not None:
-            self.store.arm_pacer(pool, retry_at)  # the sweep looks when a token is there
+            self.store.pools.arm_pacer(pool, retry_at)  # the sweep looks when a token is there
             self.pacer.arm(pool, retry_at)  # and so does this process, while it lives
             return
         if getattr(self._local, "quiet", False):
             return  # re-held by a wake or by this very look: no second look
         probes = self.probes(pool, holder)
-        if probes and self.store.free_among(pool, probes):
+        if probes and self.store.pools.free_among(pool, probes):
             self._local.quiet = True
             try:
                 retry()
@@ -158,13 +158,13 @@ class Queue:
             changes["claimable"] = (wf.workflow_name, spec.name, *admission.claim_intent(
                 spec, wf, item.ready_epoch))
         try:
-            moved = self.store.admit_waiting(item.activity_exec_id, changes)
+            moved = self.store.pools.admit_waiting(item.activity_exec_id, changes)
         except StateConflict as lost:
             self.ledger.give_back(pool, taken, item.activity_exec_id,
                                   getattr(lost.current, "pool_slot", None))
             return "gone"
         self.core.remember(moved)
-        self.store.delete_waiter(self.waiter(pool, item.activity_exec_id, order))
+        self.store.pools.delete_waiter(self.waiter(pool, item.activity_exec_id, order))
         return "admitted"
 
     def retry_run(self, wx: str) -> str:
@@ -188,9 +188,9 @@ class Queue:
         if wf is None or item.pool_wait is None:
             return
         spec = self.core.definition_of(wf).activity(item.activity_name)
-        self.store.delete_waiter(self.waiter(item.pool_wait, item.activity_exec_id,
-                                             admission.claim_order(spec, wf,
-                                                                   item.ready_epoch)))
+        self.store.pools.delete_waiter(self.waiter(item.pool_wait, item.activity_exec_id,
+                                                   admission.claim_order(spec, wf,
+                                                                         item.ready_epoch)))
 
     def wake(self, pool: str, freed: int | None) -> None:
         """Admit ``pool``'s first waiters: after a release, one (on the slot ``freed``);
@@ -211,7 +211,7 @@ class Queue:
             self._local.quiet = quiet
 
     def _wake_once(self, pool: str, freed: int | None) -> None:
-        for waiter in self.store.waiter_heads(pool)[:WAKE_TRIES]:
+        for waiter in self.store.pools.waiter_heads(pool)[:WAKE_TRIES]:
             if freed is not None:
                 with self._lock:
                     self._prefer[waiter.holder] = freed
@@ -222,7 +222,7 @@ class Queue:
                 with self._lock:
                     self._prefer.pop(waiter.holder, None)
             if outcome == "gone":
-                self.store.delete_waiter(waiter)  # admitted or ended meanwhile
+                self.store.pools.delete_waiter(waiter)  # admitted or ended meanwhile
                 continue
             if outcome == "skip":
                 continue  # its run is SUSPENDED: the next one may go

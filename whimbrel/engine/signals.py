@@ -115,7 +115,7 @@ def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
             f"no activity of workflow {wf.workflow_name!r} waits for signal {name!r}"
             + (f" (it waits for: {', '.join(known)})" if known else
                " (it waits for no signal)"), field="name")
-    kept = engine.store.get_signal(workflow_exec_id, signal_id)
+    kept = engine.store.signals.get_signal(workflow_exec_id, signal_id)
     if kept is not None:  # sent before: the same signal, or refused
         _same(engine, kept, name, text)
         return _offer(engine, defn, kept, engine.store.list_activities(workflow_exec_id),
@@ -141,9 +141,9 @@ def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
     record = SignalRecord(workflow_exec_id, signal_id, name, now, text,
                           consumed_by=bound.activity_exec_id if bound else None,
                           expires_epoch=_expiry(engine, defn, now))
-    if not engine.store.put_signal(record):
+    if not engine.store.signals.put_signal(record):
         # Sent at the same moment by another sender: its item decides.
-        found = engine.store.get_signal(workflow_exec_id, signal_id)
+        found = engine.store.signals.get_signal(workflow_exec_id, signal_id)
         if found is None:  # expired between the two writes: nothing to compare with
             raise waits.SignalRefused(
                 f"signal_id {signal_id!r} is being sent to {workflow_exec_id} by another "
@@ -162,8 +162,8 @@ def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
         except StateConflict as lost:
             if lost.current is not None and _has_tag(lost.current, signal_id):
                 return SignalOutcome(signal_id, bound.activity_exec_id)
-            engine.store.release_signal(workflow_exec_id, signal_id,
-                                        bound.activity_exec_id)
+            engine.store.signals.release_signal(workflow_exec_id, signal_id,
+                                                bound.activity_exec_id)
             record = SignalRecord(workflow_exec_id, signal_id, name, now, text,
                                   expires_epoch=record.expires_epoch)
     # Kept first, then the activities read again: a wait that became READY meanwhile
@@ -214,7 +214,7 @@ def after_ready(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
         return False
     name = spec.launcher.config.get("name")
     aeid = item.activity_exec_id
-    kept = [s for s in engine.store.list_signals(wf.workflow_exec_id)
+    kept = [s for s in engine.store.signals.list_signals(wf.workflow_exec_id)
             if s.signal_name == name]
     # One already given to this attempt first (a hand-over that died half-way), then the
     # free ones oldest first, then those given to attempts that may have ended.
@@ -243,8 +243,8 @@ def _give(engine: Core, defn: WorkflowDefinition, signal: SignalRecord,
             return False  # a live attempt's (its hand-over is repaired), or received
         taking = signal.consumed_by
     now = engine.clock()
-    if not engine.store.bind_signal(wx, sid, aeid, taking_from=taking,
-                                    expires_epoch=_expiry(engine, defn, now)):
+    if not engine.store.signals.bind_signal(wx, sid, aeid, taking_from=taking,
+                                            expires_epoch=_expiry(engine, defn, now)):
         return False  # another wait got it first
     try:
         end_wait(engine, wait, defn, Transition.COMPLETED, output=signal.payload,
@@ -252,7 +252,7 @@ def _give(engine: Core, defn: WorkflowDefinition, signal: SignalRecord,
     except StateConflict as lost:
         if lost.current is not None and _has_tag(lost.current, sid):
             return True  # a replay of this very hand-over completed it
-        engine.store.release_signal(wx, sid, aeid)  # cancelled or timed out: free it
+        engine.store.signals.release_signal(wx, sid, aeid)  # cancelled or timed out: free it
         return False
     return True
 
@@ -273,10 +273,10 @@ def repair(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
     retention = engine.retention(defn)
     if retention is not None:
         guard = min(DAY_SECONDS, retention / 2)
-        for signal in engine.store.list_signals(wf.workflow_exec_id):
+        for signal in engine.store.signals.list_signals(wf.workflow_exec_id):
             if signal.expires_epoch is not None and signal.expires_epoch < now + guard:
-                engine.store.expire_signal(wf.workflow_exec_id, signal.signal_id,
-                                           _expiry(engine, defn, now) or now)
+                engine.store.signals.expire_signal(wf.workflow_exec_id, signal.signal_id,
+                                                   _expiry(engine, defn, now) or now)
     return changed
 
 
@@ -296,7 +296,7 @@ def undelivered(engine: Core, wf: WorkflowRecord) -> list[SignalRecord]:
     if not any(a.launcher.kind == waits.SIGNAL for a in defn.activities):
         return []
     left = []
-    for signal in engine.store.list_signals(wf.workflow_exec_id):
+    for signal in engine.store.signals.list_signals(wf.workflow_exec_id):
         if signal.consumed_by is not None:
             holder = engine.store.get_activity(signal.consumed_by)
             if holder is not None and _has_tag(holder, signal.signal_id):
@@ -317,7 +317,7 @@ def report_undelivered(engine: Core, wf: WorkflowRecord) -> int:
         reason = (f"signal {signal.signal_name!r} (signal_id {sid!r}) was kept for run "
                   f"{wf.workflow_exec_id}, but no wait received it before the run ended "
                   f"{wf.state.value}: it was not delivered")
-        engine.store.put_rejection(RejectionRecord(
+        engine.store.cold.put_rejection(RejectionRecord(
             rejection_day=day_of(ended),
             rejection_id=f"{int(ended * 1000):013d}-{SOURCE_SIGNAL}-"
                          f"{wf.workflow_exec_id}-{sid}",

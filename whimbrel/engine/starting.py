@@ -132,7 +132,7 @@ def start(
         record = replace(record, state=state, **ask.changes, history=(
             record.history[0], Change(state.value, now, engine.actor)))
     if write_request:
-        engine.store.put_request(RequestRecord(
+        engine.store.cold.put_request(RequestRecord(
             request_id, name, now, version=version, input=payload, manual=True,
             source=source, workflow_exec_id=wx, expires_epoch=expires,
             traceparent=record.traceparent, priority=priority))

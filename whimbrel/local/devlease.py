@@ -84,11 +84,11 @@ class DevLease:
         waiting_for: str | None = None
         while True:
             now = self.clock()
-            got = self.store.acquire_lease(self._record(now), now)
+            got = self.store.leases.acquire_lease(self._record(now), now)
             if got.owner == self.owner:
                 break
             if got.host == socket.gethostname() and not process_alive(got.pid):
-                took = self.store.acquire_lease(self._record(now), now, replacing=got.owner)
+                took = self.store.leases.acquire_lease(self._record(now), now, replacing=got.owner)
                 if took.owner == self.owner:
                     self.say(f"whimbrel dev: took over tables {self.store.table_prefix}* from "
                              f"pid {got.pid} on this host, which is gone (killed or crashed)")
@@ -126,7 +126,7 @@ class DevLease:
         if self.lost.is_set():
             return False
         until = self.clock() + self.seconds
-        if self.store.renew_lease(specs.DEV_LEASE_ID, self.owner, until):
+        if self.store.leases.renew_lease(specs.DEV_LEASE_ID, self.owner, until):
             self.until = until
             return True
         log.error("another whimbrel dev took over tables %s* (this one stalled past its "
@@ -148,7 +148,7 @@ class DevLease:
     def release(self) -> None:
         """Give the lease back (the runtime stops)."""
         if self.since is not None and not self.lost.is_set():
-            self.store.release_lease(specs.DEV_LEASE_ID, self.owner)
+            self.store.leases.release_lease(specs.DEV_LEASE_ID, self.owner)
         self.since = None
 
 

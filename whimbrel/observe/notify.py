@@ -52,7 +52,8 @@ _FAILED = frozenset(s.value for s in FAILURE_STATES)
 
 
 class MarkerStore(Protocol):
-    """The ``notification`` table (implemented by ``whimbrel.store.Store``)."""
+    """The ``notification`` table: the notify feature's port (implemented by
+    ``whimbrel.store.notifications.Markers``, ``store.markers``)."""
 
     def claim_notification(self, event_id: str, *, detail_type: str, workflow_exec_id: str,
                            now: float) -> Claim: ...

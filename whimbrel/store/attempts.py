@@ -1,6 +1,9 @@
 """Activity attempts: ``activity_exec`` (a run's activities, in the run's partition) and
 ``map_item`` (a map's items, in partitions of their own).
 
+The attempts part (core): its methods are ``Store``'s own (the engine's core
+``StorePort``), with the runs part (:mod:`whimbrel.store.runs`).
+
 Where an attempt lives follows from its id (``<wx>:<activity>:<attempt>``): an item of
 a map (``<wx>:<map>#<i>:<attempt>``) is in ``map_item`` under
 ``<wx>/<map>/<i mod MAP_ITEM_PARTITIONS>``, any other attempt in ``activity_exec`` under
@@ -32,9 +35,9 @@ from whimbrel.store import specs
 from whimbrel.store.codec import Expression, Item, activity_record, record_item, to_ddb
 from whimbrel.store.errors import ConditionLost
 from whimbrel.store.keys import WORKER_SHARD_PREFIX, fan_out, index_changes, item_partition
-from whimbrel.store.plumbing import DUE_KEYS_LIMIT, Client, Tables, Write
+from whimbrel.store.plumbing import DUE_KEYS_LIMIT, Tables
 
-__all__ = ["AttemptTables", "Place"]
+__all__ = ["Attempts", "Place"]
 
 #: Maps this store remembers the place of (their items beside the run or apart).
 KNOWN_MAPS = 4096
@@ -49,14 +52,15 @@ class Place:
     key: Item
 
 
-class AttemptTables(Tables):
-    """Attempts of one table prefix. Thread-safe."""
+class Attempts:
+    """Attempts of one table prefix: a core part, whose methods are ``Store``'s own (the
+    engine's core ``StorePort``). Thread-safe."""
 
     #: Shards of the sparse ``timers`` index (of both tables).
     timer_shards: tuple[str, ...] = tuple(str(i) for i in range(specs.TIMER_SHARDS))
 
-    def __init__(self, client: Client, prefix: str, write: Write) -> None:
-        super().__init__(client, prefix, write)
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
         # (run, map) -> True: its items are in the run's partition (expanded before
         # map_item existed); False: in map_item. Learnt, never guessed.
         self._beside: OrderedDict[tuple[str, str], bool] = OrderedDict()
@@ -68,12 +72,12 @@ class AttemptTables(Tables):
         """Where ``activity_exec_id`` may be, the likelier place first."""
         key = parse_activity_exec_id(activity_exec_id)
         wx, aeid = key.workflow_exec_id, {"S": activity_exec_id}
-        run = Place("activity_exec", self.activity_table,
+        run = Place("activity_exec", self.tables.activity_table,
                     {"workflow_exec_id": {"S": wx}, "activity_exec_id": aeid})
         base, index = split_item(key.activity_name)
         if index is None:
             return [run]
-        own = Place("map_item", self.item_table,
+        own = Place("map_item", self.tables.item_table,
                     {"item_partition": {"S": item_partition(wx, base, index)},
                      "activity_exec_id": aeid})
         beside = self._known_beside(wx, base)
@@ -96,14 +100,14 @@ class AttemptTables(Tables):
         known = self._known_beside(wx, map_name)
         if known is not None:
             return known
-        found = any(True for _ in self._query(self._run_query(
+        found = any(True for _ in self.tables.query(self._run_query(
             wx, items_prefix(map_name)), limit=1))
         self._learn_beside(wx, map_name, found)
         return found
 
     def _run_query(self, wx: str, prefix: str | None = None) -> dict[str, Any]:
         params: dict[str, Any] = {
-            "TableName": self.activity_table, "ConsistentRead": True,
+            "TableName": self.tables.activity_table, "ConsistentRead": True,
             "KeyConditionExpression": "workflow_exec_id = :w",
             "ExpressionAttributeValues": {":w": {"S": wx}}}
         if prefix:
@@ -114,7 +118,7 @@ class AttemptTables(Tables):
     def _part_query(self, wx: str, map_name: str, k: int,
                     prefix: str | None = None) -> dict[str, Any]:
         params: dict[str, Any] = {
-            "TableName": self.item_table, "ConsistentRead": True,
+            "TableName": self.tables.item_table, "ConsistentRead": True,
             "KeyConditionExpression": "item_partition = :k",
             "ExpressionAttributeValues": {":k": {"S": specs.map_item_key(wx, map_name, k)}}}
         if prefix:
@@ -141,7 +145,7 @@ class AttemptTables(Tables):
                 item["item_partition"] = place.key["item_partition"]
         # Ids are deterministic (workflow, activity, attempt): a replayed start or retry
         # finds the row and must not reset its state.
-        return self._put_new(place.table, place.logical, item, "activity_exec_id")
+        return self.tables.put_new(place.table, place.logical, item, "activity_exec_id")
 
     def create_claimable(self, record: ActivityRecord,
                          claim: tuple[object, ...] | None = None) -> bool:
@@ -153,7 +157,7 @@ class AttemptTables(Tables):
 
     def get_activity(self, activity_exec_id: str) -> ActivityRecord | None:
         for place in self._places(activity_exec_id):
-            item = self._get(place.table, place.key)
+            item = self.tables.get(place.table, place.key)
             if item:
                 return activity_record(item)
         return None
@@ -199,15 +203,15 @@ class AttemptTables(Tables):
         return sorted(rows + items, key=lambda a: a.activity_exec_id) if items else rows
 
     def _records(self, reads: Sequence[dict[str, Any]]) -> list[ActivityRecord]:
-        parts = fan_out(lambda params: [activity_record(i) for i in self._query(params)],
+        parts = fan_out(lambda params: [activity_record(i) for i in self.tables.query(params)],
                         reads)
         out = [a for part in parts for a in part]
         return sorted(out, key=lambda a: a.activity_exec_id) if len(parts) > 1 else out
 
     # -- moving ----------------------------------------------------------------------------
 
-    def _update_attempt(self, activity_exec_id: str, expr: Expression, update: str,
-                        condition: str) -> Item:
+    def update_attempt(self, activity_exec_id: str, expr: Expression, update: str,
+                       condition: str) -> Item:
         """The conditional update at the attempt's place; an item id missing from
         ``map_item`` is tried in its run's partition (a map from before map_item).
 
@@ -217,15 +221,15 @@ class AttemptTables(Tables):
         places = self._places(activity_exec_id)
         for n, place in enumerate(places):
             try:
-                return self._update(place.logical, place.table, place.key, expr, update,
-                                    condition)
+                return self.tables.update(place.logical, place.table, place.key, expr, update,
+                                          condition)
             except ConditionLost as lost:
                 if lost.item or n == len(places) - 1:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _activity_conflict(self, lost: ConditionLost, activity_exec_id: str,
-                           expected: str | list[str], transition: str | None) -> StateConflict:
+    def activity_conflict(self, lost: ConditionLost, activity_exec_id: str,
+                          expected: str | list[str], transition: str | None) -> StateConflict:
         current = activity_record(lost.item) if lost.item else None
         return StateConflict(expected=expected,
                              actual=current.state.value if current and current.state else None,
@@ -274,11 +278,11 @@ class AttemptTables(Tables):
             # it out (and an index read may lag behind).
             condition += " AND " + expr.exists("claim_key")
         try:
-            return activity_record(self._update_attempt(activity_exec_id, expr, update,
-                                                        condition))
+            return activity_record(self.update_attempt(activity_exec_id, expr, update,
+                                                       condition))
         except ConditionLost as lost:
-            raise self._activity_conflict(lost, activity_exec_id, expected.value,
-                                          final.value) from None
+            raise self.activity_conflict(lost, activity_exec_id, expected.value,
+                                         final.value) from None
 
     def set_activity(self, activity_exec_id: str, changes: Changes, *,
                      states: Collection[ActivityState],
@@ -293,11 +297,11 @@ class AttemptTables(Tables):
             condition += (f" AND ({expr.missing('deadline_epoch')} OR "
                           f"{expr.more_than('deadline_epoch', alive_at)})")
         try:
-            return activity_record(self._update_attempt(activity_exec_id, expr, update,
-                                                        condition))
+            return activity_record(self.update_attempt(activity_exec_id, expr, update,
+                                                       condition))
         except ConditionLost as lost:
-            raise self._activity_conflict(lost, activity_exec_id,
-                                          sorted(s.value for s in states), None) from None
+            raise self.activity_conflict(lost, activity_exec_id,
+                                         sorted(s.value for s in states), None) from None
 
     # -- the sparse indexes (both tables carry them) ---------------------------------------
 
@@ -310,7 +314,7 @@ class AttemptTables(Tables):
             # (map_item's entries hold the attempt's id; the run's is in it)
             return [Due(parse_activity_exec_id(hit["activity_exec_id"]["S"]).workflow_exec_id,
                         hit["activity_exec_id"]["S"])
-                    for hit in self._query({
+                    for hit in self.tables.query({
                         "TableName": at[0], "IndexName": "timers",
                         "KeyConditionExpression": "timer_shard = :s AND timer_epoch <= :n",
                         "ExpressionAttributeValues": {":s": {"S": at[1]}, ":n": to_ddb(now)},
@@ -324,10 +328,10 @@ class AttemptTables(Tables):
         """The ``timers`` shards (of either table) with a deadline due at ``now``, one
         request per table (``due_keys``); None: ask them shard by shard."""
         found: set[str] = set()
-        for table, shards in ((self.activity_table, self.timer_shards),
-                              (self.item_table,
+        for table, shards in ((self.tables.activity_table, self.timer_shards),
+                              (self.tables.item_table,
                                self.timer_shards[:specs.MAP_ITEM_INDEX_SHARDS])):
-            got = self.due_keys(table, "timers", "timer_shard", "timer_epoch", shards, now)
+            got = self.tables.due_keys(table, "timers", "timer_shard", "timer_epoch", shards, now)
             if got is None:
                 return None
             found |= got
@@ -338,8 +342,8 @@ class AttemptTables(Tables):
         priority shard or one of ``map_item``'s fewer shards, else ``activity_exec``."""
         shard = shard.removeprefix(WORKER_SHARD_PREFIX)  # a worker's shard: as its twin's
         if not shard.isdigit() or int(shard) < specs.MAP_ITEM_INDEX_SHARDS:
-            return self.activity_table, self.item_table
-        return (self.activity_table,)
+            return self.tables.activity_table, self.tables.item_table
+        return (self.tables.activity_table,)
 
     def claimable(self, shard: str, key_prefix: str, limit: int) -> list[ActivityRecord]:
         """READY external attempts of one shard (of both tables), as partial records
@@ -358,14 +362,14 @@ class AttemptTables(Tables):
             values[":p"] = {"S": key_prefix}
 
         def one(at: tuple[str, str]) -> list[Item]:
-            return list(self._query({
+            return list(self.tables.query({
                 "TableName": at[0], "IndexName": "claimable", "KeyConditionExpression": cond,
                 "ExpressionAttributeValues": {**values, ":s": {"S": at[1]}}}, limit=limit))
 
         def read(table: str) -> list[Item]:
             keys = [k for k in shards if table in self._indexed_tables(k)]
             if len(keys) > 1:
-                got = self.select_in(
+                got = self.tables.select_in(
                     table, "claimable", "claim_shard", keys,
                     where=' AND begins_with("claim_key", ?)' if key_prefix else "",
                     values=[{"S": key_prefix}] if key_prefix else [],
@@ -373,6 +377,6 @@ class AttemptTables(Tables):
                 if got is not None:
                     return got[0]
             return [i for part in fan_out(one, [(table, k) for k in keys]) for i in part]
-        return [activity_record(i) for part in fan_out(read, (self.activity_table,
-                                                              self.item_table))
+        return [activity_record(i) for part in fan_out(read, (self.tables.activity_table,
+                                                              self.tables.item_table))
                 for i in part]

@@ -1,5 +1,8 @@
 """The cold tables: definitions, Simple API rows (requests, events) and rejections.
 
+The store's ``cold`` part (``store.cold``, holding its ``Tables``); the engine sees it
+as ``ColdPort`` (``whimbrel/engine/cold_port.py``).
+
 On the same transport and codec as the hot tables (:mod:`whimbrel.store.runs`): one
 request per call, no model layer. A row a raw client wrote may hold native DynamoDB
 values where the docs allow them (a payload as a map); the codec reads any of them back,
@@ -11,7 +14,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from functools import partial
 from typing import Any
 
 from whimbrel.contract.errors import StoreError
@@ -27,23 +29,26 @@ from whimbrel.store import specs
 from whimbrel.store.codec import Expression, Item, decode_fields, encode_fields
 from whimbrel.store.errors import ConditionLost
 from whimbrel.store.keys import fan_out, latest_key, rejection_key
-from whimbrel.store.runs import _CAPACITY, RunTables
+from whimbrel.store.plumbing import CAPACITY, Tables
 
 _REQUEST_FIELDS = tuple(RequestRecord.__dataclass_fields__)
 _REJECTION_FIELDS = tuple(RejectionRecord.__dataclass_fields__)
 _DEFINITION_FIELDS = tuple(DefinitionRecord.__dataclass_fields__)
 
 
-class ColdTables(RunTables):
-    """Definitions, requests, events and rejections of one table prefix."""
+class Cold:
+    """Definitions, requests, events and rejections of one table prefix. A part of
+    ``Store`` (``store.cold``)."""
 
-    table_prefix: str
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
+
 
     def _table(self, spec: specs.TableSpec) -> str:
-        return spec.table_name(self.table_prefix)
+        return spec.table_name(self.tables.prefix)
 
     def _put_row(self, spec: specs.TableSpec, item: Item, key_attr: str) -> bool:
-        return self._put_new(self._table(spec), spec.logical_name, item, key_attr)
+        return self.tables.put_new(self._table(spec), spec.logical_name, item, key_attr)
 
     def _mark_row(self, spec: specs.TableSpec, key: Item, changes: Changes,
                   also: str | None = None, expr: Expression | None = None) -> None:
@@ -54,10 +59,9 @@ class ColdTables(RunTables):
             condition += f" AND ({also})"
         params = expr.params(TableName=self._table(spec), Key=key,
                              UpdateExpression=expr.update(changes),
-                             ConditionExpression=condition, **_CAPACITY)
+                             ConditionExpression=condition, **CAPACITY)
         try:
-            self._write("UpdateItem", spec.logical_name,
-                        lambda: self.client.call("UpdateItem", params))
+            self.tables.write_call("UpdateItem", spec.logical_name, params)
         except ConditionLost:
             pass
 
@@ -66,7 +70,7 @@ class ColdTables(RunTables):
     def _definitions(self, params: dict[str, Any],
                      limit: int | None = None) -> Iterator[DefinitionRecord]:
         spec = specs.WORKFLOW_DEFINITION
-        for item in self._query({"TableName": self._table(spec), **params}, limit=limit):
+        for item in self.tables.query({"TableName": self._table(spec), **params}, limit=limit):
             yield DefinitionRecord(**decode_fields(spec, item, _DEFINITION_FIELDS))
 
     def latest_definition(self, name: str) -> DefinitionRecord | None:
@@ -79,8 +83,8 @@ class ColdTables(RunTables):
 
     def get_definition(self, name: str, version: int) -> DefinitionRecord | None:
         spec = specs.WORKFLOW_DEFINITION
-        item = self._get(self._table(spec), {"workflow_name": {"S": name},
-                                             "version": {"N": str(int(version))}})
+        item = self.tables.get(self._table(spec), {"workflow_name": {"S": name},
+                                                   "version": {"N": str(int(version))}})
         return DefinitionRecord(**decode_fields(spec, item, _DEFINITION_FIELDS)) \
             if item else None
 
@@ -91,7 +95,7 @@ class ColdTables(RunTables):
         points the copies first and writes the version after (see :meth:`point_latest`).
         """
         spec = specs.WORKFLOW_DEFINITION
-        item = self._get(self._table(spec), {
+        item = self.tables.get(self._table(spec), {
             "workflow_name": {"S": latest_key(name, random.randrange(specs.LATEST_COPIES))},
             "version": {"N": "0"}})
         return int(item["latest"]["N"]) if item and "latest" in item else None
@@ -109,10 +113,9 @@ class ColdTables(RunTables):
                 "Key": {"workflow_name": {"S": latest_key(name, copy)}, "version": {"N": "0"}},
                 "UpdateExpression": "SET latest = :v",
                 "ConditionExpression": "attribute_not_exists(latest) OR latest <= :v",
-                "ExpressionAttributeValues": {":v": {"N": str(int(version))}}, **_CAPACITY}
+                "ExpressionAttributeValues": {":v": {"N": str(int(version))}}, **CAPACITY}
             try:
-                self._write("UpdateItem", spec.logical_name,
-                            partial(self.client.call, "UpdateItem", params))
+                self.tables.write_call("UpdateItem", spec.logical_name, params)
             except ConditionLost:
                 pass  # a later register got there first
 
@@ -127,9 +130,9 @@ class ColdTables(RunTables):
     def list_definitions(self) -> Iterator[DefinitionRecord]:
         """All versions of all definitions (an operator listing, not a per-run path)."""
         spec = specs.WORKFLOW_DEFINITION
-        params: dict[str, Any] = {"TableName": self._table(spec), **_CAPACITY}
+        params: dict[str, Any] = {"TableName": self._table(spec), **CAPACITY}
         while True:
-            resp = self.client.call("Scan", params)
+            resp = self.tables.client.call("Scan", params)
             for item in resp.get("Items", []):
                 if "catalog" in item:  # not a latest-version pointer
                     yield DefinitionRecord(**decode_fields(spec, item, _DEFINITION_FIELDS))
@@ -146,7 +149,7 @@ class ColdTables(RunTables):
     def workflow_names(self) -> list[str]:
         """Every registered workflow name (one Query of the catalog index)."""
         spec = specs.WORKFLOW_DEFINITION
-        return sorted({hit["workflow_name"]["S"] for hit in self._query({
+        return sorted({hit["workflow_name"]["S"] for hit in self.tables.query({
             "TableName": self._table(spec), "IndexName": "all_names",
             "KeyConditionExpression": "#c = :c", "ExpressionAttributeNames": {"#c": "catalog"},
             "ExpressionAttributeValues": {":c": {"S": specs.CATALOG}}})})
@@ -161,7 +164,7 @@ class ColdTables(RunTables):
 
     def get_request(self, request_id: str) -> RequestRecord | None:
         spec = specs.WORKFLOW_REQUEST
-        item = self._get(self._table(spec), {"workflow_request_id": {"S": request_id}})
+        item = self.tables.get(self._table(spec), {"workflow_request_id": {"S": request_id}})
         if not item:
             return None
         fields = decode_fields(spec, item, _REQUEST_FIELDS)
@@ -188,7 +191,7 @@ class ColdTables(RunTables):
         except StoreError as exc:
             if exc.aws_code != "ValidationException":
                 raise
-            row = self._get(self._table(spec), key)
+            row = self.tables.get(self._table(spec), key)
             if row:  # read only on this rare path: the mark itself never reads the row
                 self._mark_row(spec, key, fit({"expires_epoch": expires_epoch}, None, row,
                                               "workflow_request_id", no_room=True))
@@ -207,10 +210,10 @@ class ColdTables(RunTables):
         # Write-sharded by the id: a storm of bad rows of one day spreads over
         # REJECTION_SHARDS keys instead of one.
         item["rejection_day"] = {"S": rejection_key(record.rejection_day, record.rejection_id)}
-        params = {"TableName": self._table(spec), "Item": item, **_CAPACITY}
+        params = {"TableName": self._table(spec), "Item": item, **CAPACITY}
         # Rejections are a log: the id is unique per record, so a replay overwrites the
         # same row with the same content (no condition).
-        self._write("PutItem", spec.logical_name, lambda: self.client.call("PutItem", params))
+        self.tables.write_call("PutItem", spec.logical_name, params)
 
     def list_rejections(self, day: str, limit: int | None = None) -> list[RejectionRecord]:
         """Rejections of ``day``, newest (highest id) first: every write shard of the
@@ -221,7 +224,7 @@ class ColdTables(RunTables):
         def shard(key: str) -> list[RejectionRecord]:
             return [RejectionRecord(**{**decode_fields(spec, item, _REJECTION_FIELDS),
                                        "rejection_day": day})
-                    for item in self._query({
+                    for item in self.tables.query({
                         "TableName": self._table(spec), "ScanIndexForward": False,
                         "KeyConditionExpression": "rejection_day = :d",
                         "ExpressionAttributeValues": {":d": {"S": key}}}, limit=limit)]

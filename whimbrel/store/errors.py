@@ -21,8 +21,8 @@ from botocore.retries import standard as _standard
 
 from whimbrel.contract.errors import StoreError
 
-__all__ = ["CONDITION_FAILED", "RETRYABLE_CODES", "THROTTLING_CODES", "ConditionFailed",
-           "ConditionLost", "RetryPolicy", "translate"]
+__all__ = ["CONDITION_FAILED", "RETRYABLE_CODES", "THROTTLING_CODES", "ConditionLost",
+           "RetryPolicy", "translate"]
 
 CONDITION_FAILED = "ConditionalCheckFailedException"
 
@@ -56,10 +56,6 @@ class ConditionLost(Exception):
     def __init__(self, operation: str, item: Mapping[str, Any] | None = None) -> None:
         super().__init__(f"{operation}: condition failed")
         self.item: dict[str, Any] | None = dict(item) if item else None
-
-
-#: The name this exception had in the PynamoDB half of the store (kept importable).
-ConditionFailed = ConditionLost
 
 
 def translate(operation: str, code: str | None, message: str, *, status: int | None = None,

@@ -38,7 +38,7 @@ from whimbrel.store.errors import (
     translate,
 )
 
-__all__ = ["RETRYABLE_CODES", "ConditionLost", "DynamoClient", "LeanTransport",
+__all__ = ["RETRYABLE_CODES", "ConditionLost", "LeanTransport",
            "Resolved", "RequestObserver", "RetryObserver"]
 
 TARGET_PREFIX = "DynamoDB_20120810."
@@ -175,10 +175,6 @@ class LeanTransport:
             raise _Retryable(code, code or f"HTTP {status}",
                              message if code else f"HTTP {status}: {message}")
         raise translate(operation, code, message, status=status, item=data.get("Item"))
-
-
-#: The lean client's former name.
-DynamoClient = LeanTransport
 
 
 class _Retryable(Exception):

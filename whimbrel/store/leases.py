@@ -3,6 +3,9 @@
 two takers exactly one gets it, and a holder that stopped renewing loses it once its
 ``until_epoch`` has passed (docs/architecture.md, "Scale").
 
+The store's ``leases`` part (``store.leases``, holding its ``Tables``); the sweep and
+the dev lease see it as ``LeasePort`` (``whimbrel/engine/lease_port.py``).
+
 A lease never guards correctness (every move of the engine stays a conditional write);
 it keeps processes from doing the same work twice.
 """
@@ -16,9 +19,9 @@ from whimbrel.contract.records import LeaseRecord
 from whimbrel.store import specs
 from whimbrel.store.codec import Expression, Item, decode_fields, encode_fields, to_ddb
 from whimbrel.store.errors import ConditionLost
-from whimbrel.store.runs import _CAPACITY, RunTables
+from whimbrel.store.plumbing import CAPACITY, Tables
 
-__all__ = ["LEASE_KEEP_SECONDS", "LeaseTables", "lease_record"]
+__all__ = ["LEASE_KEEP_SECONDS", "Leases", "lease_record"]
 
 #: A lease item outlives its last ``until_epoch`` by this much before TTL deletes it
 #: (an abandoned lease, e.g. of a dev that was killed, does not stay forever).
@@ -32,14 +35,16 @@ def lease_record(item: Mapping[str, Any]) -> LeaseRecord:
     return LeaseRecord(**decode_fields(specs.LEASE, item, _FIELDS))
 
 
-class LeaseTables(RunTables):
-    """Leases of one table prefix."""
+class Leases:
+    """Leases of one table prefix. A part of ``Store`` (``store.leases``)."""
 
-    table_prefix: str
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
+
 
     @property
     def _lease_table(self) -> str:
-        return specs.LEASE.table_name(self.table_prefix)
+        return specs.LEASE.table_name(self.tables.prefix)
 
     @staticmethod
     def _lease_key(lease_id: str) -> Item:
@@ -73,9 +78,9 @@ class LeaseTables(RunTables):
         condition = " OR ".join(clauses)
         params = expr.params(TableName=self._lease_table, Item=item,
                              ConditionExpression=condition,
-                             ReturnValuesOnConditionCheckFailure="ALL_OLD", **_CAPACITY)
+                             ReturnValuesOnConditionCheckFailure="ALL_OLD", **CAPACITY)
         try:
-            self._write("PutItem", "lease", lambda: self.client.call("PutItem", params))
+            self.tables.write_call("PutItem", "lease", params)
         except ConditionLost as lost:
             if lost.item is None:  # no image came back: not ours, holder unknown
                 return LeaseRecord(lease.lease_id, owner="", until_epoch=now,
@@ -92,9 +97,9 @@ class LeaseTables(RunTables):
         # Only our own lease: one taken over after it expired is the new holder's.
         params = expr.params(TableName=self._lease_table, Key=self._lease_key(lease_id),
                              UpdateExpression=update,
-                             ConditionExpression=expr.equals("owner", owner), **_CAPACITY)
+                             ConditionExpression=expr.equals("owner", owner), **CAPACITY)
         try:
-            self._write("UpdateItem", "lease", lambda: self.client.call("UpdateItem", params))
+            self.tables.write_call("UpdateItem", "lease", params)
         except ConditionLost:
             return False
         return True
@@ -104,14 +109,14 @@ class LeaseTables(RunTables):
         expr = Expression()
         # Only our own lease: one taken over after it expired is the new holder's.
         params = expr.params(TableName=self._lease_table, Key=self._lease_key(lease_id),
-                             ConditionExpression=expr.equals("owner", owner), **_CAPACITY)
+                             ConditionExpression=expr.equals("owner", owner), **CAPACITY)
         try:
-            self._write("DeleteItem", "lease", lambda: self.client.call("DeleteItem", params))
+            self.tables.write_call("DeleteItem", "lease", params)
         except ConditionLost:
             return False
         return True
 
     def get_lease(self, lease_id: str) -> LeaseRecord | None:
         """The lease item as it is (consistent read), None when nobody holds it."""
-        item = self._get(self._lease_table, self._lease_key(lease_id))
+        item = self.tables.get(self._lease_table, self._lease_key(lease_id))
         return lease_record(item) if item else None

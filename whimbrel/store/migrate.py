@@ -76,7 +76,7 @@ def migrate_index_keys(store: Store, *, page_size: int = 100,
     while True:
         if key:
             params["ExclusiveStartKey"] = key
-        page = store.client.call("Scan", params)
+        page = store.tables.client.call("Scan", params)
         for item in page.get("Items", []):
             report.scanned += 1
             changes = _wanted(item)
@@ -104,7 +104,7 @@ def _rewrite(store: Store, table: str, item: dict[str, Any], changes: dict[str, 
                      else expr.missing(attr))
     wx = item["workflow_exec_id"]["S"]
     try:
-        store.client.call("UpdateItem", expr.params(
+        store.tables.client.call("UpdateItem", expr.params(
             TableName=table, Key={"workflow_exec_id": {"S": wx}},
             UpdateExpression=update, ConditionExpression=" AND ".join(conds)))
     except ConditionLost:

@@ -1,5 +1,8 @@
 """The ``notification`` table: one marker per published event, so none goes out twice.
 
+The store's ``markers`` part (``store.markers``, holding its ``Tables``); the notify
+consumer sees it as ``MarkerStore`` (``whimbrel/observe/notify.py``).
+
 The notify consumer claims an event's marker before it publishes and marks it sent
 after (docs/events.md, "Exactly once"):
 
@@ -22,14 +25,13 @@ from whimbrel.contract.errors import StoreError
 from whimbrel.store import specs
 from whimbrel.store.codec import Expression, Item
 from whimbrel.store.errors import ConditionLost
-from whimbrel.store.runs import Client, Write
+from whimbrel.store.plumbing import CAPACITY, Tables
 
-__all__ = ["Claim", "NotificationMarkers"]
+__all__ = ["Claim", "Markers"]
 
 PENDING = "PENDING"
 SENT = "SENT"
 _TABLE = specs.NOTIFICATION.logical_name
-_CAPACITY = {"ReturnConsumedCapacity": "INDEXES"}
 
 
 class Claim(StrEnum):
@@ -43,16 +45,16 @@ class Claim(StrEnum):
     SENT = "SENT"
 
 
-class NotificationMarkers:
-    """The marker writes, on the store's lean client (mixed into ``Store``)."""
+class Markers:
+    """The marker writes, on the store's lean client. A part of ``Store``
+    (``store.markers``)."""
 
-    client: Client
-    table_prefix: str
-    _write: Write
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
 
     @property
     def notification_table(self) -> str:
-        return specs.NOTIFICATION.table_name(self.table_prefix)
+        return specs.NOTIFICATION.table_name(self.tables.prefix)
 
     def claim_notification(self, event_id: str, *, detail_type: str, workflow_exec_id: str,
                            now: float) -> Claim:
@@ -75,9 +77,9 @@ class NotificationMarkers:
         # attribute_not_exists: an event id is claimed once; a redelivery finds the marker.
         params = expr.params(TableName=self.notification_table, Item=item,
                              ConditionExpression=expr.missing("event_id"),
-                             ReturnValuesOnConditionCheckFailure="ALL_OLD", **_CAPACITY)
+                             ReturnValuesOnConditionCheckFailure="ALL_OLD", **CAPACITY)
         try:
-            self._write("PutItem", _TABLE, lambda: self.client.call("PutItem", params))
+            self.tables.write_call("PutItem", _TABLE, params)
             return Claim.NEW
         except ConditionLost as lost:
             current = lost.item or self._marker(event_id)
@@ -98,9 +100,9 @@ class NotificationMarkers:
         params = expr.params(TableName=self.notification_table,
                              Key={"event_id": {"S": event_id}}, UpdateExpression=update,
                              ConditionExpression=condition,
-                             ReturnValuesOnConditionCheckFailure="ALL_OLD", **_CAPACITY)
+                             ReturnValuesOnConditionCheckFailure="ALL_OLD", **CAPACITY)
         try:
-            self._write("UpdateItem", _TABLE, lambda: self.client.call("UpdateItem", params))
+            self.tables.write_call("UpdateItem", _TABLE, params)
         except ConditionLost as lost:
             if lost.item is None or _text(lost.item, "status") == SENT:
                 return Claim.SENT
@@ -115,9 +117,9 @@ class NotificationMarkers:
         # Only an existing marker: never create a SENT one for an event never claimed.
         params = expr.params(TableName=self.notification_table,
                              Key={"event_id": {"S": event_id}}, UpdateExpression=update,
-                             ConditionExpression=expr.exists("event_id"), **_CAPACITY)
+                             ConditionExpression=expr.exists("event_id"), **CAPACITY)
         try:
-            self._write("UpdateItem", _TABLE, lambda: self.client.call("UpdateItem", params))
+            self.tables.write_call("UpdateItem", _TABLE, params)
         except ConditionLost:
             pass
 
@@ -129,9 +131,9 @@ class NotificationMarkers:
         return {k: (int(v["N"]) if "N" in v else v.get("S")) for k, v in item.items()}
 
     def _marker(self, event_id: str) -> Item | None:
-        resp = self.client.call("GetItem", {"TableName": self.notification_table,
-                                            "Key": {"event_id": {"S": event_id}},
-                                            "ConsistentRead": True, **_CAPACITY})
+        resp = self.tables.client.call("GetItem", {"TableName": self.notification_table,
+                                                   "Key": {"event_id": {"S": event_id}},
+                                            "ConsistentRead": True, **CAPACITY})
         item: Item | None = resp.get("Item") or None
         return item
 

@@ -1,6 +1,9 @@
-"""What every part of the store shares: the transport it calls, the write hooks, and the
-few request shapes the hot tables use (create, consistent read, paged Query, conditional
-update).
+"""What every part of the store shares: one :class:`Tables` object holding the transport it
+calls, the write hooks, the table names of one prefix, and the few request shapes the
+tables use (create, consistent read, paged Query, conditional update, sparse-index reads).
+
+The parts (:mod:`~whimbrel.store.runs`, :mod:`~whimbrel.store.attempts`,
+:mod:`~whimbrel.store.cold`, ...) each hold the store's one ``Tables``; none inherits it.
 
 Conditional writes ask for the item as it is when they lose
 (``ReturnValuesOnConditionCheckFailure``), so a lost race costs no read.
@@ -41,11 +44,14 @@ log = logging.getLogger("whimbrel.store")
 
 
 class Tables:
-    """The hot tables' names for one prefix, and the requests they are written with."""
+    """The tables' names for one prefix, and the requests they are written with. One per
+    store, shared by its parts. Thread-safe (``partiql`` only ever turns False)."""
 
     def __init__(self, client: Client, prefix: str, write: Write) -> None:
         self.client = client
-        self._write = write
+        #: Runs the write hooks around one write (``Write``).
+        self.write = write
+        self.prefix = prefix
         self.workflow_table = specs.WORKFLOW_EXEC.table_name(prefix)
         self.data_table = specs.WORKFLOW_EXEC_DATA.table_name(prefix)
         self.activity_table = specs.ACTIVITY_EXEC.table_name(prefix)
@@ -55,23 +61,34 @@ class Tables:
         #: False once PartiQL was refused here (no ``dynamodb:PartiQLSelect``): Queries.
         self.partiql = True
 
-    def _put_new(self, table: str, logical: str, item: Item, key_attr: str) -> bool:
+    def write_call(self, operation: str, logical: str,
+                   params: dict[str, Any]) -> dict[str, Any]:
+        """One write request, with the write hooks around it.
+
+        Raises:
+            ConditionLost: its condition failed (with the item as it is now, if asked).
+        """
+        resp: dict[str, Any] = self.write(operation, logical,
+                                          lambda: self.client.call(operation, params))
+        return resp
+
+    def put_new(self, table: str, logical: str, item: Item, key_attr: str) -> bool:
         expr = Expression()
         params = expr.params(TableName=table, Item=item,
                              ConditionExpression=expr.missing(key_attr), **CAPACITY)
         try:
-            self._write("PutItem", logical, lambda: self.client.call("PutItem", params))
+            self.write("PutItem", logical, lambda: self.client.call("PutItem", params))
         except ConditionLost:
             return False
         return True
 
-    def _get(self, table: str, key: Item) -> Item | None:
+    def get(self, table: str, key: Item) -> Item | None:
         resp = self.client.call("GetItem", {"TableName": table, "Key": key,
                                             "ConsistentRead": True, **CAPACITY})
         item: Item | None = resp.get("Item")
         return item
 
-    def _query(self, params: dict[str, Any], limit: int | None = None) -> Iterator[Item]:
+    def query(self, params: dict[str, Any], limit: int | None = None) -> Iterator[Item]:
         params = {**params, **CAPACITY}
         left = limit
         while True:
@@ -130,8 +147,8 @@ class Tables:
             return None
         return {item[key_attr]["S"] for item in got[0]}
 
-    def _update(self, logical: str, table: str, key: Item, expr: Expression, update: str,
-                condition: str) -> Item:
+    def update(self, logical: str, table: str, key: Item, expr: Expression, update: str,
+               condition: str) -> Item:
         """One conditional UpdateItem; returns the new image.
 
         Raises:
@@ -140,6 +157,6 @@ class Tables:
         params = expr.params(TableName=table, Key=key, UpdateExpression=update,
                              ConditionExpression=condition, ReturnValues="ALL_NEW",
                              ReturnValuesOnConditionCheckFailure="ALL_OLD", **CAPACITY)
-        resp = self._write("UpdateItem", logical, lambda: self.client.call("UpdateItem", params))
+        resp = self.write("UpdateItem", logical, lambda: self.client.call("UpdateItem", params))
         attributes: Item = resp["Attributes"]
         return attributes

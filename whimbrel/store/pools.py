@@ -1,6 +1,10 @@
 """The ``pool`` table (issue 22): a pool's settings, its slots, its rate's token buckets
 and its waiters, each an item of its own (docs/architecture.md, "Pools").
 
+The store's ``pools`` part (``store.pools``, holding its ``Tables`` and the attempts
+part it admits waiters into); the pools feature sees it as ``PoolPort``
+(``whimbrel/engine/pool_port.py``).
+
 No item is written by every admission of a pool: slot ``k`` is the item
 ``pool#<name>#<k>`` (an admission writes the one it takes, its release the same one), a
 rate shard ``pool#<name>#rate#<j>``, a waiter shard ``wait#<name>#<s>``. Slot items are
@@ -32,10 +36,11 @@ from whimbrel.contract.pools import (
 from whimbrel.contract.records import REMOVE, ActivityRecord, Changes
 from whimbrel.contract.states import ActivityState
 from whimbrel.store import specs
+from whimbrel.store.attempts import Attempts
 from whimbrel.store.codec import Expression, Item, activity_record, decode_fields, to_ddb
 from whimbrel.store.errors import ConditionLost
 from whimbrel.store.keys import fan_out, index_changes
-from whimbrel.store.runs import _CAPACITY, RunTables
+from whimbrel.store.plumbing import CAPACITY, Tables
 
 _SETTINGS = ("slots", "per_second", "created_epoch", "updated_epoch", "slots_high")
 
@@ -52,24 +57,27 @@ def pool_info(name: str, item: Mapping[str, Any]) -> PoolInfo:
                     slots_high=data.get("slots_high"))
 
 
-class PoolTables(RunTables):
-    """Pools of one table prefix."""
+class Pools:
+    """Pools of one table prefix. A part of ``Store`` (``store.pools``)."""
 
-    table_prefix: str
+    def __init__(self, tables: Tables, attempts: Attempts) -> None:
+        self.tables = tables
+        #: An admitted waiter's attempt is written where the attempts part keeps it.
+        self.attempts = attempts
+
 
     @property
     def _pool_table(self) -> str:
-        return specs.POOL.table_name(self.table_prefix)
+        return specs.POOL.table_name(self.tables.prefix)
 
     def _pool_update(self, key: Item, expr: Expression, update: str,
                      condition: str | None, *, new: bool = False) -> Item | None:
         """One UpdateItem of the pool table; None when its condition failed."""
         params = expr.params(TableName=self._pool_table, Key=key, UpdateExpression=update,
                              **({"ConditionExpression": condition} if condition else {}),
-                             **({"ReturnValues": "ALL_NEW"} if new else {}), **_CAPACITY)
+                             **({"ReturnValues": "ALL_NEW"} if new else {}), **CAPACITY)
         try:
-            resp = self._write("UpdateItem", "pool",
-                               lambda: self.client.call("UpdateItem", params))
+            resp = self.tables.write_call("UpdateItem", "pool", params)
         except ConditionLost:
             return None
         attributes: Item = resp.get("Attributes", {})
@@ -111,12 +119,12 @@ class PoolTables(RunTables):
                                  condition) is not None
 
     def get_pool_settings(self, name: str) -> PoolInfo | None:
-        item = self._get(self._pool_table, _key(settings_key(name), SETTINGS_ENTRY))
+        item = self.tables.get(self._pool_table, _key(settings_key(name), SETTINGS_ENTRY))
         return pool_info(name, item) if item else None
 
     def list_pool_settings(self) -> list[PoolInfo]:
         """Every pool's settings, by name (one Query of the sparse ``pool_names`` index)."""
-        return [pool_info(hit["pool_name"]["S"], hit) for hit in self._query({
+        return [pool_info(hit["pool_name"]["S"], hit) for hit in self.tables.query({
             "TableName": self._pool_table, "IndexName": "pool_names",
             "KeyConditionExpression": "#c = :c", "ExpressionAttributeNames": {"#c": "catalog"},
             "ExpressionAttributeValues": {":c": {"S": specs.POOL_CATALOG}}})]
@@ -164,7 +172,7 @@ class PoolTables(RunTables):
         return self._pool_update(_key(key, SLOT_ENTRY), expr, update, condition) is not None
 
     def get_slot(self, pool: str, k: int) -> Slot:
-        item = self._get(self._pool_table, _key(slot_key(pool, k), SLOT_ENTRY)) or {}
+        item = self.tables.get(self._pool_table, _key(slot_key(pool, k), SLOT_ENTRY)) or {}
         return self._slot(pool, k, item)
 
     @staticmethod
@@ -182,8 +190,8 @@ class PoolTables(RunTables):
             request: dict[str, Any] = {self._pool_table: {"Keys": keys,
                                                           "ConsistentRead": True}}
             while request:
-                resp = self.client.call("BatchGetItem", {"RequestItems": request,
-                                                         **_CAPACITY})
+                resp = self.tables.client.call("BatchGetItem", {"RequestItems": request,
+                                                                **CAPACITY})
                 for item in resp.get("Responses", {}).get(self._pool_table, []):
                     k = int(item["pool_key"]["S"].rpartition("#")[2])
                     slot = self._slot(pool, k, item)
@@ -198,8 +206,8 @@ class PoolTables(RunTables):
     def due_pool_check_shards(self, now: float) -> set[str] | None:
         """The ``pool_checks`` shards with a check due at ``now``, in one request
         (``due_keys``); None: ask them shard by shard."""
-        return self.due_keys(self._pool_table, "pool_checks", "check_shard", "check_epoch",
-                             self.pool_check_shards, now)
+        return self.tables.due_keys(self._pool_table, "pool_checks", "check_shard", "check_epoch",
+                                    self.pool_check_shards, now)
 
     def due_pool_checks(self, now: float, limit: int,
                         shard: str | None = None) -> list[tuple[str, str, int]]:
@@ -209,7 +217,7 @@ class PoolTables(RunTables):
         wait for its rate."""
         def one(j: str) -> list[tuple[str, str, int]]:
             out = []
-            for hit in self._query({
+            for hit in self.tables.query({
                     "TableName": self._pool_table, "IndexName": "pool_checks",
                     "KeyConditionExpression": "check_shard = :s AND check_epoch <= :n",
                     "ExpressionAttributeValues": {":s": {"S": j}, ":n": to_ddb(now)}},
@@ -233,7 +241,7 @@ class PoolTables(RunTables):
         held: set[int] = set()
         request: dict[str, Any] = {self._pool_table: {"Keys": keys, "ConsistentRead": True}}
         while request:
-            resp = self.client.call("BatchGetItem", {"RequestItems": request, **_CAPACITY})
+            resp = self.tables.client.call("BatchGetItem", {"RequestItems": request, **CAPACITY})
             for item in resp.get("Responses", {}).get(self._pool_table, []):
                 if "holder" in item:
                     held.add(int(item["pool_key"]["S"].rpartition("#")[2]))
@@ -263,7 +271,7 @@ class PoolTables(RunTables):
                                  condition) is not None
 
     def get_pacer(self, pool: str) -> float | None:
-        item = self._get(self._pool_table, _key(rate_shard_key(pool, 0), RATE_ENTRY)) or {}
+        item = self.tables.get(self._pool_table, _key(rate_shard_key(pool, 0), RATE_ENTRY)) or {}
         return decode_fields(specs.POOL, item, ("check_epoch",)).get("check_epoch")
 
     # -- waiters ----------------------------------------------------------------------------
@@ -281,16 +289,16 @@ class PoolTables(RunTables):
 
         # Unconditional: the entry is the same whoever writes it, however often.
         def put() -> Any:
-            return self.client.call("PutItem", {"TableName": self._pool_table, "Item": item,
-                                                **_CAPACITY})
-        self._write("PutItem", "pool", put)
+            return self.tables.client.call("PutItem", {"TableName": self._pool_table,
+                                                       "Item": item, **CAPACITY})
+        self.tables.write("PutItem", "pool", put)
         return Waiter(pool, shard, entry, holder)
 
     def waiter_heads(self, pool: str, per_shard: int = 2) -> list[Waiter]:
         """The first waiters of each shard (consistent), merged in serving order."""
         def shard(j: int) -> list[Waiter]:
             return [Waiter(pool, str(j), hit["entry"]["S"], hit["holder"]["S"])
-                    for hit in self._query({
+                    for hit in self.tables.query({
                         "TableName": self._pool_table, "ConsistentRead": True,
                         "KeyConditionExpression": "pool_key = :k",
                         "ExpressionAttributeValues": {":k": {"S": wait_key(pool, j)}}},
@@ -299,10 +307,10 @@ class PoolTables(RunTables):
         return sorted(heads, key=lambda w: w.entry)
 
     def delete_waiter(self, waiter: Waiter) -> None:
-        params = {"TableName": self._pool_table, **_CAPACITY,
+        params = {"TableName": self._pool_table, **CAPACITY,
                   "Key": _key(wait_key(waiter.pool, waiter.shard), waiter.entry)}
         # Unconditional: deleting a gone entry is a no-op.
-        self._write("DeleteItem", "pool", lambda: self.client.call("DeleteItem", params))
+        self.tables.write_call("DeleteItem", "pool", params)
 
     def count_waiters(self, pool: str) -> int:
         def shard(j: int) -> int:
@@ -310,9 +318,9 @@ class PoolTables(RunTables):
             params: dict[str, Any] = {
                 "TableName": self._pool_table, "Select": "COUNT",
                 "KeyConditionExpression": "pool_key = :k",
-                "ExpressionAttributeValues": {":k": {"S": wait_key(pool, j)}}, **_CAPACITY}
+                "ExpressionAttributeValues": {":k": {"S": wait_key(pool, j)}}, **CAPACITY}
             while True:
-                resp = self.client.call("Query", params)
+                resp = self.tables.client.call("Query", params)
                 total += int(resp.get("Count", 0))
                 if not resp.get("LastEvaluatedKey"):
                     return total
@@ -322,7 +330,7 @@ class PoolTables(RunTables):
     # -- rate -------------------------------------------------------------------------------
 
     def get_bucket(self, pool: str, j: int) -> Bucket | None:
-        item = self._get(self._pool_table, _key(rate_shard_key(pool, j), RATE_ENTRY))
+        item = self.tables.get(self._pool_table, _key(rate_shard_key(pool, j), RATE_ENTRY))
         if not item or "tokens" not in item:
             return None
         data = decode_fields(specs.POOL, item, ("tokens", "refilled_at"))
@@ -359,9 +367,9 @@ class PoolTables(RunTables):
         condition = (f"{expr.equals('state', ActivityState.READY.value)} AND "
                      f"{expr.missing('pool_slot')}")
         try:
-            return activity_record(self._update_attempt(activity_exec_id, expr, update,
-                                                        condition))
+            return activity_record(self.attempts.update_attempt(activity_exec_id, expr, update,
+                                                                condition))
         except ConditionLost as lost:
-            raise self._activity_conflict(lost, activity_exec_id, ActivityState.READY.value,
-                                          None) from None
+            raise self.attempts.activity_conflict(lost, activity_exec_id, ActivityState.READY.value,
+                                                  None) from None
 

@@ -1,4 +1,6 @@
-"""The hot tables: workflow and activity executions and fan-in edges, on the lean client.
+"""The runs part (core): workflow executions, their kept-apart inputs and attributes,
+and fan-in edges. Its methods are ``Store``'s own (the engine's core ``StorePort``); the
+attempts are the other core part (:mod:`whimbrel.store.attempts`).
 
 Every write states its condition and why. Conditional writes ask for the item as it is
 when they lose (``ReturnValuesOnConditionCheckFailure``), so a lost race costs no read:
@@ -16,7 +18,6 @@ from whimbrel.contract.ids import shard_of
 from whimbrel.contract.records import REMOVE, Change, Changes, WorkflowRecord
 from whimbrel.contract.states import WorkflowState
 from whimbrel.store import specs
-from whimbrel.store.attempts import AttemptTables
 from whimbrel.store.codec import (
     Expression,
     payload_text,
@@ -26,10 +27,9 @@ from whimbrel.store.codec import (
 )
 from whimbrel.store.errors import ConditionLost
 from whimbrel.store.keys import day_key, fan_out, index_changes, name_state_key, state_key
-from whimbrel.store.plumbing import CAPACITY, Client, Write
+from whimbrel.store.plumbing import CAPACITY, Tables
 
-__all__ = ["Client", "RunTables", "WorkflowKeyPage", "Write", "index_changes",
-           "name_state_key"]
+__all__ = ["Runs", "WorkflowKeyPage", "index_changes", "name_state_key"]
 
 _CAPACITY = CAPACITY
 #: The ``part`` of a run's input in ``workflow_exec_data``.
@@ -45,11 +45,15 @@ class WorkflowKeyPage:
     last_key: dict[str, Any] | None
 
 
-class RunTables(AttemptTables):
-    """Executions, attempts and edges of one table prefix. Thread-safe."""
+class Runs:
+    """Executions and fan-in edges of one table prefix: a core part, whose methods are
+    ``Store``'s own (the engine's core ``StorePort``). Thread-safe."""
 
-    #: Shards of the sparse ``reconcile`` index (``timer_shards``: ``AttemptTables``).
+    #: Shards of the sparse ``reconcile`` index (``timer_shards``: ``Attempts``).
     check_shards: tuple[str, ...] = tuple(str(i) for i in range(specs.RECONCILE_SHARDS))
+
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
 
     # -- workflow executions ---------------------------------------------------------------
 
@@ -68,38 +72,39 @@ class RunTables(AttemptTables):
             # (which says input_apart) finds it. attribute_not_exists: a replayed start
             # writes nothing, and a request id re-used for another run cannot replace the
             # input of the run it started.
-            self._put_new(self.data_table, "workflow_exec_data", {
+            self.tables.put_new(self.tables.data_table, "workflow_exec_data", {
                 "workflow_exec_id": {"S": record.workflow_exec_id},
                 "part": {"S": INPUT_PART}, "input": {"S": record.input}}, "part")
             del item["input"]
             item["input_apart"] = {"BOOL": True}
         # The id is derived from the request id: only the first start creates it.
-        return self._put_new(self.workflow_table, "workflow_exec", item, "workflow_exec_id")
+        return self.tables.put_new(self.tables.workflow_table, "workflow_exec", item,
+                                   "workflow_exec_id")
 
     def get_workflow(self, workflow_exec_id: str) -> WorkflowRecord | None:
-        item = self._get(self.workflow_table, {"workflow_exec_id": {"S": workflow_exec_id}})
+        item = self.tables.get(self.tables.workflow_table,
+                               {"workflow_exec_id": {"S": workflow_exec_id}})
         return workflow_record(item) if item else None
 
     def workflow_input(self, workflow_exec_id: str) -> str | None:
         """The input of a run whose item says ``input_apart`` (one consistent GetItem;
         it never changes, so a caller may keep it)."""
-        item = self._get(self.data_table, {"workflow_exec_id": {"S": workflow_exec_id},
-                                           "part": {"S": INPUT_PART}})
+        item = self.tables.get(self.tables.data_table, {"workflow_exec_id": {"S": workflow_exec_id},
+                                                        "part": {"S": INPUT_PART}})
         return payload_text(item["input"]) if item and "input" in item else None
 
     def expire_workflow_data(self, workflow_exec_id: str, expires: float | None) -> None:
         """Give a run's kept-apart input the expiry of its run (None: none)."""
         expr = Expression()
         params = expr.params(
-            TableName=self.data_table, **CAPACITY,
+            TableName=self.tables.data_table, **CAPACITY,
             Key={"workflow_exec_id": {"S": workflow_exec_id}, "part": {"S": INPUT_PART}},
             UpdateExpression=expr.update({"expires_epoch": REMOVE if expires is None
                                           else expires}),
             # Only an item that exists: never create a stub of a run's data.
             ConditionExpression=expr.exists("part"))
         try:
-            self._write("UpdateItem", "workflow_exec_data",
-                        lambda: self.client.call("UpdateItem", params))
+            self.tables.write_call("UpdateItem", "workflow_exec_data", params)
         except ConditionLost:
             pass
 
@@ -125,9 +130,9 @@ class RunTables(AttemptTables):
             condition += f" AND ({expr.missing(attr)} OR {same})" if seen == 0 \
                 else f" AND {same}"
         try:
-            attributes = self._update("workflow_exec", self.workflow_table,
-                                      {"workflow_exec_id": {"S": workflow_exec_id}}, expr,
-                                      update, condition)
+            attributes = self.tables.update("workflow_exec", self.tables.workflow_table,
+                                            {"workflow_exec_id": {"S": workflow_exec_id}}, expr,
+                                            update, condition)
         except ConditionLost as lost:
             current = workflow_record(lost.item) if lost.item else None
             raise StateConflict(expected=sorted(s.value for s in expected),
@@ -144,8 +149,9 @@ class RunTables(AttemptTables):
         # so re-arming it is refused once it ended); never creates the item.
         condition = expr.one_of("state", sorted(s.value for s in states))
         try:
-            self._update("workflow_exec", self.workflow_table,
-                         {"workflow_exec_id": {"S": workflow_exec_id}}, expr, update, condition)
+            self.tables.update("workflow_exec", self.tables.workflow_table,
+                               {"workflow_exec_id": {"S": workflow_exec_id}}, expr, update,
+                               condition)
         except ConditionLost:
             return False
         return True
@@ -163,8 +169,9 @@ class RunTables(AttemptTables):
         condition = (f"{expr.one_of('state', sorted(s.value for s in states))} AND "
                      f"({expr.missing('ending_by')} OR {expr.one_of('ending_by', holders)})")
         try:
-            self._update("workflow_exec", self.workflow_table,
-                         {"workflow_exec_id": {"S": workflow_exec_id}}, expr, update, condition)
+            self.tables.update("workflow_exec", self.tables.workflow_table,
+                               {"workflow_exec_id": {"S": workflow_exec_id}}, expr, update,
+                               condition)
         except ConditionLost:
             return False
         return True
@@ -172,16 +179,16 @@ class RunTables(AttemptTables):
     def due_check_shards(self, now: float) -> set[str] | None:
         """The ``reconcile`` shards with a check due at ``now``, in one request
         (``due_keys``); None: ask them shard by shard."""
-        return self.due_keys(self.workflow_table, "reconcile", "check_shard", "check_epoch",
-                             self.check_shards, now)
+        return self.tables.due_keys(self.tables.workflow_table, "reconcile", "check_shard",
+                                    "check_epoch", self.check_shards, now)
 
     def due_workflow_checks(self, now: float, limit: int,
                             shard: str | None = None) -> list[str]:
         """Runs whose check time is at or before ``now``, oldest first: at most ``limit``
         of shard ``shard`` (one Query), or of every shard (read at once) when None."""
         def one(k: str) -> list[str]:
-            return [hit["workflow_exec_id"]["S"] for hit in self._query({
-                "TableName": self.workflow_table, "IndexName": "reconcile",
+            return [hit["workflow_exec_id"]["S"] for hit in self.tables.query({
+                "TableName": self.tables.workflow_table, "IndexName": "reconcile",
                 "KeyConditionExpression": "check_shard = :s AND check_epoch <= :n",
                 "ExpressionAttributeValues": {":s": {"S": k}, ":n": to_ddb(now)},
             }, limit=limit)]
@@ -194,12 +201,12 @@ class RunTables(AttemptTables):
         wanted = list(dict.fromkeys(ids))
         for start in range(0, len(wanted), 100):
             keys = [{"workflow_exec_id": {"S": i}} for i in wanted[start:start + 100]]
-            request: dict[str, Any] = {self.workflow_table: {"Keys": keys,
-                                                             "ConsistentRead": True}}
+            request: dict[str, Any] = {self.tables.workflow_table: {"Keys": keys,
+                                                                    "ConsistentRead": True}}
             while request:
-                resp = self.client.call("BatchGetItem", {"RequestItems": request,
-                                                         **_CAPACITY})
-                for item in resp.get("Responses", {}).get(self.workflow_table, []):
+                resp = self.tables.client.call("BatchGetItem", {"RequestItems": request,
+                                                                **_CAPACITY})
+                for item in resp.get("Responses", {}).get(self.tables.workflow_table, []):
                     rec = workflow_record(item)
                     found[rec.workflow_exec_id] = rec
                 request = resp.get("UnprocessedKeys") or {}
@@ -226,13 +233,13 @@ class RunTables(AttemptTables):
             cond += " AND created_epoch <= :b"
             values[":b"] = to_ddb(high)
         params: dict[str, Any] = {
-            "TableName": self.attribute_table if spec is specs.WORKFLOW_ATTRIBUTE
-            else self.workflow_table, "IndexName": index, "Limit": limit,
+            "TableName": self.tables.attribute_table if spec is specs.WORKFLOW_ATTRIBUTE
+            else self.tables.workflow_table, "IndexName": index, "Limit": limit,
             "KeyConditionExpression": cond, "ExpressionAttributeValues": values,
             "ScanIndexForward": False, **_CAPACITY}
         if start_key:
             params["ExclusiveStartKey"] = start_key
-        resp = self.client.call("Query", params)
+        resp = self.tables.client.call("Query", params)
         keys = [(float(h["created_epoch"]["N"]), h["workflow_exec_id"]["S"])
                 for h in resp.get("Items", [])]
         return WorkflowKeyPage(keys, resp.get("LastEvaluatedKey"))
@@ -253,13 +260,13 @@ class RunTables(AttemptTables):
             for name, text in values.items()]
 
         def put() -> None:
-            request = {self.attribute_table: items}
+            request = {self.tables.attribute_table: items}
             while request:
-                resp = self.client.call("BatchWriteItem", {"RequestItems": request,
-                                                           **_CAPACITY})
+                resp = self.tables.client.call("BatchWriteItem", {"RequestItems": request,
+                                                                  **_CAPACITY})
                 request = resp.get("UnprocessedItems") or {}
         if items:
-            self._write("BatchWriteItem", "workflow_attribute", put)
+            self.tables.write("BatchWriteItem", "workflow_attribute", put)
 
     # -- fan-in edges ------------------------------------------------------------------------
 
@@ -277,26 +284,25 @@ class RunTables(AttemptTables):
         # REQUESTED, before any upstream can complete (docs/architecture.md).
         def put() -> None:
             for start in range(0, len(items), 25):
-                request = {self.edge_table: items[start:start + 25]}
+                request = {self.tables.edge_table: items[start:start + 25]}
                 while request:
-                    resp = self.client.call("BatchWriteItem", {"RequestItems": request,
-                                                               **_CAPACITY})
+                    resp = self.tables.client.call("BatchWriteItem", {"RequestItems": request,
+                                                                      **_CAPACITY})
                     request = resp.get("UnprocessedItems") or {}
-        self._write("BatchWriteItem", "activity_exec_dependency", put)
+        self.tables.write("BatchWriteItem", "activity_exec_dependency", put)
 
     def delete_dependency(self, workflow_exec_id: str, downstream: str, upstream: str) -> None:
-        params = {"TableName": self.edge_table, **_CAPACITY,
+        params = {"TableName": self.tables.edge_table, **_CAPACITY,
                   "Key": {"dependency_key": {"S": self.dependency_key(workflow_exec_id,
                                                                       downstream)},
                           "upstream": {"S": upstream}}}
-        self._write("DeleteItem", "activity_exec_dependency",
-                    lambda: self.client.call("DeleteItem", params))
+        self.tables.write_call("DeleteItem", "activity_exec_dependency", params)
 
     def pending_dependencies(self, workflow_exec_id: str, downstream: str,
                              limit: int | None = 1) -> list[str]:
         """Upstreams of ``downstream`` still not completed (consistent; Limit 1 is O(1))."""
-        return [i["upstream"]["S"] for i in self._query({
-            "TableName": self.edge_table, "ConsistentRead": True,
+        return [i["upstream"]["S"] for i in self.tables.query({
+            "TableName": self.tables.edge_table, "ConsistentRead": True,
             "KeyConditionExpression": "dependency_key = :k",
             "ExpressionAttributeValues": {":k": {"S": self.dependency_key(workflow_exec_id,
                                                                           downstream)}}},

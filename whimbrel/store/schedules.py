@@ -1,5 +1,8 @@
 """The ``schedule`` table: one item per schedule, and its sparse ``due_schedules`` index.
 
+The store's ``schedules`` part (``store.schedules``, holding its ``Tables``); the
+schedules feature sees it as ``SchedulePort`` (``whimbrel/engine/schedule_port.py``).
+
 The index key is ``fire_shard`` (a stable hash of the schedule id over
 :data:`~whimbrel.store.specs.SCHEDULE_SHARDS` partitions), sorted by ``next_fire_epoch``:
 both are written only while the schedule is ACTIVE, so a paused, ended or deleted
@@ -23,7 +26,7 @@ from whimbrel.contract.stored import cut_problem, read_spec
 from whimbrel.store import specs
 from whimbrel.store.codec import Expression, Item, from_ddb, payload_text, to_ddb
 from whimbrel.store.errors import ConditionLost
-from whimbrel.store.runs import _CAPACITY, RunTables
+from whimbrel.store.plumbing import CAPACITY, Tables
 
 #: The attributes of a schedule item besides its key and spec, and what each holds.
 _INFO_FIELDS: dict[str, type] = {
@@ -102,16 +105,18 @@ def _attribute(item: Mapping[str, Any], name: str, kind: type,
     return float(value) if kind is float else value
 
 
-class ScheduleTables(RunTables):
-    """Schedules of one table prefix."""
+class Schedules:
+    """Schedules of one table prefix. A part of ``Store`` (``store.schedules``)."""
 
-    table_prefix: str
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
+
     #: Partitions of the ``due_schedules`` index; a sweep asks each of them.
     schedule_shards: tuple[str, ...] = tuple(str(i) for i in range(specs.SCHEDULE_SHARDS))
 
     @property
     def _schedule_table(self) -> str:
-        return specs.SCHEDULE.table_name(self.table_prefix)
+        return specs.SCHEDULE.table_name(self.tables.prefix)
 
     @staticmethod
     def _schedule_key(schedule_id: str) -> Item:
@@ -134,18 +139,18 @@ class ScheduleTables(RunTables):
         if info.next_fire_epoch is not None:
             item["fire_shard"] = {"S": shard_of(info.schedule_id, specs.SCHEDULE_SHARDS)}
         # A schedule id names one schedule: a second create must not overwrite it.
-        return self._put_new(self._schedule_table, "schedule", item, "schedule_id")
+        return self.tables.put_new(self._schedule_table, "schedule", item, "schedule_id")
 
     def get_schedule(self, schedule_id: str) -> ScheduleInfo | None:
-        item = self._get(self._schedule_table, self._schedule_key(schedule_id))
+        item = self.tables.get(self._schedule_table, self._schedule_key(schedule_id))
         return schedule_info(item) if item else None
 
     def list_schedules(self) -> Iterator[ScheduleInfo]:
         """Every schedule (an operator listing: a Scan of this small table, never on the
         sweep's path)."""
-        params: dict[str, Any] = {"TableName": self._schedule_table, **_CAPACITY}
+        params: dict[str, Any] = {"TableName": self._schedule_table, **CAPACITY}
         while True:
-            resp = self.client.call("Scan", params)
+            resp = self.tables.client.call("Scan", params)
             for item in resp.get("Items", []):
                 yield schedule_info(item)
             start = resp.get("LastEvaluatedKey")
@@ -156,13 +161,13 @@ class ScheduleTables(RunTables):
     def due_schedule_shards(self, now: float) -> set[str] | None:
         """The ``due_schedules`` shards with a schedule due at ``now``, in one request
         (``due_keys``); None: ask them shard by shard."""
-        return self.due_keys(self._schedule_table, "due_schedules", "fire_shard",
-                             "next_fire_epoch", self.schedule_shards, now)
+        return self.tables.due_keys(self._schedule_table, "due_schedules", "fire_shard",
+                                    "next_fire_epoch", self.schedule_shards, now)
 
     def due_schedules(self, shard: str, now: float, limit: int) -> list[str]:
         """Ids of the ACTIVE schedules of one shard whose next look is at or before
         ``now``, the oldest first (one Query of the sparse index)."""
-        return [hit["schedule_id"]["S"] for hit in self._query({
+        return [hit["schedule_id"]["S"] for hit in self.tables.query({
             "TableName": self._schedule_table, "IndexName": "due_schedules",
             "KeyConditionExpression": "fire_shard = :s AND next_fire_epoch <= :n",
             "ExpressionAttributeValues": {":s": {"S": shard}, ":n": to_ddb(now)}},
@@ -188,10 +193,9 @@ class ScheduleTables(RunTables):
                              Key=self._schedule_key(schedule_id),
                              UpdateExpression=expr.update(out),
                              ConditionExpression=" AND ".join(clauses),
-                             ReturnValues="ALL_NEW", **_CAPACITY)
+                             ReturnValues="ALL_NEW", **CAPACITY)
         try:
-            resp = self._write("UpdateItem", "schedule",
-                               lambda: self.client.call("UpdateItem", params))
+            resp = self.tables.write_call("UpdateItem", "schedule", params)
         except ConditionLost:
             return None
         return schedule_info(resp["Attributes"])
@@ -202,10 +206,9 @@ class ScheduleTables(RunTables):
         # Only an existing item, so the caller learns whether there was one.
         params = expr.params(TableName=self._schedule_table,
                              Key=self._schedule_key(schedule_id),
-                             ConditionExpression=expr.exists("schedule_id"), **_CAPACITY)
+                             ConditionExpression=expr.exists("schedule_id"), **CAPACITY)
         try:
-            self._write("DeleteItem", "schedule",
-                        lambda: self.client.call("DeleteItem", params))
+            self.tables.write_call("DeleteItem", "schedule", params)
         except ConditionLost:
             return False
         return True

@@ -1,5 +1,8 @@
 """The ``signal`` table: signals sent to a run before a wait of their name was READY.
 
+The store's ``signals`` part (``store.signals``, holding its ``Tables``); the waits
+feature sees it as ``SignalPort`` (``whimbrel/engine/signal_port.py``).
+
 One item per signal, in its run's partition (key ``workflow_exec_id``, ``signal_id``), so
 a run's signals are one consistent Query. A signal is given to exactly one wait by one
 conditional write that sets ``consumed_by`` (docs/architecture.md, "Signals").
@@ -13,7 +16,7 @@ from whimbrel.contract.records import REMOVE, SignalRecord
 from whimbrel.store import specs
 from whimbrel.store.codec import Expression, Item, from_ddb, to_ddb
 from whimbrel.store.errors import ConditionLost
-from whimbrel.store.runs import _CAPACITY, Client, RunTables, Write
+from whimbrel.store.plumbing import CAPACITY, Tables
 
 _FIELDS = tuple(SignalRecord.__dataclass_fields__)
 
@@ -26,12 +29,12 @@ def _record(item: Item) -> SignalRecord:
     return SignalRecord(**data)
 
 
-class SignalTables(RunTables):
-    """Signals of one table prefix, on the lean client."""
+class Signals:
+    """Signals of one table prefix, on the lean client. A part of ``Store`` (``store.signals``)."""
 
-    def __init__(self, client: Client, prefix: str, write: Write) -> None:
-        super().__init__(client, prefix, write)
-        self.signal_table = specs.SIGNAL.table_name(prefix)
+    def __init__(self, tables: Tables) -> None:
+        self.tables = tables
+        self.signal_table = specs.SIGNAL.table_name(tables.prefix)
 
     def _signal_key(self, workflow_exec_id: str, signal_id: str) -> Item:
         return {"workflow_exec_id": {"S": workflow_exec_id}, "signal_id": {"S": signal_id}}
@@ -41,15 +44,15 @@ class SignalTables(RunTables):
         item = {k: to_ddb(getattr(record, k)) for k in _FIELDS
                 if getattr(record, k) is not None}
         # A signal_id names one signal of the run forever: a resend must not add another.
-        return self._put_new(self.signal_table, "signal", item, "signal_id")
+        return self.tables.put_new(self.signal_table, "signal", item, "signal_id")
 
     def get_signal(self, workflow_exec_id: str, signal_id: str) -> SignalRecord | None:
-        item = self._get(self.signal_table, self._signal_key(workflow_exec_id, signal_id))
+        item = self.tables.get(self.signal_table, self._signal_key(workflow_exec_id, signal_id))
         return _record(item) if item else None
 
     def list_signals(self, workflow_exec_id: str) -> list[SignalRecord]:
         """Every signal kept for the run (one consistent Query of its partition)."""
-        return [_record(i) for i in self._query({
+        return [_record(i) for i in self.tables.query({
             "TableName": self.signal_table, "ConsistentRead": True,
             "KeyConditionExpression": "workflow_exec_id = :w",
             "ExpressionAttributeValues": {":w": {"S": workflow_exec_id}}})]
@@ -99,9 +102,9 @@ class SignalTables(RunTables):
         params = expr.params(TableName=self.signal_table,
                              Key=self._signal_key(workflow_exec_id, signal_id),
                              UpdateExpression=expr.update(changes),
-                             ConditionExpression=condition, **_CAPACITY)
+                             ConditionExpression=condition, **CAPACITY)
         try:
-            self._write("UpdateItem", "signal", lambda: self.client.call("UpdateItem", params))
+            self.tables.write_call("UpdateItem", "signal", params)
         except ConditionLost:
             return False
         return True

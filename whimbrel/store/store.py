@@ -2,11 +2,18 @@
 
 Every table goes through one transport (:mod:`whimbrel.store.transport`: the lean
 client, or botocore behind the same seam) and one codec (:mod:`whimbrel.store.codec`);
-every request is metered and every write runs the write hooks (fault injection). The
-tables are parts by concern: executions and edges (:mod:`~whimbrel.store.runs`), the
-cold tables (:mod:`~whimbrel.store.cold`), signals, event markers, schedules
-(:mod:`~whimbrel.store.schedules`), leases (:mod:`~whimbrel.store.leases`) and pools
-(:mod:`~whimbrel.store.pools`).
+every request is metered and every write runs the write hooks (fault injection); the
+three are held by one :class:`~whimbrel.store.plumbing.Tables` object.
+
+The tables are parts by concern, each a plain class holding that one ``Tables``:
+
+* the core parts, runs and edges (:mod:`~whimbrel.store.runs`) and attempts, timers and
+  claims (:mod:`~whimbrel.store.attempts`), whose methods are ``Store``'s own: the
+  engine's core ``StorePort``;
+* one attribute per feature, each the implementation of that feature's port:
+  ``store.cold`` (definitions, requests, events, rejections), ``store.signals``,
+  ``store.markers`` (notification markers), ``store.schedules``, ``store.leases`` and
+  ``store.pools``.
 
 The engine speaks intent; index keys are derived in :func:`whimbrel.store.runs.index_changes`.
 """
@@ -23,17 +30,19 @@ from whimbrel.contract.limits import DEFAULT_PAYLOAD_MAX_BYTES, DEFAULT_PAYLOAD_
 from whimbrel.contract.payloads import PayloadLimits
 from whimbrel.settings import DEFAULT_PAYLOAD_PREFIX, DEFAULT_TABLE_PREFIX
 from whimbrel.store import specs
+from whimbrel.store.attempts import Attempts
 from whimbrel.store.blobs import OffloadingTransport, PayloadBlobs
-from whimbrel.store.cold import ColdTables
+from whimbrel.store.cold import Cold
 from whimbrel.store.errors import translate
 from whimbrel.store.keys import index_changes
-from whimbrel.store.leases import LeaseTables
+from whimbrel.store.leases import Leases
 from whimbrel.store.meter import CapacityMeter
-from whimbrel.store.notifications import NotificationMarkers
-from whimbrel.store.pools import PoolTables
-from whimbrel.store.runs import WorkflowKeyPage
-from whimbrel.store.schedules import ScheduleTables
-from whimbrel.store.signals import SignalTables
+from whimbrel.store.notifications import Markers
+from whimbrel.store.plumbing import Tables
+from whimbrel.store.pools import Pools
+from whimbrel.store.runs import Runs, WorkflowKeyPage
+from whimbrel.store.schedules import Schedules
+from whimbrel.store.signals import Signals
 from whimbrel.store.transport import (
     BotocoreTransport,
     Transport,
@@ -58,9 +67,12 @@ class WriteHook(Protocol):
     def __call__(self, phase: str, operation: str, table: str) -> None: ...
 
 
-class Store(ColdTables, SignalTables, NotificationMarkers, ScheduleTables, LeaseTables,
-            PoolTables):
+class Store(Runs, Attempts):
     """Tables of one prefix at one endpoint. Safe to share between threads.
+
+    Its own methods are the core parts' (runs, edges, attempts, timers, claims); each
+    feature's tables are an attribute (``cold``, ``signals``, ``markers``, ``schedules``,
+    ``leases``, ``pools``), all over one ``Tables``.
 
     Args:
         endpoint_url: DynamoDB endpoint; None: what botocore resolves (AWS, or
@@ -125,7 +137,16 @@ class Store(ColdTables, SignalTables, NotificationMarkers, ScheduleTables, Lease
         if payload_bucket is not None:
             client = OffloadingTransport(client, self.blobs, {  # type: ignore[assignment]
                 spec.table_name(table_prefix): spec.logical_name for spec in specs.TABLES})
-        super().__init__(client, table_prefix, self._write)
+        #: The plumbing every part holds: transport, write hooks, request shapes.
+        self.tables = Tables(client, table_prefix, self._write)
+        Runs.__init__(self, self.tables)
+        Attempts.__init__(self, self.tables)
+        self.cold = Cold(self.tables)
+        self.signals = Signals(self.tables)
+        self.markers = Markers(self.tables)
+        self.schedules = Schedules(self.tables)
+        self.leases = Leases(self.tables)
+        self.pools = Pools(self.tables, self)
 
     @property
     def payload_limits(self) -> PayloadLimits:
@@ -144,7 +165,7 @@ class Store(ColdTables, SignalTables, NotificationMarkers, ScheduleTables, Lease
     @property
     def transport(self) -> Transport:
         """The transport every request of this store goes through."""
-        return self.client  # type: ignore[return-value]
+        return self.tables.client  # type: ignore[return-value]
 
     # -- plumbing --------------------------------------------------------------------
 
@@ -155,10 +176,6 @@ class Store(ColdTables, SignalTables, NotificationMarkers, ScheduleTables, Lease
         for hook in self.write_hooks:
             hook("after", operation, table)
         return result
-
-    def boto_client(self) -> Any:
-        """The botocore client the transport was built from (table management)."""
-        return self.botocore
 
     def table_name(self, logical: str) -> str:
         return specs.table_spec(logical).table_name(self.table_prefix)

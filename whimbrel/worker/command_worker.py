@@ -241,10 +241,10 @@ class CommandWorker:
         store = self.engine.store
         self._peeks += 1
         if isinstance(store, Store) and self._peeks % ITEM_TABLE_EVERY:
-            got = store.select_in(store.activity_table, "claimable", "claim_shard",
-                                  self._shards, where=' AND begins_with("claim_key", ?)',
-                                  values=[{"S": self._prefix}], projection='"claim_key"',
-                                  limit=1)
+            got = store.tables.select_in(store.tables.activity_table, "claimable", "claim_shard",
+                                         self._shards, where=' AND begins_with("claim_key", ?)',
+                                         values=[{"S": self._prefix}], projection='"claim_key"',
+                                         limit=1)
             if got is not None:
                 items, more = got
                 return bool(items) or more

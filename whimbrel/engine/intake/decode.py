@@ -222,7 +222,7 @@ def record_rejection(store: StorePort, *, source: str, record: Mapping[str, Any]
         when_epoch=now,
         expires_epoch=float(int(now + REJECTION_TTL_SECONDS)),
     )
-    store.put_rejection(item)
+    store.cold.put_rejection(item)
     return item
 
 

@@ -34,12 +34,12 @@ class RowMarks:
         self.engine = engine
 
     def event(self, event_id: str, result: IntakeResult, record: Mapping[str, Any]) -> None:
-        self._mark(self.engine.store.mark_event, "activity_event_id", event_id, result,
+        self._mark(self.engine.store.cold.mark_event, "activity_event_id", event_id, result,
                    record)
 
     def request(self, request_id: str, result: IntakeResult,
                 record: Mapping[str, Any]) -> None:
-        self._mark(self.engine.store.mark_request, "workflow_request_id", request_id,
+        self._mark(self.engine.store.cold.mark_request, "workflow_request_id", request_id,
                    result, record)
 
     def unparsed(self, record: Mapping[str, Any], key: str, mark: Mark,
