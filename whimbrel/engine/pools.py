@@ -147,7 +147,7 @@ class Pools(Feature):
         refused at once, not discovered at the first start. Nor may it start child runs
         that wait for a slot (of a pool, or of its ``max_running``) their parent holds
         (engine/pool_nesting.py)."""
-        out = nesting_problems(defn, lambda name, version: self.core.definition(
+        out = nesting_problems(defn, lambda name, version: self.core.definitions.definition(
             name, version)[1], self.store.get_pool_settings)
         for name in sorted({a.pool for a in defn.activities if a.pool is not None}):
             if self.store.get_pool_settings(name) is None:
@@ -264,7 +264,7 @@ class Pools(Feature):
     def _pool_of(self, item: ActivityRecord) -> str | None:
         if item.workflow_version is None:
             return None
-        defn = self.core.definition_of(item)  # a code step: its spec is its run's
+        defn = self.core.definitions.definition_of(item)  # a code step: its spec is its run's
         return defn.activity(item.activity_name).pool
 
     def _rated(self, pool: str) -> bool:
@@ -293,7 +293,7 @@ class Pools(Feature):
         seen = self.store.due_pool_check_shards(now)
         shards = self.store.pool_check_shards
         if seen is None:  # ask each shard
-            reads = [self.core.submit(self.store.due_pool_checks, now, 1, shard)
+            reads = [self.core.threads.submit(self.store.due_pool_checks, now, 1, shard)
                      for shard in shards]
             seen = {shard for shard, read in zip(shards, reads, strict=True) if read.result()}
         for shard in shards:

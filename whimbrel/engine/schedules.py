@@ -102,7 +102,7 @@ class Schedules(Feature):
             ScheduleConflict: the id exists with another spec.
         """
         schedule.validate()
-        _, defn = self.core.definition(schedule.workflow_name)  # refuses an unknown one
+        _, defn = self.core.definitions.definition(schedule.workflow_name)  # refuses an unknown one
         check_input(defn.activities, schedule.input)  # what every firing's start checks
         now = self.core.clock()
         existing = self.core.store.get_schedule(schedule.schedule_id)
@@ -206,7 +206,7 @@ class Schedules(Feature):
         store = self.core.store
         seen = store.due_schedule_shards(now)  # one request (None: ask each shard)
         shards = [k for k in store.schedule_shards if seen is None or k in seen]
-        reads = [self.core.submit(store.due_schedules, shard, now, self.due_per_shard)
+        reads = [self.core.threads.submit(store.due_schedules, shard, now, self.due_per_shard)
                  for shard in shards]
         for shard, read in zip(shards, reads, strict=True):
             due = read.result()
@@ -353,7 +353,7 @@ class Schedules(Feature):
         return wf is not None and wf.state in WORKFLOW_LIVE
 
     def _start(self, s: Schedule, fire: float) -> str:
-        return self.core.start(s.workflow_name, s.input,
+        return self.core.starting.start(s.workflow_name, s.input,
                                request_id=fire_request_id(s.schedule_id, fire),
                                source=f"schedule:{s.schedule_id}", write_request=False,
                                attributes=s.attributes)
