@@ -126,13 +126,14 @@ class Intake:
             refuse_future(item.when_epoch, self.engine.clock())
             wx = workflow_exec_id_for(request_id)
             input_ = row_payload(self.engine.store, item.input, item.input_ref, "input")
-            existed = self.engine.store.get_workflow(wx) is not None
+            attributes = row_payload(self.engine.store, item.attributes, None, "attributes")
             with tracing.continued(item.traceparent):  # the requester's trace
-                self.engine.starting.start(
+                # No read first: the start's conditional create says whether the run
+                # was there (a redelivered request: DUPLICATE).
+                started = self.engine.starting.start(
                     item.workflow_name, input_, version=item.version, request_id=request_id,
                     source=item.source or "simple-api", write_request=False,
-                    priority=item.priority, attributes=row_payload(
-                        self.engine.store, item.attributes, None, "attributes"))
+                    priority=item.priority, attributes=attributes)
         except ValidationError as exc:
             result = self._reject(SOURCE_WORKFLOW_REQUEST, record,
                                   describe_validation(exc, record), "ValidationError")
@@ -146,7 +147,7 @@ class Intake:
             if request_id is not None:
                 self.marks.request(request_id, result, record)
             return result
-        return IntakeResult(Outcome.DUPLICATE if existed else Outcome.STARTED,
+        return IntakeResult(Outcome.STARTED if started.created else Outcome.DUPLICATE,
                             workflow_exec_id=wx)
 
     # -- activity_event --------------------------------------------------------------------
