@@ -51,7 +51,7 @@ def _drive(wb: Whimbrel, name: str, runs: int) -> None:
             raise RuntimeError(f"{name}: nothing to claim")
         wb.transition_activity(got.activity_exec_id, "COMPLETED")
     for wx in wxs:
-        if (state := wb.engine.workflow(wx).state.value) != "COMPLETED":
+        if (state := wb.engine.reads.workflow(wx).state.value) != "COMPLETED":
             raise RuntimeError(f"{name} ended {state}")
 
 

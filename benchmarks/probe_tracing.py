@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from whimbrel import ActivityDefinition, LauncherSpec, Whimbrel, WorkflowDefinition
+from whimbrel.engine.hooks import Hooks
 from whimbrel.engine.tracing import Tracing
 
 STEP = LauncherSpec.python("benchmarks.probe_tracing:step")
@@ -56,10 +57,10 @@ def main() -> None:
         wb.register_workflow(chain(args.length))
         timed(wb, 3)  # warm up: definition cache, connections
         engine = wb.engine
-        features = engine.features
-        engine.features = tuple(f for f in features if not isinstance(f, Tracing))
+        hooks = engine.hooks
+        engine.hooks = Hooks([f for f in hooks.features if not isinstance(f, Tracing)])
         without = timed(wb, args.runs)
-        engine.features = features
+        engine.hooks = hooks
         off = timed(wb, args.runs)
         exporter = InMemorySpanExporter()
         provider = TracerProvider()

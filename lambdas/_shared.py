@@ -23,8 +23,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from whimbrel.client.whimbrel import Whimbrel
 from whimbrel.contract.errors import LaunchError
-from whimbrel.engine.intake import Intake, IntakeResult, Outcome, record_keys
-from whimbrel.engine.ports import Launcher, LaunchRequest
+from whimbrel.engine import Intake, IntakeResult, Launcher, LaunchRequest, Outcome, record_keys
 from whimbrel.launch.aws import aws_launchers
 
 SERVICE = "whimbrel"

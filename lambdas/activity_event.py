@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from lambdas._shared import logger, metrics, process_stream
-from whimbrel.engine.intake import Intake
+from whimbrel.engine import Intake
 
 
 @logger.inject_lambda_context(clear_state=True)

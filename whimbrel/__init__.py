@@ -42,14 +42,19 @@ from whimbrel.contract.schedule_info import ScheduleInfo
 from whimbrel.contract.schedules import Schedule
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
 from whimbrel.contract.waits import NotAnApprover, SignalRefused
-from whimbrel.engine.manual import RetryNotAllowed
-from whimbrel.engine.moves import EngineDriven
-from whimbrel.engine.nudge import NudgeReport
-from whimbrel.engine.pool_ledger import PoolNotFound
-from whimbrel.engine.redrive import RedriveNotAllowed
-from whimbrel.engine.schedules import ScheduleConflict, ScheduleNotFound
-from whimbrel.engine.sweep import SweepReport
-from whimbrel.engine.views import ActivityExec, WorkflowExec, WorkflowRequest
+from whimbrel.engine import (
+    ActivityExec,
+    EngineDriven,
+    NudgeReport,
+    PoolNotFound,
+    RedriveNotAllowed,
+    RetryNotAllowed,
+    ScheduleConflict,
+    ScheduleNotFound,
+    SweepReport,
+    WorkflowExec,
+    WorkflowRequest,
+)
 from whimbrel.worker.run import ActivityRun
 
 __all__ = [

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from whimbrel.engine.ports import LaunchRequest
+from whimbrel.engine import LaunchRequest
 from whimbrel.local.dynamodb_local import (
     SHORT_LIVED_JVM,
     DynamoDBLocal,

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from whimbrel.contract.code import CodeWorkflow
 from whimbrel.contract.states import ActivityState
-from whimbrel.engine.code_runs import CodeRuns
-from whimbrel.engine.views import WorkflowExec
+from whimbrel.engine import CodeRuns, WorkflowExec
 
 if TYPE_CHECKING:
     from whimbrel.client.whimbrel import Whimbrel

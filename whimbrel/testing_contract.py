@@ -17,7 +17,7 @@ from whimbrel.contract.states import (
     ActivityState,
     WorkflowState,
 )
-from whimbrel.engine.views import ActivityExec, WorkflowExec
+from whimbrel.engine import ActivityExec, WorkflowExec
 
 _ACTIVITY_MOVES = {(s.value, t.value) for (s, _), t in ACTIVITY_TRANSITIONS.items()}
 _WORKFLOW_MOVES = {(s.value, t.value) for (s, _), t in WORKFLOW_TRANSITIONS.items()}

@@ -43,7 +43,7 @@ def run(wb: Whimbrel, urls: list[str] = URLS, *,
     wb.register_workflow(WorkflowDefinition.from_file(HERE / "crawl.yaml"))
     wx = wb.start_workflow("crawl", {"urls": urls})
     for _ in range(timeout_ticks):
-        if wb.engine.workflow(wx).state.is_terminal:
+        if wb.engine.reads.workflow(wx).state.is_terminal:
             break
         wb.sweep()  # a due pacer look lets the next fetches in
         tick()

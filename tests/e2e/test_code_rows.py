@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow
 
 def _register_definition_only(rt: LocalRuntime, *workflows: code.CodeWorkflow) -> None:
     for wf in workflows:  # no function in this client: the handlers import it
-        rt.client.engine.register(wf.definition())
+        rt.client.engine.definitions.register(wf.definition())
 
 
 def test_a_request_row_runs_a_sequence_decided_in_the_stream_handlers(

@@ -180,7 +180,7 @@ class Driver:
                 if step.verb == "cancel_workflow":
                     self.rt.client.cancel_workflow(wx)
                 elif step.verb == "REDRIVE":  # a raw row, once the run has ended
-                    if self.rt.client.engine.workflow(wx).state != "FAILED":
+                    if self.rt.client.engine.reads.workflow(wx).state != "FAILED":
                         break
                     self.raw.ddb.put_item(
                         TableName=f"{self.raw.prefix}activity_event",

@@ -106,7 +106,7 @@ def test_completion_is_checked_on_the_tables(wb: Whimbrel) -> None:
     # What the unguarded engine let happen: the sink COMPLETED while extract is READY.
     wb.store.move_activity(load, A.REQUESTED, (A.READY, A.RUNNING, A.COMPLETED), {},
                            now=wb.clock(), actor="rogue")
-    wb.engine.ensure_followups(load)
+    wb.engine.moves.ensure_followups(load)
     assert wb.get_workflow(wx).state is WorkflowState.RUNNING
     assert wb.sweep(wb.clock.advance(600)).reconciled == []  # and never by the reconciler
     assert wb.get_workflow(wx).state is WorkflowState.RUNNING

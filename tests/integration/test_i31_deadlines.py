@@ -21,7 +21,7 @@ from whimbrel import (
     WorkflowDefinition,
     WorkflowState,
 )
-from whimbrel.engine.conditions import end_early
+from whimbrel.engine.conditions import Conditions
 from whimbrel.engine.intake import Intake, Outcome
 from whimbrel.testing import StepClock, assert_contract_holds
 
@@ -90,7 +90,7 @@ def test_end_workflow_past_the_deadline_times_out(wb: Whimbrel, clock: StepClock
     wx, aeid = _running(wb)
     clock.advance(3)
     with pytest.raises(StateConflict) as lost:
-        end_early(wb.engine, aeid, {"early": True})
+        wb.engine.feature(Conditions).end_early(aeid, {"early": True})
     assert lost.value.actual == "TIMED_OUT"
     wf = wb.get_workflow(wx)
     assert wf.state is W.FAILED and wf.ended_by is None

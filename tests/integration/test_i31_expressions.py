@@ -20,7 +20,7 @@ from whimbrel import (
 )
 from whimbrel.contract import conditions as cond
 from whimbrel.contract.ids import activity_exec_id
-from whimbrel.engine.base import RECONCILE_GRACE_SECONDS
+from whimbrel.engine.engine import RECONCILE_GRACE_SECONDS
 from whimbrel.testing import Crash, FaultInjector, StepClock, assert_contract_holds
 
 A, W = ActivityState, WorkflowState

@@ -23,7 +23,7 @@ from whimbrel import (
     WorkflowDefinition,
     WorkflowState,
 )
-from whimbrel.engine.conditions import end_early
+from whimbrel.engine.conditions import Conditions
 from whimbrel.testing import Crash, assert_contract_holds
 
 A, W = ActivityState, WorkflowState
@@ -93,7 +93,7 @@ def test_wait_returns_the_early_ended_run_with_what_it_left_skipped(
     die.armed = True
     try:
         with pytest.raises(Crash):
-            end_early(wb.engine, charge.activity_exec_id, {"blocked": True})
+            wb.engine.feature(Conditions).end_early(charge.activity_exec_id, {"blocked": True})
     finally:
         wb.store.write_hooks.remove(die)
     assert wb.get_workflow(wx).activity("refund").state is A.REQUESTED  # left so

@@ -42,7 +42,7 @@ def _run_through(wb: Whimbrel, name: str) -> str:
     got = wb.claim(workflow_name=name)
     assert got is not None and got.workflow_exec_id == wx
     wb.transition_activity(got.activity_exec_id, Transition.COMPLETED, output={"ok": 1})
-    assert wb.engine.workflow(wx).state is WorkflowState.COMPLETED
+    assert wb.engine.reads.workflow(wx).state is WorkflowState.COMPLETED
     return wx
 
 
@@ -74,7 +74,7 @@ def test_what_an_admission_costs(wb: Whimbrel, clock: StepClock) -> None:
 
     def queued() -> None:  # a run QUEUED behind another, started by its end
         first, second = wb.start_workflow("queue"), wb.start_workflow("queue")
-        assert wb.engine.workflow(second).state is WorkflowState.QUEUED
+        assert wb.engine.reads.workflow(second).state is WorkflowState.QUEUED
         for wx in (first, second):
             got = wb.claim(workflow_name="queue")
             assert got is not None and got.workflow_exec_id == wx
@@ -139,7 +139,7 @@ def test_the_ceiling_of_one_pool(wb: Whimbrel) -> None:
             done += 1
     finally:
         wb.store.transport.observers.remove(observe)
-    assert {wb.engine.workflow(wx).state for wx in started} == {WorkflowState.COMPLETED}
+    assert {wb.engine.reads.workflow(wx).state for wx in started} == {WorkflowState.COMPLETED}
     slot_keys = {k: u for k, u in per_key.items() if k and "#rate#" not in k
                  and k.count("#") == 2 and k.startswith("pool#")}
     assert len(slot_keys) == slots

@@ -201,7 +201,7 @@ def test_a_claim_from_a_stale_index_read_takes_nothing_once_suspended(wb: Whimbr
     assert [h.activity_name for h in hits] == ["only"]
     wb.suspend_workflow(wx)
     with pytest.raises(StateConflict):
-        wb.engine.apply(hits[0], Transition.RUNNING, claimed=True)
+        wb.engine.flow.apply(hits[0], Transition.RUNNING, claimed=True)
     assert wb.get_activity(activity_exec_id(wx, "only", 1)).state is A.READY
     wb.resume_workflow(wx)
     assert wb.claim(workflow_name="lagging") is not None

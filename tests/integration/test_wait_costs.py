@@ -55,7 +55,7 @@ def _units(wb: Whimbrel, wait: LauncherSpec | None, event: str, n: int) -> tuple
     wb.meter.reset()
     with Whimbrel(wb.endpoint_url, wb.table_prefix) as view:  # its reads are not metered
         wx = drive(wb, view, clock, name, event)
-    assert wb.engine.workflow(wx).state is WorkflowState.COMPLETED
+    assert wb.engine.reads.workflow(wx).state is WorkflowState.COMPLETED
     # The sweep's lease writes (2 per pass and shard with something due, shared by all
     # that is due there) are the pass's, not the wait's.
     lease = specs.LEASE.table_name(wb.table_prefix)

@@ -316,7 +316,7 @@ def test_nobody_runs_a_wait(wb: Whimbrel) -> None:
     with pytest.raises(WaitsForEvent), wb.run_activity(payment):
         pass
     with pytest.raises(WaitsForEvent):
-        wb.engine.start_running(payment)
+        wb.engine.moves.start_running(payment)
     assert wb.get_activity(payment).state is A.READY
 
 

@@ -23,7 +23,7 @@ def claim_until_done(endpoint: str, prefix: str, workflow_name: str,
         while time.monotonic() < deadline:
             got = wb.claim(workflow_name=workflow_name)
             if got is None:
-                if all(wb.engine.get_workflow(wx, with_activities=False).state.is_terminal
+                if all(wb.engine.reads.get_workflow(wx, with_activities=False).state.is_terminal
                        for wx in workflow_ids):
                     break
                 time.sleep(0.01)  # poll interval of an idle worker, not a wait for a result
@@ -108,7 +108,7 @@ def start_runs(endpoint: str, prefix: str, workflow_name: str, n: int,
 def end_early_once(endpoint: str, prefix: str, aeids: list[str], barrier: Any) -> list[str]:
     """End each run early from its attempt right after the other processes are ready
     (issue 31): "won" when this call ended the run, "lost" when another end came first."""
-    from whimbrel.engine.conditions import end_early
+    from whimbrel.engine.conditions import Conditions
 
     wb = Whimbrel(endpoint_url=endpoint, table_prefix=prefix)
     out: list[str] = []
@@ -116,7 +116,7 @@ def end_early_once(endpoint: str, prefix: str, aeids: list[str], barrier: Any) -
         for aeid in aeids:
             barrier.wait()
             try:
-                moved = end_early(wb.engine, aeid, {"by": aeid})
+                moved = wb.engine.feature(Conditions).end_early(aeid, {"by": aeid})
                 out.append("won" if moved.ends_workflow else "lost")
             except WhimbrelError as exc:
                 out.append(type(exc).__name__)

@@ -23,7 +23,7 @@ from whimbrel import (
 from whimbrel.contract.errors import WhimbrelError
 from whimbrel.contract.ids import parse_activity_exec_id, workflow_exec_id_for
 from whimbrel.contract.states import ActivityState, Transition
-from whimbrel.engine.conditions import end_early
+from whimbrel.engine.conditions import Conditions
 from whimbrel.testing import Crash, RecordingLauncher, StepClock
 
 W = WorkflowState
@@ -106,15 +106,15 @@ def run_plan(wb: Whimbrel, clock: StepClock, launcher: RecordingLauncher, plan: 
     procs: dict[str, str] = {}  # activity_exec_id -> launched | running | gone
     cancel_sent = False
     for out.rounds in range(1, MAX_ROUNDS + 1):
-        wf = wb.engine.get_workflow(wx)
+        wf = wb.engine.reads.get_workflow(wx)
         # A child's id is known once its parent's attempt runs; the child itself may not
         # exist yet (its start was lost: the reconciler starts it).
-        runs = [wf, *(wb.engine.get_workflow(c) for c in wf.child_workflow_exec_ids
+        runs = [wf, *(wb.engine.reads.get_workflow(c) for c in wf.child_workflow_exec_ids
                       if wb.store.get_workflow(c) is not None)]
         if plan.redrive and wf.state is W.FAILED and not wf.redrive_count \
                 and all(a.state.is_terminal for a in (*wf.activities, *wf.items)):
             crashed, _ = call("redrive", lambda: wb.redrive_workflow(wx))
-            if crashed and wb.engine.workflow(wx).state is W.FAILED:
+            if crashed and wb.engine.reads.workflow(wx).state is W.FAILED:
                 call("redrive again", lambda: wb.redrive_workflow(wx))
             continue
         # Done when every run ended with nothing left to do: no attempt running, and no
@@ -161,7 +161,8 @@ def run_plan(wb: Whimbrel, clock: StepClock, launcher: RecordingLauncher, plan: 
                 if what == "hang":
                     continue  # alive but silent: the heartbeat listener must notice
                 if what == "end":  # ActivityRun.end_workflow's move (issue 22)
-                    call(f"end {aeid}", lambda a=aeid: end_early(wb.engine, a, {"early": 1}))
+                    call(f"end {aeid}",
+                         lambda a=aeid: wb.engine.feature(Conditions).end_early(a, {"early": 1}))
                     continue
                 verb = Transition.COMPLETED if what == "complete" else Transition.FAILED
                 call(f"{what} {aeid}", lambda a=aeid, v=verb: wb.transition_activity(
@@ -237,7 +238,7 @@ def wait(name: str, *deps: str, launcher: LauncherSpec, attempts: int = 1) -> Ac
 
 
 def _latest(wb: Whimbrel, wx: str, name: str) -> ActivityState | None:
-    act = wb.engine.get_workflow(wx).latest_activities.get(name)
+    act = wb.engine.reads.get_workflow(wx).latest_activities.get(name)
     return act.state if act is not None else None
 
 
@@ -249,7 +250,7 @@ def _signal_until_received(wb: Whimbrel, wx: str, call: Call) -> bool:
 
 
 def _approve_when_waiting(wb: Whimbrel, wx: str, call: Call) -> bool:
-    gate = wb.engine.get_workflow(wx).latest_activities.get("G")
+    gate = wb.engine.reads.get_workflow(wx).latest_activities.get("G")
     if gate is None or gate.state is not ActivityState.READY:
         return False
     call("approve", lambda: wb.approve(gate.activity_exec_id, by="alice"))
@@ -258,7 +259,7 @@ def _approve_when_waiting(wb: Whimbrel, wx: str, call: Call) -> bool:
 
 def _suspend_then_resume(wb: Whimbrel, wx: str, call: Call) -> bool:
     """Suspend while A runs; resume once nothing runs; repeat a call that died."""
-    wf = wb.engine.get_workflow(wx)
+    wf = wb.engine.reads.get_workflow(wx)
     running = any(a.state.is_active for a in wf.activities)
     if wf.state is W.RUNNING and running and W.SUSPENDED.value not in \
             {h.state for h in wf.history}:
@@ -301,7 +302,7 @@ _HOLDING = {ActivityState.QUEUED, ActivityState.PREPARING, ActivityState.RUNNING
 def _one_slot(wb: Whimbrel, wx: str, call: Call) -> bool:
     """B and C share a pool of one slot: never both launched at once (checked every round,
     whatever crashed)."""
-    wf = wb.engine.get_workflow(wx)
+    wf = wb.engine.reads.get_workflow(wx)
     holding = [a.activity_name for a in wf.activities if a.activity_name in ("B", "C")
                and a.state in _HOLDING]
     assert len(holding) <= 1, f"pool of one slot held by {holding}: {wf}"
@@ -331,7 +332,7 @@ def _drive_blocker(wb: Whimbrel, wx: str, call: Call) -> bool:
     if wb.store.get_workflow(other) is None:
         return False
     did = False
-    for act in wb.engine.get_workflow(other).latest_activities.values():
+    for act in wb.engine.reads.get_workflow(other).latest_activities.values():
         if act.state is ActivityState.QUEUED:
             call(f"blocker run {act.activity_exec_id}", lambda a=act.activity_exec_id:
                  wb.transition_activity(a, Transition.RUNNING))
@@ -358,7 +359,7 @@ def _lower_when_held(wb: Whimbrel, wx: str, call: Call) -> bool:
     """Issue 31: once an attempt holds the pool, lower it from 2 slots to 1; from then on
     an attempt admitted later holds it only alone (nothing is admitted while the slots
     held are not below the new limit)."""
-    wf = wb.engine.get_workflow(wx)
+    wf = wb.engine.reads.get_workflow(wx)
     holding = {a.activity_exec_id for a in wf.latest_activities.values()
                if a.activity_name in ("B", "C", "E") and a.state in _HOLDING}
     if wx not in _LOWERED:

@@ -16,9 +16,9 @@ import wb_code_workflows as code
 
 from whimbrel import ActivityState, Whimbrel, WorkflowState
 from whimbrel.contract.records import WorkflowRecord
-from whimbrel.engine.base import RECONCILE_GRACE_SECONDS
 from whimbrel.engine.code_decide import Histories
 from whimbrel.engine.code_runs import CodeRuns
+from whimbrel.engine.engine import RECONCILE_GRACE_SECONDS
 from whimbrel.testing import Crash, FaultInjector, StepClock
 
 A = ActivityState
@@ -35,7 +35,7 @@ def _drive(wb: Whimbrel, clock: StepClock, wx: str) -> WorkflowRecord:
     """Complete each READY external step (output: its input), crash or not; the sweep's
     reconcile visits repair what a crash left. Returns the run once it ended."""
     for _ in range(60):
-        wf = wb.engine.workflow(wx)
+        wf = wb.engine.reads.workflow(wx)
         if wf.state.is_terminal:
             return wf
         # READY: a worker claims it; RUNNING: its worker (or one after a crash) reports.
@@ -118,8 +118,8 @@ def test_a_decision_made_again_or_by_two_processes_at_once_schedules_nothing_twi
         def decide(wb: Whimbrel) -> None:
             try:
                 runs = wb.engine.feature(CodeRuns)
-                wf = wb.engine.workflow(wx)
-                runs.run_decision(wf, wb.engine.definition_of(wf), cold=True)
+                wf = wb.engine.reads.workflow(wx)
+                runs.run_decision(wf, wb.engine.definitions.definition_of(wf), cold=True)
             except BaseException as exc:  # reported below
                 errors.append(exc)
 

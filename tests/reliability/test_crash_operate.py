@@ -18,7 +18,7 @@ from whimbrel import (
     WorkflowState,
 )
 from whimbrel.contract.ids import activity_exec_id, workflow_exec_id_for
-from whimbrel.engine.base import RECONCILE_GRACE_SECONDS
+from whimbrel.engine.engine import RECONCILE_GRACE_SECONDS
 from whimbrel.testing import Crash, FaultInjector, StepClock
 
 A, W = ActivityState, WorkflowState

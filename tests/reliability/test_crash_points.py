@@ -26,7 +26,7 @@ from whimbrel import (
 )
 from whimbrel.contract.ids import activity_exec_id
 from whimbrel.contract.pools import run_pool
-from whimbrel.engine.base import RECONCILE_GRACE_SECONDS
+from whimbrel.engine.engine import RECONCILE_GRACE_SECONDS
 from whimbrel.engine.leases import SWEEP_LEASE_SECONDS
 from whimbrel.engine.pools import IN_FLIGHT_SECONDS
 from whimbrel.store import specs

@@ -64,7 +64,7 @@ from whimbrel.contract.states import (
     Transition,
     WorkflowState,
 )
-from whimbrel.engine.base import IN_FLIGHT_GRACE_SECONDS
+from whimbrel.engine.engine import IN_FLIGHT_GRACE_SECONDS
 from whimbrel.testing import StepClock, assert_contract_holds
 
 A, W, T = ActivityState, WorkflowState, Transition

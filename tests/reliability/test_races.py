@@ -33,6 +33,7 @@ from whimbrel.contract.errors import (
 from whimbrel.contract.ids import activity_exec_id, shard_of, workflow_exec_id_for
 from whimbrel.contract.schedules import fire_request_id
 from whimbrel.contract.states import Transition
+from whimbrel.engine.children import Children
 from whimbrel.engine.engine import IN_FLIGHT_GRACE_SECONDS
 from whimbrel.engine.leases import SWEEP_LEASE_SECONDS, SweepLeases
 from whimbrel.store import specs
@@ -168,7 +169,8 @@ def test_heartbeat_and_time_out_at_once(rwb: Whimbrel, step_clock: StepClock) ->
         rwb.store.write_hooks.append(meet)
         try:
             beat, report = together(
-                lambda a=aeid, w=written: rwb.engine.heartbeat(a, written_epoch=w) and None,
+                lambda a=aeid, w=written:
+                rwb.engine.heartbeats.heartbeat(a, written_epoch=w) and None,
                 rwb.sweep)
         finally:
             rwb.store.write_hooks.remove(meet)
@@ -451,7 +453,7 @@ def test_a_child_start_replayed_at_once_starts_one_child(rwb: Whimbrel) -> None:
     for _ in range(ROUNDS):
         wx = rwb.start_workflow("dad")
         aeid = activity_exec_id(wx, "S", 1)
-        results = together(*[lambda a=aeid: rwb.engine.start_child(a)] * THREADS)
+        results = together(*[lambda a=aeid: rwb.engine.feature(Children).start_child(a)] * THREADS)
         assert len({r for r in results if isinstance(r, str)}) == 1, results
         RACES["start one child (threads)"] += 1
         [child] = rwb.get_workflow(wx).child_workflow_exec_ids
@@ -775,7 +777,7 @@ def _one_ender(wb: Whimbrel, wx: str, defn: WorkflowDefinition, aeids: list[str]
 def test_concurrent_end_workflow_calls_have_one_winner(rwb: Whimbrel) -> None:
     """Every attempt of a run ends it early at the same moment: one wins; the others'
     reports are plain ends of their attempts (all used to be told they had won)."""
-    from whimbrel.engine.conditions import end_early
+    from whimbrel.engine.conditions import Conditions
 
     meet = race_workers.WriteRendezvous(3, "workflow_exec")
     for _ in range(ROUNDS):
@@ -783,7 +785,7 @@ def test_concurrent_end_workflow_calls_have_one_winner(rwb: Whimbrel) -> None:
         meet.reset()
         rwb.store.write_hooks.append(meet)
         try:
-            results = together(*[lambda a=a: end_early(rwb.engine, a, {"by": a})
+            results = together(*[lambda a=a: rwb.engine.feature(Conditions).end_early(a, {"by": a})
                                  for a in aeids])
         finally:
             rwb.store.write_hooks.remove(meet)

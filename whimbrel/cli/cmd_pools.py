@@ -11,7 +11,7 @@ from whimbrel.cli.app import Cli, JsonErrorsGroup, app, command
 from whimbrel.cli.shapes import iso
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.pools import PoolInfo
-from whimbrel.engine.pool_ledger import PoolNotFound
+from whimbrel.engine import PoolNotFound
 
 pools = typer.Typer(help="Named pools: slots and rates shared by activities of any "
                          "workflow.\n\nExample:\n\n"

@@ -10,10 +10,7 @@ from typing import Any
 from whimbrel.client import simple
 from whimbrel.contract import checks
 from whimbrel.contract.states import Transition
-from whimbrel.engine.engine import Engine
-from whimbrel.engine.manual import retry_activity
-from whimbrel.engine.ports import Clock
-from whimbrel.engine.views import ActivityExec
+from whimbrel.engine import ActivityExec, Clock, Engine, retry_activity
 from whimbrel.store.store import Store
 from whimbrel.worker.command import run_command
 from whimbrel.worker.run import ActivityRun, heartbeat, run_activity
@@ -27,7 +24,7 @@ class Activities:
     clock: Clock
 
     def get_activity(self, activity_exec_id: str) -> ActivityExec:
-        return self.engine.get_activity(activity_exec_id)
+        return self.engine.reads.get_activity(activity_exec_id)
 
     def transition_activity(self, activity_exec_id: str, transition: Transition | str, *,
                             output: Any = None, error: Any = None,
@@ -43,7 +40,7 @@ class Activities:
         """
         if error_type is not None:
             checks.text(error_type, "error_type", max_chars=256)
-        return self.engine.transition(activity_exec_id, Transition(transition),
+        return self.engine.moves.transition(activity_exec_id, Transition(transition),
                                       output=output, error=error, error_type=error_type)
 
     def heartbeat(self, activity_exec_id: str, details: Any = None) -> None:
@@ -74,7 +71,7 @@ class Activities:
             checks.workflow_name(workflow_name)
         if activity_name is not None:
             checks.text(activity_name, "activity_name", max_chars=64)
-        claimed = self.engine.claim(workflow_name, activity_name)
+        claimed = self.engine.claims.claim(workflow_name, activity_name)
         return ActivityExec.from_record(claimed) if claimed is not None else None
 
     def retry_activity(self, activity_exec_id: str) -> ActivityExec:

@@ -6,7 +6,7 @@ they are fields of the definition (``map_over``, ``LauncherSpec.workflow``,
 from __future__ import annotations
 
 from whimbrel.contract import checks
-from whimbrel.engine.engine import Engine
+from whimbrel.engine import Engine, Redrive
 
 
 class DataFlows:
@@ -28,4 +28,4 @@ class DataFlows:
                 attempts still runs, or another redrive of it won (the message says).
         """
         checks.text(workflow_exec_id, "workflow_exec_id")
-        self.engine.redrive(workflow_exec_id)
+        self.engine.feature(Redrive).redrive(workflow_exec_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from whimbrel.engine.engine import Engine
+from whimbrel.engine import Engine
 from whimbrel.observe.notify import Notifier
 from whimbrel.observe.publishers import Publisher
 from whimbrel.store.store import Store

@@ -4,8 +4,8 @@ docs/definitions.md, "Pools"."""
 from __future__ import annotations
 
 from whimbrel.contract.pools import Pool, PoolInfo
-from whimbrel.engine.engine import Engine
-from whimbrel.engine.pools import Pools as PoolFeature
+from whimbrel.engine import Engine
+from whimbrel.engine import Pools as PoolFeature
 
 
 class Pools:

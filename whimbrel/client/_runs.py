@@ -12,12 +12,17 @@ from whimbrel.client import query, simple
 from whimbrel.client.query import WorkflowPage
 from whimbrel.contract import checks
 from whimbrel.contract.errors import WorkflowNotFound
-from whimbrel.engine.engine import Engine
-from whimbrel.engine.fork import fork
-from whimbrel.engine.nudge import NudgeReport, nudge
-from whimbrel.engine.ports import Clock
-from whimbrel.engine.sweep import SweepReport, sweep
-from whimbrel.engine.views import WorkflowExec, WorkflowRequest
+from whimbrel.engine import (
+    Clock,
+    Engine,
+    NudgeReport,
+    SweepReport,
+    WorkflowExec,
+    WorkflowRequest,
+    fork,
+    nudge,
+    sweep,
+)
 from whimbrel.store.store import Store
 
 #: ``watch()`` lists the activities at most this often (it polls the workflow item).
@@ -56,7 +61,7 @@ class Runs:
                 attributes (more than 10, a bad name, a value that is not a short
                 string or a number).
         """
-        return self.engine.start(name, input, version=version, request_id=request_id,
+        return self.engine.starting.start(name, input, version=version, request_id=request_id,
                                  source=source, priority=priority, attributes=attributes)
 
     def request_workflow(self, name: str, input: Any = None, *, version: int | None = None,
@@ -76,7 +81,7 @@ class Runs:
         """
         return simple.request_workflow(self.store, self.clock, name, input, version=version,
                                        source=source, request_id=request_id,
-                                       require_definition=self.engine.definition,
+                                       require_definition=self.engine.definitions.definition,
                                        priority=priority, attributes=attributes)
 
     def get_workflow(self, workflow_exec_id: str) -> WorkflowExec:
@@ -85,7 +90,7 @@ class Runs:
         Raises:
             WorkflowNotFound: no such execution.
         """
-        return self.engine.get_workflow(workflow_exec_id)
+        return self.engine.reads.get_workflow(workflow_exec_id)
 
     def list_workflows(self, *, name: str | None = None, state: query.StateArg = None,
                        since: query.TimeArg = None, until: query.TimeArg = None,
@@ -147,7 +152,7 @@ class Runs:
             WorkflowAlreadyEnded: it ended otherwise (COMPLETED, FAILED, TIMED_OUT):
                 nothing to cancel.
         """
-        self.engine.cancel(workflow_exec_id)
+        self.engine.ending.cancel(workflow_exec_id)
 
     def wait(self, workflow_exec_id: str, timeout: float = 60.0,
              poll_seconds: float = 0.05) -> WorkflowExec:
@@ -168,15 +173,15 @@ class Runs:
         deadline = time.monotonic() + timeout
         ended: float | None = None
         while True:
-            wf = self.engine.workflow(workflow_exec_id)
+            wf = self.engine.reads.workflow(workflow_exec_id)
             if wf.state.is_terminal:
                 now = time.monotonic()
                 ended = now if ended is None else ended
                 if wf.check_epoch is None:
-                    return self.engine.get_workflow(workflow_exec_id)
+                    return self.engine.reads.get_workflow(workflow_exec_id)
                 if now - ended >= SETTLE_SECONDS or now >= deadline:
-                    self.engine.settle(workflow_exec_id)
-                    return self.engine.get_workflow(workflow_exec_id)
+                    self.engine.ending.settle(workflow_exec_id)
+                    return self.engine.reads.get_workflow(workflow_exec_id)
             elif time.monotonic() >= deadline:
                 raise TimeoutError(f"workflow {workflow_exec_id} still {wf.state.value} "
                                    f"after {timeout} s")
@@ -195,13 +200,13 @@ class Runs:
         listed = 0.0
         item_seen: tuple[Any, ...] | None = None
         while time.monotonic() < deadline:
-            item = self.engine.workflow(workflow_exec_id)
+            item = self.engine.reads.workflow(workflow_exec_id)
             item_sig = (item.state, item.updated_epoch)
             now = time.monotonic()
             if item_sig != item_seen or item.state.is_terminal \
                     or now - listed >= WATCH_ACTIVITIES_SECONDS:
                 item_seen, listed = item_sig, now
-                wf = self.engine.get_workflow(workflow_exec_id)
+                wf = self.engine.reads.get_workflow(workflow_exec_id)
                 sig = (wf.state, tuple((a.activity_exec_id, a.state) for a in wf.activities))
                 if sig != last:
                     last = sig
@@ -265,7 +270,7 @@ class Runs:
             InvalidInput: a malformed id.
         """
         try:
-            return self.engine.get_workflow(workflow_exec_id, with_activities=False)
+            return self.engine.reads.get_workflow(workflow_exec_id, with_activities=False)
         except WorkflowNotFound:
             return None
 
@@ -282,4 +287,4 @@ class Runs:
             return None
         # An input kept in S3 is read whole (what the row asked for).
         return WorkflowRequest.from_record(
-            replace(record, input=self.engine.payload(record.input, "input")))
+            replace(record, input=self.engine.reads.payload(record.input, "input")))

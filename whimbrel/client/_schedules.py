@@ -9,8 +9,8 @@ from typing import Any
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.schedule_info import ScheduleInfo
 from whimbrel.contract.schedules import DEFAULT_CATCHUP_SECONDS, Schedule
-from whimbrel.engine.engine import Engine
-from whimbrel.engine.schedules import Schedules as ScheduleFeature
+from whimbrel.engine import Engine
+from whimbrel.engine import Schedules as ScheduleFeature
 
 When = float | datetime | None
 

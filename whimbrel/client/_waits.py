@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from whimbrel.engine import signals, suspend, waits
-from whimbrel.engine.engine import Engine
-from whimbrel.engine.payloads import resolved
-from whimbrel.engine.views import ActivityExec
+from whimbrel.engine import ActivityExec, Engine, Suspend, resolved
+from whimbrel.engine import Waits as WaitFeature
 
 
 class Waits:
@@ -30,7 +28,7 @@ class Waits:
             SignalRefused: the run has ended (or is ending), or every activity waiting
                 for ``name`` has received a signal or ended.
         """
-        signals.send(self.engine, workflow_exec_id, name, payload, signal_id=signal_id)
+        self.engine.feature(WaitFeature).send(workflow_exec_id, name, payload, signal_id=signal_id)
 
     def approve(self, activity_exec_id: str, *, by: str, comment: str = "") -> ActivityExec:
         """Approve an activity waiting for approval: it completes with output
@@ -43,8 +41,9 @@ class Waits:
             StateConflict: it does not wait for a decision (any more): another decision,
                 its timeout or a cancel came first, or it was not reached yet.
         """
-        return ActivityExec.from_record(resolved(self.engine, waits.decide(
-            self.engine, activity_exec_id, approve=True, by=by, comment=comment)))
+        decided = self.engine.feature(WaitFeature).decide(
+            activity_exec_id, approve=True, by=by, comment=comment)
+        return ActivityExec.from_record(resolved(self.engine, decided))
 
     def reject(self, activity_exec_id: str, *, by: str, comment: str = "") -> ActivityExec:
         """Reject an activity waiting for approval: it fails with an error naming who
@@ -54,8 +53,9 @@ class Waits:
         Raises:
             InvalidInput, ActivityNotFound, NotAnApprover, StateConflict: as ``approve``.
         """
-        return ActivityExec.from_record(resolved(self.engine, waits.decide(
-            self.engine, activity_exec_id, approve=False, by=by, comment=comment)))
+        decided = self.engine.feature(WaitFeature).decide(
+            activity_exec_id, approve=False, by=by, comment=comment)
+        return ActivityExec.from_record(resolved(self.engine, decided))
 
     def suspend_workflow(self, workflow_exec_id: str) -> None:
         """Suspend a RUNNING run (``WorkflowState.SUSPENDED``): nothing new is queued,
@@ -66,7 +66,7 @@ class Waits:
             WorkflowNotFound: no such run.
             NotAllowedNow: the run is neither RUNNING nor SUSPENDED.
         """
-        suspend.suspend(self.engine, workflow_exec_id)
+        self.engine.feature(Suspend).suspend(workflow_exec_id)
 
     def resume_workflow(self, workflow_exec_id: str) -> None:
         """Resume a SUSPENDED run: what became due while it was suspended (dependents of
@@ -76,4 +76,4 @@ class Waits:
             WorkflowNotFound: no such run.
             NotAllowedNow: the run is neither SUSPENDED nor RUNNING.
         """
-        suspend.resume(self.engine, workflow_exec_id)
+        self.engine.feature(Suspend).resume(workflow_exec_id)

@@ -14,8 +14,7 @@ from typing import Any
 
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import InvalidInput, LaunchError, WhimbrelError
-from whimbrel.engine import handover
-from whimbrel.engine.engine import Engine
+from whimbrel.engine import Engine
 from whimbrel.launch.python import PythonLauncher, resolve_target
 from whimbrel.worker.poll import ClaimLoop
 
@@ -163,7 +162,7 @@ class Workers:
             background.stop(join_seconds=wait_seconds)
         for aeid in self._python.drain(wait_seconds):
             try:
-                handover.hand_back(self.engine, aeid,
+                self.engine.handover.hand_back(aeid,
                                    "its client closed before it started")
             except WhimbrelError as exc:  # its heartbeat time-out or the sweep take it on
                 log.warning("%s not handed back: %s", aeid, exc)

@@ -33,9 +33,7 @@ from whimbrel.contract.states import (
     WorkflowState,
 )
 from whimbrel.contract.waits import SignalRefused
-from whimbrel.engine import signals, suspend
-from whimbrel.engine.engine import Engine
-from whimbrel.engine.views import WorkflowExec
+from whimbrel.engine import Engine, Redrive, Suspend, Waits, WorkflowExec
 from whimbrel.store.store import Store
 
 W = WorkflowState
@@ -180,16 +178,16 @@ def why_skip(p: Plan, wf: WorkflowExec) -> str | None:
 def act(engine: Engine, p: Plan, wx: str) -> None:
     """The batch's action on one run, its moves named ``batch:<id>``."""
     if p.action == "cancel":
-        engine.cancel(wx, actor=p.actor)
+        engine.ending.cancel(wx, actor=p.actor)
     elif p.action == "redrive":
-        engine.redrive(wx, actor=p.actor)
+        engine.feature(Redrive).redrive(wx, actor=p.actor)
     elif p.action == "signal":
         assert p.signal is not None
-        signals.send(engine, wx, p.signal, p.payload, signal_id=p.actor)
+        engine.feature(Waits).send(wx, p.signal, p.payload, signal_id=p.actor)
     elif p.action == "suspend":
-        suspend.suspend(engine, wx, actor=p.actor)
+        engine.feature(Suspend).suspend(wx, actor=p.actor)
     else:
-        suspend.resume(engine, wx, actor=p.actor)
+        engine.feature(Suspend).resume(wx, actor=p.actor)
 
 
 #: What a run's action may be refused with (a state the run moved to meanwhile, a signal

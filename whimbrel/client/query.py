@@ -61,8 +61,7 @@ from whimbrel.client.query_input import (
 from whimbrel.contract import attributes as run_attributes
 from whimbrel.contract import checks
 from whimbrel.contract.states import WorkflowState
-from whimbrel.engine.ports import Clock
-from whimbrel.engine.views import WorkflowExec
+from whimbrel.engine import Clock, WorkflowExec
 from whimbrel.store import specs
 from whimbrel.store.keys import fan_out
 from whimbrel.store.store import Store

@@ -21,8 +21,7 @@ from whimbrel.contract.payloads import clip_error, payload_digest
 from whimbrel.contract.priority import check_priority
 from whimbrel.contract.records import EventRecord, RequestRecord
 from whimbrel.contract.states import Transition
-from whimbrel.engine import tracing
-from whimbrel.engine.ports import Clock, StorePort
+from whimbrel.engine import Clock, StorePort, tracing
 from whimbrel.settings import ENV_ACTIVITY_EXEC_ID, ENV_WORKFLOW_NAME
 
 __all__ = ["Rejection", "list_rejections", "request_workflow", "send_activity_event"]

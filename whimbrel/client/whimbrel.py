@@ -29,11 +29,7 @@ from whimbrel.client.query import DefinitionVersion
 from whimbrel.contract.code import CodeWorkflow
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.limits import DEFAULT_PAYLOAD_MAX_BYTES, DEFAULT_PAYLOAD_THRESHOLD_BYTES
-from whimbrel.engine.code_runs import CodeRuns
-from whimbrel.engine.engine import Engine
-from whimbrel.engine.intake import Intake
-from whimbrel.engine.metrics import EngineMetrics
-from whimbrel.engine.ports import Clock, Launcher, LaunchRequest
+from whimbrel.engine import Clock, CodeRuns, Engine, EngineMetrics, Intake, Launcher, LaunchRequest
 from whimbrel.launch.command import CommandLauncher
 from whimbrel.launch.python import PythonLauncher, WorkerScope
 from whimbrel.observe.emf import EmfMetrics
@@ -205,12 +201,12 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
             # their retries and hand-backs are claimed in the background.
             self._serve_in_background()
             definition = definition.definition()
-        version = self.engine.register(definition)
+        version = self.engine.definitions.register(definition)
         self._serve(definition)
         return version
 
     def get_definition(self, name: str, version: int | None = None) -> WorkflowDefinition:
-        return self.engine.definition(name, version)[1]
+        return self.engine.definitions.definition(name, version)[1]
 
     def list_definitions(self, name: str | None = None) -> list[DefinitionVersion]:
         """Registered definition versions (of ``name``, or of every workflow), by name

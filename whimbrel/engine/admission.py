@@ -13,7 +13,7 @@ from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.priority import attempt_priority, order_text
 from whimbrel.contract.records import REMOVE, ActivityRecord, Changes, WorkflowRecord
 from whimbrel.contract.states import ACTIVITY_STARTING, ActivityState
-from whimbrel.engine.feature import Admission, Core
+from whimbrel.engine.feature import Admission, Core, Feature
 from whimbrel.engine.ports import runs_here
 
 
@@ -47,7 +47,7 @@ def waiting_since(engine: Core, item: ActivityRecord, changes: Changes) -> float
         return float(written)
     if item.ready_epoch is not None or item.state is not ActivityState.READY:
         return item.ready_epoch
-    known = engine.remembered(item.activity_exec_id)
+    known = engine.known.remembered(item.activity_exec_id)
     if known is None or known.ready_epoch is None:
         known = engine.store.get_activity(item.activity_exec_id)
     return known.ready_epoch if known is not None else None
@@ -63,11 +63,7 @@ def starts(path: Sequence[ActivityState], changes: Changes) -> bool:
 def admission(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
               item: ActivityRecord | None, changes: Changes) -> Admission | None:
     """The first feature's answer to ``admit`` (None: nothing limits it)."""
-    for feature in engine.features:
-        answer = feature.admit(wf, defn, item, changes)
-        if answer is not None:
-            return answer
-    return None
+    return engine.hooks.first_answer(Feature.admit, wf, defn, item, changes)
 
 
 def ready_changes(engine: Core, spec: ActivityDefinition, wf: WorkflowRecord, now: float,
@@ -81,8 +77,7 @@ def ready_changes(engine: Core, spec: ActivityDefinition, wf: WorkflowRecord, no
     claim = out.get("claimable")
     if isinstance(claim, tuple) and len(claim) == 2:
         out["claimable"] = (*claim, *claim_intent(spec, wf, out.get("ready_epoch", now)))
-    for feature in engine.features:
-        feature.ready(spec, wf, now, out)
+    engine.hooks.observe(Feature.ready, spec, wf, now, out)
     return out
 
 

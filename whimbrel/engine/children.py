@@ -66,8 +66,8 @@ from whimbrel.contract.states import (
     WorkflowTransition,
     workflow_sources,
 )
-from whimbrel.engine.feature import Core, Feature
-from whimbrel.engine.inputs import UNRESOLVED, launch_input, resolved_value
+from whimbrel.engine.feature import Core, Feature, Redriving
+from whimbrel.engine.inputs import UNRESOLVED
 from whimbrel.engine.ports import LaunchRequest
 
 log = logging.getLogger("whimbrel.engine")
@@ -130,7 +130,7 @@ class Children(Feature):
             if ref in children or ref == root:
                 continue
             try:
-                found = self.core.definition(*ref)[1]
+                found = self.core.definitions.definition(*ref)[1]
             except DefinitionNotFound:
                 continue  # not registered (yet): it starts nothing
             children[ref] = child_workflows(found)
@@ -175,14 +175,14 @@ class Children(Feature):
              ask_running: bool) -> bool | None:
         if defn.activity(act.activity_name).launcher.kind != CHILD:
             return None
-        still = self.core.stop_plainly(act, defn, ask_running=ask_running)
+        still = self.core.ending.stop_plainly(act, defn, ask_running=ask_running)
         if still and ask_running:
             self.cancel_child(act)
         return still
 
     def moved(self, item: ActivityRecord) -> None:
         if item.state is A.TIMED_OUT and item.workflow_version is not None \
-                and self.core.definition_of(item).activity(
+                and self.core.definitions.definition_of(item).activity(
                     item.activity_name).launcher.kind == CHILD:
             self.cancel_child(item)  # past its start_to_close_seconds
 
@@ -197,14 +197,14 @@ class Children(Feature):
             NestingTooDeep: the child would nest deeper than MAX_NESTING_DEPTH.
             LaunchError: the adopted child cannot be taken over.
         """
-        read = self.core.take_prefetched_workflow(aeid)
-        item = self.core.remembered(aeid) or self.core.activity(aeid)
-        wf = read.result() if read is not None else self.core.workflow(item.workflow_exec_id)
+        read = self.core.known.take_prefetched_workflow(aeid)
+        item = self.core.known.remembered(aeid) or self.core.reads.activity(aeid)
+        wf = read.result() if read is not None else self.core.reads.workflow(item.workflow_exec_id)
         if item.child_workflow_exec_id is not None:
             child = item.child_workflow_exec_id
             self.adopt(aeid, child)
         else:
-            defn = self.core.definition_of(wf)
+            defn = self.core.definitions.definition_of(wf)
             config = defn.activity(item.activity_name).launcher.config
             name = str(config["workflow"])
             depth = self.depth_of(wf) + 1
@@ -213,8 +213,8 @@ class Children(Feature):
                     f"child workflow {name} would run at nesting depth {depth}, deeper than "
                     f"the limit of {MAX_NESTING_DEPTH} nested runs (MAX_NESTING_DEPTH)",
                     activity_exec_id=aeid, depth=depth, limit=MAX_NESTING_DEPTH)
-            child = self.core.start(
-                name, launch_input(self.core, wf, defn, item.input, item.activity_name),
+            child = self.core.starting.start(
+                name, self.core.inputs.launch_input(wf, defn, item.input, item.activity_name),
                 version=config.get("version"), request_id=child_request_id(aeid),
                 source=f"child of {aeid}", write_request=False, parent=aeid,
                 attributes=run_attributes.decode(wf.attributes))  # a child carries them
@@ -248,7 +248,8 @@ class Children(Feature):
         if child is not None and child.parent_activity_exec_id != aeid \
                 and child.state in WORKFLOW_REDRIVABLE:
             try:
-                self.core.redrive(kid, parent=aeid)
+                self.core.feature(Redriving).redrive(  # type: ignore[type-abstract]
+                    kid, parent=aeid)
                 return
             except NotAllowedNow:
                 child = self.store.get_workflow(kid)  # a replay's redrive won: see below
@@ -274,7 +275,7 @@ class Children(Feature):
         node = self.store.get_activity(aeid)
         if node is None or node.state not in ACTIVITY_ACTIVE:
             return  # it ended already (or was never started: nothing to end)
-        self.core.remember(node)
+        self.core.known.remember(node)
         output: str | None = None
         error: str | None = None
         verb = Transition.COMPLETED
@@ -292,7 +293,7 @@ class Children(Feature):
             if child.error:
                 error += f": {child.error}"
         try:
-            self.core.apply(node, verb, output=output, error=error,
+            self.core.flow.apply(node, verb, output=output, error=error,
                        error_type=None if error is None else
                        kind if kind == "OutputTooLarge" else f"ChildWorkflow{kind}",
                        actor=f"workflow:{child.workflow_exec_id}")
@@ -311,18 +312,18 @@ class Children(Feature):
         """
         if child.ended_by is not None:  # kept within MAX_OUTPUT_BYTES by end_early
             return child.output or "null"
-        defn = self.core.definition_of(child)
+        defn = self.core.definitions.definition_of(child)
         if isinstance(defn, CodeDefinition):
             return child.output  # what its function returned (kept within the limit)
         wx = child.workflow_exec_id
         latest = latest_of(self.store.list_activities(wx))
         out: dict[str, Any] = {}
         for sink in defn.sinks:
-            value = resolved_value(self.core, wx, defn, latest, sink)
+            value = self.core.inputs.resolved_value(wx, defn, latest, sink)
             out[sink] = None if value is UNRESOLVED else value
         text = encode_payload(out, field="output", max_bytes=sys.maxsize)
         size = len(text.encode()) if text is not None else 0
-        limits = self.core.limits
+        limits = self.core.reads.limits
         if size > limits.output_bytes:
             raise OutputTooLarge(
                 f"child workflow {wx} output too large: {size} bytes of JSON (the outputs of "
@@ -338,7 +339,7 @@ class Children(Feature):
         if child is not None and child.state in workflow_sources(WorkflowTransition.CANCEL) \
                 and child.parent_activity_exec_id == act.activity_exec_id:
             wx = child.workflow_exec_id
-            self.cascade(lambda: self.core.cancel(wx))
+            self.cascade(lambda: self.core.ending.cancel(wx))
 
     def cascade(self, job: Callable[[], None]) -> None:
         """Run ``job`` now, or, inside another job on this thread, right after it: a
@@ -382,9 +383,9 @@ class Children(Feature):
                 child = None  # adopted, but the redrive that takes it over was lost
             if child is None:
                 if act.state is A.RUNNING and wf.state is W.RUNNING:
-                    self.core.launch(wf, defn, act)  # the start was lost: start it now
+                    self.core.launches.launch(wf, defn, act)  # the start was lost: start it now
                 else:
-                    self.core.apply(act, Transition.FAILED, error="its child never started")
+                    self.core.flow.apply(act, Transition.FAILED, error="its child never started")
                 repaired = True
             elif child.state.is_terminal:
                 self.tell_parent(child)
@@ -393,6 +394,6 @@ class Children(Feature):
                                             states=[child.state])
                 repaired = True
             elif act.state is A.CANCELLED_RUNNING and child.state is not W.CANCEL_REQUESTED:
-                self.core.cancel(child.workflow_exec_id)
+                self.core.ending.cancel(child.workflow_exec_id)
                 repaired = True
         return repaired

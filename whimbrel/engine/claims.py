@@ -21,7 +21,7 @@ from whimbrel.contract.states import (
     Transition,
     activity_path,
 )
-from whimbrel.engine import flow, rules
+from whimbrel.engine import rules
 from whimbrel.engine.feature import Core
 
 A = ActivityState
@@ -36,61 +36,6 @@ CLAIM_WINDOW = 4
 #: order (far finer than a priority level, AGING_SECONDS = 300 s of waiting; the
 #: serving order is kept to the second, as the aging rule promises).
 CLAIM_ORDER_GRAIN_SECONDS = 1.0
-
-
-def claim(engine: Core, workflow_name: str | None = None, activity_name: str | None = None, *,
-          actor: str = "worker") -> ActivityRecord | None:
-    """Take one READY ``external`` attempt (READY → RUNNING), or None if none waits in
-    a RUNNING workflow.
-
-    Candidates come from the sparse ``claimable`` index: first a window of
-    ``CLAIM_WINDOW`` shards at a random offset with the priority shards (attempts whose
-    priority is not the default; read at once), then the other shards (read at once)
-    when the first read holds nothing, when another worker took all it held, or when
-    the best it holds is served after any default-priority attempt could be (a priority
-    above 5 that has not aged that far: :func:`behind_default`) — default work outside
-    the window may then go first. So workers spread over the shards, a claim reads 8
-    shards of each table while a backlog lasts, every claim serves non-default
-    priorities in order, a later priority never goes before default work, and default
-    work goes oldest first among what its window holds. Candidates are tried in serving
-    order (the claim key's order: priority, then the wait, aging included), equals in a
-    random order. The move is conditional, so two workers never claim the same
-    attempt. The workflow item is read while the move is in flight; an attempt claimed
-    in a workflow that turned out to be ending is given up at once (CANCELLED) and the
-    next candidate is tried.
-    """
-    prefix = ""
-    if workflow_name:
-        prefix = f"{workflow_name}/" + (f"{activity_name}/" if activity_name else "")
-
-    def read(group: list[str]) -> list[ActivityRecord]:
-        return [hit for hit in engine.store.claimable_among(group, prefix, CLAIM_CANDIDATES)
-                if not (activity_name and not workflow_name
-                        and hit.activity_name != activity_name)]
-
-    return claim_from(engine, engine.store.claim_shards, engine.store.priority_claim_shards,
-                      read, actor)
-
-
-def claim_from(engine: Core, shards: Sequence[str], priority_shards: Sequence[str],
-               read: Callable[[list[str]], list[ActivityRecord]],
-               actor: str) -> ActivityRecord | None:
-    """One claim over a sharded claimable index (``claim``'s order and spread, for the
-    external and the worker shards alike): ``read`` gives a group of shards' candidates."""
-    ring = list(shards)
-    start = random.randrange(len(ring))
-    ring = ring[start:] + ring[:start]
-    first = [*priority_shards, *ring[:CLAIM_WINDOW]]
-    rest = ring[CLAIM_WINDOW:]
-    now = engine.clock()
-    hits = _ordered(read(first))
-    if rest and hits and behind_default(hits[0], now):
-        hits = _ordered(hits + read(rest))  # default work elsewhere may go first
-        rest = []
-    claimed = _claim_one(engine, hits, actor)
-    if claimed is None and rest:
-        claimed = _claim_one(engine, _ordered(read(rest)), actor)
-    return claimed
 
 
 def behind_default(hit: ActivityRecord, now: float) -> bool:
@@ -109,36 +54,96 @@ def _ordered(hits: list[ActivityRecord]) -> list[ActivityRecord]:
                                        random.random()))
 
 
-def _claim_one(engine: Core, hits: list[ActivityRecord], actor: str) -> ActivityRecord | None:
-    """The first of ``hits`` this worker moves to RUNNING in a proceeding run, or None."""
-    for hit in hits:
-        wf_read = engine.in_background(engine.workflow, hit.workflow_exec_id)
+class Claims:
+    """Claims of READY attempts from the claimable index. A part of the engine:
+    ``engine.claims.op(…)``."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def claim(self, workflow_name: str | None = None, activity_name: str | None = None, *,
+              actor: str = "worker") -> ActivityRecord | None:
+        """Take one READY ``external`` attempt (READY → RUNNING), or None if none waits in
+        a RUNNING workflow.
+
+        Candidates come from the sparse ``claimable`` index: first a window of
+        ``CLAIM_WINDOW`` shards at a random offset with the priority shards (attempts whose
+        priority is not the default; read at once), then the other shards (read at once)
+        when the first read holds nothing, when another worker took all it held, or when
+        the best it holds is served after any default-priority attempt could be (a priority
+        above 5 that has not aged that far: :func:`behind_default`) — default work outside
+        the window may then go first. So workers spread over the shards, a claim reads 8
+        shards of each table while a backlog lasts, every claim serves non-default
+        priorities in order, a later priority never goes before default work, and default
+        work goes oldest first among what its window holds. Candidates are tried in serving
+        order (the claim key's order: priority, then the wait, aging included), equals in a
+        random order. The move is conditional, so two workers never claim the same
+        attempt. The workflow item is read while the move is in flight; an attempt claimed
+        in a workflow that turned out to be ending is given up at once (CANCELLED) and the
+        next candidate is tried.
+        """
+        prefix = ""
+        if workflow_name:
+            prefix = f"{workflow_name}/" + (f"{activity_name}/" if activity_name else "")
+
+        def read(group: list[str]) -> list[ActivityRecord]:
+            return [hit for hit in self.core.store.claimable_among(group, prefix, CLAIM_CANDIDATES)
+                    if not (activity_name and not workflow_name
+                            and hit.activity_name != activity_name)]
+
+        return self.claim_from(self.core.store.claim_shards, self.core.store.priority_claim_shards,
+                          read, actor)
+
+    def claim_from(self, shards: Sequence[str], priority_shards: Sequence[str],
+                   read: Callable[[list[str]], list[ActivityRecord]],
+                   actor: str) -> ActivityRecord | None:
+        """One claim over a sharded claimable index (``claim``'s order and spread, for the
+        external and the worker shards alike): ``read`` gives a group of shards' candidates."""
+        ring = list(shards)
+        start = random.randrange(len(ring))
+        ring = ring[start:] + ring[:start]
+        first = [*priority_shards, *ring[:CLAIM_WINDOW]]
+        rest = ring[CLAIM_WINDOW:]
+        now = self.core.clock()
+        hits = _ordered(read(first))
+        if rest and hits and behind_default(hits[0], now):
+            hits = _ordered(hits + read(rest))  # default work elsewhere may go first
+            rest = []
+        claimed = self._claim_one(hits, actor)
+        if claimed is None and rest:
+            claimed = self._claim_one(_ordered(read(rest)), actor)
+        return claimed
+
+    def _claim_one(self, hits: list[ActivityRecord], actor: str) -> ActivityRecord | None:
+        """The first of ``hits`` this worker moves to RUNNING in a proceeding run, or None."""
+        for hit in hits:
+            wf_read = self.core.threads.in_background(self.core.reads.workflow,
+                                                      hit.workflow_exec_id)
+            try:
+                claimed = self.core.flow.apply(hit, Transition.RUNNING, actor=actor, claimed=True)
+            except StateConflict:
+                wf_read.cancel()
+                continue  # another worker was faster
+            wf = wf_read.result()
+            # SUSPENDED: claimed as the suspend landed; it runs (as if claimed just before).
+            if wf.state in WORKFLOW_PROCEEDING:
+                self.core.known.prefetched_workflow(hit.activity_exec_id, wf_read)
+                return claimed
+            self.give_up(claimed, wf)
+        return None
+
+    def give_up(self, item: ActivityRecord, wf: WorkflowRecord) -> None:
+        """End an attempt this actor moved to RUNNING but never started, because its
+        workflow is ending: RUNNING → CANCELLED_RUNNING → CANCELLED in one write."""
+        defn = self.core.definitions.definition_of(wf)
+        spec = defn.activity(item.activity_name)
+        path = activity_path(A.RUNNING, Transition.CANCEL, Transition.FAILED)
+        changes = rules.changes_for(spec, A.RUNNING, path[-1], now=self.core.clock(),
+                                    workflow_name=item.workflow_name,
+                                    retention=self.core.definitions.retention(defn),
+                                    error=f"claimed while workflow was {wf.state.value}")
         try:
-            claimed = flow.apply(engine, hit, Transition.RUNNING, actor=actor, claimed=True)
+            moved = self.core.known.move(item.activity_exec_id, A.RUNNING, path, changes)
         except StateConflict:
-            wf_read.cancel()
-            continue  # another worker was faster
-        wf = wf_read.result()
-        # SUSPENDED: claimed as the suspend landed; it runs (as if claimed just before).
-        if wf.state in WORKFLOW_PROCEEDING:
-            engine.prefetched_workflow(hit.activity_exec_id, wf_read)
-            return claimed
-        give_up(engine, claimed, wf)
-    return None
-
-
-def give_up(engine: Core, item: ActivityRecord, wf: WorkflowRecord) -> None:
-    """End an attempt this actor moved to RUNNING but never started, because its
-    workflow is ending: RUNNING → CANCELLED_RUNNING → CANCELLED in one write."""
-    defn = engine.definition_of(wf)
-    spec = defn.activity(item.activity_name)
-    path = activity_path(A.RUNNING, Transition.CANCEL, Transition.FAILED)
-    changes = rules.changes_for(spec, A.RUNNING, path[-1], now=engine.clock(),
-                                workflow_name=item.workflow_name,
-                                retention=engine.retention(defn),
-                                error=f"claimed while workflow was {wf.state.value}")
-    try:
-        moved = engine.move(item.activity_exec_id, A.RUNNING, path, changes)
-    except StateConflict:
-        return
-    flow.after(engine, moved)
+            return
+        self.core.flow.after(moved)

@@ -40,7 +40,7 @@ from whimbrel.contract.outcomes import generation
 from whimbrel.contract.payloads import decode_payload
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ACTIVITY_FAILED, ActivityState, WorkflowState
-from whimbrel.engine import ending, flow, rules
+from whimbrel.engine import rules
 from whimbrel.engine.feature import Core
 from whimbrel.engine.ports import serve_here
 
@@ -128,7 +128,7 @@ def refresh(core: Core, wx: str, known: StepState, redrives: int) -> StepState:
         row = core.store.get_activity(activity_exec_id(wx, known.name, attempt))
         if row is None:
             return latest
-        core.remember(row)
+        core.known.remember(row)
         state = step_state(core, row, redrives)
         if state is None:
             return latest
@@ -151,7 +151,7 @@ def decide(core: Core, histories: Histories, fn: CodeFn, wf: WorkflowRecord,
             if state is not None:
                 history.put(state)
         facts = RunFacts(wx, wf.workflow_name,
-                         decode_payload(core.run_input(wf), field="input"),
+                         decode_payload(core.reads.run_input(wf), field="input"),
                          wf.running_since)
         for _ in range(MAX_ROUNDS):
             decision = _settled_replay(core, fn, facts, history, wf.redrives)
@@ -192,42 +192,42 @@ def _apply(core: Core, wf: WorkflowRecord, defn: CodeDefinition, history: Histor
     wx = wf.workflow_exec_id
     props = _properties_text(decision)
     for run in decision.dispatches:  # idempotent: the request id names one run
-        core.start(run.workflow_name, json.loads(run.input or "null"),
+        core.starting.start(run.workflow_name, json.loads(run.input or "null"),
                    request_id=run.request_id, source=f"dispatch:{wx}")
     if decision.outcome == "waiting":
         if props is not None and props != (wf.properties or "{}"):
             # Only a live run's state changes; an ended one keeps what it ended with.
             core.store.set_workflow(wx, {"properties": props}, states=[W.RUNNING])
         waited = [s for s in (history.get(n) for n in decision.waiting_on) if s is not None]
-        core.each(lambda step: _rerun(core, wf, defn, history, step),
+        core.threads.each(lambda step: _rerun(core, wf, defn, history, step),
                   [s for s in waited if s.rerun])
         # A step created by a decision that died before moving it on (a retry waits
         # for its time: its timer moves it).
         now = core.clock()
-        core.each(lambda step: _advance(core, wf, defn, step.name, step.attempt),
+        core.threads.each(lambda step: _advance(core, wf, defn, step.name, step.attempt),
                   [s for s in waited if s.state is A.REQUESTED
                    and (s.not_before is None or s.not_before <= now)])
-        return any(core.each(lambda step: _schedule(core, wf, defn, history, step),
+        return any(core.threads.each(lambda step: _schedule(core, wf, defn, history, step),
                              decision.new_steps))
     extra = {} if props is None or props == (wf.properties or "{}") \
         else {"properties": props}
     if decision.outcome == "continued":
         # The new run first (its request id is this run's: a replay starts it once),
         # then this one ends naming it.
-        extra["continued_as"] = core.start(
+        extra["continued_as"] = core.starting.start(
             wf.workflow_name, json.loads(decision.output or "null"),
             request_id=f"{wx}:continued", source=f"continue_as_new:{wx}",
             priority=wf.priority)
     if decision.outcome in ("completed", "continued"):
         extra["output"] = decision.output or "null"
-        ending.end_workflow(core, wf, defn, [W.RUNNING], W.COMPLETED, extra=extra)
+        core.ending.end_workflow(wf, defn, [W.RUNNING], W.COMPLETED, extra=extra)
         if any(not s.final for s in history.steps.values()):
-            core.settle(wx)  # steps started and never awaited are asked to stop
+            core.ending.settle(wx)  # steps started and never awaited are asked to stop
         return False
     if extra:
         core.store.set_workflow(wx, extra, states=[W.RUNNING])
     log.info("code run %s failed: %s", wx, decision.error)
-    ending.fail_workflow(core, wf, decision.error or "the workflow's code failed")
+    core.ending.fail_workflow(wf, decision.error or "the workflow's code failed")
     return False
 
 
@@ -246,7 +246,7 @@ def _schedule(core: Core, wf: WorkflowRecord, defn: CodeDefinition, history: His
     # The decision runs here, so the step's code is here: run it here too.
     serve_here(core.launchers.get(step.spec.launcher.kind), step.spec.launcher.config)
     now = core.clock()
-    record = flow.new_attempt(core, wf, defn, step.name, 1, now).with_changes(
+    record = core.flow.new_attempt(wf, defn, step.name, 1, now).with_changes(
         input=step.input, step=encode_step(step.seq, step.spec, step.patches))
     if core.store.create_activity(record):
         history.put(StepState(step.name, step.seq, 1, A.REQUESTED, False,
@@ -264,7 +264,7 @@ def _schedule(core: Core, wf: WorkflowRecord, defn: CodeDefinition, history: His
 def _advance(core: Core, wf: WorkflowRecord, defn: CodeDefinition, name: str,
              attempt: int) -> None:
     try:
-        core.advance(wf, defn, name, attempt)
+        core.flow.advance(wf, defn, name, attempt)
     except StateConflict:
         pass  # moved on by another decision
 
@@ -277,7 +277,7 @@ def _rerun(core: Core, wf: WorkflowRecord, defn: CodeDefinition, history: Histor
     if previous is None:
         return
     attempt = step.attempt + 1
-    record = flow.new_attempt(core, wf, defn, step.name, attempt, core.clock(),
+    record = core.flow.new_attempt(wf, defn, step.name, attempt, core.clock(),
                               previous=previous).with_changes(retry_base=step.attempt)
     core.store.create_activity(record)
     history.put(StepState(step.name, step.seq, attempt, A.REQUESTED, False,

@@ -24,7 +24,6 @@ from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.priority import DEFAULT_PRIORITY
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ACTIVITY_FAILED, ActivityState, WorkflowState
-from whimbrel.engine import flow
 from whimbrel.engine.code_decide import CodeFn, Histories, decide
 from whimbrel.engine.feature import Core, Feature, RunRead
 
@@ -82,26 +81,26 @@ class CodeRuns(Feature):
 
     def begin(self, record: WorkflowRecord) -> WorkflowRecord:
         if record.priority is None:
-            defn = self.core.definition(record.workflow_name, record.version)[1]
+            defn = self.core.definitions.definition(record.workflow_name, record.version)[1]
             if isinstance(defn, CodeDefinition) and defn.priority != DEFAULT_PRIORITY:
                 return replace(record, priority=defn.priority)
         return record
 
     def started(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> None:
         if isinstance(defn, CodeDefinition):
-            self.run_decision(wf, self.core.definition_of(wf))  # type: ignore[arg-type]
+            self.run_decision(wf, self.core.definitions.definition_of(wf))  # type: ignore[arg-type]
 
     def follow_up(self, item: ActivityRecord, run: RunRead) -> bool:
         if item.step is None:
             return False
-        wf = flow.run_going_on(self.core, item, run)
+        wf = self.core.flow.run_going_on(item, run)
         if wf is None:
             return True
-        defn = self.core.definition_of(item)
+        defn = self.core.definitions.definition_of(item)
         assert isinstance(defn, CodeDefinition)
         if item.state in ACTIVITY_FAILED:
             # Its retry per its policy; with none left, failed_for_good below decides.
-            self.core.retry_or_fail(wf, defn, item)
+            self.core.flow.retry_or_fail(wf, defn, item)
         else:
             self.run_decision(wf, defn, item)
         return True

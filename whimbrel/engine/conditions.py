@@ -13,7 +13,7 @@
   expression: contract/conditions.py turns each into ``ExpressionFailed``) fails the
   attempt (``REQUESTED → READY → QUEUED → FAILED`` in one write, error type
   :data:`CONDITION_ERROR`), and its retry policy applies.
-* **Ending early.** :func:`end_early` first claims the run's end (:func:`claim_end`: of
+* **Ending early.** ``Conditions.end_early`` first claims the run's end (:func:`claim_end`: of
   two at once one wins; the other's report is a plain completion), then completes the
   RUNNING attempt with ``ends_workflow`` set (one conditional write). Its follow-up
   ends the run COMPLETED with that output (``output`` and ``ended_by`` on the workflow
@@ -45,9 +45,8 @@ from whimbrel.contract.states import (
     WorkflowState,
     activity_path,
 )
-from whimbrel.engine import ending, flow, moves, rules, written
+from whimbrel.engine import rules, written
 from whimbrel.engine.feature import Core, Feature, RunRead
-from whimbrel.engine.inputs import upstream_values
 
 log = logging.getLogger("whimbrel.engine")
 
@@ -110,9 +109,9 @@ class Conditions(Feature):
         if decision is cond.Decision.RUN:
             if spec.when is None:
                 return False
-            outputs, _ = upstream_values(self.core, wx, defn, name, records)
+            outputs, _ = self.core.inputs.upstream_values(wx, defn, name, records)
             try:
-                doc = cond.document(decode_payload(self.core.run_input(wf), field="input"),
+                doc = cond.document(decode_payload(self.core.reads.run_input(wf), field="input"),
                                    outputs)
                 if cond.evaluate_when(spec.when, doc):
                     return False
@@ -128,13 +127,13 @@ class Conditions(Feature):
         someone else moved it); then, unless told not to, its follow-ups."""
         changes = rules.changes_for(spec, source, A.SKIPPED, now=self.core.clock(),
                                     workflow_name=wf.workflow_name,
-                                    retention=self.core.retention(defn))
+                                    retention=self.core.definitions.retention(defn))
         try:
-            moved = self.core.move(aeid, source, (A.SKIPPED,), changes)
+            moved = self.core.known.move(aeid, source, (A.SKIPPED,), changes)
         except StateConflict:
             return False
         if follow:
-            self.core.after(moved)
+            self.core.flow.after(moved)
         return True
 
     def fail(self, wf: WorkflowRecord, defn: WorkflowDefinition, spec: ActivityDefinition,
@@ -145,13 +144,13 @@ class Conditions(Feature):
                              Transition.FAILED)
         changes = rules.changes_for(spec, A.REQUESTED, A.FAILED, now=self.core.clock(),
                                     workflow_name=wf.workflow_name,
-                                    retention=self.core.retention(defn),
+                                    retention=self.core.definitions.retention(defn),
                                     error=clip_error(why), error_type=CONDITION_ERROR)
         try:
-            moved = self.core.move(aeid, A.REQUESTED, path, changes)
+            moved = self.core.known.move(aeid, A.REQUESTED, path, changes)
         except StateConflict:
             return
-        self.core.after(moved)
+        self.core.flow.after(moved)
 
     def refuse(self, spec: ActivityDefinition, item: ActivityRecord,
                verb: Transition) -> None:
@@ -163,9 +162,10 @@ class Conditions(Feature):
 
     def follow_up(self, item: ActivityRecord, run: RunRead) -> bool:
         if item.state is A.SKIPPED:
-            wf = flow.run_going_on(self.core, item, run)
+            wf = self.core.flow.run_going_on(item, run)
             if wf is not None:  # its dependents are decided, its end edge consumed
-                self.core.after_completed(wf, self.core.definition_of(wf), item.activity_name)
+                self.core.flow.after_completed(wf, self.core.definitions.definition_of(wf),
+                                               item.activity_name)
             return True
         if item.state is A.COMPLETED and item.ends_workflow:
             self.end_run(item, run.get())
@@ -176,17 +176,17 @@ class Conditions(Feature):
 
     def end_run(self, item: ActivityRecord, wf: WorkflowRecord) -> None:
         """End ``item``'s run COMPLETED with its output (idempotent)."""
-        defn = self.core.definition_of(wf)
+        defn = self.core.definitions.definition_of(wf)
         if wf.state is W.RUNNING:
             self.drop_edges(wf, defn)  # nobody will consume them now
-            ending.end_workflow(self.core, wf, defn, [W.RUNNING], W.COMPLETED,
+            self.core.ending.end_workflow(wf, defn, [W.RUNNING], W.COMPLETED,
                                 extra={"output": item.output or "null",
                                        "ended_by": item.activity_exec_id})
         elif wf.state is W.COMPLETED and wf.ended_by == item.activity_exec_id:
             if wf.check_epoch is not None:  # a redelivery after a crash: finish it
-                ending.after_end(self.core, wf)
+                self.core.ending.after_end(wf)
         elif wf.state is not W.SUSPENDED:  # SUSPENDED: ended by the visit after RESUME
-            ending.settle(self.core, wf.workflow_exec_id)
+            self.core.ending.settle(wf.workflow_exec_id)
 
     def drop_edges(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> None:
         wx = wf.workflow_exec_id
@@ -204,7 +204,7 @@ class Conditions(Feature):
     def after_end(self, wf: WorkflowRecord) -> None:
         if not wf.ended_by:
             return
-        defn = self.core.definition_of(wf)
+        defn = self.core.definitions.definition_of(wf)
         for act in self.core.store.list_activities(wf.workflow_exec_id):
             cur: ActivityRecord | None = act
             # Not launched: skipped. A lost skip (readied meanwhile by an upstream that
@@ -218,7 +218,7 @@ class Conditions(Feature):
                     break
                 cur = self.core.store.get_activity(act.activity_exec_id)
             if cur is not None:  # launched or running: stopped as a cancel stops it
-                self.core.stop_activity(cur, defn, ask_running=True)
+                self.core.ending.stop_activity(cur, defn, ask_running=True)
 
     def reconcile(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                   acts: list[ActivityRecord], now: float) -> bool:
@@ -231,65 +231,67 @@ class Conditions(Feature):
         self.end_run(ender, wf)
         return True
 
+    # -- its operations (engine.feature(Conditions).op) ------------------------------
 
-def end_early(engine: Core, aeid: str, output: Any = None, *, actor: str | None = None,
-              image: ActivityRecord | None = None,
-              written_epoch: float | None = None) -> ActivityRecord:
-    """Complete the RUNNING attempt ``aeid`` and end its run COMPLETED with ``output``
-    (``ActivityRun.end_workflow``, the ``END_WORKFLOW`` row). A cancel that came first
-    ends it CANCELLED instead, as a COMPLETED report would; another end of the run that
-    came first leaves this a plain COMPLETED (no ``ends_workflow``). Written (at
-    ``written_epoch``, a row's stream record time, else now) past its deadline, it
-    times the attempt out instead (engine/written.py) and StateConflict names TIMED_OUT.
+    def end_early(self, aeid: str, output: Any = None, *, actor: str | None = None,
+                  image: ActivityRecord | None = None,
+                  written_epoch: float | None = None) -> ActivityRecord:
+        """Complete the RUNNING attempt ``aeid`` and end its run COMPLETED with ``output``
+        (``ActivityRun.end_workflow``, the ``END_WORKFLOW`` row). A cancel that came first
+        ends it CANCELLED instead, as a COMPLETED report would; another end of the run that
+        came first leaves this a plain COMPLETED (no ``ends_workflow``). Written (at
+        ``written_epoch``, a row's stream record time, else now) past its deadline, it
+        times the attempt out instead (engine/written.py) and StateConflict names TIMED_OUT.
 
-    Raises:
-        InvalidInput: ``output`` is not JSON or too large.
-        StateConflict: the attempt is not RUNNING (``current``: as it is now; one that
-            ended its run already has ``ends_workflow`` set, and the END_WORKFLOW row
-            treats its own redelivery as a duplicate and redoes the follow-ups).
-        EngineDriven: a map's own row or a child run's attempt.
-    """
-    text = engine.limits.encode(output, "output")
-    item = image if image is not None and image.state is not None \
-        else engine.remembered(aeid) or engine.activity(aeid)
-    defn = engine.definition_of(item)
-    spec = defn.activity(item.activity_name)
-    moves.refuse_outside_move(engine, defn, item, Transition.COMPLETED)
-    while True:
-        if item.state is A.CANCELLED_RUNNING:  # a cancel won: ends CANCELLED
-            return engine.apply(item, Transition.COMPLETED, output=text, actor=actor)
-        if item.state is not A.RUNNING:
-            raise StateConflict(expected=[A.RUNNING.value],
-                                actual=item.state.value if item.state else None,
-                                activity_exec_id=aeid, transition="END_WORKFLOW",
-                                current=item)
-        # Of two ends at once one claims the run; the other's report is a plain
-        # completion of its attempt (its output kept, the run not ended by it).
-        ends = claim_end(engine, item)
-        now = engine.clock()
-        at = written_epoch if written_epoch is not None else now
-        changes = rules.changes_for(spec, A.RUNNING, A.COMPLETED, now=now,
-                                    workflow_name=item.workflow_name,
-                                    retention=engine.retention(defn), output=text)
-        if ends:
-            changes["ends_workflow"] = True
-        try:
-            # On state = RUNNING: a heartbeat's time-out or a cancel that landed first
-            # wins; written before its deadline (engine/written.py), or it timed out.
-            moved = engine.move(aeid, A.RUNNING, (A.COMPLETED,), changes, actor=actor,
-                                written_by=at)
-        except StateConflict as lost:
-            if written.came_late(lost.current, at) and lost.current is not None:
-                item, timed_out = written.time_out_late(engine, defn, lost.current, at)
-                if timed_out:
-                    engine.after(item)
+        Raises:
+            InvalidInput: ``output`` is not JSON or too large.
+            StateConflict: the attempt is not RUNNING (``current``: as it is now; one that
+                ended its run already has ``ends_workflow`` set, and the END_WORKFLOW row
+                treats its own redelivery as a duplicate and redoes the follow-ups).
+            EngineDriven: a map's own row or a child run's attempt.
+        """
+        text = self.core.reads.limits.encode(output, "output")
+        item = image if image is not None and image.state is not None \
+            else self.core.known.remembered(aeid) or self.core.reads.activity(aeid)
+        defn = self.core.definitions.definition_of(item)
+        spec = defn.activity(item.activity_name)
+        self.core.moves.refuse_outside_move(defn, item, Transition.COMPLETED)
+        while True:
+            if item.state is A.CANCELLED_RUNNING:  # a cancel won: ends CANCELLED
+                return self.core.flow.apply(item, Transition.COMPLETED, output=text, actor=actor)
+            if item.state is not A.RUNNING:
+                raise StateConflict(expected=[A.RUNNING.value],
+                                    actual=item.state.value if item.state else None,
+                                    activity_exec_id=aeid, transition="END_WORKFLOW",
+                                    current=item)
+            # Of two ends at once one claims the run; the other's report is a plain
+            # completion of its attempt (its output kept, the run not ended by it).
+            ends = claim_end(self.core, item)
+            now = self.core.clock()
+            at = written_epoch if written_epoch is not None else now
+            changes = rules.changes_for(spec, A.RUNNING, A.COMPLETED, now=now,
+                                        workflow_name=item.workflow_name,
+                                        retention=self.core.definitions.retention(defn),
+                                        output=text)
+            if ends:
+                changes["ends_workflow"] = True
+            try:
+                # On state = RUNNING: a heartbeat's time-out or a cancel that landed first
+                # wins; written before its deadline (engine/written.py), or it timed out.
+                moved = self.core.known.move(aeid, A.RUNNING, (A.COMPLETED,), changes, actor=actor,
+                                    written_by=at)
+            except StateConflict as lost:
+                if written.came_late(lost.current, at) and lost.current is not None:
+                    item, timed_out = written.time_out_late(self.core, defn, lost.current, at)
+                    if timed_out:
+                        self.core.flow.after(item)
+                    continue
+                if lost.current is None or lost.current.state is A.RUNNING:
+                    raise
+                item = lost.current
                 continue
-            if lost.current is None or lost.current.state is A.RUNNING:
-                raise
-            item = lost.current
-            continue
-        engine.after(moved)
-        return moved
+            self.core.flow.after(moved)
+            return moved
 
 
 #: Runs an attempt may still end early (SUSPENDED: ended by the first visit after RESUME).

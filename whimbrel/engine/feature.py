@@ -1,17 +1,21 @@
 """The one protocol between the engine's core and its features.
 
-The core (``base.py`` plumbing, ``starting.py``, ``moves.py``, ``flow.py``,
-``ending.py``, ``sweep.py``) makes the moves every activity makes. A *feature* (maps,
-child workflows, failure handlers, redrive, suspension, waits, conditions) takes part in them
-through the hooks below, and nowhere else. :class:`~whimbrel.engine.engine.Engine` holds
-the features in one tuple (``FEATURES`` in ``engine.py``) and asks them, in that order,
-at each hook. A hook that *takes over* returns a truthy value, and the features after it
-(and the core's own handling) are not asked; an *observing* hook is asked of every
-feature.
+The core's parts (``definitions.py``, ``reads.py``, ``known.py``, ``threads.py`` — the
+plumbing —, ``starting.py``, ``moves.py``, ``flow.py``, ``launches.py``, ``ending.py``,
+``heartbeats.py``, ``claims.py``, and ``sweep.py``) make the moves every activity makes.
+A *feature* (maps, child workflows, failure handlers, redrive, suspension, waits,
+conditions, pools, …) takes part in them through the hooks below, and nowhere else.
+:class:`~whimbrel.engine.engine.Engine` holds the features in one
+:class:`~whimbrel.engine.hooks.Hooks` dispatcher (built from ``FEATURES`` in
+``engine.py``), which asks each hook of the features that take it, in that order: a hook
+that *takes over* stops at the first truthy answer (the features after it, and the
+core's own handling, are not asked), a *first answer* hook at the first answer that is
+not None; an *observing* hook is asked of every taker (hooks.py ``KINDS``).
 
 Each feature is one module with one class that subclasses :class:`Feature` (for the
 do-nothing defaults) and overrides the hooks it needs; it sees the engine only as
-:class:`Core`. No feature imports another.
+:class:`Core`. No feature imports another; one that needs another's operation asks for
+it by a protocol declared here (``core.feature(Redriving).redrive(…)``).
 
 Pools (engine/pools.py) take ``admit``: asked in ``flow.advance`` before a move that
 starts an attempt (to QUEUED or RUNNING, or READY and claimable for a pull one), and in
@@ -23,22 +27,36 @@ its slot when it became claimable, so a worker polling a full pool writes nothin
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.definitions import WorkflowDefinition
-from whimbrel.contract.payloads import PayloadLimits
-from whimbrel.contract.records import ActivityRecord, Changes, WorkflowRecord
+from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition
 
 if TYPE_CHECKING:
+    from whimbrel.engine.claims import Claims
     from whimbrel.engine.code_steps import StepSpecs
+    from whimbrel.engine.definitions import Definitions
+    from whimbrel.engine.ending import Ending
+    from whimbrel.engine.flow import Flow
+    from whimbrel.engine.handover import Handover
+    from whimbrel.engine.heartbeats import Heartbeats
+    from whimbrel.engine.hooks import Hooks
+    from whimbrel.engine.inputs import Inputs
+    from whimbrel.engine.known import Known
+    from whimbrel.engine.latest import LatestVersions
+    from whimbrel.engine.launches import Launches
     from whimbrel.engine.leases import SweepLeases
     from whimbrel.engine.metrics import EngineMetrics, Incidents
+    from whimbrel.engine.moves import Moves
     from whimbrel.engine.ports import Launcher, StorePort
+    from whimbrel.engine.reads import Reads
+    from whimbrel.engine.starting import Starting
+    from whimbrel.engine.threads import Threads
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -91,104 +109,63 @@ class Admission:
 
 
 class Core(Protocol):
-    """What a feature sees of the engine: its parts and the core's moves (each move runs
-    the features' hooks, so a feature that calls one is itself seen by the others)."""
+    """What a feature (and each part) sees of the engine: its settings and its parts.
+    Every move runs the features' hooks, so a feature that calls one is itself seen by
+    the others. A part's operations are reached one way: ``core.<part>.op(…)``."""
 
     store: StorePort
-    features: tuple[Feature, ...]
+    #: The features' hooks, asked in the order of ``FEATURES`` (hooks.py).
+    hooks: Hooks
     clock: Callable[[], float]
     actor: str
     launchers: dict[str, Launcher]
     reconcile_grace_seconds: float
     in_flight_grace_seconds: float
+    retention_days: float | None
     metrics: EngineMetrics
     incidents: Incidents
     steps: StepSpecs
+    latest: LatestVersions
 
     #: Called with the definition of every run this engine starts, before its roots
     #: are created (the client: a worker for what it starts, client/_worker.py).
     starting_hooks: list[Callable[[WorkflowDefinition], None]]
 
-    # -- plumbing (base.py)
-    def definition(self, name: str,
-                   version: int | None = None) -> tuple[int, WorkflowDefinition]: ...
-    def definition_of(self, record: ActivityRecord | WorkflowRecord) -> WorkflowDefinition: ...
-    def retention(self, defn: WorkflowDefinition) -> float | None: ...
-    def workflow(self, wx: str) -> WorkflowRecord: ...
-    def workflow_after(self, wx: str) -> WorkflowRecord: ...
-    def run_input(self, wf: WorkflowRecord) -> str | None: ...
-    @property
-    def limits(self) -> PayloadLimits: ...
-    def payload(self, text: str | None, field: str = "payload") -> str | None: ...
-    def activity(self, aeid: str) -> ActivityRecord: ...
-    def remember(self, item: ActivityRecord | None) -> None: ...
-    def remembered(self, aeid: str) -> ActivityRecord | None: ...
-    def each(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]: ...
-    def in_background(self, fn: Callable[[str], T], arg: str) -> Future[T]: ...
-    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]: ...
-    def prefetched_workflow(self, aeid: str, read: Future[WorkflowRecord]) -> None: ...
-    def take_prefetched_workflow(self, aeid: str) -> Future[WorkflowRecord] | None: ...
-    def move(self, aeid: str, expected: ActivityState, path: Sequence[ActivityState],
-             changes: Changes, *, actor: str | None = None, due_by: float | None = None,
-             claimed: bool = False, written_by: float | None = None,
-             late_at: float | None = None) -> ActivityRecord: ...
-    def latest_attempts(self, wx: str) -> dict[str, ActivityRecord]: ...
+    # -- plumbing
+    definitions: Definitions
+    reads: Reads
+    known: Known
+    threads: Threads
+    # -- the core's moves
+    starting: Starting
+    moves: Moves
+    flow: Flow
+    launches: Launches
+    ending: Ending
+    heartbeats: Heartbeats
+    claims: Claims
+    handover: Handover
+    inputs: Inputs
 
-    # -- start (starting.py)
-    def start(self, name: str, input: Any = None, *, version: int | None = None,
-              request_id: str | None = None, source: str | None = None,
-              write_request: bool = True, parent: str | None = None,
-              priority: int | None = None,
-              attributes: Mapping[str, Any] | None = None) -> str: ...
-    def resume_start(self, wf: WorkflowRecord, defn: WorkflowDefinition,
-                     rows: list[ActivityRecord] | None = None) -> bool: ...
+    def feature(self, kind: type[T]) -> T: ...
 
-    # -- moves and hand-offs (flow.py)
-    def after(self, item: ActivityRecord,
-              wf_read: Future[WorkflowRecord] | None = None) -> None: ...
-    def after_completed(self, wf: WorkflowRecord, defn: WorkflowDefinition,
-                        name: str) -> None: ...
-    def advance(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
-                attempt: int, source: ActivityState = ActivityState.REQUESTED) -> None: ...
-    def new_attempt(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
-                    attempt: int, now: float, *, not_before: float | None = None,
-                    actor: str | None = None,
-                    previous: ActivityRecord | None = None) -> ActivityRecord: ...
-    def retry_or_fail(self, wf: WorkflowRecord, defn: WorkflowDefinition,
-                      item: ActivityRecord) -> None: ...
-    def failed_for_good(self, wf: WorkflowRecord, defn: WorkflowDefinition,
-                        item: ActivityRecord, why: str) -> None: ...
-    def complete_if_done(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> bool: ...
-    def launch(self, wf: WorkflowRecord, defn: WorkflowDefinition,
-               item: ActivityRecord) -> None: ...
-    def apply(self, item: ActivityRecord, transition: Transition, *,
-              output: str | None = None, error: str | None = None,
-              error_type: str | None = None, actor: str | None = None,
-              claimed: bool = False) -> ActivityRecord: ...
 
-    # -- ends (ending.py)
-    def settle(self, wx: str) -> None: ...
-    def cancel(self, wx: str, *, actor: str | None = None) -> None: ...
-    def stop_activity(self, act: ActivityRecord, defn: WorkflowDefinition, *,
-                      ask_running: bool) -> bool: ...
-    def stop_plainly(self, act: ActivityRecord, defn: WorkflowDefinition, *,
-                     ask_running: bool) -> bool: ...
+@runtime_checkable
+class Redriving(Protocol):
+    """What a feature may ask of the redrive feature without importing it (a child run
+    redriven with its parent's attempt): ``core.feature(Redriving).redrive(…)``."""
 
-    # -- what a feature offers the others (engine.py)
     def redrive(self, wx: str, *, actor: str | None = None,
                 parent: str | None = None) -> WorkflowRecord: ...
+
+    def followups(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> bool: ...
 
 
 class Feature(Protocol):
     """The hooks a feature may take part in; every default does nothing.
 
-    Taking over (the first feature that returns a truthy value decides): ``drives``,
-    ``advance``, ``admit``, ``reads_run_after``, ``follow_up``, ``before_retry``,
-    ``failed_for_good``, ``stop``, ``waiting_attempt``, ``check_at_end``,
-    ``finish_start``, ``due``. Observing (every feature, in order): ``begin``, ``started``,
-    ``new_attempt``, ``ready``, ``readied``, ``refuse``, ``completed``, ``moved``,
-    ``launched``, ``attempt_ended``, ``ended``, ``after_end``, ``reconcile``, ``sweep``,
-    ``registering``.
+    How each is asked (take over, first answer, observe each, shape each) is written
+    once, in hooks.py ``KINDS``.
     """
 
     # -- registration --------------------------------------------------------------------

@@ -39,9 +39,11 @@ from whimbrel.contract.records import (
     latest_of,
 )
 from whimbrel.contract.states import ActivityState, WorkflowState
-from whimbrel.engine import rules, starting
+from whimbrel.engine import rules
 from whimbrel.engine.admission import admission
 from whimbrel.engine.engine import Engine
+from whimbrel.engine.feature import Feature
+from whimbrel.engine.redrive import Redrive
 from whimbrel.engine.sweep import reconcile
 
 A = ActivityState
@@ -87,15 +89,15 @@ def fork(engine: Engine, source: str, *, from_activity: str, input: Any = None,
     """
     checks.text(source, "workflow_exec_id")
     checks.text(from_activity, "from_activity")
-    src = engine.workflow(source)
-    version, defn = engine.definition(src.workflow_name,
+    src = engine.reads.workflow(source)
+    version, defn = engine.definitions.definition(src.workflow_name,
                                       src.version if version is None else version)
     if from_activity not in defn.names:
         raise InvalidInput(
             f"workflow {src.workflow_name!r} version {version} has no activity "
             f"{from_activity!r}; its activities: {', '.join(defn.names)}",
             field="from_activity")
-    payload = engine.run_input(src) if input is None else encode_payload(
+    payload = engine.reads.run_input(src) if input is None else encode_payload(
         input, field="input", max_bytes=MAX_INPUT_BYTES)
     request_id = new_request_id() if request_id is None else request_id
     wx = workflow_exec_id_for(request_id)
@@ -106,14 +108,13 @@ def fork(engine: Engine, source: str, *, from_activity: str, input: Any = None,
         workflow_exec_id=wx, workflow_name=src.workflow_name, version=version,
         state=W.RUNNING, workflow_request_id=request_id, input=payload, source=src.source,
         created_epoch=now, created_day=day_of(now), updated_epoch=now,
-        check_epoch=starting.next_check(engine, now, now, defn),
+        check_epoch=engine.starting.next_check(now, now, defn),
         # Generation 1 with its phase one not yet done: the redrive's follow-ups (and
         # the reconciler's finish_start) create what runs; roots_ready: no start repair.
         redrive_count=1, roots_ready=now, forked_from=source, priority=src.priority,
         attributes=src.attributes,
         history=(Change(W.REQUESTED.value, now, actor), Change(W.RUNNING.value, now, actor)))
-    for feature in engine.features:
-        record = feature.begin(record)
+    record = engine.hooks.shape(Feature.begin, record)
     ask = admission(engine, record, defn, None, {})
     if ask is not None and not ask.go:
         raise NotAllowedNow(f"{defn.max_running} run(s) of {src.workflow_name!r} are "
@@ -125,19 +126,19 @@ def fork(engine: Engine, source: str, *, from_activity: str, input: Any = None,
         request_id, src.workflow_name, now, version=version, input=payload, manual=True,
         source=src.source, workflow_exec_id=wx, traceparent=record.traceparent,
         expires_epoch=rules.expiry(now + rules.RETENTION_SLACK_SECONDS,
-                                   engine.retention(defn))))
+                                   engine.definitions.retention(defn))))
     # The reused attempts first: once the run's item exists, a reconcile visit may finish
     # the start (the redrive's phase one), and it must find them there, not run them.
-    engine.each(lambda name: _reuse(engine, record, defn, kept[name], now), list(kept))
+    engine.threads.each(lambda name: _reuse(engine, record, defn, kept[name], now), list(kept))
     attrs = run_attributes.decode(src.attributes)
     if attrs:  # the source's, listed like a start's (engine/starting.py)
         engine.store.put_attributes(
             record, {k: run_attributes.value_text(v) for k, v in attrs.items()},
-            rules.expiry(now + rules.ATTRIBUTE_SLACK_SECONDS, engine.retention(defn)))
+            rules.expiry(now + rules.ATTRIBUTE_SLACK_SECONDS, engine.definitions.retention(defn)))
     if not engine.store.create_workflow(record):
         if ask is not None:
             ask.lost(None)
-        existing = engine.workflow(wx)
+        existing = engine.reads.workflow(wx)
         if existing.forked_from != source:
             raise InvalidInput(f"request id {request_id!r} already started run {wx}, "
                                f"not a fork of {source}", field="request_id")
@@ -147,7 +148,7 @@ def fork(engine: Engine, source: str, *, from_activity: str, input: Any = None,
         return wx
     if ask is not None:
         ask.landed(record)
-    engine.redrive_followups(engine.workflow(wx), defn)
+    engine.feature(Redrive).followups(engine.reads.workflow(wx), defn)
     return wx
 
 

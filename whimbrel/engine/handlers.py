@@ -55,7 +55,7 @@ class FailureHandlers(Feature):
         if spec.on_failure == CONTINUE:
             log.info("workflow %s: %s; continuing (on_failure: continue)",
                      wf.workflow_exec_id, why)
-            self.core.after_completed(wf, defn, item.activity_name)
+            self.core.flow.after_completed(wf, defn, item.activity_name)
         elif spec.on_failure is not None:
             self.call_handler(wf, defn, item, spec.on_failure)
         else:
@@ -71,11 +71,11 @@ class FailureHandlers(Feature):
             attempt = current.attempt  # called already (a replay): only move it on
         else:
             attempt = current.attempt + 1 if current is not None else 1
-            record = core.new_attempt(wf, defn, handler, attempt, core.clock()).with_changes(
+            record = core.flow.new_attempt(wf, defn, handler, attempt, core.clock()).with_changes(
                 input=error_input(failed), called_by=failed.activity_exec_id,
                 retry_base=attempt - 1)
             core.store.create_activity(record)
-        core.advance(wf, defn, handler, attempt)
+        core.flow.advance(wf, defn, handler, attempt)
 
     def completed(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str) -> None:
         handled = handlers(defn).get(name)
@@ -86,4 +86,4 @@ class FailureHandlers(Feature):
         latest = latest_of(self.core.store.list_activities(wf.workflow_exec_id))
         res = resolution(defn, latest, handled)
         if res is not None and res.handled_by is not None:
-            self.core.after_completed(wf, defn, handled)
+            self.core.flow.after_completed(wf, defn, handled)

@@ -19,8 +19,7 @@ from whimbrel.contract.errors import StateConflict, WhimbrelError
 from whimbrel.contract.outcomes import HANDED_BACK
 from whimbrel.contract.records import ActivityRecord
 from whimbrel.contract.states import ActivityState, Transition
-from whimbrel.engine import flow
-from whimbrel.engine.claims import CLAIM_CANDIDATES, claim_from
+from whimbrel.engine.claims import CLAIM_CANDIDATES
 from whimbrel.engine.feature import Core
 
 A = ActivityState
@@ -33,33 +32,41 @@ def worker_target(item: ActivityRecord) -> str:
     return f"{module}:{rest.partition('/')[0]}"
 
 
-def claim_for_worker(engine: Core, prefixes: Sequence[str], covers: Callable[[str], bool], *,
-                     actor: str = "worker") -> ActivityRecord | None:
-    """Take one READY python attempt left for a worker whose target ``covers`` accepts,
-    among the entries under ``prefixes`` (``<module>/``; "" for every one): READY →
-    RUNNING, or None if none waits in a proceeding run. As ``claims.claim``: the priority
-    shards and a window at a random offset first, then the other shards."""
-    store = engine.store
+class Handover:
+    """A worker's claim of the python work left for it, and the hand-back of what a
+    closing process launched but never started. A part of the engine:
+    ``engine.handover.op(…)``."""
 
-    def read(group: list[str]) -> list[ActivityRecord]:
-        return [hit for prefix in prefixes
-                for hit in store.claimable_among(group, prefix, CLAIM_CANDIDATES)
-                if covers(worker_target(hit))]
+    def __init__(self, core: Core) -> None:
+        self.core = core
 
-    return claim_from(engine, store.worker_claim_shards, store.worker_priority_claim_shards,
-                      read, actor)
+    def claim_for_worker(self, prefixes: Sequence[str], covers: Callable[[str], bool], *,
+                         actor: str = "worker") -> ActivityRecord | None:
+        """Take one READY python attempt left for a worker whose target ``covers`` accepts,
+        among the entries under ``prefixes`` (``<module>/``; "" for every one): READY →
+        RUNNING, or None if none waits in a proceeding run. As ``claims.claim``: the priority
+        shards and a window at a random offset first, then the other shards."""
+        store = self.core.store
 
+        def read(group: list[str]) -> list[ActivityRecord]:
+            return [hit for prefix in prefixes
+                    for hit in store.claimable_among(group, prefix, CLAIM_CANDIDATES)
+                    if covers(worker_target(hit))]
 
-def hand_back(engine: Core, activity_exec_id: str, why: str) -> bool:
-    """End an attempt this process moved to RUNNING but never started (its client is
-    closing): FAILED with error type ``HANDED_BACK``, which always gets a next attempt
-    at once (contract/outcomes.py), left for a worker. False if it moved on meanwhile."""
-    item = engine.remembered(activity_exec_id) or engine.store.get_activity(activity_exec_id)
-    if item is None or item.state is not A.RUNNING:
-        return False
-    try:
-        flow.apply(engine, item, Transition.FAILED, error=f"handed back: {why}",
-                   error_type=HANDED_BACK)
-    except (StateConflict, WhimbrelError):
-        return False
-    return True
+        return self.core.claims.claim_from(store.worker_claim_shards,
+                                           store.worker_priority_claim_shards, read, actor)
+
+    def hand_back(self, activity_exec_id: str, why: str) -> bool:
+        """End an attempt this process moved to RUNNING but never started (its client is
+        closing): FAILED with error type ``HANDED_BACK``, which always gets a next attempt
+        at once (contract/outcomes.py), left for a worker. False if it moved on meanwhile."""
+        item = self.core.known.remembered(activity_exec_id) \
+            or self.core.store.get_activity(activity_exec_id)
+        if item is None or item.state is not A.RUNNING:
+            return False
+        try:
+            self.core.flow.apply(item, Transition.FAILED, error=f"handed back: {why}",
+                       error_type=HANDED_BACK)
+        except (StateConflict, WhimbrelError):
+            return False
+        return True

@@ -40,75 +40,6 @@ STOP_CHECK_SHARE = 1 / 3
 STOP_CHECK_SECONDS = 10.0
 
 
-def heartbeat(engine: Core, aeid: str, image: ActivityRecord | None = None,
-              details: str | None = None,
-              written_epoch: float | None = None) -> ActivityState:
-    """Record that the attempt is alive and push its heartbeat deadline forward (never
-    past its close deadline); ``details`` (JSON text), when given, replace the ones it
-    keeps. A beat is judged by when it was written (``written_epoch``, a row's stream
-    time; else now): one written past the deadline times the attempt out (written.py).
-
-    Raises:
-        ActivityCancelled: it was cancelled (the heartbeat was still recorded when it
-            is CANCELLED_RUNNING); stop work.
-        ActivityTimedOut: the system gave up on it (TIMED_OUT, LOST), or does now.
-        StateConflict: it is not running (never started, or finished).
-    """
-    item = image
-    if item is None or item.state not in ACTIVITY_ACTIVE:
-        item = engine.activity(aeid)
-    now = engine.clock()
-    changes: dict[str, object] = {"heartbeat_epoch": now}
-    if details is not None:
-        changes["heartbeat_details"] = details
-    if item.heartbeat_timeout_seconds:
-        deadline = now + item.heartbeat_timeout_seconds
-        if item.close_epoch is not None:
-            deadline = min(deadline, item.close_epoch)
-        # The real deadline only: the timers index entry stays where it was armed (0
-        # index writes per heartbeat); the sweep re-arms it when it fires early.
-        changes["deadline_epoch"] = deadline
-    try:
-        # Only a live attempt heartbeats; TIMED_OUT items keep their state forever.
-        moved = engine.store.set_activity(aeid, changes, states=ACTIVITY_ACTIVE,
-                                          alive_at=written_epoch or now)
-    except StateConflict as lost:
-        written.late_heartbeat(engine, lost.current, written_epoch or now)
-        state = lost.current.state if lost.current else None
-        if state in ACTIVITY_GAVE_UP and state is not None:
-            # Still recorded (never its state): a timed-out attempt whose code runs on
-            # keeps its pool slot while it beats (engine/pool_holders.py).
-            engine.store.try_set_activity(aeid, {"heartbeat_epoch": now}, states=[state])
-        _refuse(aeid, lost.current)
-    engine.remember(moved)
-    if moved.state is A.CANCELLED_RUNNING:
-        raise ActivityCancelled(aeid)
-    return moved.state or A.RUNNING
-
-
-def beat_after_time_out(engine: Core, aeid: str) -> bool:
-    """Record that the code of an attempt the system gave up on still runs: its
-    ``heartbeat_epoch`` only, on a TIMED_OUT or LOST attempt (never its state or
-    deadline; one still RUNNING is left alone), which keeps its pool slot until the code
-    stops (engine/pool_holders.py). False: not given up on."""
-    return engine.store.try_set_activity(aeid, {"heartbeat_epoch": engine.clock()},
-                                         states=ACTIVITY_GAVE_UP)
-
-
-def check_running(engine: Core, aeid: str) -> ActivityState:
-    """One read, in place of a heartbeat not worth writing: whether the attempt may go on.
-
-    Raises:
-        ActivityCancelled / ActivityTimedOut / StateConflict: as :func:`heartbeat`.
-    """
-    item = engine.store.get_activity(aeid)
-    if item is None or item.state not in ACTIVITY_ACTIVE:
-        _refuse(aeid, item)
-    if item.state is A.CANCELLED_RUNNING:
-        raise ActivityCancelled(aeid)
-    return item.state
-
-
 def _refuse(aeid: str, current: ActivityRecord | None) -> NoReturn:
     state = current.state if current else None
     if state in ACTIVITY_GAVE_UP and state is not None:
@@ -120,26 +51,13 @@ def _refuse(aeid: str, current: ActivityRecord | None) -> NoReturn:
                         transition="HEARTBEAT", current=current) from None
 
 
-def previous_details(engine: Core, wx: str, name: str, attempt: int) -> str | None:
-    """The heartbeat details of the latest attempt before ``attempt`` of activity
-    ``name`` that kept some (JSON text), or None: one Query of that activity's attempts."""
-    earlier = [r for r in engine.store.list_activities(wx, f"{name}:")
-               if r.activity_name == name and r.attempt < attempt
-               and r.heartbeat_details is not None]
-    return max(earlier, key=lambda r: r.attempt).heartbeat_details if earlier else None
-
-
 @dataclass
 class Pace:
     """When a helper's next heartbeat writes, reads or does nothing (pure: the caller
-    passes the time).
-
-    Attributes:
-        timeout: the attempt's heartbeat timeout (None: it has none).
-        written_at: when its last heartbeat (or its start) was written.
-        checked_at: when it last learned its state (a write or a read).
-        details: the details last written (JSON text).
-    """
+    passes the time). Attributes: timeout: the attempt's heartbeat timeout (None: it has
+    none). written_at: when its last heartbeat (or its start) was written. checked_at:
+    when it last learned its state (a write or a read). details: the details last
+    written (JSON text)."""
 
     timeout: float | None
     written_at: float
@@ -179,3 +97,85 @@ class Pace:
 
     def checked(self, now: float) -> None:
         self.checked_at = now
+
+
+class Heartbeats:
+    """Heartbeats of a running attempt, and what a worker checks between them. A part of
+    the engine: ``engine.heartbeats.op(…)``."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def heartbeat(self, aeid: str, image: ActivityRecord | None = None,
+                  details: str | None = None,
+                  written_epoch: float | None = None) -> ActivityState:
+        """Record that the attempt is alive and push its heartbeat deadline forward (never
+        past its close deadline); ``details`` (JSON text), when given, replace the ones it
+        keeps. A beat is judged by when it was written (``written_epoch``, a row's stream
+        time; else now): one written past the deadline times the attempt out (written.py).
+
+        Raises:
+            ActivityCancelled: it was cancelled (the heartbeat was still recorded when it
+                is CANCELLED_RUNNING); stop work.
+            ActivityTimedOut: the system gave up on it (TIMED_OUT, LOST), or does now.
+            StateConflict: it is not running (never started, or finished).
+        """
+        item = image
+        if item is None or item.state not in ACTIVITY_ACTIVE:
+            item = self.core.reads.activity(aeid)
+        now = self.core.clock()
+        changes: dict[str, object] = {"heartbeat_epoch": now}
+        if details is not None:
+            changes["heartbeat_details"] = details
+        if item.heartbeat_timeout_seconds:
+            deadline = now + item.heartbeat_timeout_seconds
+            if item.close_epoch is not None:
+                deadline = min(deadline, item.close_epoch)
+            # The real deadline only: the timers index entry stays where it was armed (0
+            # index writes per heartbeat); the sweep re-arms it when it fires early.
+            changes["deadline_epoch"] = deadline
+        try:
+            # Only a live attempt heartbeats; TIMED_OUT items keep their state forever.
+            moved = self.core.store.set_activity(aeid, changes, states=ACTIVITY_ACTIVE,
+                                              alive_at=written_epoch or now)
+        except StateConflict as lost:
+            written.late_heartbeat(self.core, lost.current, written_epoch or now)
+            state = lost.current.state if lost.current else None
+            if state in ACTIVITY_GAVE_UP and state is not None:
+                # Still recorded (never its state): a timed-out attempt whose code runs on
+                # keeps its pool slot while it beats (engine/pool_holders.py).
+                self.core.store.try_set_activity(aeid, {"heartbeat_epoch": now}, states=[state])
+            _refuse(aeid, lost.current)
+        self.core.known.remember(moved)
+        if moved.state is A.CANCELLED_RUNNING:
+            raise ActivityCancelled(aeid)
+        return moved.state or A.RUNNING
+
+    def beat_after_time_out(self, aeid: str) -> bool:
+        """Record that the code of an attempt the system gave up on still runs: its
+        ``heartbeat_epoch`` only, on a TIMED_OUT or LOST attempt (never its state or
+        deadline; one still RUNNING is left alone), which keeps its pool slot until the code
+        stops (engine/pool_holders.py). False: not given up on."""
+        return self.core.store.try_set_activity(aeid, {"heartbeat_epoch": self.core.clock()},
+                                             states=ACTIVITY_GAVE_UP)
+
+    def check_running(self, aeid: str) -> ActivityState:
+        """One read, in place of a heartbeat not worth writing: whether the attempt may go on.
+
+        Raises:
+            ActivityCancelled / ActivityTimedOut / StateConflict: as :func:`heartbeat`.
+        """
+        item = self.core.store.get_activity(aeid)
+        if item is None or item.state not in ACTIVITY_ACTIVE:
+            _refuse(aeid, item)
+        if item.state is A.CANCELLED_RUNNING:
+            raise ActivityCancelled(aeid)
+        return item.state
+
+    def previous_details(self, wx: str, name: str, attempt: int) -> str | None:
+        """The heartbeat details of the latest attempt before ``attempt`` of activity
+        ``name`` that kept some (JSON text), or None: one Query of that activity's attempts."""
+        earlier = [r for r in self.core.store.list_activities(wx, f"{name}:")
+                   if r.activity_name == name and r.attempt < attempt
+                   and r.heartbeat_details is not None]
+        return max(earlier, key=lambda r: r.attempt).heartbeat_details if earlier else None

@@ -61,68 +61,6 @@ def attempt_input(defn: WorkflowDefinition, workflow_input: str | None,
     return base if own is not None else dict(spec.input)
 
 
-def launch_input(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
-                 own: str | None, name: str) -> Any:
-    """:func:`attempt_input`, with the keys of the activity's ``input_from`` (issue 22)
-    evaluated over ``{"input": <run input>, "<upstream>": <output>}`` and merged over it
-    (an input that is not a mapping is replaced by those keys).
-
-    Raises:
-        InvalidInput: an expression failed on the document (a type error).
-    """
-    spec = defn.activity(name)
-    # The run's input is read only when the attempt uses it (a map item runs with its
-    # own element): a large one is kept apart from the run's item.
-    run_input = engine.run_input(wf) if own is None or spec.input_from else None
-    base = attempt_input(defn, run_input, engine.payload(own, "input"), name)
-    if not spec.input_from:
-        return base
-    outputs, _ = upstream_values(engine, wf.workflow_exec_id, defn, name) \
-        if spec.depends_on else ({}, {})
-    doc = conditions.document(decode_payload(run_input, field="input"), outputs)
-    extra = conditions.build_input(spec.input_from, doc)
-    return {**base, **extra} if isinstance(base, dict) else extra
-
-
-def assembled(engine: Core, wx: str, node: ActivityRecord) -> Any:
-    """A COMPLETED map's output: the list on its row, or read from its items."""
-    if node.output is not None or not node.map_size:
-        return decode_payload(engine.payload(node.output, "output"), field="output") \
-            if node.output else []
-    items = map_items(engine.store.list_activities(wx, items_prefix(node.activity_name),
-                                                   map_size=node.map_size),
-                      node.activity_name)
-    return map_output(whole_items(engine, items), int(node.map_size))
-
-
-def whole_items(engine: Core, items: dict[int, ActivityRecord]) -> dict[int, ActivityRecord]:
-    """A map's items with their outputs read whole (those kept in S3)."""
-    if not any(has_refs(a) for a in items.values()):
-        return items
-    keys = list(items)
-    return dict(zip(keys, resolved_all(engine, [items[k] for k in keys]), strict=True))
-
-
-def upstream_values(engine: Core, wx: str, defn: WorkflowDefinition, name: str,
-                    acts: Iterable[ActivityRecord] | None = None,
-                    ) -> tuple[dict[str, Any], dict[str, str]]:
-    """What an attempt of ``name`` sees of its upstreams: outputs by name, and the
-    errors of those it runs past (``on_failure: continue``)."""
-    records = list(engine.store.list_activities(wx) if acts is None else acts)
-    latest = latest_of(records)
-    needed = handled_chain(defn, defn.activity(split_item(name)[0]).depends_on)
-    latest.update({k: resolved(engine, v) for k, v in latest.items()
-                   if k in needed and has_refs(v)})
-    outputs, errors = upstream_view(defn, latest, split_item(name)[0])
-    for dep in outputs:
-        node = latest.get(dep)
-        if node is not None and node.state is A.COMPLETED and node.map_size \
-                and node.output is None:
-            items = map_items(records, dep)
-            outputs[dep] = map_output(whole_items(engine, items), int(node.map_size))
-    return outputs, errors
-
-
 def handled_chain(defn: WorkflowDefinition, names: Iterable[str]) -> set[str]:
     """``names`` and the failure handlers that may stand in for them (their outputs are
     what a resolution reads)."""
@@ -136,67 +74,8 @@ def handled_chain(defn: WorkflowDefinition, names: Iterable[str]) -> set[str]:
     return out
 
 
-def upstream_value(engine: Core, wx: str, defn: WorkflowDefinition, up: str) -> Any:
-    """The value ``up`` hands its dependents (what a map maps over), read with a Query
-    of ``up``'s attempts (and its handlers'), not of the whole run.
-
-    Raises:
-        ValueError: ``up`` is not resolved (the map cannot expand yet).
-    """
-    latest: dict[str, ActivityRecord] = {}
-    cur: str | None = up
-    while cur is not None and cur not in latest:
-        found = latest_of(engine.store.list_activities(wx, f"{cur}:")).get(cur)
-        if found is None:
-            break
-        latest[cur] = found
-        handler = defn.activity(cur).on_failure
-        cur = None if handler == CONTINUE else handler
-    value = resolved_value(engine, wx, defn, latest, up)
-    if value is UNRESOLVED:
-        raise ValueError(f"upstream {up} has not completed")
-    return value
-
-
 #: What :func:`resolved_value` returns for an activity that is not resolved yet.
 UNRESOLVED: Any = object()
-
-
-def resolved_value(engine: Core, wx: str, defn: WorkflowDefinition,
-                   latest: Mapping[str, ActivityRecord], name: str) -> Any:
-    """The value ``name`` hands on as resolved (its output, its handler's in its place,
-    None past a ``continue``), or :data:`UNRESOLVED`. A map's list is read from its
-    items when it was too large for the map's own row: never None in its place."""
-    res = resolution(defn, latest, name)
-    if res is None:
-        return UNRESOLVED
-    node = latest[name]
-    if res.handled_by is None and node.state is A.COMPLETED and node.map_size:
-        return assembled(engine, wx, node)
-    return decode_payload(engine.payload(res.output, "output"), field="output") \
-        if res.output else None
-
-
-def output_of(engine: Core, node: ActivityRecord) -> Any:
-    """A COMPLETED attempt's output as its readers see it (a map's list read from its
-    items when it was too large for the map's own row)."""
-    if node.state is A.COMPLETED and node.map_size and node.output is None:
-        return assembled(engine, node.workflow_exec_id, node)
-    return decode_payload(engine.payload(node.output, "output"), field="output")
-
-
-def map_list(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition, name: str) -> list[Any]:
-    """The list map ``name`` maps over: from the workflow's input or an upstream's output.
-
-    Raises:
-        ValueError: the source is missing, not a list, or too long.
-    """
-    source = parse_map_over(str(defn.activity(name).map_over))
-    if source.upstream is None:
-        value = decode_payload(engine.run_input(wf), field="input")
-    else:
-        value = upstream_value(engine, wf.workflow_exec_id, defn, source.upstream)
-    return select(value, source)
 
 
 class KnownLists:
@@ -217,3 +96,124 @@ class KnownLists:
             self._lists[(wx, name, gen)] = found
             while len(self._lists) > self._size:
                 self._lists.popitem(last=False)
+
+
+class Inputs:
+    """What an attempt is given: its input, its upstreams' values, a map's list. A part
+    of the engine: ``engine.inputs.op(…)``."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def launch_input(self, wf: WorkflowRecord, defn: WorkflowDefinition,
+                     own: str | None, name: str) -> Any:
+        """:func:`attempt_input`, with the keys of the activity's ``input_from`` (issue 22)
+        evaluated over ``{"input": <run input>, "<upstream>": <output>}`` and merged over it
+        (an input that is not a mapping is replaced by those keys).
+
+        Raises:
+            InvalidInput: an expression failed on the document (a type error).
+        """
+        spec = defn.activity(name)
+        # The run's input is read only when the attempt uses it (a map item runs with its
+        # own element): a large one is kept apart from the run's item.
+        run_input = self.core.reads.run_input(wf) if own is None or spec.input_from else None
+        base = attempt_input(defn, run_input, self.core.reads.payload(own, "input"), name)
+        if not spec.input_from:
+            return base
+        outputs, _ = self.upstream_values(wf.workflow_exec_id, defn, name) \
+            if spec.depends_on else ({}, {})
+        doc = conditions.document(decode_payload(run_input, field="input"), outputs)
+        extra = conditions.build_input(spec.input_from, doc)
+        return {**base, **extra} if isinstance(base, dict) else extra
+
+    def assembled(self, wx: str, node: ActivityRecord) -> Any:
+        """A COMPLETED map's output: the list on its row, or read from its items."""
+        if node.output is not None or not node.map_size:
+            return decode_payload(self.core.reads.payload(node.output, "output"), field="output") \
+                if node.output else []
+        items = map_items(self.core.store.list_activities(wx, items_prefix(node.activity_name),
+                                                       map_size=node.map_size),
+                          node.activity_name)
+        return map_output(self.whole_items(items), int(node.map_size))
+
+    def whole_items(self, items: dict[int, ActivityRecord]) -> dict[int, ActivityRecord]:
+        """A map's items with their outputs read whole (those kept in S3)."""
+        if not any(has_refs(a) for a in items.values()):
+            return items
+        keys = list(items)
+        return dict(zip(keys, resolved_all(self.core, [items[k] for k in keys]), strict=True))
+
+    def upstream_values(self, wx: str, defn: WorkflowDefinition, name: str,
+                        acts: Iterable[ActivityRecord] | None = None,
+                        ) -> tuple[dict[str, Any], dict[str, str]]:
+        """What an attempt of ``name`` sees of its upstreams: outputs by name, and the
+        errors of those it runs past (``on_failure: continue``)."""
+        records = list(self.core.store.list_activities(wx) if acts is None else acts)
+        latest = latest_of(records)
+        needed = handled_chain(defn, defn.activity(split_item(name)[0]).depends_on)
+        latest.update({k: resolved(self.core, v) for k, v in latest.items()
+                       if k in needed and has_refs(v)})
+        outputs, errors = upstream_view(defn, latest, split_item(name)[0])
+        for dep in outputs:
+            node = latest.get(dep)
+            if node is not None and node.state is A.COMPLETED and node.map_size \
+                    and node.output is None:
+                items = map_items(records, dep)
+                outputs[dep] = map_output(self.whole_items(items), int(node.map_size))
+        return outputs, errors
+
+    def upstream_value(self, wx: str, defn: WorkflowDefinition, up: str) -> Any:
+        """The value ``up`` hands its dependents (what a map maps over), read with a Query
+        of ``up``'s attempts (and its handlers'), not of the whole run.
+
+        Raises:
+            ValueError: ``up`` is not resolved (the map cannot expand yet).
+        """
+        latest: dict[str, ActivityRecord] = {}
+        cur: str | None = up
+        while cur is not None and cur not in latest:
+            found = latest_of(self.core.store.list_activities(wx, f"{cur}:")).get(cur)
+            if found is None:
+                break
+            latest[cur] = found
+            handler = defn.activity(cur).on_failure
+            cur = None if handler == CONTINUE else handler
+        value = self.resolved_value(wx, defn, latest, up)
+        if value is UNRESOLVED:
+            raise ValueError(f"upstream {up} has not completed")
+        return value
+
+    def resolved_value(self, wx: str, defn: WorkflowDefinition,
+                       latest: Mapping[str, ActivityRecord], name: str) -> Any:
+        """The value ``name`` hands on as resolved (its output, its handler's in its place,
+        None past a ``continue``), or :data:`UNRESOLVED`. A map's list is read from its
+        items when it was too large for the map's own row: never None in its place."""
+        res = resolution(defn, latest, name)
+        if res is None:
+            return UNRESOLVED
+        node = latest[name]
+        if res.handled_by is None and node.state is A.COMPLETED and node.map_size:
+            return self.assembled(wx, node)
+        return decode_payload(self.core.reads.payload(res.output, "output"), field="output") \
+            if res.output else None
+
+    def output_of(self, node: ActivityRecord) -> Any:
+        """A COMPLETED attempt's output as its readers see it (a map's list read from its
+        items when it was too large for the map's own row)."""
+        if node.state is A.COMPLETED and node.map_size and node.output is None:
+            return self.assembled(node.workflow_exec_id, node)
+        return decode_payload(self.core.reads.payload(node.output, "output"), field="output")
+
+    def map_list(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str) -> list[Any]:
+        """The list map ``name`` maps over: from the workflow's input or an upstream's output.
+
+        Raises:
+            ValueError: the source is missing, not a list, or too long.
+        """
+        source = parse_map_over(str(defn.activity(name).map_over))
+        if source.upstream is None:
+            value = decode_payload(self.core.reads.run_input(wf), field="input")
+        else:
+            value = self.upstream_value(wf.workflow_exec_id, defn, source.upstream)
+        return select(value, source)

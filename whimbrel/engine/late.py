@@ -16,7 +16,7 @@ from whimbrel.contract.errors import ActivityTimedOut
 from whimbrel.contract.payloads import clip_error
 from whimbrel.contract.records import ActivityRecord
 from whimbrel.contract.states import ACTIVITY_GAVE_UP, Transition
-from whimbrel.engine.feature import Core
+from whimbrel.engine.feature import Core, Feature
 
 #: The reports an activity makes of its own end: kept late, never applied.
 LATE_VERBS = frozenset({Transition.COMPLETED, Transition.FAILED})
@@ -44,7 +44,6 @@ def keep(engine: Core, item: ActivityRecord, verb: Transition, *, output: str | 
     # Only while it is TIMED_OUT or LOST: a late report writes to the row, never its
     # state, and never on a row that is anywhere else.
     kept = engine.store.set_activity(item.activity_exec_id, changes, states=ACTIVITY_GAVE_UP)
-    for feature in engine.features:  # its code stopped: a slot it kept goes (pools.py)
-        feature.attempt_ended(kept)
+    engine.hooks.observe(Feature.attempt_ended, kept)  # a slot it kept goes (pools.py)
     state = item.state.value if item.state else "TIMED_OUT"
     return ActivityTimedOut(item.activity_exec_id, state, kept=True)

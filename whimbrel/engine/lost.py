@@ -73,7 +73,7 @@ class Lost(Feature):
         if nxt is None or not rules.retry_follows(defn.activity(item.activity_name), item):
             return False
         if not self.tombstone(wf, defn, item.activity_name, nxt, self.core.clock(), item):
-            self.core.advance(wf, defn, item.activity_name, nxt)  # a lost launch, repaired
+            self.core.flow.advance(wf, defn, item.activity_name, nxt)  # a lost launch, repaired
         return True
 
     def tombstone(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
@@ -92,7 +92,7 @@ class Lost(Feature):
             updated_epoch=now, ended_epoch=now, error=why, error_type=LOST_ERROR_TYPE,
             heartbeat_timeout_seconds=spec.heartbeat_timeout_seconds,
             expires_epoch=rules.expiry(now + rules.RETENTION_SLACK_SECONDS,
-                                       self.core.retention(defn)),
+                                       self.core.definitions.retention(defn)),
             redrive_count=previous.redrive_count if previous else wf.redrive_count,
             retry_base=previous.retry_base if previous else None,
             history=(Change(A.LOST.value, now, RECONCILER),))
@@ -102,5 +102,5 @@ class Lost(Feature):
             return False
         log.warning("%s", why)
         report_activity_end(self.core.metrics, record)
-        self.core.after(record)
+        self.core.flow.after(record)
         return True

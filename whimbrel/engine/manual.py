@@ -59,20 +59,20 @@ def retry_activity(engine: Engine, activity_exec_id_: str, *,
             started, or the workflow is no longer RUNNING.
     """
     key = parse_activity_exec_id(activity_exec_id_)
-    item = engine.activity(activity_exec_id_)
+    item = engine.reads.activity(activity_exec_id_)
     state = item.state or A.REQUESTED
     if state not in RETRYABLE_STATES:
         raise RetryNotAllowed(
             f"activity {activity_exec_id_} is {state.value}; only FAILED or TIMED_OUT "
             "attempts can be retried", activity_exec_id=activity_exec_id_, state=state.value)
-    wf = engine.workflow(item.workflow_exec_id)
+    wf = engine.reads.workflow(item.workflow_exec_id)
     if wf.state is not W.RUNNING:
         raise RetryNotAllowed(
             f"workflow {wf.workflow_exec_id} is {wf.state.value}: a retry is only possible "
             "while it is RUNNING (its failure is already decided); once it has ended, "
             "redrive it (`whimbrel redrive`)", activity_exec_id=activity_exec_id_,
             state=state.value, workflow_state=wf.state.value)
-    defn = engine.definition_of(wf)
+    defn = engine.definitions.definition_of(wf)
     name = item.activity_name
     if defn.activity(name).map_over is not None and not is_item(name):
         raise RetryNotAllowed(
@@ -80,7 +80,7 @@ def retry_activity(engine: Engine, activity_exec_id_: str, *,
             "that failed runs again with its run (`whimbrel redrive`)",
             activity_exec_id=activity_exec_id_, state=state.value,
             workflow_state=wf.state.value)
-    latest = engine.latest_attempts(wf.workflow_exec_id)[name]
+    latest = engine.reads.latest_attempts(wf.workflow_exec_id)[name]
     nxt_attempt = key.attempt + 1
     if latest.attempt > key.attempt:
         if latest.attempt != nxt_attempt or latest.state is not A.REQUESTED:
@@ -95,8 +95,8 @@ def retry_activity(engine: Engine, activity_exec_id_: str, *,
         # or manual retry computes the same id and only one row is ever created. No timer
         # is armed: if we die before the launch, the reconciler finds a REQUESTED latest
         # attempt whose upstreams all COMPLETED and launches it.
-        engine.store.create_activity(engine.new_attempt(wf, defn, name, nxt_attempt,
+        engine.store.create_activity(engine.flow.new_attempt(wf, defn, name, nxt_attempt,
                                                         engine.clock(), actor=actor,
                                                         previous=item))
-    engine.advance(wf, defn, name, nxt_attempt)
-    return engine.get_activity(activity_exec_id(wf.workflow_exec_id, name, nxt_attempt))
+    engine.flow.advance(wf, defn, name, nxt_attempt)
+    return engine.reads.get_activity(activity_exec_id(wf.workflow_exec_id, name, nxt_attempt))

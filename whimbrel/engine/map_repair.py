@@ -75,7 +75,7 @@ def repair_map(maps: MapSteps, wf: WorkflowRecord, defn: WorkflowDefinition,
             due = not (act.not_before_epoch or 0) > maps.core.clock()
             if (state is A.REQUESTED and due) or (state is A.READY and spec.launcher.is_push
                                                    and not spec.launcher.needs_worker):
-                maps.core.advance(wf, defn, act.activity_name, act.attempt, state)
+                maps.core.flow.advance(wf, defn, act.activity_name, act.attempt, state)
                 repaired = True
             continue
         rest = range(mine[-1] + width, size, width)

@@ -37,7 +37,7 @@ from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord, la
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState, activity_path
 from whimbrel.engine import flow, rules
 from whimbrel.engine.feature import Core, Feature, RunRead
-from whimbrel.engine.inputs import KnownLists, map_list, own_input
+from whimbrel.engine.inputs import KnownLists, own_input
 from whimbrel.engine.map_repair import repair_maps
 from whimbrel.engine.payloads import has_refs, resolved
 
@@ -85,9 +85,9 @@ class Maps(Feature):
         if item.state is A.COMPLETED and self.chain_ahead(item):
             run.cancel()
             return True
-        wf = flow.run_going_on(self.core, item, run)
+        wf = self.core.flow.run_going_on(item, run)
         if wf is not None:
-            self.after_item(wf, self.core.definition_of(wf), item)
+            self.after_item(wf, self.core.definitions.definition_of(wf), item)
         return True
 
     def new_attempt(self, defn: WorkflowDefinition, record: ActivityRecord) -> ActivityRecord:
@@ -101,7 +101,8 @@ class Maps(Feature):
             return False
         # A map never retries as a whole: its items retried already.
         why = f"map {item.activity_name} {item.state}"
-        self.core.failed_for_good(wf, defn, item, f"{why}: {item.error}" if item.error else why)
+        why = f"{why}: {item.error}" if item.error else why
+        self.core.flow.failed_for_good(wf, defn, item, why)
         return True
 
     def stop(self, act: ActivityRecord, defn: WorkflowDefinition, *,
@@ -126,7 +127,7 @@ class Maps(Feature):
         cached = self._lists.get(wf.workflow_exec_id, name, wf.redrives)
         if cached is not None:
             return cached
-        found = map_list(self.core, wf, defn, name)
+        found = self.core.inputs.map_list(wf, defn, name)
         self._lists.put(wf.workflow_exec_id, name, wf.redrives, found)
         return found
 
@@ -156,7 +157,7 @@ class Maps(Feature):
         try:
             # Whoever advances a map runs it: no other actor moves it between READY and
             # RUNNING, and one write picks one runner (docs/contract.md).
-            self.core.move(aeid, source, path, {"started_epoch": now, "map_size": len(items),
+            self.core.known.move(aeid, source, path, {"started_epoch": now, "map_size": len(items),
                                                 "timer_epoch": REMOVE})
         except StateConflict:
             return  # expanded by someone else
@@ -182,7 +183,7 @@ class Maps(Feature):
         if busy:
             self.store.put_dependencies(wf.workflow_exec_id, lane_edges(name),
                                         [str(k) for k in busy])
-        self.core.each(lambda k: self.chain_lane(wf, defn, name, starts[k], k), busy)
+        self.core.threads.each(lambda k: self.chain_lane(wf, defn, name, starts[k], k), busy)
         if len(busy) < len(starts) and not self.store.pending_dependencies(
                 wf.workflow_exec_id, lane_edges(name)):
             self.finish_map(wf, defn, name)
@@ -211,7 +212,7 @@ class Maps(Feature):
         the follow-up reads the run and goes the usual way (``after_item``)."""
         if item.workflow_version is None:
             return False
-        defn = self.core.definition_of(item)
+        defn = self.core.definitions.definition_of(item)
         chained = self._chained(item, defn)
         if chained is None:
             return False
@@ -233,14 +234,14 @@ class Maps(Feature):
         assert index is not None
         spec = defn.activity(name)
         if retries_left(item, spec):
-            self.core.retry_or_fail(wf, defn, item)  # a new attempt of this item
+            self.core.flow.retry_or_fail(wf, defn, item)  # a new attempt of this item
             return
         if spec.on_failure is not None and not self.map_running(wf, name):
             # A straggler of a map that failed while its workflow goes on: the last one
             # to stop may be all the run waited for.
             if not open_activities(defn, latest_of(self.store.list_activities(
                     wf.workflow_exec_id))):
-                self.core.complete_if_done(wf, defn)
+                self.core.flow.complete_if_done(wf, defn)
             return
         if item_failed(item, spec) and self.too_many_failures(wf, spec, name):
             why = (item.error or "").strip().splitlines()[:1]
@@ -271,8 +272,8 @@ class Maps(Feature):
         """Create item ``index`` (its next attempt after a redrive) and move it on.
         False when it COMPLETED already (before a redrive): the lane goes on."""
         wx, iname = wf.workflow_exec_id, item_name(name, index)
-        record = self.core.new_attempt(wf, defn, iname, 1, self.core.clock()).with_changes(
-            input=own_input(element, f"element {index} of {name}", self.core.limits))
+        record = self.core.flow.new_attempt(wf, defn, iname, 1, self.core.clock()).with_changes(
+            input=own_input(element, f"element {index} of {name}", self.core.reads.limits))
         fresh = self.store.create_activity(record)
         if not fresh:  # a replay, or an item that ran before a redrive
             latest = latest_of(self.store.list_activities(wx, f"{iname}:"))[iname]
@@ -280,14 +281,14 @@ class Maps(Feature):
                 return False
             record = latest
             if generation(latest) < wf.redrives:  # it failed before the redrive: a new go
-                record = self.core.new_attempt(
+                record = self.core.flow.new_attempt(
                     wf, defn, iname, latest.attempt + 1, self.core.clock(),
                 ).with_changes(input=latest.input, retry_base=latest.attempt)
                 fresh = self.store.create_activity(record)
         # Created first, read second (a cancel, a failure or the map's end that landed
         # in between is seen here, and the item is not launched); a read begun after
         # the create, shared with the run's other items in this process.
-        current = self.core.workflow_after(wx)
+        current = self.core.reads.workflow_after(wx)
         spec = defn.activity(name)
         # A follow-up from before a redrive (a late replay) created for its generation:
         # the redrive starts this item itself, of its own generation.
@@ -295,11 +296,11 @@ class Maps(Feature):
         if stale or not flow.proceeds(current) or (
                 spec.on_failure is not None and not self.map_running(current, name)):
             if fresh:
-                self.core.stop_activity(record, defn, ask_running=False)
+                self.core.ending.stop_activity(record, defn, ask_running=False)
             if not stale:
-                self.core.settle(wx)
+                self.core.ending.settle(wx)
             return True
-        self.core.advance(current, defn, iname, record.attempt)
+        self.core.flow.advance(current, defn, iname, record.attempt)
         return True
 
     # -- the map's own end ------------------------------------------------------------------------
@@ -344,7 +345,7 @@ class Maps(Feature):
         try:
             whole = {i: resolved(self.core, a) for i, a in items.items()} \
                 if any(has_refs(a) for a in items.values()) else items
-            output = self.core.limits.encode(map_output(whole, int(node.map_size)), "output")
+            output = self.core.reads.limits.encode(map_output(whole, int(node.map_size)), "output")
         except ValueError:
             log.info("map %s of %s: output kept on its items (too large)", name, wx)
         self.end_map_node(node, (A.COMPLETED,), defn, output=output)
@@ -367,13 +368,13 @@ class Maps(Feature):
         start = expected or node.state or A.RUNNING
         changes = rules.changes_for(defn.activity(name), A.RUNNING, path[-1],
                                     now=self.core.clock(), workflow_name=node.workflow_name,
-                                    retention=self.core.retention(defn), output=output,
+                                    retention=self.core.definitions.retention(defn), output=output,
                                     error=error, error_type=error_type)
         if start is not A.RUNNING:
             changes["started_epoch"] = self.core.clock()
             changes["map_size"] = 0 if output == "[]" else REMOVE
         try:
-            moved = self.core.move(node.activity_exec_id, start, path, changes)
+            moved = self.core.known.move(node.activity_exec_id, start, path, changes)
         except StateConflict:
             return
         if path[-1] is not A.COMPLETED:  # lanes nobody will end
@@ -382,9 +383,9 @@ class Maps(Feature):
         if stop_items:
             for item in self.store.list_activities(wx, items_prefix(name),
                                                    map_size=node.map_size):
-                self.core.stop_activity(item, defn, ask_running=True)
+                self.core.ending.stop_activity(item, defn, ask_running=True)
         if path[-1] is not A.CANCELLED:
-            self.core.after(moved)
+            self.core.flow.after(moved)
 
     # -- repair ---------------------------------------------------------------------------------
 

@@ -104,7 +104,7 @@ def _release(engine: Engine, wf: WorkflowRecord, acts: list[ActivityRecord],
     crash between an end's write and its follow-up, or the slot of an attempt whose row
     vanished (its LOST tombstone does not know the slot: the pool's slots are asked)."""
     pools = engine.feature(Pools)
-    defn = engine.definition_of(wf)
+    defn = engine.definitions.definition_of(wf)
     for act in acts:
         if act.state is None or not act.state.is_terminal:
             continue  # a live attempt's slot is its own

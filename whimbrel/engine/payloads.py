@@ -7,29 +7,22 @@ all, so deciding a move reads no object. Views, attempt inputs and upstream valu
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING
 
 from whimbrel.contract.payloads import is_ref
 from whimbrel.contract.records import ActivityRecord
 
-T = TypeVar("T")
-R = TypeVar("R")
-
-
-class Reader(Protocol):
-    """What resolving needs of the engine (``EngineBase`` and ``Core`` have it)."""
-
-    def payload(self, text: str | None, field: str = "payload") -> str | None: ...
-    def each(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]: ...
+if TYPE_CHECKING:
+    from whimbrel.engine.feature import Core
 
 
 def has_refs(record: ActivityRecord) -> bool:
     return is_ref(record.input) or is_ref(record.output) or is_ref(record.late_output)
 
 
-def resolved(engine: Reader, record: ActivityRecord) -> ActivityRecord:
+def resolved(engine: Core, record: ActivityRecord) -> ActivityRecord:
     """``record`` with its payloads (input, output, late output) read whole.
 
     Raises:
@@ -37,14 +30,14 @@ def resolved(engine: Reader, record: ActivityRecord) -> ActivityRecord:
     """
     if not has_refs(record):
         return record
-    return replace(record, input=engine.payload(record.input, "input"),
-                   output=engine.payload(record.output, "output"),
-                   late_output=engine.payload(record.late_output, "late_output"))
+    return replace(record, input=engine.reads.payload(record.input, "input"),
+                   output=engine.reads.payload(record.output, "output"),
+                   late_output=engine.reads.payload(record.late_output, "late_output"))
 
 
-def resolved_all(engine: Reader, records: Sequence[ActivityRecord],
+def resolved_all(engine: Core, records: Sequence[ActivityRecord],
                  ) -> list[ActivityRecord]:
     """:func:`resolved` of each record (those with references read in parallel)."""
     if not any(has_refs(r) for r in records):
         return list(records)
-    return engine.each(lambda r: resolved(engine, r), list(records))
+    return engine.threads.each(lambda r: resolved(engine, r), list(records))

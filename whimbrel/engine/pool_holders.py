@@ -23,7 +23,7 @@ def kept_until(core: Core, item: ActivityRecord, now: float) -> float | None:
         return None
     hb = item.heartbeat_timeout_seconds
     if not hb and item.workflow_version is not None:
-        defn = core.definition(item.workflow_name, item.workflow_version)[1]
+        defn = core.definitions.definition(item.workflow_name, item.workflow_version)[1]
         hb = defn.activity(item.activity_name).heartbeat_timeout_seconds
     return held_after_time_out(late=item.late_epoch is not None, now=now,
                                heartbeat_epoch=item.heartbeat_epoch, heartbeat_timeout=hb,

@@ -30,7 +30,6 @@ from whimbrel.contract.nesting import CHILD_LAUNCHER, ChildRef
 from whimbrel.contract.pools import PoolInfo, parse_slot_ref
 from whimbrel.contract.records import WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition
-from whimbrel.engine import moves
 from whimbrel.engine.feature import Core
 
 #: Definitions a registration reads at most while it follows child launchers.
@@ -151,7 +150,7 @@ def fail_nested(core: Core, aeid: str, defn: WorkflowDefinition, pool: str,
              f"{holder} holds while this run runs: a full pool would never free "
              "(deadlock); put the child-run launcher in no pool or another one")
     try:
-        moves.end_wait(core, item, defn, Transition.FAILED, error=error,
+        core.moves.end_wait(item, defn, Transition.FAILED, error=error,
                        error_type=POOL_DEADLOCK)
     except StateConflict:
         return  # moved meanwhile (admitted, cancelled): nothing to fail

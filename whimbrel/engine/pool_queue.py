@@ -78,7 +78,7 @@ class Queue:
                                   getattr(lost.current, "pool_slot", None))
             return False
         self.store.pools.delete_waiter(self.waiter(pool, wf.workflow_exec_id, self.run_order(wf)))
-        self.core.resume_start(moved, defn)  # its rows, then its roots (starting.py)
+        self.core.starting.resume_start(moved, defn)  # its rows, then its roots (starting.py)
         return True
 
     # -- waiting -----------------------------------------------------------------------
@@ -113,7 +113,7 @@ class Queue:
     def probes(self, pool: str, holder: str) -> list[int]:
         if is_run_pool(pool):
             wf = self.store.get_workflow(holder)
-            slots = self.core.definition_of(wf).max_running if wf is not None else None
+            slots = self.core.definitions.definition_of(wf).max_running if wf is not None else None
         else:
             info = self.ledger.settings(pool)
             slots = info.slots if info is not None else None
@@ -126,17 +126,17 @@ class Queue:
         if item is None or item.state not in ACTIVITY_NOT_LAUNCHED \
                 or item.pool_slot is not None:
             return "gone"
-        self.core.remember(item)  # its ready_epoch: where its entry is (admission.py)
+        self.core.known.remember(item)  # its ready_epoch: where its entry is (admission.py)
         wf = self.store.get_workflow(item.workflow_exec_id)
         if wf is None or wf.state.is_terminal or not flow.proceeds(wf):
             return "gone"
         if wf.state is not W.RUNNING:
             return "skip"  # SUSPENDED: its resume's reconcile visit admits it
-        defn = self.core.definition_of(wf)
+        defn = self.core.definitions.definition_of(wf)
         spec = defn.activity(item.activity_name)
         if spec.launcher.is_pull or admission.leaves_for_worker(self.core, spec):
             return self.admit_pull(wf, defn, spec, item)  # claimable, its slot held
-        self.core.advance(wf, defn, item.activity_name, item.attempt, item.state)
+        self.core.flow.advance(wf, defn, item.activity_name, item.attempt, item.state)
         fresh = self.store.get_activity(aeid)
         return "admitted" if fresh is not None and fresh.pool_wait is None else "held"
 
@@ -163,7 +163,7 @@ class Queue:
             self.ledger.give_back(pool, taken, item.activity_exec_id,
                                   getattr(lost.current, "pool_slot", None))
             return "gone"
-        self.core.remember(moved)
+        self.core.known.remember(moved)
         self.store.pools.delete_waiter(self.waiter(pool, item.activity_exec_id, order))
         return "admitted"
 
@@ -173,7 +173,7 @@ class Queue:
         wf = self.store.get_workflow(wx)
         if wf is None or wf.state not in WORKFLOW_WAITING or wf.pool_slot is not None:
             return "gone"
-        defn = self.core.definition_of(wf)
+        defn = self.core.definitions.definition_of(wf)
         pool = run_pool(wf.workflow_name)
         if not defn.max_running:
             return "gone"
@@ -187,10 +187,10 @@ class Queue:
         wf = self.store.get_workflow(item.workflow_exec_id)
         if wf is None or item.pool_wait is None:
             return
-        spec = self.core.definition_of(wf).activity(item.activity_name)
+        spec = self.core.definitions.definition_of(wf).activity(item.activity_name)
         self.store.pools.delete_waiter(self.waiter(item.pool_wait, item.activity_exec_id,
-                                                   admission.claim_order(spec, wf,
-                                                                         item.ready_epoch)))
+                                             admission.claim_order(spec, wf,
+                                                                   item.ready_epoch)))
 
     def wake(self, pool: str, freed: int | None) -> None:
         """Admit ``pool``'s first waiters: after a release, one (on the slot ``freed``);

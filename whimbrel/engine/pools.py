@@ -147,7 +147,7 @@ class Pools(Feature):
         refused at once, not discovered at the first start. Nor may it start child runs
         that wait for a slot (of a pool, or of its ``max_running``) their parent holds
         (engine/pool_nesting.py)."""
-        out = nesting_problems(defn, lambda name, version: self.core.definition(
+        out = nesting_problems(defn, lambda name, version: self.core.definitions.definition(
             name, version)[1], self.store.pools.get_pool_settings)
         for name in sorted({a.pool for a in defn.activities if a.pool is not None}):
             if self.store.pools.get_pool_settings(name) is None:
@@ -180,8 +180,8 @@ class Pools(Feature):
 
             def landed(_moved: ActivityRecord) -> None:
                 if item.state is A.READY:  # it waited: leave the queue
-                    self.store.pools.delete_waiter(
-                        self.queue.waiter(pool, item.activity_exec_id, order))
+                    self.store.pools.delete_waiter(self.queue.waiter(pool, item.activity_exec_id,
+                                                          order))
 
             return Admission(True, go, landed=landed, lost=lambda cur: self.ledger.give_back(
                 pool, taken, item.activity_exec_id, getattr(cur, "pool_slot", None)))
@@ -264,7 +264,7 @@ class Pools(Feature):
     def _pool_of(self, item: ActivityRecord) -> str | None:
         if item.workflow_version is None:
             return None
-        defn = self.core.definition_of(item)  # a code step: its spec is its run's
+        defn = self.core.definitions.definition_of(item)  # a code step: its spec is its run's
         return defn.activity(item.activity_name).pool
 
     def _rated(self, pool: str) -> bool:
@@ -293,7 +293,7 @@ class Pools(Feature):
         seen = self.store.pools.due_pool_check_shards(now)
         shards = self.store.pools.pool_check_shards
         if seen is None:  # ask each shard
-            reads = [self.core.submit(self.store.pools.due_pool_checks, now, 1, shard)
+            reads = [self.core.threads.submit(self.store.pools.due_pool_checks, now, 1, shard)
                      for shard in shards]
             seen = {shard for shard, read in zip(shards, reads, strict=True) if read.result()}
         for shard in shards:
@@ -341,7 +341,7 @@ class Pools(Feature):
                 return False
             pool = run_pool(wf.workflow_name)
             self.store.pools.put_waiter(pool, wf.workflow_exec_id, self.queue.run_order(wf),
-                                        kind="run", expires_epoch=None)
+                                  kind="run", expires_epoch=None)
             return self.queue.retry_run(wf.workflow_exec_id) == "admitted"
         if wf.state is not W.RUNNING:
             return False
@@ -353,9 +353,9 @@ class Pools(Feature):
                 continue  # not waiting: admitted (and claimable, for a pull one)
             # Waiting for its pool, or readied while its run was SUSPENDED.
             self.store.pools.put_waiter(spec.pool, act.activity_exec_id,
-                                        admission.claim_order(spec, wf, act.ready_epoch),
-                                        kind="activity",
-                                        expires_epoch=None)
+                                  admission.claim_order(spec, wf, act.ready_epoch),
+                                  kind="activity",
+                                  expires_epoch=None)
             # A push one is advanced by the core's visit; python waits for a worker.
             if spec.launcher.is_pull or spec.launcher.needs_worker:
                 repaired |= self.queue.admit_pull(wf, defn, spec, act) == "admitted"

@@ -80,7 +80,7 @@ class Redrive(Feature):
         if flow.proceeds(wf) and generation(item) < wf.redrives:
             # An attempt from before the redrive (a late follow-up, a reconcile visit):
             # its activity got (or gets now) a new attempt; it fails nothing.
-            self.followups(wf, self.core.definition_of(wf))
+            self.followups(wf, self.core.definitions.definition_of(wf))
             return True
         return False
 
@@ -99,7 +99,7 @@ class Redrive(Feature):
             RedriveNotAllowed: the run is not FAILED, CANCELLED or TIMED_OUT, an attempt
                 of it still runs, another redrive won, or it is a child run.
         """
-        wf = self.core.workflow(wx)
+        wf = self.core.reads.workflow(wx)
         state = wf.state.value
         if wf.parent_activity_exec_id and parent is None:
             up = parse_activity_exec_id(wf.parent_activity_exec_id).workflow_exec_id
@@ -118,7 +118,7 @@ class Redrive(Feature):
                 f"workflow {wx} still has running attempts ({', '.join(running[:5])}); "
                 "redrive it once they have stopped", workflow_exec_id=wx,
                 workflow_state=state)
-        defn = self.core.definition_of(wf)
+        defn = self.core.definitions.definition_of(wf)
         now = self.core.clock()
         check = now + self.core.reconcile_grace_seconds
         if defn.timeout_seconds is not None:  # its deadline counts from the redrive
@@ -167,8 +167,7 @@ class Redrive(Feature):
         wx = wf.workflow_exec_id
         if isinstance(defn, CodeDefinition):  # its function decides what runs again
             self.store.set_workflow(wx, {"redrive_ready": gen}, states=[wf.state])
-            for feature in self.core.features:
-                feature.started(wf, defn)
+            self.core.hooks.observe(Feature.started, wf, defn)
             return True
         latest = latest_of(self.store.list_activities(wx))
         open_ = set(unresolved(defn, latest))
@@ -185,19 +184,19 @@ class Redrive(Feature):
 
         def successor(name: str) -> ActivityRecord:
             before = latest[name].attempt if name in latest else 0
-            record = self.core.new_attempt(wf, defn, name, before + 1, now).with_changes(
+            record = self.core.flow.new_attempt(wf, defn, name, before + 1, now).with_changes(
                 retry_base=before)
             self.store.create_activity(record)
             return record
 
-        attempts = {r.activity_name: r.attempt for r in self.core.each(successor, todo)}
+        attempts = {r.activity_name: r.attempt for r in self.core.threads.each(successor, todo)}
         attempts.update({n: a.attempt for n, a in latest.items()
                          if n in open_ and generation(a) == gen})
         # Only while the run is as judged (not failed or cancelled since).
         self.store.set_workflow(wx, {"redrive_ready": gen}, states=[wf.state])
         ready = [n for n in attempts if all(resolution(defn, latest, d) is not None
                                             for d in defn.activity(n).depends_on)]
-        self.core.each(lambda n: self.core.advance(wf, defn, n, attempts[n]), ready)
+        self.core.threads.each(lambda n: self.core.flow.advance(wf, defn, n, attempts[n]), ready)
         if not attempts:
-            self.core.complete_if_done(wf, defn)  # nothing was left to run
+            self.core.flow.complete_if_done(wf, defn)  # nothing was left to run
         return True

@@ -102,7 +102,7 @@ class Schedules(Feature):
             ScheduleConflict: the id exists with another spec.
         """
         schedule.validate()
-        _, defn = self.core.definition(schedule.workflow_name)  # refuses an unknown one
+        _, defn = self.core.definitions.definition(schedule.workflow_name)  # refuses an unknown one
         check_input(defn.activities, schedule.input)  # what every firing's start checks
         now = self.core.clock()
         existing = self.core.store.schedules.get_schedule(schedule.schedule_id)
@@ -115,7 +115,7 @@ class Schedules(Feature):
                                 next_fire_epoch=first, created_epoch=now)
             if self.core.store.schedules.put_schedule(info, now):
                 return info
-            # A racing create:
+            # a racing create
             existing = self.core.store.schedules.get_schedule(schedule.schedule_id)
         if existing is not None and existing.schedule.to_dict() == schedule.to_dict():
             return existing  # the same create again: nothing to do
@@ -169,7 +169,7 @@ class Schedules(Feature):
             else:
                 changes.update(status=S.ACTIVE.value, next_fire_epoch=look)
             done = self.core.store.schedules.update_schedule(schedule_id, changes,
-                                                             expect={"status": S.PAUSED.value})
+                                                   expect={"status": S.PAUSED.value})
             if done is not None:
                 return done
 
@@ -207,7 +207,8 @@ class Schedules(Feature):
         store = self.core.store
         seen = store.schedules.due_schedule_shards(now)  # one request (None: ask each shard)
         shards = [k for k in store.schedules.schedule_shards if seen is None or k in seen]
-        reads = [self.core.submit(store.schedules.due_schedules, shard, now, self.due_per_shard)
+        reads = [self.core.threads.submit(store.schedules.due_schedules, shard, now,
+                                          self.due_per_shard)
                  for shard in shards]
         for shard, read in zip(shards, reads, strict=True):
             due = read.result()
@@ -354,7 +355,7 @@ class Schedules(Feature):
         return wf is not None and wf.state in WORKFLOW_LIVE
 
     def _start(self, s: Schedule, fire: float) -> str:
-        return self.core.start(s.workflow_name, s.input,
+        return self.core.starting.start(s.workflow_name, s.input,
                                request_id=fire_request_id(s.schedule_id, fire),
                                source=f"schedule:{s.schedule_id}", write_request=False,
                                attributes=s.attributes)

@@ -49,7 +49,6 @@ from whimbrel.contract.records import (
 )
 from whimbrel.contract.states import ACTIVITY_FAILED, WORKFLOW_PROCEEDING, ActivityState, Transition
 from whimbrel.engine import rules
-from whimbrel.engine.moves import end_wait
 from whimbrel.settings import DAY_SECONDS
 
 if TYPE_CHECKING:
@@ -103,9 +102,9 @@ def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
                            field="name")
     signal_id = new_request_id() if signal_id is None else checks.text(
         signal_id, "signal_id", max_chars=waits.MAX_SIGNAL_ID_CHARS)
-    text = engine.limits.encode(payload, "payload")
-    wf = engine.workflow(workflow_exec_id)
-    defn = engine.definition_of(wf)
+    text = engine.reads.limits.encode(payload, "payload")
+    wf = engine.reads.workflow(workflow_exec_id)
+    defn = engine.definitions.definition_of(wf)
     code = isinstance(defn, CodeDefinition)  # takes any name, at any time: kept
     names = [] if code else waiting_on(defn, name)
     if not names and not code:
@@ -156,7 +155,7 @@ def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
         # one write completes it (the wait's own condition arbitrates a cancel or a
         # timeout); a crash before it is a hand-over the reconciler finishes (_give).
         try:
-            end_wait(engine, bound, defn, Transition.COMPLETED, output=text,
+            engine.moves.end_wait(bound, defn, Transition.COMPLETED, output=text,
                      actor=tag(signal_id))
             return SignalOutcome(signal_id, bound.activity_exec_id)
         except StateConflict as lost:
@@ -180,7 +179,7 @@ def _same(engine: Core, kept: SignalRecord, name: str, payload: str | None) -> N
         SignalRefused: another name or payload.
     """
     if kept.signal_name != name or (kept.payload != payload and (
-            not is_ref(kept.payload) or engine.payload(kept.payload) != payload)):
+            not is_ref(kept.payload) or engine.reads.payload(kept.payload) != payload)):
         raise waits.SignalRefused(
             f"signal_id {kept.signal_id!r} was sent to this run before as signal "
             f"{kept.signal_name!r} with another payload or name; a signal_id names one "
@@ -247,7 +246,7 @@ def _give(engine: Core, defn: WorkflowDefinition, signal: SignalRecord,
                                             expires_epoch=_expiry(engine, defn, now)):
         return False  # another wait got it first
     try:
-        end_wait(engine, wait, defn, Transition.COMPLETED, output=signal.payload,
+        engine.moves.end_wait(wait, defn, Transition.COMPLETED, output=signal.payload,
                  actor=tag(sid))
     except StateConflict as lost:
         if lost.current is not None and _has_tag(lost.current, sid):
@@ -270,7 +269,7 @@ def repair(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
     for item in latest_of(acts).values():
         if item.state is A.READY:
             changed |= after_ready(engine, wf, defn, item)
-    retention = engine.retention(defn)
+    retention = engine.definitions.retention(defn)
     if retention is not None:
         guard = min(DAY_SECONDS, retention / 2)
         for signal in engine.store.signals.list_signals(wf.workflow_exec_id):
@@ -292,7 +291,7 @@ def undelivered(engine: Core, wf: WorkflowRecord) -> list[SignalRecord]:
     """The run's kept signals no wait received (free, or bound to an attempt that ended
     without it). One Query, plus a read per bound signal; nothing for a run that waits
     for no signal."""
-    defn = engine.definition_of(wf)
+    defn = engine.definitions.definition_of(wf)
     if not any(a.launcher.kind == waits.SIGNAL for a in defn.activities):
         return []
     left = []
@@ -364,4 +363,4 @@ def _may_still_receive(defn: WorkflowDefinition, latest: dict[str, ActivityRecor
 
 
 def _expiry(engine: Core, defn: WorkflowDefinition, now: float) -> float | None:
-    return rules.expiry(now + rules.RETENTION_SLACK_SECONDS, engine.retention(defn))
+    return rules.expiry(now + rules.RETENTION_SLACK_SECONDS, engine.definitions.retention(defn))

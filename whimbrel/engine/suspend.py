@@ -79,6 +79,38 @@ class Suspend(Feature):
                 changed |= rearm(self.core, act)
         return changed
 
+    # -- its operations (engine.feature(Suspend).op) -----------------------------------
+
+    def suspend(self, workflow_exec_id: str, *,
+                actor: str | None = None) -> WorkflowRecord:
+        """Suspend a RUNNING run (a SUSPENDED one: nothing to do). Idempotent.
+
+        Raises:
+            WorkflowNotFound: no such run.
+            NotAllowedNow: the run is neither RUNNING nor SUSPENDED.
+        """
+        wf = _move(self.core, workflow_exec_id, WT.SUSPEND, actor)
+        # The move first, then the activities: an external readied by a hand-off that read
+        # the workflow before the move is seen here and leaves the claimable index.
+        repair_claims(self.core, wf, self.core.definitions.definition_of(wf),
+                            self.core.store.list_activities(workflow_exec_id))
+        return wf
+
+    def resume(self, workflow_exec_id: str, *,
+               actor: str | None = None) -> WorkflowRecord:
+        """Resume a SUSPENDED run (a RUNNING one: its resume is finished, if a crash left it
+        half done). Idempotent.
+
+        Raises:
+            WorkflowNotFound: no such run.
+            NotAllowedNow: the run is neither SUSPENDED nor RUNNING.
+        """
+        _move(self.core, workflow_exec_id, WT.RESUME, actor)
+        now = self.core.clock()
+        reconcile(self.core, workflow_exec_id, now)
+        fire_due(self.core, workflow_exec_id, now)
+        return self.core.reads.workflow(workflow_exec_id)
+
 
 def _move(engine: Core, workflow_exec_id: str, move: WorkflowTransition,
           actor: str | None) -> WorkflowRecord:
@@ -89,7 +121,7 @@ def _move(engine: Core, workflow_exec_id: str, move: WorkflowTransition,
         WorkflowNotFound: no such run.
         NotAllowedNow: the run is elsewhere (ended, failing, cancelled...).
     """
-    wf = engine.workflow(workflow_exec_id)
+    wf = engine.reads.workflow(workflow_exec_id)
     sources = workflow_sources(move)
     target = next_workflow_state(next(iter(sources)), move)
     if wf.state in sources:
@@ -99,7 +131,7 @@ def _move(engine: Core, workflow_exec_id: str, move: WorkflowTransition,
                                             workflow_name=wf.workflow_name)
         except StateConflict as lost:
             wf = lost.current if isinstance(lost.current, WorkflowRecord) \
-                else engine.workflow(workflow_exec_id)
+                else engine.reads.workflow(workflow_exec_id)
     if wf.state is not target:
         sources_text = "/".join(sorted(s.value for s in sources))
         raise NotAllowedNow(
@@ -109,43 +141,11 @@ def _move(engine: Core, workflow_exec_id: str, move: WorkflowTransition,
     return wf
 
 
-def suspend(engine: Core, workflow_exec_id: str, *,
-            actor: str | None = None) -> WorkflowRecord:
-    """Suspend a RUNNING run (a SUSPENDED one: nothing to do). Idempotent.
-
-    Raises:
-        WorkflowNotFound: no such run.
-        NotAllowedNow: the run is neither RUNNING nor SUSPENDED.
-    """
-    wf = _move(engine, workflow_exec_id, WT.SUSPEND, actor)
-    # The move first, then the activities: an external readied by a hand-off that read
-    # the workflow before the move is seen here and leaves the claimable index.
-    repair_claims(engine, wf, engine.definition_of(wf),
-                        engine.store.list_activities(workflow_exec_id))
-    return wf
-
-
-def resume(engine: Core, workflow_exec_id: str, *,
-           actor: str | None = None) -> WorkflowRecord:
-    """Resume a SUSPENDED run (a RUNNING one: its resume is finished, if a crash left it
-    half done). Idempotent.
-
-    Raises:
-        WorkflowNotFound: no such run.
-        NotAllowedNow: the run is neither SUSPENDED nor RUNNING.
-    """
-    _move(engine, workflow_exec_id, WT.RESUME, actor)
-    now = engine.clock()
-    reconcile(engine, workflow_exec_id, now)
-    fire_due(engine, workflow_exec_id, now)
-    return engine.workflow(workflow_exec_id)
-
-
 def fire_due(engine: Core, workflow_exec_id: str, now: float) -> SweepReport:
     """Fire the run's deadlines that are due (those held while it was suspended), as the
     next sweep would."""
     report = SweepReport(now=now)
-    if engine.workflow(workflow_exec_id).state is not W.RUNNING:
+    if engine.reads.workflow(workflow_exec_id).state is not W.RUNNING:
         return report
     for act in engine.store.list_activities(workflow_exec_id):
         if act.state in ACTIVITY_NOT_LAUNCHED and act.timer_epoch is not None \

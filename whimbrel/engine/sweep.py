@@ -32,8 +32,8 @@ from whimbrel.contract.states import (
     ActivityState,
     WorkflowState,
 )
-from whimbrel.engine import ending, flow, rules, starting
-from whimbrel.engine.feature import Core
+from whimbrel.engine import rules
+from whimbrel.engine.feature import Core, Feature
 from whimbrel.engine.leases import SweepLeases
 from whimbrel.engine.metrics import report_sweep_error
 from whimbrel.engine.ports import StorePort
@@ -108,8 +108,7 @@ def sweep(engine: Core, now: float | None = None, *, limit: int = 1000,
     leases = leases or SweepLeases(engine.store, engine.clock)
     try:
         _sweep_shards(engine, now, limit, leases, report)
-        for feature in engine.features:
-            feature.sweep(now, leases)
+        engine.hooks.observe(Feature.sweep, now, leases)
     except Exception:
         leases.release()  # the process lives on: free the shards for the next sweeper
         raise
@@ -132,12 +131,12 @@ def busy_shards(engine: Core, shards: tuple[str, ...],
     the store's ``due_*_shards``), or, when it cannot say, every shard at once with
     ``due(shard)``. The returned call waits for the answers: the busy shards, from a
     random one on (sweepers that start together start apart)."""
-    probe = engine.submit(at_once)
+    probe = engine.threads.submit(at_once)
 
     def busy() -> list[str]:
         seen = probe.result()
         if seen is None:
-            asked = [engine.submit(due, shard) for shard in shards]
+            asked = [engine.threads.submit(due, shard) for shard in shards]
             found = [shard for shard, hits in zip(shards, asked, strict=True)
                      if hits.result()]
         else:
@@ -205,7 +204,7 @@ def fire_timer(engine: Core, due: Due, now: float, report: SweepReport) -> None:
     item = store.get_activity(due.activity_exec_id)
     if item is None or item.timer_epoch is None or item.timer_epoch > now or item.state is None:
         return  # gone, disarmed or pushed forward by a heartbeat since the index read
-    defn = engine.definition_of(item)
+    defn = engine.definitions.definition_of(item)
     spec = defn.activity(item.activity_name)
     state = item.state
     done = _due(engine, item, defn, now)
@@ -232,13 +231,13 @@ def fire_timer(engine: Core, due: Due, now: float, report: SweepReport) -> None:
     elif state is A.REQUESTED:
         wf = store.get_workflow(item.workflow_exec_id)
         if wf is not None and wf.state is W.RUNNING:
-            flow.advance(engine, wf, defn, item.activity_name, item.attempt)
+            engine.flow.advance(wf, defn, item.activity_name, item.attempt)
             report.retries_launched.append(item.activity_exec_id)
         else:
-            if not ending.stop_activity(engine, item, defn, ask_running=False):
+            if not engine.ending.stop_activity(item, defn, ask_running=False):
                 report.cancelled.append(item.activity_exec_id)
             if wf is not None:
-                ending.settle(engine, wf.workflow_exec_id)
+                engine.ending.settle(wf.workflow_exec_id)
     elif state in ACTIVITY_PENDING:
         _time_out(engine, item, defn, now, rules.not_started_reason(item, spec), report)
     else:
@@ -260,11 +259,7 @@ def _due(engine: Core, item: ActivityRecord, defn: WorkflowDefinition,
             read.append(engine.store.get_workflow(item.workflow_exec_id))
         return read[0]
 
-    for feature in engine.features:
-        done = feature.due(item, defn, run, now, LISTENER)
-        if done is not None:
-            return done
-    return None
+    return engine.hooks.first_answer(Feature.due, item, defn, run, now, LISTENER)
 
 
 def _time_out(engine: Core, item: ActivityRecord, defn: WorkflowDefinition, now: float, why: str,
@@ -273,14 +268,14 @@ def _time_out(engine: Core, item: ActivityRecord, defn: WorkflowDefinition, now:
     spec = defn.activity(item.activity_name)
     changes = rules.changes_for(spec, state, A.TIMED_OUT, now=now,
                                 workflow_name=item.workflow_name,
-                                retention=engine.retention(defn), error=why)
+                                retention=engine.definitions.retention(defn), error=why)
     try:
-        moved = engine.move(item.activity_exec_id, state, (A.TIMED_OUT,), changes,
+        moved = engine.known.move(item.activity_exec_id, state, (A.TIMED_OUT,), changes,
                             actor=LISTENER, due_by=now)
     except StateConflict:
         return  # it moved on (or a heartbeat pushed the deadline) since we read it
     report.timed_out.append(item.activity_exec_id)
-    flow.after(engine, moved)
+    engine.flow.after(moved)
 
 
 def reconcile(engine: Core, wx: str, now: float | None = None) -> str:
@@ -293,14 +288,14 @@ def reconcile(engine: Core, wx: str, now: float | None = None) -> str:
     wf = engine.store.get_workflow(wx)
     if wf is None:
         return "checked"
-    defn = engine.definition_of(wf)
+    defn = engine.definitions.definition_of(wf)
     outcome = "checked"
     # A redriven run's deadline counts from its redrive.
     if wf.state in WORKFLOW_LIVE and defn.timeout_seconds is not None \
             and now >= wf.running_since + float(defn.timeout_seconds):
-        return "timed_out" if ending.time_out_workflow(engine, wf, defn) else "checked"
+        return "timed_out" if engine.ending.time_out_workflow(wf, defn) else "checked"
     if wf.state is W.REQUESTED:
-        starting.resume_start(engine, wf, defn)
+        engine.starting.resume_start(wf, defn)
         outcome = "repaired"
     elif wf.state is W.RUNNING:
         if _reconcile_running(engine, wf, defn, now):
@@ -315,14 +310,14 @@ def reconcile(engine: Core, wx: str, now: float | None = None) -> str:
         if wf.state in WORKFLOW_LIVE and _repair(
                 engine, wf, defn, engine.store.list_activities(wx), now):
             outcome = "repaired"  # e.g. a child whose end its failing parent missed
-        ending.settle(engine, wx)
+        engine.ending.settle(wx)
     fresh = engine.store.get_workflow(wx)
     if fresh is not None and fresh.state in WORKFLOW_LIVE:
         age = max(0.0, now - fresh.running_since)
         interval = min(max(engine.reconcile_grace_seconds, age / 2),
                        MAX_RECONCILE_INTERVAL_SECONDS)
-        engine.store.set_workflow(wx, {"check_epoch": starting.next_check(
-            engine, fresh.running_since, now, defn, interval)}, states=WORKFLOW_LIVE)
+        engine.store.set_workflow(wx, {"check_epoch": engine.starting.next_check(
+            fresh.running_since, now, defn, interval)}, states=WORKFLOW_LIVE)
     elif fresh is not None and fresh.check_epoch is not None:
         engine.store.set_workflow(wx, {"check_epoch": REMOVE}, states=[fresh.state])
     return outcome
@@ -332,9 +327,9 @@ def _reconcile_running(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinitio
                        now: float) -> bool:
     wx = wf.workflow_exec_id
     acts = engine.store.list_activities(wx)
-    if starting.resume_start(engine, wf, defn, rows=acts):
+    if engine.starting.resume_start(wf, defn, rows=acts):
         return True  # the start died half-way; the next visit checks the rest
-    if any(f.finish_start(wf, defn) for f in engine.features):
+    if engine.hooks.take_over(Feature.finish_start, wf, defn):
         return True  # a redrive died half-way (engine/redrive.py); likewise
     latest = latest_of(acts)
     # Maps' lanes and child runs; after a resume: held deadlines re-armed, READY
@@ -353,21 +348,21 @@ def _reconcile_running(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinitio
             if all(resolution(defn, latest, d) is not None for d in spec.depends_on):
                 for d in spec.depends_on if len(spec.depends_on) > 1 else ():
                     engine.store.delete_dependency(wx, name, d)
-                flow.advance(engine, wf, defn, name, act.attempt)
+                engine.flow.advance(wf, defn, name, act.attempt)
                 repaired = True
         elif state is A.READY and spec.launcher.is_push and not spec.launcher.needs_worker:
             # (a READY python attempt waits for a worker's claim: engine/handover.py)
-            flow.advance(engine, wf, defn, name, act.attempt, A.READY)
+            engine.flow.advance(wf, defn, name, act.attempt, A.READY)
             repaired = True
         elif state in ACTIVITY_UNSUCCESSFUL \
                 and resolution(defn, latest, name) is None:
-            flow.after(engine, act)  # a retry (or the failure) whose follow-up was lost
+            engine.flow.after(act)  # a retry (or the failure) whose follow-up was lost
             repaired = True
     fresh = engine.store.get_workflow(wx)
     if fresh is None or fresh.state is not W.RUNNING:
         return repaired
-    if not open_activities(defn, engine.latest_attempts(wx)):
-        return flow.complete_if_done(engine, fresh, defn) or repaired
+    if not open_activities(defn, engine.reads.latest_attempts(wx)):
+        return engine.flow.complete_if_done(fresh, defn) or repaired
     _guard_retention(engine, acts, defn, now)
     return repaired
 
@@ -375,16 +370,13 @@ def _reconcile_running(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinitio
 def _repair(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
             acts: list[ActivityRecord], now: float) -> bool:
     """Every feature's part of a live run's visit (``Feature.reconcile``), in order."""
-    repaired = False
-    for feature in engine.features:
-        repaired |= feature.reconcile(wf, defn, acts, now)
-    return repaired
+    return any(engine.hooks.observe(Feature.reconcile, wf, defn, acts, now))
 
 
 def _guard_retention(engine: Core, acts: list[ActivityRecord], defn: WorkflowDefinition,
                      now: float) -> None:
     """Nothing a live run needs may expire: push out rows that would expire soon."""
-    retention = engine.retention(defn)
+    retention = engine.definitions.retention(defn)
     if retention is None:
         return
     guard = min(RETENTION_GUARD_SECONDS, retention / 2)

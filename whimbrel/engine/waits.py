@@ -28,7 +28,7 @@ from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.payloads import NO_BUCKET, PayloadLimits, decode_payload
 from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState
-from whimbrel.engine import moves, signals
+from whimbrel.engine import signals
 from whimbrel.engine.feature import Core, Feature
 
 A = ActivityState
@@ -73,7 +73,7 @@ class Timer(WaitKind):
         except InvalidInput as exc:
             verb, output, error = Transition.FAILED, None, str(exc)
         try:
-            moves.end_wait(core, item, defn, verb, output=output, error=error,
+            core.moves.end_wait(item, defn, verb, output=output, error=error,
                            actor=actor, error_type="InvalidInput" if error else None,
                            due_by=now)
         except StateConflict:
@@ -164,52 +164,68 @@ class Waits(Feature):
             repaired |= kind.reconcile(self.core, wf, defn, acts, now)
         return repaired
 
+    # -- its operations (engine.feature(Waits).op) -------------------------------------
+
+    def send(self, workflow_exec_id: str, name: Any, payload: Any = None, *,
+             signal_id: Any = None) -> signals.SignalOutcome:
+        """Deliver signal ``name`` to a run, or keep it for the wait to come (the signal
+        kind's delivery: signals.py).
+
+        Raises:
+            InvalidInput: a malformed argument, a payload that is not JSON or too large, a
+                name no activity of the run waits for.
+            WorkflowNotFound: no such run.
+            SignalRefused: the run has ended (or is ending), every wait of that name has
+                received a signal or ended, or the ``signal_id`` names another signal.
+        """
+        return self.core.feature(Waits).send(workflow_exec_id, name, payload, signal_id=signal_id)
+
+    def decide(self, activity_exec_id: str, *, approve: bool, by: Any, comment: Any,
+               actor: str | None = None) -> ActivityRecord:
+        """Approve (COMPLETED) or reject (FAILED) an approval wait, in one write.
+
+        Raises:
+            InvalidInput: a malformed id, ``by`` or ``comment``, or not an approval.
+            ActivityNotFound: no such attempt.
+            NotAnApprover: the approval lists its approvers and ``by`` is not one of them.
+            StateConflict: it is not waiting for a decision (not READY: another decision, a
+                timeout or a cancel came first, or it was not reached yet).
+        """
+        parse_activity_exec_id(activity_exec_id)
+        who, text = waits.decision_text(by, comment)
+        item = self.core.known.remembered(activity_exec_id) \
+            or self.core.reads.activity(activity_exec_id)
+        defn = self.core.definitions.definition_of(item)
+        spec = defn.activity(item.activity_name)
+        if spec.launcher.kind != waits.APPROVAL:
+            raise InvalidInput(f"activity {activity_exec_id} is not an approval (its launcher "
+                               f"is {spec.launcher.kind!r})", field="activity_exec_id")
+        allowed = waits.approvers(spec)
+        if allowed and who not in allowed:
+            raise waits.NotAnApprover(activity_exec_id=activity_exec_id, by=who, allowed=allowed)
+        if item.state is not A.READY:
+            item = self.core.reads.activity(activity_exec_id)  # judge on a fresh read
+        if item.state is not A.READY:
+            raise StateConflict(expected=A.READY.value,
+                                actual=item.state.value if item.state else None,
+                                activity_exec_id=activity_exec_id,
+                                transition="APPROVE" if approve else "REJECT", current=item)
+        if approve:
+            output = waits.approval_output(who, text, self.core.clock())
+            return self.core.moves.end_wait(item, defn, Transition.COMPLETED, actor=actor,
+                            output=output_json(output, self.core.reads.limits))
+        return self.core.moves.end_wait(item, defn, Transition.FAILED, actor=actor,
+                        error=waits.rejection_error(who, text), error_type=waits.REJECTED)
+
 
 def activity_input(core: Core, wf: WorkflowRecord, spec: ActivityDefinition) -> Any:
     """The activity's input (the run's input, its static input over it); None when the
     stored input is not JSON (a raw client's row)."""
     try:
-        workflow_input = decode_payload(core.run_input(wf), field="input")
+        workflow_input = decode_payload(core.reads.run_input(wf), field="input")
     except InvalidInput:
         workflow_input = None
     return waits.merge_input(workflow_input, spec.input)
-
-
-def decide(engine: Core, activity_exec_id: str, *, approve: bool, by: Any, comment: Any,
-           actor: str | None = None) -> ActivityRecord:
-    """Approve (COMPLETED) or reject (FAILED) an approval wait, in one write.
-
-    Raises:
-        InvalidInput: a malformed id, ``by`` or ``comment``, or not an approval.
-        ActivityNotFound: no such attempt.
-        NotAnApprover: the approval lists its approvers and ``by`` is not one of them.
-        StateConflict: it is not waiting for a decision (not READY: another decision, a
-            timeout or a cancel came first, or it was not reached yet).
-    """
-    parse_activity_exec_id(activity_exec_id)
-    who, text = waits.decision_text(by, comment)
-    item = engine.remembered(activity_exec_id) or engine.activity(activity_exec_id)
-    defn = engine.definition_of(item)
-    spec = defn.activity(item.activity_name)
-    if spec.launcher.kind != waits.APPROVAL:
-        raise InvalidInput(f"activity {activity_exec_id} is not an approval (its launcher "
-                           f"is {spec.launcher.kind!r})", field="activity_exec_id")
-    allowed = waits.approvers(spec)
-    if allowed and who not in allowed:
-        raise waits.NotAnApprover(activity_exec_id=activity_exec_id, by=who, allowed=allowed)
-    if item.state is not A.READY:
-        item = engine.activity(activity_exec_id)  # judge on a fresh read
-    if item.state is not A.READY:
-        raise StateConflict(expected=A.READY.value,
-                            actual=item.state.value if item.state else None,
-                            activity_exec_id=activity_exec_id,
-                            transition="APPROVE" if approve else "REJECT", current=item)
-    if approve:
-        output = waits.approval_output(who, text, engine.clock())
-        return moves.end_wait(engine, item, defn, Transition.COMPLETED, actor=actor,
-                        output=output_json(output, engine.limits))
-    return moves.end_wait(engine, item, defn, Transition.FAILED, actor=actor,
-                    error=waits.rejection_error(who, text), error_type=waits.REJECTED)
 
 
 def output_json(value: Any, limits: PayloadLimits = NO_BUCKET) -> str:

@@ -52,9 +52,9 @@ def late_heartbeat(engine: Core, current: ActivityRecord | None, at: float) -> N
     """
     if current is None or not came_late(current, at):
         return
-    now, moved = time_out_late(engine, engine.definition_of(current), current, at)
+    now, moved = time_out_late(engine, engine.definitions.definition_of(current), current, at)
     if moved:
-        engine.after(now)
+        engine.flow.after(now)
     if now.state in ACTIVITY_GAVE_UP:
         raise ActivityTimedOut(current.activity_exec_id, now.state.value)
 
@@ -72,9 +72,9 @@ def time_out_late(engine: Core, defn: WorkflowDefinition, item: ActivityRecord,
         "past its deadline")
     changes = rules.changes_for(spec, state, A.TIMED_OUT, now=engine.clock(),
                                 workflow_name=item.workflow_name,
-                                retention=engine.retention(defn), error=why)
+                                retention=engine.definitions.retention(defn), error=why)
     try:
-        return engine.move(item.activity_exec_id, state, (A.TIMED_OUT,), changes,
+        return engine.known.move(item.activity_exec_id, state, (A.TIMED_OUT,), changes,
                            actor=rules.LISTENER, late_at=written), True
     except StateConflict as lost:
         if lost.current is None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from whimbrel.contract.errors import LaunchError
-from whimbrel.engine.ports import Launcher, LaunchRequest
+from whimbrel.engine import Launcher, LaunchRequest
 
 if TYPE_CHECKING:
     import boto3

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Executor
 
-from whimbrel.engine.ports import LaunchRequest
+from whimbrel.engine import LaunchRequest
 
 #: Supervises one command activity to its end: (request, argv) -> exit code.
 Supervisor = Callable[[LaunchRequest, list[str]], int]

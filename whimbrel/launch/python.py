@@ -19,7 +19,7 @@ from concurrent.futures import Executor, Future, wait
 from typing import Any
 
 from whimbrel.contract.errors import LaunchError
-from whimbrel.engine.ports import LaunchRequest
+from whimbrel.engine import LaunchRequest
 
 log = logging.getLogger("whimbrel.launch.python")
 

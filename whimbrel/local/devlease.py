@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 
 from whimbrel.contract.errors import DevAlreadyRunning, StoreError
 from whimbrel.contract.records import LeaseRecord
-from whimbrel.engine.leases import lease_owner
+from whimbrel.engine import lease_owner
 from whimbrel.store import specs
 from whimbrel.store.store import Store
 

@@ -32,9 +32,7 @@ import boto3
 
 from whimbrel.client.whimbrel import Whimbrel
 from whimbrel.contract.errors import WhimbrelError
-from whimbrel.engine.engine import Engine
-from whimbrel.engine.intake import SOURCE_DEAD_LETTER, record_rejection
-from whimbrel.engine.ports import Clock, Launcher
+from whimbrel.engine import SOURCE_DEAD_LETTER, Clock, Engine, Launcher, record_rejection
 from whimbrel.local.delivery import DeliveryPolicy
 from whimbrel.local.devlease import DevLease
 from whimbrel.local.dynamodb_local import (

@@ -2,7 +2,7 @@
 ``map_item`` (a map's items) in, events out, each exactly once (docs/events.md).
 
 For one record :class:`Notifier` decides from the item's old and new image which facts
-it announces — a run ended, an attempt failed for good (``rules.failed_for_good``), a
+it announces — a run ended, an attempt failed for good (``failed_for_good``, engine/rules.py), a
 wait started (READY with ``waiting_for``) — then, per event, claims its marker in the
 ``notification`` table, publishes, and marks it sent (``store/notifications.py``). A
 redelivered record finds the marker sent and publishes nothing.
@@ -30,10 +30,7 @@ from whimbrel.contract.payloads import decode_payload, is_ref
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import WORKFLOW_TERMINAL, ActivityState, WorkflowState
 from whimbrel.contract.waits import WAIT_KINDS
-from whimbrel.engine import rules
-from whimbrel.engine.engine import Engine
-from whimbrel.engine.inputs import output_of
-from whimbrel.engine.intake.decode import ddb_part, record_rejection
+from whimbrel.engine import Engine, ddb_part, failed_for_good, record_rejection
 from whimbrel.observe.publishers import Publisher
 from whimbrel.store.codec import activity_record, workflow_record
 from whimbrel.store.notifications import Claim
@@ -180,12 +177,12 @@ class Notifier:
             if is_ref(wf.output):  # kept in S3: published as its reference
                 return {OUTPUT_REF: wf.output}
             return decode_payload(wf.output, field="output") if wf.output else None
-        defn = self.engine.definition_of(wf)
-        latest = self.engine.latest_attempts(wf.workflow_exec_id)
+        defn = self.engine.definitions.definition_of(wf)
+        latest = self.engine.reads.latest_attempts(wf.workflow_exec_id)
         # A sink's output kept in S3 goes out as its reference: an event stays under
         # EventBridge's 256 KB, and publishing reads no object.
         return {name: {OUTPUT_REF: latest[name].output} if is_ref(latest[name].output)
-                else output_of(self.engine, latest[name])  # a map's list whole
+                else self.engine.inputs.output_of(latest[name])  # a map's list whole
                 for name in defn.sinks if name in latest
                 and latest[name].state is ActivityState.COMPLETED}
 
@@ -195,7 +192,7 @@ class Notifier:
         found: list[Notification] = []
         if state in FAILURE_STATES and previous not in _FAILED:
             spec = self._spec(item)
-            if rules.failed_for_good(spec, item) and not _expected_timeout(spec, item):
+            if failed_for_good(spec, item) and not _expected_timeout(spec, item):
                 found.append(events.activity_failed(
                     item, previous=previous, max_attempts=spec.retry.max_attempts))
         waiting_for = _text(image, "waiting_for")
@@ -214,7 +211,7 @@ class Notifier:
             DefinitionNotFound: that version is not registered.
             InvalidInput: the version has no such activity.
         """
-        defn = self.engine.definition_of(item)
+        defn = self.engine.definitions.definition_of(item)
         if split_item(item.activity_name)[0] not in defn.names:
             raise InvalidInput(f"workflow {defn.name!r} has no activity "
                                f"{item.activity_name!r}", field="activity_name")

@@ -17,7 +17,7 @@ from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.durations import duration
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.states import ACTIVITY_UNSUCCESSFUL, ActivityState, WorkflowState
-from whimbrel.engine.heartbeats import HEARTBEAT_WRITE_SHARE
+from whimbrel.engine import HEARTBEAT_WRITE_SHARE
 from whimbrel.ui import actions
 from whimbrel.ui.dag import NodeInfo
 

@@ -10,7 +10,7 @@ import threading
 from collections.abc import Mapping, Sequence
 
 from whimbrel.contract.errors import ActivityStopped
-from whimbrel.engine.engine import Engine
+from whimbrel.engine import Engine
 from whimbrel.worker.run import run_activity
 
 STDERR_TAIL_LINES = 20

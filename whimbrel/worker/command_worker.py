@@ -45,8 +45,7 @@ from types import FrameType
 from typing import IO, Any
 
 from whimbrel.contract.errors import ActivityStopped, InvalidInput, StoreError
-from whimbrel.engine.engine import Engine
-from whimbrel.engine.views import ActivityExec
+from whimbrel.engine import ActivityExec, Engine
 from whimbrel.settings import activity_environment
 from whimbrel.store.store import Store
 from whimbrel.worker.command import STDERR_TAIL_LINES, CommandFailed, stop_process
@@ -230,7 +229,7 @@ class CommandWorker:
         self._count("polls")
         if not self._anything_claimable():
             return None
-        claimed = self.engine.claim(self.workflow_name, self.activity_name, actor=self.actor)
+        claimed = self.engine.claims.claim(self.workflow_name, self.activity_name, actor=self.actor)
         return ActivityExec.from_record(claimed) if claimed is not None else None
 
     def _anything_claimable(self) -> bool:

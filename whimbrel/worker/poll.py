@@ -16,8 +16,7 @@ from concurrent.futures import Future
 
 from whimbrel.contract.errors import LaunchError, WhimbrelError
 from whimbrel.contract.launching import LAUNCH_FAILED
-from whimbrel.engine import handover, launches
-from whimbrel.engine.engine import Engine
+from whimbrel.engine import Engine
 from whimbrel.launch.python import PythonLauncher
 
 log = logging.getLogger("whimbrel.worker")
@@ -84,22 +83,22 @@ class ClaimLoop:
         if self.launcher.full:  # launched in process since: claim when one ends
             return False
         scope = self.launcher.scope
-        item = handover.claim_for_worker(self.engine, scope.claim_prefixes(), scope.covers,
+        item = self.engine.handover.claim_for_worker(scope.claim_prefixes(), scope.covers,
                                          actor=self.actor)
         if item is None:
             return False
         self.claimed += 1
-        defn = self.engine.definition_of(item)
-        request = launches.launch_request(self.engine, defn, item)
+        defn = self.engine.definitions.definition_of(item)
+        request = self.engine.launches.launch_request(defn, item)
         try:
             done = self.launcher.start(request)
         except (LaunchError, RuntimeError) as exc:  # the function is gone, or the pool
             self._slots.release()
             if isinstance(exc, LaunchError):
-                launches.fail_attempt(self.engine, item, f"{LAUNCH_FAILED}{exc}",
+                self.engine.launches.fail_attempt(item, f"{LAUNCH_FAILED}{exc}",
                                       type(exc).__name__)
             else:  # shutting down: not started, so given back for another worker
-                handover.hand_back(self.engine, item.activity_exec_id, str(exc))
+                self.engine.handover.hand_back(item.activity_exec_id, str(exc))
             return True
         done.add_done_callback(self._release)
         return True

@@ -33,12 +33,7 @@ from whimbrel.contract.states import (
     Transition,
     WorkflowState,
 )
-from whimbrel.engine import tracing
-from whimbrel.engine.conditions import end_early
-from whimbrel.engine.engine import Engine
-from whimbrel.engine.heartbeats import Pace, beat_after_time_out, check_running, previous_details
-from whimbrel.engine.inputs import launch_input, upstream_values
-from whimbrel.engine.views import ActivityExec
+from whimbrel.engine import ActivityExec, Conditions, Engine, Pace, tracing
 
 log = logging.getLogger("whimbrel.worker")
 A = ActivityState
@@ -63,7 +58,7 @@ def heartbeat(engine: Engine, activity_exec_id: str,
         StateConflict: the activity is not running (never started, or finished).
         InvalidInput: ``details`` not JSON or too large (nothing was written).
     """
-    return engine.heartbeat(activity_exec_id, image, _details(details))
+    return engine.heartbeats.heartbeat(activity_exec_id, image, _details(details))
 
 
 def _details(details: Any) -> str | None:
@@ -147,8 +142,8 @@ class ActivityRun:
         """The latest heartbeat ``details`` an earlier attempt of this activity kept (its
         progress, to resume from), or None. Read on first use (one Query)."""
         if self._previous is None:
-            text = previous_details(self._engine, self.workflow_exec_id, self.activity_name,
-                                    self.attempt)
+            text = self._engine.heartbeats.previous_details(
+                self.workflow_exec_id, self.activity_name, self.attempt)
             self._previous = (decode_payload(text, field="heartbeat_details"),)
         return self._previous[0]
 
@@ -173,11 +168,11 @@ class ActivityRun:
             plan = self._pace.plan(now, text)
             try:
                 if plan == "write":
-                    self._engine.heartbeat(self.activity_exec_id, self._image, text)
+                    self._engine.heartbeats.heartbeat(self.activity_exec_id, self._image, text)
                     self._pace.wrote(now, text)
                     tracing.heartbeat_event(self._span)
                 elif plan == "check":
-                    check_running(self._engine, self.activity_exec_id)
+                    self._engine.heartbeats.check_running(self.activity_exec_id)
                     self._pace.checked(now)
             except ActivityStopped as exc:
                 self._note_stop(exc)
@@ -208,7 +203,8 @@ class ActivityRun:
             StateConflict: the attempt is no longer RUNNING (cancelled or timed out).
         """
         self.output = output
-        moved = end_early(self._engine, self.activity_exec_id, output, image=self._image)
+        moved = self._engine.feature(Conditions).end_early(self.activity_exec_id, output,
+                                                               image=self._image)
         self.ended = True
         return moved.state is A.COMPLETED and bool(moved.ends_workflow)
 
@@ -218,13 +214,13 @@ def activity_input(engine: Engine, activity: ActivityExec,
     """The activity's input (workflow input merged with its static input) and the
     workflow's state, from ``wf`` when the caller already read the workflow item."""
     if wf is None:
-        wf = engine.workflow(activity.workflow_exec_id)
-    defn = engine.definition_of(wf)
+        wf = engine.reads.workflow(activity.workflow_exec_id)
+    defn = engine.definitions.definition_of(wf)
     name = activity.activity_name
-    own = engine.remembered(activity.activity_exec_id)
+    own = engine.known.remembered(activity.activity_exec_id)
     if own is None and (split_item(name)[1] is not None or name in handlers(defn)):
-        own = engine.activity(activity.activity_exec_id)  # its input is on its row
-    return launch_input(engine, wf, defn, own.input if own else None, name), wf.state
+        own = engine.reads.activity(activity.activity_exec_id)  # its input is on its row
+    return engine.inputs.launch_input(wf, defn, own.input if own else None, name), wf.state
 
 
 def upstream_outputs(engine: Engine, activity: ActivityExec) -> dict[str, Any]:
@@ -239,12 +235,12 @@ def upstream_view(engine: Engine,
     """:func:`upstream_outputs` and the errors of the upstreams it runs past."""
     version = activity.workflow_version
     if version is None:
-        version = engine.workflow(activity.workflow_exec_id).version
-    _, defn = engine.definition(activity.workflow_name, version)
+        version = engine.reads.workflow(activity.workflow_exec_id).version
+    _, defn = engine.definitions.definition(activity.workflow_name, version)
     if isinstance(defn, CodeDefinition) or not defn.activity(activity.activity_name).depends_on:
         # (a code run's step has no upstreams: its input is what the code gave it)
         return {}, {}
-    return upstream_values(engine, activity.workflow_exec_id, defn, activity.activity_name)
+    return engine.inputs.upstream_values(activity.workflow_exec_id, defn, activity.activity_name)
 
 
 class _Heartbeater(threading.Thread):
@@ -267,7 +263,7 @@ class _Heartbeater(threading.Thread):
                 if isinstance(self.run_.stop_requested, ActivityTimedOut):
                     # Its code runs on: its beats (recorded, never its state) keep its
                     # pool slot until the code stops (engine/pool_holders.py).
-                    beat_after_time_out(self.run_._engine, self.run_.activity_exec_id)
+                    self.run_._engine.heartbeats.beat_after_time_out(self.run_.activity_exec_id)
                 else:
                     self.run_.heartbeat()
             except ActivityTimedOut:
@@ -292,8 +288,8 @@ def run_activity(engine: Engine, activity_exec_id: str, *,
     key = parse_activity_exec_id(activity_exec_id)
     # The workflow item (input, state) is read while the RUNNING write is in flight (or
     # was read by whoever moved it to RUNNING): the hand-off costs no extra round trip.
-    wf_read = (engine.take_prefetched_workflow(activity_exec_id)
-               or engine.in_background(engine.workflow, key.workflow_exec_id))
+    wf_read = (engine.known.take_prefetched_workflow(activity_exec_id)
+               or engine.threads.in_background(engine.reads.workflow, key.workflow_exec_id))
     try:
         image = _start(engine, activity_exec_id)
         wf = wf_read.result()
@@ -341,13 +337,13 @@ def run_activity(engine: Engine, activity_exec_id: str, *,
 def _start(engine: Engine, activity_exec_id: str) -> ActivityRecord:
     """Move the activity to RUNNING (unless this process already did: a claim, or the
     engine's one-write launch of an in-process activity)."""
-    known = engine.remembered(activity_exec_id)
+    known = engine.known.remembered(activity_exec_id)
     if known is not None and known.state is A.RUNNING:
         return known
     try:
-        return engine.start_running(activity_exec_id)
+        return engine.moves.start_running(activity_exec_id)
     except StateConflict as lost:
-        current = lost.current or engine.activity(activity_exec_id)
+        current = lost.current or engine.reads.activity(activity_exec_id)
     if current.state is A.RUNNING:
         return current  # claimed by another path of this worker
     if current.state is A.CANCELLED:
@@ -410,21 +406,21 @@ def _finish_once(engine: Engine, image: ActivityRecord, transition: Transition, 
     aeid = image.activity_exec_id
     try:
         try:
-            engine.finish(aeid, transition, output=output, error=error,
+            engine.moves.finish(aeid, transition, output=output, error=error,
                           error_type=error_type, image=image)
         except InvalidInput as exc:
             # The result itself is unusable (too large, not JSON): record why instead of
             # leaving the activity RUNNING with nothing to end it.
-            engine.finish(aeid, Transition.FAILED, error=f"output rejected: {exc}",
+            engine.moves.finish(aeid, Transition.FAILED, error=f"output rejected: {exc}",
                           error_type=type(exc).__name__, image=image)
     except StateConflict as exc:
         current = exc.current if exc.current is not None or not again \
-            else engine.activity(aeid)
+            else engine.reads.activity(aeid)
         if again and current is not None and current.state in _ends_of(transition):
             # A retry of a write that landed (its answer, or a follow-up, failed):
             # the attempt's end is recorded; redo what follows it.
             engine.incidents.count("finish_landed")
-            engine.after(current)
+            engine.flow.after(current)
             return
         # TIMED_OUT (or already finished): the system moved on; the result is ignored.
         log.warning("result of %s not recorded: %s", aeid, exc)

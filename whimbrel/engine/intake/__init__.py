@@ -126,13 +126,14 @@ class Intake:
             refuse_future(item.when_epoch, self.engine.clock())
             wx = workflow_exec_id_for(request_id)
             input_ = row_payload(self.engine.store, item.input, item.input_ref, "input")
-            existed = self.engine.store.get_workflow(wx) is not None
+            attributes = row_payload(self.engine.store, item.attributes, None, "attributes")
             with tracing.continued(item.traceparent):  # the requester's trace
-                self.engine.start(item.workflow_name, input_, version=item.version,
-                                  request_id=request_id, source=item.source or "simple-api",
-                                  write_request=False, priority=item.priority,
-                                  attributes=row_payload(self.engine.store, item.attributes, None,
-                                                         "attributes"))
+                # No read first: the start's conditional create says whether the run
+                # was there (a redelivered request: DUPLICATE).
+                started = self.engine.starting.start(
+                    item.workflow_name, input_, version=item.version, request_id=request_id,
+                    source=item.source or "simple-api", write_request=False,
+                    priority=item.priority, attributes=attributes)
         except ValidationError as exc:
             result = self._reject(SOURCE_WORKFLOW_REQUEST, record,
                                   describe_validation(exc, record), "ValidationError")
@@ -146,7 +147,7 @@ class Intake:
             if request_id is not None:
                 self.marks.request(request_id, result, record)
             return result
-        return IntakeResult(Outcome.DUPLICATE if existed else Outcome.STARTED,
+        return IntakeResult(Outcome.STARTED if started.created else Outcome.DUPLICATE,
                             workflow_exec_id=wx)
 
     # -- activity_event --------------------------------------------------------------------
@@ -198,14 +199,14 @@ class Intake:
         assert isinstance(verb, Transition)
         # The whole row is checked before anything is applied: its output too.
         # Encoded once here; the engine writes this text as it is.
-        output = self.engine.limits.encode(
+        output = self.engine.reads.limits.encode(
             row_payload(self.engine.store, item.output, item.output_ref, "output"), "output")
         error = item.error if item.error is None or isinstance(item.error, str) \
             else native(item.error, "error")
         actor = actor_of(item)
         written = written_epoch(record)
         try:
-            moved = self.engine.transition(aim, verb, output_json=output, error=error,
+            moved = self.engine.moves.transition(aim, verb, output_json=output, error=error,
                                            error_type=item.error_type, actor=actor,
                                            written_epoch=written)
         except (StateConflict, IllegalTransition) as exc:
@@ -229,7 +230,7 @@ class Intake:
         if current is not None and any(h.by == actor for h in current.history):
             # This very event was applied before (a redelivery); the earlier run may
             # have died before its follow-ups, so make sure they happened.
-            self.engine.ensure_followups(aeid)
+            self.engine.moves.ensure_followups(aeid)
             return IntakeResult(Outcome.DUPLICATE, workflow_exec_id=current.workflow_exec_id,
                                 activity_exec_id=aeid, transition=verb.value,
                                 new_state=_value(current.state))
@@ -245,7 +246,7 @@ class Intake:
         if isinstance(exc, StateConflict):
             # Another actor moved the activity on first (e.g. the heartbeat listener
             # timed it out). The event can never apply; its follow-ups are the winner's.
-            self.engine.ensure_followups(aeid)
+            self.engine.moves.ensure_followups(aeid)
             result = self._reject(SOURCE_ACTIVITY_EVENT, record, str(exc), "StateConflict",
                                   activity_exec_id=aeid)
             return IntakeResult(Outcome.REJECTED, workflow_exec_id=result.workflow_exec_id,
@@ -269,10 +270,10 @@ class Intake:
         verb = item.verb
         assert isinstance(verb, Transition)
         try:
-            self.engine.transition(aeid, Transition.RUNNING, actor=actor + IMPLIED_RUNNING)
+            self.engine.moves.transition(aeid, Transition.RUNNING, actor=actor + IMPLIED_RUNNING)
         except StateConflict:
             pass  # moved meanwhile (perhaps by that RUNNING event): the end decides
-        moved = self.engine.transition(aeid, verb, output_json=output, error=error,
+        moved = self.engine.moves.transition(aeid, verb, output_json=output, error=error,
                                        error_type=item.error_type, actor=actor)
         return IntakeResult(Outcome.APPLIED, workflow_exec_id=moved.workflow_exec_id,
                             activity_exec_id=aeid, transition=verb.value,

@@ -95,7 +95,8 @@ class RowMarks:
         default = None if self.engine.retention_days is None \
             else self.engine.retention_days * 86400.0
         if result.activity_exec_id and result.outcome is not Outcome.REJECTED:
-            known = self.engine.remembered(result.activity_exec_id)
+            known = self.engine.known.remembered(result.activity_exec_id)
             if known is not None and known.workflow_version is not None:
-                return self.engine.retention(self.engine.definition_of(known))
+                defs = self.engine.definitions
+                return defs.retention(defs.definition_of(known))
         return default

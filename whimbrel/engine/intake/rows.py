@@ -34,11 +34,14 @@ from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.limits import MAX_HEARTBEAT_DETAILS_BYTES
 from whimbrel.contract.payloads import encode_payload
 from whimbrel.contract.states import Transition
-from whimbrel.engine import conditions, signals, suspend, waits
+from whimbrel.engine.conditions import Conditions
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.intake.decode import row_payload, written_epoch
 from whimbrel.engine.intake.items import ActivityEventItem
 from whimbrel.engine.intake.result import IntakeResult, Outcome
+from whimbrel.engine.redrive import Redrive
+from whimbrel.engine.suspend import Suspend
+from whimbrel.engine.waits import Waits
 
 #: ``result_state`` of a SIGNAL row whose signal waits for its activity (kept).
 KEPT = "KEPT"
@@ -142,7 +145,7 @@ def heartbeat(intake: Context, record: Mapping[str, Any], item: ActivityEventIte
                              field="details",
                              max_bytes=MAX_HEARTBEAT_DETAILS_BYTES)
     try:
-        state = intake.engine.heartbeat(aeid, details=details,
+        state = intake.engine.heartbeats.heartbeat(aeid, details=details,
                                         written_epoch=written_epoch(record)).value
     except ActivityCancelled as exc:
         # Recorded; the sender learns from the row's result_state that it must stop.
@@ -160,12 +163,12 @@ def redrive(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
     in the run's history."""
     engine, actor = intake.engine, actor_of(item)
     try:
-        engine.redrive(wx, actor=actor)
+        engine.feature(Redrive).redrive(wx, actor=actor)
     except NotAllowedNow:
-        wf = engine.workflow(wx)
+        wf = engine.reads.workflow(wx)
         if not any(h.by == actor for h in wf.history):
             raise
-        engine.redrive_followups(wf, engine.definition_of(wf))
+        engine.feature(Redrive).followups(wf, engine.definitions.definition_of(wf))
         return IntakeResult(Outcome.DUPLICATE, workflow_exec_id=wx,
                             transition=Command.REDRIVE.value, new_state=wf.state.value)
     return IntakeResult(Outcome.APPLIED, workflow_exec_id=wx,
@@ -177,7 +180,7 @@ def signal(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
     if not item.signal:
         raise InvalidInput("a SIGNAL row needs signal (the signal's name)", field="signal")
     value = row_payload(intake.engine.store, item.payload, None, "payload")
-    sent = signals.send(intake.engine, wx, item.signal, value,
+    sent = intake.engine.feature(Waits).send(wx, item.signal, value,
                         signal_id=item.signal_id or item.activity_event_id)
     return IntakeResult(Outcome.DUPLICATE if sent.duplicate else Outcome.APPLIED,
                         workflow_exec_id=wx, activity_exec_id=sent.received_by,
@@ -189,12 +192,13 @@ def suspension(intake: Context, record: Mapping[str, Any], item: ActivityEventIt
                wx: str) -> IntakeResult:
     """SUSPEND or RESUME the run the row names."""
     actor = actor_of(item)
-    wf = intake.engine.workflow(wx)
+    wf = intake.engine.reads.workflow(wx)
     if any(h.by == actor for h in wf.history):
         return IntakeResult(Outcome.DUPLICATE, workflow_exec_id=wx,
                             transition=item.verb.value, new_state=wf.state.value)
-    move = suspend.suspend if item.verb is Command.SUSPEND else suspend.resume
-    wf = move(intake.engine, wx, actor=actor)
+    paused = intake.engine.feature(Suspend)
+    move = paused.suspend if item.verb is Command.SUSPEND else paused.resume
+    wf = move(wx, actor=actor)
     return IntakeResult(Outcome.APPLIED, workflow_exec_id=wx, transition=item.verb.value,
                         new_state=wf.state.value)
 
@@ -211,17 +215,17 @@ def cancel(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
     if not addresses_run(item):
         return intake.move(record, item, aim)
     engine, actor = intake.engine, actor_of(item)
-    wf = engine.workflow(aim)
+    wf = engine.reads.workflow(aim)
     if any(h.by == actor for h in wf.history):
-        engine.settle(aim)  # the earlier delivery may have died before settling
+        engine.ending.settle(aim)  # the earlier delivery may have died before settling
         return IntakeResult(Outcome.DUPLICATE, workflow_exec_id=aim,
                             transition=item.verb.value,
-                            new_state=engine.workflow(aim).state.value)
+                            new_state=engine.reads.workflow(aim).state.value)
     if wf.state.is_terminal:
         raise WorkflowAlreadyEnded(workflow_exec_id=aim, workflow_state=wf.state.value)
-    engine.cancel(aim, actor=actor)
+    engine.ending.cancel(aim, actor=actor)
     return IntakeResult(Outcome.APPLIED, workflow_exec_id=aim, transition=item.verb.value,
-                        new_state=engine.workflow(aim).state.value)
+                        new_state=engine.reads.workflow(aim).state.value)
 
 
 def decision(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
@@ -229,7 +233,7 @@ def decision(intake: Context, record: Mapping[str, Any], item: ActivityEventItem
     """APPROVE or REJECT the approval the row names."""
     actor = actor_of(item)
     try:
-        moved = waits.decide(intake.engine, aeid, approve=item.verb is Command.APPROVE,
+        moved = intake.engine.feature(Waits).decide(aeid, approve=item.verb is Command.APPROVE,
                              by=item.by, comment=item.comment, actor=actor)
     except StateConflict as exc:
         return intake.not_applied(record, item, actor, exc, None, None)
@@ -245,7 +249,7 @@ def end_workflow(intake: Context, record: Mapping[str, Any], item: ActivityEvent
     output = row_payload(intake.engine.store, item.output, item.output_ref, "output")
     actor = actor_of(item)
     try:
-        moved = conditions.end_early(intake.engine, aeid, output, actor=actor,
+        moved = intake.engine.feature(Conditions).end_early(aeid, output, actor=actor,
                                      written_epoch=written_epoch(record))
     except (StateConflict, IllegalTransition) as exc:
         return intake.not_applied(record, item, actor, exc, output, None)
