@@ -80,10 +80,14 @@ class Console:
 
 @contextmanager
 def console(wb: Whimbrel, *, refresh_seconds: float = 0.5, open_reads: bool = True,
-            host: str = "127.0.0.1", page_size: int = 50) -> Iterator[Console]:
-    """The console for ``wb`` on a free loopback port, on a thread."""
+            host: str = "127.0.0.1", page_size: int = 50,
+            counts_ttl: float = 0.0) -> Iterator[Console]:
+    """The console for ``wb`` on a free loopback port, on a thread. Counts are read
+    afresh on every request unless ``counts_ttl`` says otherwise: the tests look at
+    them right after changing runs."""
     app = create_app(wb, token=TOKEN, open_reads=open_reads,
-                     refresh_seconds=refresh_seconds, page_size=page_size)
+                     refresh_seconds=refresh_seconds, page_size=page_size,
+                     counts_ttl=counts_ttl)
     server = ConsoleServer(app, host=host, port=0).start()
     try:
         yield Console(wb, server)
