@@ -39,6 +39,7 @@ from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.states import WorkflowState
 from whimbrel.ui import actions, counts, present
 from whimbrel.ui.dag import render_svg
+from whimbrel.ui.operate import Operate
 from whimbrel.ui.security import CSRF_FIELD, Guard, GuardMiddleware
 
 HERE = Path(__file__).parent
@@ -146,6 +147,7 @@ class Console:
             Route("/schedules", g(self.schedules)),
             Route("/actions/{action}", g(self.confirm), methods=["GET"]),
             Route("/actions/{action}", self.act, methods=["POST"]),
+            *Operate(self).routes(),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
 
@@ -193,10 +195,10 @@ class Console:
                 "live": live}
 
     def runs(self, request: Request) -> Response:
-        return self.page(request, "runs.html", names=self._names(),
+        return self.page(request, "runs.html", names=self.names(),
                          since_choices=SINCE_CHOICES, **self._runs_context(request))
 
-    def _names(self) -> list[str]:
+    def names(self) -> list[str]:
         """The workflow filter's choices: one Query of the definitions' name index."""
         return sorted(self.wb.store.workflow_names())
 
@@ -249,8 +251,10 @@ class Console:
 
     def run(self, request: Request) -> Response:
         ctx = self._run_context(request.path_params["wx"])
-        done = actions.BY_NAME.get(request.query_params.get("done", ""))
-        return self.page(request, "run.html", flash=done.done if done else "", **ctx)
+        said = request.query_params.get("done", "")
+        done = actions.BY_NAME.get(said)
+        flash = done.done if done else ("Run started." if said == "start" else "")
+        return self.page(request, "run.html", flash=flash, **ctx)
 
     def run_live(self, request: Request) -> Response:
         return self.page(request, "_run_live.html", **self._run_context(
@@ -305,7 +309,11 @@ class Console:
         return self.page(request, "rejections.html", day=day, rows=rows)
 
     def schedules(self, request: Request) -> Response:
-        return self.page(request, "schedules.html", rows=self.wb.list_schedules())
+        q = request.query_params
+        flash = (f"Schedule {q.get('schedule', '')} {q['done']}."
+                 if q.get("done") in ("paused", "resumed", "fired") else "")
+        return self.page(request, "schedules.html", rows=self.wb.list_schedules(),
+                         flash=flash, csrf_field=CSRF_FIELD)
 
     # -- actions ---------------------------------------------------------------------
 
