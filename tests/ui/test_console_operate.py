@@ -171,3 +171,5 @@ def test_attempts_after_a_redrive_count_from_its_fresh_budget(con: Console) -> N
         r'data-attempt="(\d)".*?<td class="num"[^>]*>(.*?)</td>', page, re.S)}
     assert cells["2"] == "1 /1 after redrive", cells  # not "2/1"
     assert cells["1"] == "1 /1", cells
+    node = re.search(r'<g class="node[^"]*"[^>]*data-activity="w".*?</g>', page, re.S)
+    assert node is not None and "try" not in node.group(0)  # not "try 2" either

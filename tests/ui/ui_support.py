@@ -145,6 +145,9 @@ def shoot(driver: WebDriver, url: str, path: Path, *, height: int | None = None)
     driver.get(url)
     wait_for(driver, lambda d: d.execute_script("return document.readyState") == "complete",
              "page did not load")
+    # The runs page's counts load in their own fragment, after the page.
+    wait_for(driver, lambda d: not d.find_elements(By.CSS_SELECTOR, "#runs-counts.loading"),
+             "the counts never loaded")
     full = int(driver.execute_script("return document.documentElement.scrollHeight"))
     width = int(driver.execute_script("return window.innerWidth"))
     driver.set_window_size(width, height or min(max(full, 600), 2400))

@@ -240,10 +240,12 @@ def node_info(wf: WorkflowExec | None, defn: WorkflowDefinition,
     if wf is None:
         return {a.name: NodeInfo(None, a.launcher.kind) for a in defn.activities}
     out: dict[str, NodeInfo] = {}
+    bases = _generation_bases(wf)
     for name, act in wf.latest_activities.items():
         bits = [act.state.value.replace("_", " ").lower()]
-        if act.attempt > 1:
-            bits.append(f"try {act.attempt}")
+        tried = act.attempt - bases.get(act.activity_exec_id, 0)  # since the last redrive
+        if tried > 1:
+            bits.append(f"try {tried}")
         wait, progress = actions.waiting_for(act), _progress(act, wf)
         if wait:
             bits.append(wait)
