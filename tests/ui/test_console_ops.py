@@ -98,7 +98,7 @@ def test_a_store_that_hangs_gets_an_error_page_not_a_hung_browser(
     app = create_app(wb, token=TOKEN, page_timeout=1.0)
     server = ConsoleServer(app, port=0).start()
     try:
-        for path in ("/runs", "/runs/live", "/definitions",
+        for path in ("/runs", "/runs/live", "/runs/counts", "/pools", "/definitions",
                      "/runs/00000000-0000-0000-0000-000000000000/live"):
             reply = http(f"{server.url}{path}")
             assert reply.status == 504, (path, reply.status)

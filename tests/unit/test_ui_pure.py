@@ -180,3 +180,26 @@ def test_the_count_cache_reads_once_per_ttl_and_filter() -> None:
     now[0] = 60.0
     assert cache.get("a", read("a"))[0] == {WorkflowState.RUNNING: 3}
     assert reads == ["a", "b", "a"]
+
+
+def test_a_count_that_hangs_holds_other_pages_only_so_long() -> None:
+    import threading
+
+    from whimbrel.contract.errors import StoreError
+    from whimbrel.ui.counts import CountCache
+    cache = CountCache(ttl=60.0, wait_seconds=0.2)
+    release, started = threading.Event(), threading.Event()
+
+    def hanging() -> dict[WorkflowState, int]:
+        started.set()
+        release.wait(10)
+        return {}
+
+    first = threading.Thread(target=cache.get, args=("k", hanging))
+    first.start()
+    assert started.wait(10)
+    with pytest.raises(StoreError, match=r"still being read after 0\.2 s"):
+        cache.get("k", hanging)
+    release.set()
+    first.join(10)
+    assert cache.get("k", hanging)[0] == {}  # the first read's, kept

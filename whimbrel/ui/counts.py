@@ -18,6 +18,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from whimbrel.client.whimbrel import Whimbrel
+from whimbrel.contract.errors import StoreError
 from whimbrel.contract.states import WorkflowState
 from whimbrel.ui import present
 
@@ -34,8 +35,9 @@ class CountCache:
     miss the same filter wait for one read instead of each making their own."""
 
     def __init__(self, ttl: float = COUNTS_TTL,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.ttl, self.clock = ttl, clock
+                 clock: Callable[[], float] = time.monotonic,
+                 wait_seconds: float = 15.0) -> None:
+        self.ttl, self.clock, self.wait_seconds = ttl, clock, wait_seconds
         self._lock = threading.Lock()
         self._entries: dict[Hashable, tuple[float, Counts]] = {}
         self._reading: dict[Hashable, threading.Lock] = {}
@@ -47,7 +49,12 @@ class CountCache:
             if hit is not None:
                 return hit[1], hit[0]
             gate = self._reading.setdefault(key, threading.Lock())
-        with gate:
+        # Bounded: a read that hangs (DynamoDB not answering) must not hold every page
+        # thread that asks for the same counts.
+        if not gate.acquire(timeout=self.wait_seconds):
+            raise StoreError(f"the counts by state are still being read after "
+                             f"{self.wait_seconds:g} s", aws_code=None, retryable=True)
+        try:
             with self._lock:
                 hit = self._fresh(key)
             if hit is not None:
@@ -58,6 +65,8 @@ class CountCache:
                 while len(self._entries) > MAX_ENTRIES:
                     self._entries.pop(next(iter(self._entries)))
             return counts, at
+        finally:
+            gate.release()
 
     def _fresh(self, key: Hashable) -> tuple[float, Counts] | None:
         hit = self._entries.get(key)
