@@ -12,7 +12,9 @@ process.
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +25,15 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from whimbrel.client.whimbrel import Whimbrel
 from whimbrel.contract.errors import LaunchError
-from whimbrel.engine import Intake, IntakeResult, Launcher, LaunchRequest, Outcome, record_keys
+from whimbrel.engine import (
+    Intake,
+    IntakeResult,
+    Launcher,
+    LaunchRequest,
+    Outcome,
+    record_keys,
+    tracing,
+)
 from whimbrel.launch.aws import aws_launchers
 
 SERVICE = "whimbrel"
@@ -32,6 +42,27 @@ metrics = Metrics(namespace="Whimbrel", service=SERVICE)
 
 _lock = threading.Lock()
 _client: Whimbrel | None = None
+
+#: A deployed Lambda exports spans as the standard OpenTelemetry variables say
+#: (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_TRACES_EXPORTER; docs/operations.md, "Tracing"),
+#: once per container; nothing when they are unset, or when the ADOT layer set its own
+#: provider. Under `whimbrel dev` (no AWS_LAMBDA_FUNCTION_NAME) dev sets it up.
+IN_LAMBDA = bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
+if IN_LAMBDA:
+    tracing.export_from_env(os.environ.get("AWS_LAMBDA_FUNCTION_NAME") or SERVICE)
+
+
+def spans_flushed(handler: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """The handler, then the spans it made exported before it returns: Lambda freezes
+    the container afterwards, and a batch left for later may never leave."""
+    @functools.wraps(handler)
+    def wrapped(event: Any, context: Any) -> Any:
+        try:
+            return handler(event, context)
+        finally:
+            if IN_LAMBDA:
+                tracing.flush()
+    return wrapped
 
 
 #: The facade's launchers that run an activity in this process: a Lambda refuses them.

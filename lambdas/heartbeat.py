@@ -6,9 +6,10 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from lambdas._shared import client_for, logger, metrics
+from lambdas._shared import client_for, logger, metrics, spans_flushed
 
 
+@spans_flushed
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from lambdas._shared import client_for, emit_lock, logger, metrics, process_batch
+from lambdas._shared import client_for, emit_lock, logger, metrics, process_batch, spans_flushed
 from whimbrel.observe import NotifyOutcome, NotifyResult, Publisher, publisher_from_settings
 from whimbrel.settings import Settings
 
@@ -45,6 +45,7 @@ def count(result: NotifyResult) -> None:
         metrics.add_metric(name="RejectedRecords", unit=MetricUnit.Count, value=1)
 
 
+@spans_flushed
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

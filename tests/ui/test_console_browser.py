@@ -84,7 +84,9 @@ def test_runs_appear_and_nodes_change_colour_live(
     row = f'tr[data-run="{wx}"]'
     wait_for(driver, lambda d: text(d, row), "the new run never appeared in the list")
     assert "pipeline" in text(driver, row) and "RUNNING" in text(driver, row)
-    assert int(text(driver, '.count[data-state="RUNNING"] .n')) >= 1
+    # The counts load in their own fragment after the runs, and refresh with it.
+    wait_for(driver, lambda d: (text(d, '.count[data-state="RUNNING"] .n') or "0") != "0",
+             "the RUNNING count never counted the new run")
 
     click(driver, By.CSS_SELECTOR, f"{row} a")
     wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "svg.dag"), "no DAG drawn")

@@ -291,10 +291,14 @@ def test_queued_runs_are_filtered_counted_and_cancelled(con: Console) -> None:
     page = http(con.url("/runs?workflow=capped&state=QUEUED"))
     assert page.status == 200
     assert re.findall(r'data-run="([^"]+)"', page.body) == [queued]
-    count = re.search(r'data-state="QUEUED">\s*<span class="n">(\d+)</span>', page.body)
+    counts = http(con.url("/runs/counts?workflow=capped&state=QUEUED")).body
+    count = re.search(r'data-state="QUEUED">\s*<span class="n">(\d+)</span>', counts)
     assert count is not None and count.group(1) == "1"
     shown = http(con.url(f"/runs/{queued}"))
     assert shown.status == 200 and "QUEUED" in shown.body and "Cancel run" in shown.body
+    # Issue 30: a QUEUED run said "running for 9 min"; it waits, and says why.
+    assert "running for" not in shown.body
+    assert "waiting to start for" in shown.body and "at most 1 run of capped" in shown.body
     con.wb.cancel_workflow(queued)
     assert con.wb.get_workflow(queued).state.value == "CANCELLED"
     assert con.wb.get_workflow(first).state.value == "RUNNING"

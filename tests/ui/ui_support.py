@@ -80,10 +80,14 @@ class Console:
 
 @contextmanager
 def console(wb: Whimbrel, *, refresh_seconds: float = 0.5, open_reads: bool = True,
-            host: str = "127.0.0.1", page_size: int = 50) -> Iterator[Console]:
-    """The console for ``wb`` on a free loopback port, on a thread."""
+            host: str = "127.0.0.1", page_size: int = 50,
+            counts_ttl: float = 0.0) -> Iterator[Console]:
+    """The console for ``wb`` on a free loopback port, on a thread. Counts are read
+    afresh on every request unless ``counts_ttl`` says otherwise: the tests look at
+    them right after changing runs."""
     app = create_app(wb, token=TOKEN, open_reads=open_reads,
-                     refresh_seconds=refresh_seconds, page_size=page_size)
+                     refresh_seconds=refresh_seconds, page_size=page_size,
+                     counts_ttl=counts_ttl)
     server = ConsoleServer(app, host=host, port=0).start()
     try:
         yield Console(wb, server)
@@ -141,6 +145,9 @@ def shoot(driver: WebDriver, url: str, path: Path, *, height: int | None = None)
     driver.get(url)
     wait_for(driver, lambda d: d.execute_script("return document.readyState") == "complete",
              "page did not load")
+    # The runs page's counts load in their own fragment, after the page.
+    wait_for(driver, lambda d: not d.find_elements(By.CSS_SELECTOR, "#runs-counts.loading"),
+             "the counts never loaded")
     full = int(driver.execute_script("return document.documentElement.scrollHeight"))
     width = int(driver.execute_script("return window.innerWidth"))
     driver.set_window_size(width, height or min(max(full, 600), 2400))

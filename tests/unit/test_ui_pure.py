@@ -152,3 +152,54 @@ def test_formats() -> None:
     assert present.count_label(1000, 1000) == "1000+" and present.count_label(7, 1000) == "7"
     assert present.first_line("boom\nat line 2") == "boom"
     assert present.pretty({"b": 1, "a": [1]}).startswith('{\n  "a"')
+
+
+def test_the_runs_list_backs_off_while_nothing_changes() -> None:
+    from whimbrel.ui.app import MAX_REFRESH_SECONDS, refresh_delay
+    assert [refresh_delay(4.0, q) for q in range(6)] == [4.0, 8.0, 16.0, 32.0, 60.0, 60.0]
+    assert refresh_delay(4.0, 10**6) == MAX_REFRESH_SECONDS
+    assert refresh_delay(120.0, 3) == 120.0  # a base above the cap is kept
+
+
+def test_the_count_cache_reads_once_per_ttl_and_filter() -> None:
+    from whimbrel.ui.counts import CountCache
+    now = [0.0]
+    cache = CountCache(ttl=60.0, clock=lambda: now[0])
+    reads: list[str] = []
+
+    def read(key: str) -> Any:
+        def go() -> dict[WorkflowState, int]:
+            reads.append(key)
+            return {WorkflowState.RUNNING: len(reads)}
+        return go
+
+    assert cache.get("a", read("a"))[0] == {WorkflowState.RUNNING: 1}
+    now[0] = 59.0
+    assert cache.get("a", read("a"))[0] == {WorkflowState.RUNNING: 1}
+    cache.get("b", read("b"))
+    now[0] = 60.0
+    assert cache.get("a", read("a"))[0] == {WorkflowState.RUNNING: 3}
+    assert reads == ["a", "b", "a"]
+
+
+def test_a_count_that_hangs_holds_other_pages_only_so_long() -> None:
+    import threading
+
+    from whimbrel.contract.errors import StoreError
+    from whimbrel.ui.counts import CountCache
+    cache = CountCache(ttl=60.0, wait_seconds=0.2)
+    release, started = threading.Event(), threading.Event()
+
+    def hanging() -> dict[WorkflowState, int]:
+        started.set()
+        release.wait(10)
+        return {}
+
+    first = threading.Thread(target=cache.get, args=("k", hanging))
+    first.start()
+    assert started.wait(10)
+    with pytest.raises(StoreError, match=r"still being read after 0\.2 s"):
+        cache.get("k", hanging)
+    release.set()
+    first.join(10)
+    assert cache.get("k", hanging)[0] == {}  # the first read's, kept

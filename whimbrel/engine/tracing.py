@@ -31,6 +31,8 @@ parent, same times).
 
 from __future__ import annotations
 
+import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -49,7 +51,8 @@ from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.engine.feature import Core, Feature
 
 __all__ = ["Span", "Tracing", "activity_span", "context_of", "continued", "current",
-           "headers", "headers_of", "heartbeat_event", "is_on"]
+           "describe_export", "export_from_env", "flush", "headers", "headers_of",
+           "heartbeat_event", "is_on"]
 
 TRACER = "whimbrel"
 _PROPAGATOR = TraceContextTextMapPropagator()
@@ -59,6 +62,7 @@ _SEEN = 4096
 
 A = ActivityState
 W = WorkflowState
+log = logging.getLogger(__name__)
 
 
 # -- trace context on the rows ------------------------------------------------------------
@@ -165,6 +169,98 @@ def activity_span(item: ActivityRecord) -> Iterator[Span | None]:
 def heartbeat_event(span: Span | None) -> None:
     if span is not None and span.is_recording():
         span.add_event("heartbeat")
+
+
+# -- exporting from the environment ----------------------------------------------------------
+
+#: The OTLP exporter package per ``OTEL_EXPORTER_OTLP_PROTOCOL`` (the ``otel`` extra
+#: brings the http/protobuf one).
+_OTLP = {"http/protobuf": ("opentelemetry.exporter.otlp.proto.http.trace_exporter",
+                           "opentelemetry-exporter-otlp-proto-http"),
+         "grpc": ("opentelemetry.exporter.otlp.proto.grpc.trace_exporter",
+                  "opentelemetry-exporter-otlp-proto-grpc")}
+_ENDPOINTS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+
+
+def export_from_env(service: str) -> Any:
+    """A tracer provider exporting spans as the standard OpenTelemetry variables say,
+    for processes that do not configure one themselves (``whimbrel dev``, the
+    Lambdas); its ``SDK`` TracerProvider, or None when nothing is configured.
+
+    Only when the user asked: ``OTEL_TRACES_EXPORTER`` (``otlp``, ``console``, ``none``;
+    comma-separated) or an OTLP endpoint (``OTEL_EXPORTER_OTLP_ENDPOINT``, ``…_TRACES_
+    ENDPOINT``: ``otlp``) is set, ``OTEL_SDK_DISABLED`` is not ``true``, and no provider
+    is set yet (an application's own, or the ADOT layer's, is left alone). OTLP goes over
+    http/protobuf unless ``OTEL_EXPORTER_OTLP_PROTOCOL`` says ``grpc``; the exporter
+    reads its own variables (endpoint, headers, timeout), the batch processor
+    ``OTEL_BSP_*``; ``service.name`` is ``service`` unless ``OTEL_SERVICE_NAME`` (or
+    ``OTEL_RESOURCE_ATTRIBUTES``) names one. A missing SDK or exporter package is
+    logged (what to install) and nothing is exported: tracing never stops a process.
+    """
+    env = os.environ
+    names = [n.strip().lower() for n in env.get("OTEL_TRACES_EXPORTER", "").split(",")
+             if n.strip()]
+    if not names and any(env.get(v) for v in _ENDPOINTS):
+        names = ["otlp"]
+    names = [n for n in names if n != "none"]
+    if not names or env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true" \
+            or not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider):
+        return None
+    try:
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+    except ImportError:
+        log.warning("tracing: OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_ENDPOINT is set but "
+                    "the OpenTelemetry SDK is not installed: pip install 'whimbrel[otel]'")
+        return None
+    named = env.get("OTEL_SERVICE_NAME") or "service.name=" in env.get(
+        "OTEL_RESOURCE_ATTRIBUTES", "")
+    provider = TracerProvider(resource=Resource.create({} if named else {
+        "service.name": service}))
+    for name in names:
+        exporter = ConsoleSpanExporter() if name == "console" else \
+            _otlp_exporter() if name == "otlp" else None
+        if exporter is None:
+            if name not in ("console", "otlp"):
+                log.warning("tracing: OTEL_TRACES_EXPORTER names %r; whimbrel exports to "
+                            "'otlp' or 'console' (ignored)", name)
+            continue
+        provider.add_span_processor(BatchSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+def _otlp_exporter() -> Any:
+    env = os.environ
+    protocol = (env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip()
+    module, package = _OTLP.get(protocol, _OTLP["http/protobuf"])
+    try:
+        return __import__(module, fromlist=["OTLPSpanExporter"]).OTLPSpanExporter()
+    except ImportError:
+        log.warning("tracing: OTLP over %s needs the package %s (pip install %s; the "
+                    "'whimbrel[otel]' extra brings the http/protobuf one)", protocol,
+                    package, package)
+        return None
+
+
+def describe_export() -> str:
+    """Where ``export_from_env`` sends spans, as the variables say (for a banner)."""
+    env = os.environ
+    names = env.get("OTEL_TRACES_EXPORTER") or "otlp"
+    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT") or "http://localhost:4318"
+    return names.replace("otlp", f"otlp to {endpoint}")
+
+
+def flush(timeout_millis: int = 5000) -> None:
+    """Export what the provider holds now: a Lambda is frozen once its handler returns,
+    so a batch left for later may never leave."""
+    provider = trace.get_tracer_provider()
+    force = getattr(provider, "force_flush", None)
+    if callable(force):
+        force(timeout_millis)
 
 
 # -- the feature ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from whimbrel.engine import tracing
 from whimbrel.local.dynamodb_local import (
     LOOPBACK,
     DynamoDBLocal,
@@ -41,6 +42,9 @@ def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds:
         DynamoDBLocalError: DynamoDB Local could not be fetched or started.
     """
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    # The standard OTEL_* variables, when set, make dev export the spans of every
+    # handler, sweep and activity it runs (docs/operations.md, "Tracing").
+    traced = tracing.export_from_env("whimbrel-dev") is not None
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
@@ -94,6 +98,8 @@ def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds:
                     "every table"))
                 print(f"  data: {data_dir} (kept across restarts)" if data_dir else
                       "  data: in memory, gone when this stops (keep it with --data-dir DIR)")
+            if traced:
+                print(f"  tracing: spans exported ({tracing.describe_export()})")
             print(f"  streams: {', '.join(rt.pumps)}; heartbeat every "
                   f"{heartbeat_rate_seconds:g} s. Ctrl-C stops.", flush=True)
             try:
@@ -105,6 +111,8 @@ def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds:
                 " (another whimbrel dev took these tables over)" if rt.stopped and
                 not stop.is_set() else ""), flush=True)
     finally:
+        if traced:
+            tracing.flush()  # the last batch, before the tables may go
         if ddb is not None:
             ddb.stop()
         if s3 is not None:

@@ -37,8 +37,9 @@ from whimbrel.contract.errors import (
 )
 from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.states import WorkflowState
-from whimbrel.ui import actions, present
+from whimbrel.ui import actions, counts, present
 from whimbrel.ui.dag import render_svg
+from whimbrel.ui.operate import Operate
 from whimbrel.ui.security import CSRF_FIELD, Guard, GuardMiddleware
 
 HERE = Path(__file__).parent
@@ -52,6 +53,19 @@ PAGE_SIZE = 50
 PAGE_TIMEOUT = 15.0
 #: Threads that read for pages; one hung read ties up one of them, not the server.
 PAGE_THREADS = 8
+#: The longest the runs list waits between two refreshes once nothing changes.
+MAX_REFRESH_SECONDS = 60.0
+
+
+def refresh_delay(base: float, quiet: int) -> float:
+    """Seconds before the next refresh of the runs list after ``quiet`` refreshes in a
+    row found it unchanged: ``base``, doubled per quiet refresh, at most
+    MAX_REFRESH_SECONDS."""
+    return float(min(base * 2.0 ** min(quiet, 16), max(base, MAX_REFRESH_SECONDS)))
+
+
+def _int(text: str | None) -> int:
+    return int(text) if text and text.isdigit() and len(text) < 6 else 0
 
 
 class Console:
@@ -65,12 +79,14 @@ class Console:
     """
 
     def __init__(self, wb: Whimbrel, guard: Guard, *, refresh_seconds: float = 2.0,
-                 page_size: int = PAGE_SIZE, page_timeout: float = PAGE_TIMEOUT) -> None:
+                 page_size: int = PAGE_SIZE, page_timeout: float = PAGE_TIMEOUT,
+                 counts_ttl: float = counts.COUNTS_TTL) -> None:
         self.wb = wb
         self.guard = guard
         self.refresh_seconds = refresh_seconds
         self.page_size = page_size
         self.page_timeout = page_timeout
+        self.counts = counts.CountCache(counts_ttl)
         self._pool = ThreadPoolExecutor(PAGE_THREADS, thread_name_prefix="whimbrel-page")
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True,
@@ -120,6 +136,7 @@ class Console:
             Route("/healthz", lambda r: PlainTextResponse("ok")),
             Route("/runs", g(self.runs)),
             Route("/runs/live", g(self.runs_live)),
+            Route("/runs/counts", g(self.runs_counts)),
             Route("/runs/{wx}", g(self.run)),
             Route("/runs/{wx}/live", g(self.run_live)),
             Route("/runs/{wx}/input.json", g(self.run_input)),
@@ -130,6 +147,7 @@ class Console:
             Route("/schedules", g(self.schedules)),
             Route("/actions/{action}", g(self.confirm), methods=["GET"]),
             Route("/actions/{action}", self.act, methods=["POST"]),
+            *Operate(self).routes(),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
 
@@ -151,9 +169,6 @@ class Console:
         page = self.wb.list_workflows(name=f["workflow"], state=f["states"] or None,
                                       since=since, until=until, limit=self.page_size,
                                       cursor=f["cursor"], attributes=attrs)
-        counts = {s: self.wb.count_workflows(name=f["workflow"], state=s, since=since,
-                                             until=until, cap=COUNT_CAP, attributes=attrs)
-                  for s in present.STATE_ORDER}
         base = [(k, v) for k, v in (("workflow", f["workflow"] or ""), ("since", f["since"]),
                                     ("until", f["until"]), ("attr", f["attr"])) if v]
         states = [("state", s) for s in f["states"]]
@@ -161,25 +176,59 @@ class Console:
         def link(*extra: tuple[str, str]) -> str:
             return "/runs?" + urlencode([*base, *extra])
 
-        total = sum(counts.values())
-        capped = any(c >= COUNT_CAP for c in counts.values())
-        return {"f": f, "page": page, "counts": counts, "cap": COUNT_CAP,
-                "total_label": f"{total}+" if capped else str(total),
-                "state_order": present.STATE_ORDER,
-                "query": urlencode([*base, *states,
-                                    *([("cursor", f["cursor"])] if f["cursor"] else [])]),
+        live = f["cursor"] is None
+        # Back-off: each refresh that finds the page unchanged waits twice as long as
+        # the one before (up to MAX_REFRESH_SECONDS); a change resets it. The state
+        # rides in the fragment's own URL, so the server keeps none.
+        seen = present.page_digest(page.items)
+        quiet = _int(request.query_params.get("quiet")) + 1 \
+            if request.query_params.get("seen") == seen else 0
+        delay = refresh_delay(self.refresh_seconds * 2, quiet)
+        query = [*base, *states, *([("cursor", f["cursor"])] if f["cursor"] else [])]
+        return {"f": f, "page": page, "state_order": present.STATE_ORDER,
+                "query": urlencode(query),
+                "live_query": urlencode([*query, ("seen", seen), ("quiet", str(quiet))]),
+                "delay_ms": int(delay * 1000),
                 "state_link": lambda s: link(("state", s.value)),
                 "all_link": link(),
                 "next_link": link(*states, ("cursor", page.cursor)) if page.cursor else None,
-                "live": f["cursor"] is None}
+                "live": live}
 
     def runs(self, request: Request) -> Response:
-        names = sorted({d.workflow_name for d in self.wb.list_definitions()})
-        return self.page(request, "runs.html", names=names, since_choices=SINCE_CHOICES,
-                         **self._runs_context(request))
+        return self.page(request, "runs.html", names=self.names(),
+                         since_choices=SINCE_CHOICES, **self._runs_context(request))
+
+    def names(self) -> list[str]:
+        """The workflow filter's choices: one Query of the definitions' name index."""
+        return sorted(self.wb.store.cold.workflow_names())
 
     def runs_live(self, request: Request) -> Response:
         return self.page(request, "_runs_live.html", **self._runs_context(request))
+
+    def runs_counts(self, request: Request) -> Response:
+        """The counts by state, in their own fragment: read at most once per
+        COUNTS_TTL seconds per filter (whimbrel/ui/counts.py)."""
+        f = self._run_filters(request)
+        attrs = present.attribute_filter(f["attr"])
+        key = (f["workflow"], f["since"], f["until"], f["attr"])
+        got, at = self.counts.get(key, lambda: counts.read_counts(
+            self.wb, workflow=f["workflow"], since=f["since"] or None,
+            until=f["until"] or None, attributes=attrs, cap=COUNT_CAP))
+        base = [(k, v) for k, v in (("workflow", f["workflow"] or ""), ("since", f["since"]),
+                                    ("until", f["until"]), ("attr", f["attr"])) if v]
+        total = sum(got.values())
+        # A state at the cap, or an attribute listing that stopped at it: "or more".
+        capped = any(c >= COUNT_CAP for c in got.values()) or bool(
+            attrs and total >= COUNT_CAP)
+        return self.page(
+            request, "_runs_counts.html", f=f, counts=got, cap=COUNT_CAP,
+            total_label=f"{total}+" if capped else str(total),
+            state_order=present.STATE_ORDER,
+            query=urlencode([*base, *(("state", s) for s in f["states"])]),
+            age=max(0.0, self.counts.clock() - at),
+            counts_ms=int(max(self.counts.ttl, 2 * self.refresh_seconds) * 1000),
+            state_link=lambda s: "/runs?" + urlencode([*base, ("state", s.value)]),
+            all_link="/runs?" + urlencode(base))
 
     def _run_context(self, wx: str) -> dict[str, Any]:
         wf = self.wb.get_workflow(wx)
@@ -197,12 +246,15 @@ class Console:
                 "timeline": present.timeline(wf), "related": present.related(wf),
                 "maps": present.map_rows(wf, defn),
                 "run_actions": actions.available(self.wb, wf, None, "run"),
+                "legend": present.LEGEND, "queued_why": present.queued_why(wf, defn),
                 "duration": (wf.ended_epoch or now) - wf.created_epoch}
 
     def run(self, request: Request) -> Response:
         ctx = self._run_context(request.path_params["wx"])
-        done = actions.BY_NAME.get(request.query_params.get("done", ""))
-        return self.page(request, "run.html", flash=done.done if done else "", **ctx)
+        said = request.query_params.get("done", "")
+        done = actions.BY_NAME.get(said)
+        flash = done.done if done else ("Run started." if said == "start" else "")
+        return self.page(request, "run.html", flash=flash, **ctx)
 
     def run_live(self, request: Request) -> Response:
         return self.page(request, "_run_live.html", **self._run_context(
@@ -257,7 +309,11 @@ class Console:
         return self.page(request, "rejections.html", day=day, rows=rows)
 
     def schedules(self, request: Request) -> Response:
-        return self.page(request, "schedules.html", rows=self.wb.list_schedules())
+        q = request.query_params
+        flash = (f"Schedule {q.get('schedule', '')} {q['done']}."
+                 if q.get("done") in ("paused", "resumed", "fired") else "")
+        return self.page(request, "schedules.html", rows=self.wb.list_schedules(),
+                         flash=flash, csrf_field=CSRF_FIELD)
 
     # -- actions ---------------------------------------------------------------------
 
@@ -351,7 +407,8 @@ def _download(value: Any, filename: str) -> Response:
 def create_app(wb: Whimbrel, *, token: str, open_reads: bool = True,
                allowed_hosts: Iterable[str] | None = ("localhost", "127.0.0.1", "::1"),
                refresh_seconds: float = 2.0, page_size: int = PAGE_SIZE,
-               page_timeout: float = PAGE_TIMEOUT) -> Starlette:
+               page_timeout: float = PAGE_TIMEOUT,
+               counts_ttl: float = counts.COUNTS_TTL) -> Starlette:
     """The console as an ASGI application (serve it with uvicorn, see :func:`serve`).
 
     Args:
@@ -362,9 +419,11 @@ def create_app(wb: Whimbrel, *, token: str, open_reads: bool = True,
         refresh_seconds: how often live parts reload.
         page_size: runs per page of the runs list.
         page_timeout: seconds a page waits for DynamoDB before it shows an error (504).
+        counts_ttl: seconds the runs page's counts by state are kept before they are
+            read again (0: every time).
     """
     guard = Guard(token, open_reads=open_reads, allowed_hosts=allowed_hosts)
     console = Console(wb, guard, refresh_seconds=refresh_seconds, page_size=page_size,
-                      page_timeout=page_timeout)
+                      page_timeout=page_timeout, counts_ttl=counts_ttl)
     return Starlette(routes=console.routes(),
                      middleware=[Middleware(GuardMiddleware, guard=guard)])

@@ -6,6 +6,7 @@ compute anything themselves.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from whimbrel import ActivityExec, WorkflowExec
+from whimbrel.contract import waits
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.durations import duration
 from whimbrel.contract.errors import InvalidInput
@@ -76,6 +78,9 @@ class AttemptRow:
     waiting_for: str | None
     progress: str | None
     actions: list[actions.Action]
+    #: The attempt within its generation: a redrive starts a fresh retry budget, so
+    #: its first attempt shows as 1 of the maximum (``attempt`` counts them all).
+    shown_attempt: int = 0
 
     @property
     def anchor(self) -> str:
@@ -97,6 +102,7 @@ def attempts(wb: object, wf: WorkflowExec, defn: WorkflowDefinition | None,
     """Every attempt: activities in the definition's order, newest attempt first."""
     order = {n: i for i, n in enumerate(defn.topological_order())} if defn else {}
     latest = wf.latest_activities
+    bases = _generation_bases(wf)
     rows = []
     for act in sorted(wf.activities, key=lambda a: (order.get(a.activity_name, len(order)),
                                                     a.activity_name, -a.attempt)):
@@ -113,8 +119,58 @@ def attempts(wb: object, wf: WorkflowExec, defn: WorkflowDefinition | None,
             heartbeat_late=late, retry_in=_retry_in(act, now),
             waiting_for=actions.waiting_for(act),
             progress=_progress(act, wf),
-            actions=actions.available(wb, wf, act, "activity")))
+            actions=actions.available(wb, wf, act, "activity"),
+            shown_attempt=act.attempt - bases.get(act.activity_exec_id, 0)))
     return rows
+
+
+def redrive_times(wf: WorkflowExec) -> list[float]:
+    """When the run was redriven: each time its history goes from an end (FAILED,
+    CANCELLED, TIMED_OUT) back to a live state."""
+    out, ended = [], False
+    for h in wf.history:
+        try:
+            state = WorkflowState(h.state)
+        except ValueError:
+            continue
+        if ended and not state.is_terminal:
+            out.append(h.at)
+        ended = state.is_terminal
+    return out
+
+
+def _generation_bases(wf: WorkflowExec) -> dict[str, int]:
+    """Per attempt, how many attempts of its activity came before its generation (the
+    redrive it was created after): attempt minus that is its number in its retry
+    budget."""
+    times = redrive_times(wf)
+    if not times:
+        return {}
+    out = {}
+    for act in wf.activities:
+        start = max((t for t in times if t <= act.created_epoch), default=None)
+        if start is None:
+            continue
+        out[act.activity_exec_id] = max(
+            (o.attempt for o in wf.activities
+             if o.activity_name == act.activity_name and o.created_epoch < start),
+            default=0)
+    return out
+
+
+#: Every state an activity (a DAG node) can be in, for the graph's legend.
+LEGEND = tuple(s.value for s in ActivityState)
+
+
+def queued_why(wf: WorkflowExec, defn: WorkflowDefinition | None) -> str:
+    """Why a QUEUED run waits ("" for any other state)."""
+    if wf.state is not WorkflowState.QUEUED:
+        return ""
+    limit = getattr(defn, "max_running", None)
+    if limit:
+        return (f"at most {limit} run{'s' if limit != 1 else ''} of {wf.workflow_name} "
+                f"may be RUNNING at once (max_running); it starts when one ends")
+    return "it starts when a running slot of its definition frees (max_running)"
 
 
 def _retry_in(act: ActivityExec, now: float) -> str:
@@ -184,10 +240,12 @@ def node_info(wf: WorkflowExec | None, defn: WorkflowDefinition,
     if wf is None:
         return {a.name: NodeInfo(None, a.launcher.kind) for a in defn.activities}
     out: dict[str, NodeInfo] = {}
+    bases = _generation_bases(wf)
     for name, act in wf.latest_activities.items():
         bits = [act.state.value.replace("_", " ").lower()]
-        if act.attempt > 1:
-            bits.append(f"try {act.attempt}")
+        tried = act.attempt - bases.get(act.activity_exec_id, 0)  # since the last redrive
+        if tried > 1:
+            bits.append(f"try {tried}")
         wait, progress = actions.waiting_for(act), _progress(act, wf)
         if wait:
             bits.append(wait)
@@ -207,11 +265,30 @@ def timeline(wf: WorkflowExec) -> list[TimelineRow]:
     for act in wf.activities:
         for i, h in enumerate(act.history):
             last = i == len(act.history) - 1
+            by = (decided_by(act) or h.by) if last and act.state.is_terminal else h.by
             rows.append(TimelineRow(h.at, h.at - wf.created_epoch,
-                                    f"{act.activity_name} #{act.attempt}", h.state, h.by,
+                                    f"{act.activity_name} #{act.attempt}", h.state, by,
                                     act.error if last and act.state.is_terminal else None))
     rows.sort(key=lambda r: r.at)
     return rows
+
+
+def decided_by(act: ActivityExec) -> str | None:
+    """Who approved or rejected an approval (the name they gave), None for any other
+    attempt: the row's writer is the process that recorded the decision (``cli``,
+    ``console``, an API request's id), not the person."""
+    out = act.output
+    if act.state is ActivityState.COMPLETED and isinstance(out, dict) \
+            and out.get("approved") is True and isinstance(out.get("by"), str):
+        return str(out["by"])
+    if act.state is ActivityState.FAILED and act.error_type == waits.REJECTED \
+            and act.error and act.error.startswith(_REJECTED_BY):
+        # "rejected by <name>: <comment>" (contract/waits.py, rejection_error)
+        return act.error[len(_REJECTED_BY):].split(": ", 1)[0]
+    return None
+
+
+_REJECTED_BY = "rejected by "
 
 
 def related(wf: WorkflowExec) -> dict[str, Any]:
@@ -231,6 +308,14 @@ _FIRST = (WorkflowState.RUNNING, WorkflowState.QUEUED, WorkflowState.SUSPENDED,
 #: The runs list's state filters and counts: every state of the contract (live ones
 #: first), so that "all states" is the sum of what is shown and no state is missing.
 STATE_ORDER = (*_FIRST, *(s for s in WorkflowState if s not in _FIRST))
+
+
+def page_digest(runs: tuple[WorkflowExec, ...]) -> str:
+    """A short fingerprint of what the runs list shows of ``runs`` (which runs, their
+    states, ends and errors): equal fingerprints mean an unchanged page."""
+    text = "\n".join(f"{w.workflow_exec_id} {w.state.value} {w.ended_epoch} {w.error}"
+                     for w in runs)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def count_label(count: int, cap: int) -> str:
