@@ -10,7 +10,7 @@ from typing import Any
 import boto3
 
 from whimbrel import ActivityDefinition, LauncherSpec, Whimbrel, WorkflowDefinition
-from whimbrel.contract.ids import workflow_exec_id_for
+from whimbrel.contract.ids import activity_exec_id, workflow_exec_id_for
 from whimbrel.engine import Outcome
 from whimbrel.store import specs
 
@@ -47,3 +47,26 @@ def test_a_request_row_starts_its_run_without_reading_it_first(wb: Whimbrel) -> 
     wb.meter.reset()
     assert wb.intake.workflow_request(record).outcome is Outcome.DUPLICATE
     assert wb.meter.calls["GetItem"] == 1, dict(wb.meter.calls)
+
+
+def test_a_completion_reads_the_run_once_however_many_dependents_when_releases(
+        wb: Whimbrel) -> None:
+    # A releases four dependents, each decided by a `when`: one listing of the run's
+    # rows serves them all (it was one Query of the run's partition per dependent).
+    ext = LauncherSpec.external()
+    dependents = ("b", "c", "d", "e")
+    wb.register_workflow(WorkflowDefinition("gates", (
+        ActivityDefinition("a", launcher=ext),
+        *(ActivityDefinition(n, ("a",), launcher=ext, when=f"a.{n}") for n in dependents))))
+    wx = wb.start_workflow("gates", {})
+    aeid = activity_exec_id(wx, "a", 1)
+    wb.transition_activity(aeid, "RUNNING")
+    wb.meter.reset()
+    wb.transition_activity(aeid, "COMPLETED", output={"b": True, "c": False, "d": True,
+                                                        "e": False})
+    # One listing shared by the four decisions, and one completion check for each
+    # skipped sink (c, e): 3 Queries (main at 148a793: 6, a listing per dependent).
+    assert wb.meter.calls["Query"] == 3, dict(wb.meter.calls)
+    run = wb.get_workflow(wx)
+    assert {n: run.activity(n).state.value for n in dependents} == {
+        "b": "READY", "c": "SKIPPED", "d": "READY", "e": "SKIPPED"}

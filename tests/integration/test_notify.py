@@ -146,11 +146,11 @@ def test_a_pending_marker_is_taken_over_by_one_delivery_only(wb: Whimbrel) -> No
     # A second delivery that read the marker before that takeover loses the condition
     # and is retried (it then finds the event SENT, or takes the marker over itself).
     with pytest.raises(Exception, match="being published by another delivery") as lost:
-        store._take_over("wx/ended/0", 1, now)
+        store.markers._take_over("wx/ended/0", 1, now)
     assert getattr(lost.value, "retryable", False)
     store.markers.mark_notification_sent("wx/ended/0", now=now)
     assert store.markers.claim_notification("wx/ended/0", **args) is Claim.SENT
-    assert store._take_over("wx/ended/0", 2, now) is Claim.SENT
+    assert store.markers._take_over("wx/ended/0", 2, now) is Claim.SENT
 
 
 def test_records_that_can_make_no_event_are_rejected_not_retried(wb: Whimbrel) -> None:

@@ -233,3 +233,14 @@ def test_the_docs_hook_table_is_the_dispatchers() -> None:
         taken = {make.__name__ for make in FEATURES
                  if isinstance(make, type) and takes(make, hook)}
         assert (how, who) == (KINDS[hook], taken), hook
+
+
+def test_a_hook_is_asked_only_the_way_kinds_says() -> None:
+    import pytest
+
+    from whimbrel.engine.hooks import Hooks
+
+    hooks = Hooks([])
+    with pytest.raises(TypeError, match="moved is asked as 'observe each'"):
+        hooks.take_over(Feature.moved, None)  # type: ignore[arg-type]
+    assert hooks.first_answer(Feature.waiting_attempt, None, "a") is None  # type: ignore[arg-type]

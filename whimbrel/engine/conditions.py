@@ -46,7 +46,7 @@ from whimbrel.contract.states import (
     activity_path,
 )
 from whimbrel.engine import rules, written
-from whimbrel.engine.feature import Core, Feature, RunRead
+from whimbrel.engine.feature import Core, Feature, RunRead, RunRows
 
 log = logging.getLogger("whimbrel.engine")
 
@@ -92,7 +92,7 @@ class Conditions(Feature):
     # -- deciding --------------------------------------------------------------------------
 
     def advance(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str, attempt: int,
-                source: ActivityState) -> bool:
+                source: ActivityState, rows: RunRows) -> bool:
         spec = defn.activity(name)
         # Only a first release is decided (READY was decided already); map items and
         # failure handlers never are; a definition without `when` never skips anything.
@@ -101,7 +101,7 @@ class Conditions(Feature):
                 or not any(a.when is not None for a in defn.activities):
             return False
         wx = wf.workflow_exec_id
-        records = self.core.store.list_activities(wx)
+        records = rows.get()  # listed once for all a completion releases
         latest = latest_of(records)
         decision = cond.decide(spec.trigger, [outcome(defn, latest, d) for d in spec.depends_on])
         if decision is cond.Decision.WAIT:

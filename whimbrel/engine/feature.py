@@ -27,6 +27,7 @@ its slot when it became claimable, so a worker polling a full pool writes nothin
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -82,6 +83,25 @@ class RunRead:
         """Not needed after all: a read started ahead is cancelled."""
         if self._started is not None and self._value is None:
             self._started.cancel()
+
+
+class RunRows:
+    """A run's attempt rows, listed at most once for the moves that share it: the
+    dependents one completion releases (``flow.after_completed``) are each decided by
+    a ``when`` from one listing, however many they are. Taken after every release of
+    that completion, it holds each released dependent's upstreams as they ended (a
+    dependent released with it is never one of them: its edge would still be there)."""
+
+    def __init__(self, read: Callable[[], list[ActivityRecord]]) -> None:
+        self._read = read
+        self._lock = threading.Lock()  # parallel dependents wait for the one listing
+        self._rows: list[ActivityRecord] | None = None
+
+    def get(self) -> list[ActivityRecord]:
+        with self._lock:
+            if self._rows is None:
+                self._rows = self._read()
+            return self._rows
 
 
 def _nothing(_: Any) -> None:
@@ -200,8 +220,9 @@ class Feature(Protocol):
     # -- advance -------------------------------------------------------------------------
 
     def advance(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str, attempt: int,
-                source: ActivityState) -> bool:
-        """Take over moving an attempt on (a condition skips; a map expands)."""
+                source: ActivityState, rows: RunRows) -> bool:
+        """Take over moving an attempt on (a condition skips; a map expands). ``rows``:
+        the run's attempt rows, listed once for every attempt the same hand-off moves."""
         return False
 
     def admit(self, wf: WorkflowRecord, defn: WorkflowDefinition,

@@ -32,7 +32,7 @@ from whimbrel.contract.states import (
 )
 from whimbrel.engine import rules, written
 from whimbrel.engine.admission import admission, leaves_for_worker, ready_changes, starts
-from whimbrel.engine.feature import Admission, Core, Feature, RunRead
+from whimbrel.engine.feature import Admission, Core, Feature, RunRead, RunRows
 from whimbrel.engine.ports import runs_in_process
 
 log = logging.getLogger("whimbrel.engine")
@@ -137,8 +137,10 @@ class Flow:
             return dep
 
         ready = [d for d in self.core.threads.each(release, defn.dependents(name)) if d is not None]
+        rows = self.rows(wx)  # one listing for every dependent a `when` decides
         self.core.threads.each(
-            lambda dep: self.advance(wf, defn, dep, self.waiting_attempt(wf, dep)), ready)
+            lambda dep: self.advance(wf, defn, dep, self.waiting_attempt(wf, dep), rows=rows),
+            ready)
         if name in defn.sinks:
             self.maybe_complete(wf, defn, name)
         self.core.hooks.observe(Feature.completed, wf, defn, name)
@@ -255,12 +257,15 @@ class Flow:
         return tuple(s for s in steps if s is not source)
 
     def advance(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
-                attempt: int, source: ActivityState = A.REQUESTED) -> None:
+                attempt: int, source: ActivityState = A.REQUESTED, *,
+                rows: RunRows | None = None) -> None:
         """Move an attempt on from ``source`` in one write: READY (pull), QUEUED and
         launched (push), or straight to RUNNING (in-process launchers). Only the winner of
         the write launches; a lost write means someone else moved it. A feature may take
-        the move over (``Feature.advance``: a map expands)."""
-        if self.core.hooks.take_over(Feature.advance, wf, defn, name, attempt, source):
+        the move over (``Feature.advance``: a map expands; a ``when`` decides, from
+        ``rows`` when the caller shares one listing among several attempts)."""
+        rows = rows or self.rows(wf.workflow_exec_id)
+        if self.core.hooks.take_over(Feature.advance, wf, defn, name, attempt, source, rows):
             return
         path = self.plan(wf, defn, name, source)
         if not path:
@@ -301,6 +306,10 @@ class Flow:
             self.core.launches.launch(wf, defn, moved)
         else:
             self.core.hooks.observe(Feature.readied, wf, defn, moved)
+
+    def rows(self, wx: str) -> RunRows:
+        """The run's attempt rows, listed when first asked (never, if nothing needs them)."""
+        return RunRows(lambda: self.core.store.list_activities(wx))
 
     def apply(self, item: ActivityRecord, transition: Transition, *,
               output: str | None = None, error: str | None = None,

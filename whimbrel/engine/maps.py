@@ -36,7 +36,7 @@ from whimbrel.contract.outcomes import (
 from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord, latest_of
 from whimbrel.contract.states import ActivityState, Transition, WorkflowState, activity_path
 from whimbrel.engine import flow, rules
-from whimbrel.engine.feature import Core, Feature, RunRead
+from whimbrel.engine.feature import Core, Feature, RunRead, RunRows
 from whimbrel.engine.inputs import KnownLists, own_input
 from whimbrel.engine.map_repair import repair_maps
 from whimbrel.engine.payloads import has_refs, resolved
@@ -67,7 +67,7 @@ class Maps(Feature):
         return "is a map (its items decide its end)" if is_map_node(spec, name) else None
 
     def advance(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str, attempt: int,
-                source: ActivityState) -> bool:
+                source: ActivityState, rows: RunRows) -> bool:
         if not is_map_node(defn.activity(name), name):
             return False
         self.expand_map(wf, defn, name, attempt, source)
