@@ -109,7 +109,8 @@ def test_a_trial_wait_kind_gets_its_own_behaviour_and_no_approve_button() -> Non
         "b: launcher 'beacon' needs 'beam'",
         "b: beacon launcher has no setting 'approvers' (it takes beam)"]
     # Its own words, not an approval's.
-    assert waits.waiting_for(beacon, None) == "beacon"
+    assert waits.waiting_for(beacon, None) == "beacon:lighthouse"
+    assert waits.signal_waited("beacon:lighthouse") == "lighthouse"
     assert waits.deadline(beacon, 10.0, None) is None
     assert waits.timeout_reason(beacon) == "no beacon event within its timeout_seconds " \
         "(None s)"
@@ -119,7 +120,13 @@ def test_a_trial_wait_kind_gets_its_own_behaviour_and_no_approve_button() -> Non
     assert engine_waits.ending(beacon) is engine_waits.ENDINGS[waits.Ends.SIGNAL]
     # The console: no Approve or Reject for a kind that does not say a decision ends it.
     assert _offered(_ready("b", waits.waiting_for(beacon, None))) == []
-    assert not waits.offers_decision("beacon")
+    assert not waits.offers_decision("beacon:lighthouse")
+    # ...and it prefills the console's signal form, as a signal wait does.
+    ready = _ready("b", "beacon:lighthouse")
+    assert actions.signal_hint(WorkflowExec(
+        workflow_exec_id="wx", workflow_name="w", version=1, state=WorkflowState.RUNNING,
+        workflow_request_id="r", input=None, error=None, created_epoch=1.0,
+        updated_epoch=1.0, ended_epoch=None, history=(), activities=(ready,))) == "lighthouse"
 
 
 @pytest.mark.usefixtures("trial_kinds")
@@ -131,6 +138,8 @@ def test_a_trial_kind_a_decision_ends_is_offered_the_decision() -> None:
     assert _offered(_ready("r", waits.waiting_for(review, None))) == ["approve", "reject"]
     assert _offered(_ready("r", "approval")) == ["approve", "reject"]
     assert _offered(_ready("s", "signal:payment")) == []
+    assert waits.signal_waited("review") is None and waits.signal_waited("pigeon:x") is None
+    assert waits.signal_waited("signal:payment") == "payment"
 
 
 def test_register_refuses_a_name_taken_and_undoes_cleanly() -> None:

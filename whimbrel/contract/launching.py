@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast, overload
+from typing import Any, overload
 
 from whimbrel.contract import checks, waits
 from whimbrel.contract.kinds import RUN_KINDS, How, LauncherKind, UnknownKind
@@ -16,8 +16,9 @@ LAUNCH_FAILED = "launch failed: "
 
 #: The one table of launcher kinds, by name: the run kinds (contract/kinds.py), then the
 #: waits (contract/waits.py). Everything that asks what a kind is asks this table.
-LAUNCHER_KINDS: Mapping[str, LauncherKind] = {
+_KINDS: dict[str, LauncherKind] = {
     **{kind.name: kind for kind in RUN_KINDS}, **waits.WAIT_KINDS}
+LAUNCHER_KINDS: Mapping[str, LauncherKind] = _KINDS
 
 
 def kind_of(name: str) -> LauncherKind:
@@ -41,13 +42,12 @@ def register(kind: LauncherKind) -> Callable[[], None]:
     """
     if kind.name in LAUNCHER_KINDS:
         raise ValueError(f"launcher kind {kind.name!r} is already registered")
-    table = cast("dict[str, LauncherKind]", LAUNCHER_KINDS)
-    table[kind.name] = kind
+    _KINDS[kind.name] = kind
     if isinstance(kind, waits.WaitKind):
         waits.WAIT_KINDS[kind.name] = kind
 
     def unregister() -> None:
-        table.pop(kind.name, None)
+        _KINDS.pop(kind.name, None)
         waits.WAIT_KINDS.pop(kind.name, None)
     return unregister
 

@@ -94,7 +94,10 @@ class WaitKind(LauncherKind):
         return ready_at + float(timeout) if timeout is not None else None
 
     def waiting_for(self, spec: ActivityDefinition, due: float | None) -> str:
-        """What it says it waits for (``waiting_for``): its kind's name, then what."""
+        """What it says it waits for (``waiting_for``): its kind's name, then what; a kind
+        a signal ends says ``<kind>:<signal name>`` (:func:`signal_waited` reads it)."""
+        if self.ends is Ends.SIGNAL:
+            return f"{self.name}:{self.signal_name(spec)}"
         return self.name
 
     def timeout_reason(self, spec: ActivityDefinition) -> str:
@@ -155,9 +158,6 @@ class Signal(WaitKind):
             out.append(f"{where}: signal launcher needs a 'name' matching {NAME_PATTERN}")
         return out
 
-    def waiting_for(self, spec: ActivityDefinition, due: float | None) -> str:
-        return f"{self.name}:{spec.launcher.config.get('name')}"
-
     def timeout_reason(self, spec: ActivityDefinition) -> str:
         config = spec.launcher.config
         return (f"no signal {config.get('name')!r} within its timeout_seconds "
@@ -215,6 +215,15 @@ def kind_waiting(waiting_for: str | None) -> WaitKind | None:
     """The kind of an attempt that says it waits for ``waiting_for`` (its part before
     ``:``); None for none or a kind this table does not know (a newer writer's)."""
     return WAIT_KINDS.get((waiting_for or "").split(":", 1)[0])
+
+
+def signal_waited(waiting_for: str | None) -> str | None:
+    """The signal an attempt that says it waits for ``waiting_for`` takes (a kind a
+    signal ends); None otherwise."""
+    kind = kind_waiting(waiting_for)
+    if kind is None or kind.ends is not Ends.SIGNAL or ":" not in (waiting_for or ""):
+        return None
+    return str(waiting_for).split(":", 1)[1]
 
 
 def offers_decision(waiting_for: str | None) -> bool:

@@ -337,7 +337,7 @@ def _waits_for(defn: WorkflowDefinition, acts: Sequence[ActivityRecord],
     if not isinstance(defn, CodeDefinition):
         return waiting_on(defn, name)
     ready = [a for a in latest_of(list(acts)).values()
-             if a.state is A.READY and a.waiting_for == f"signal:{name}"]
+             if a.state is A.READY and waits.signal_waited(a.waiting_for) == name]
     return [a.activity_name for a in sorted(ready, key=lambda a: a.created_epoch)]
 
 

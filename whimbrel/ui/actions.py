@@ -182,8 +182,7 @@ def approvers(defn: WorkflowDefinition, act: ActivityExec) -> tuple[str, ...]:
 def signal_hint(wf: WorkflowExec) -> str:
     """The signal an activity of the run waits for (prefills the signal form)."""
     for act in wf.latest_activities.values():
-        wait = waiting_for(act)
-        kind = waits.kind_waiting(wait)
-        if wait and kind is not None and kind.ends is waits.Ends.SIGNAL:
-            return wait.split(":", 1)[1]
+        name = waits.signal_waited(waiting_for(act))
+        if name is not None:
+            return name
     return ""
