@@ -37,7 +37,8 @@ from aws_cdk import aws_lambda as lambda_
 _BUNDLE_FORMAT = "1"
 
 #: Packages every Lambda Python runtime already has on its path. pip still installs
-#: them (PynamoDB depends on botocore) but they are pruned: botocore alone is ~90 MB.
+#: them (boto3 is a dependency of the project) but they are pruned: botocore alone is
+#: ~90 MB.
 RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer"})
 
 #: The folders copied from the source root into the asset, next to the dependencies.

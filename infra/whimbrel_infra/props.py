@@ -26,7 +26,7 @@ from whimbrel.store.specs import DEFAULT_TABLE_PREFIX, TABLES
 
 # --- deployment-only defaults (not part of the engine contract) -------------------
 
-#: Lambda memory; also buys CPU. 512 MB keeps a cold import of pydantic + PynamoDB short.
+#: Lambda memory; also buys CPU. 512 MB keeps a cold import of pydantic short.
 DEFAULT_LAMBDA_MEMORY_MB = 512
 #: Concurrent batches per stream shard (Lambda's ParallelizationFactor, 1..10). Records
 #: of one item (one request, one event row) stay in order at any factor; the engine

@@ -5,32 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import botocore.loaders
-import botocore.session
-import pynamodb.connection.base
 import pytest
 from cli_helpers import Run
 from typer.testing import CliRunner
 
 from whimbrel import Whimbrel
-
-
-@pytest.fixture(scope="session", autouse=True)
-def shared_botocore_loader() -> Iterator[None]:
-    """Every CLI invocation builds fresh PynamoDB connections, each with a new botocore
-    session that parses the DynamoDB service model again (~0.3 s each). Share one data
-    loader (its parsed-model cache) between those sessions; behaviour is unchanged."""
-    loader = botocore.loaders.create_loader()
-    original = pynamodb.connection.base.get_session
-
-    def get_session() -> botocore.session.Session:
-        session = original()
-        session.register_component("data_loader", loader)
-        return session
-
-    pynamodb.connection.base.get_session = get_session  # type: ignore[assignment]
-    yield
-    pynamodb.connection.base.get_session = original  # type: ignore[assignment]
 
 
 @pytest.fixture

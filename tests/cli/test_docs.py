@@ -62,7 +62,8 @@ def test_definitions_md_names_every_field() -> None:
     text = (DOCS / "definitions.md").read_text(encoding="utf-8")
     fields = {f.name for cls in (WorkflowDefinition, ActivityDefinition, RetryPolicy)
               for f in dataclasses.fields(cls)}
-    keys = {key for kind_keys in LAUNCHER_KINDS.values() for key in kind_keys}
+    keys = {key for kind in LAUNCHER_KINDS.values()
+            for key in (*kind.required, *(kind.settings or ()))}
     assert [n for n in sorted(fields | keys | set(LAUNCHER_KINDS))
             if f"`{n}`" not in text] == []
 

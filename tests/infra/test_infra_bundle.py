@@ -88,14 +88,24 @@ def host_asset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, LambdaBu
     return asset, bundle
 
 
+#: What the runtime's copy of the SDK imports, which /var/runtime holds beside it (the
+#: asset has none of them: nothing in it depends on botocore, which is pruned).
+SDK_DEPENDENCIES = ("dateutil", "urllib3", "six")
+
+
 def _sdk_only(tmp: Path) -> Path:
-    """A folder with just the AWS SDK packages this environment has (symlinked)."""
+    """A folder with just the AWS SDK packages this environment has and what they import
+    (symlinked), as the Lambda runtime provides them."""
     sdk = tmp / "runtime-sdk"
     sdk.mkdir()
-    for name in sorted(RUNTIME_PROVIDED):
+    for name in (*sorted(RUNTIME_PROVIDED), *SDK_DEPENDENCIES):
         spec = importlib.util.find_spec(name)
-        assert spec and spec.submodule_search_locations, name
-        (sdk / name).symlink_to(next(iter(spec.submodule_search_locations)))
+        assert spec, name
+        if spec.submodule_search_locations:  # a package
+            (sdk / name).symlink_to(next(iter(spec.submodule_search_locations)))
+        else:  # one module file (six.py)
+            assert spec.origin, name
+            (sdk / Path(spec.origin).name).symlink_to(spec.origin)
     return sdk
 
 

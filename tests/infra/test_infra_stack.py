@@ -578,7 +578,7 @@ def test_asset_holds_handlers_sources_and_lambda_platform_wheels(
         module = handler.rsplit(".", 1)[0]
         assert (asset / (module.replace(".", "/") + ".py")).is_file(), handler
     assert (asset / "whimbrel" / "store" / "specs.py").is_file()
-    for top_level in ("pynamodb", "aws_lambda_powertools", "pydantic", "pydantic_core", "yaml"):
+    for top_level in ("aws_lambda_powertools", "pydantic", "pydantic_core", "yaml"):
         assert (asset / top_level).is_dir(), top_level
     # Native extensions are built for Lambda's arm64, never for this host.
     native = [p.name for p in asset.rglob("*.so")]

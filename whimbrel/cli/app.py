@@ -24,7 +24,6 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from botocore.exceptions import BotoCoreError
-from pynamodb.exceptions import PynamoDBException
 from rich.console import Console
 from rich.text import Text
 
@@ -83,7 +82,7 @@ def exit_code_for(exc: BaseException) -> ExitCode:
         return ExitCode.INVALID
     if isinstance(exc, StateConflict | IllegalTransition | NotAllowedNow):
         return ExitCode.CONFLICT
-    if isinstance(exc, StoreError | BotoCoreError | PynamoDBException):
+    if isinstance(exc, StoreError | BotoCoreError):
         return ExitCode.STORE
     if isinstance(exc, WhimbrelError):
         return ExitCode.ERROR

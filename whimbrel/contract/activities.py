@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from whimbrel.contract import dataflow, flow, waits
+from whimbrel.contract import dataflow, flow
 from whimbrel.contract.conditions import Trigger
 from whimbrel.contract.errors import InvalidDefinition
-from whimbrel.contract.launching import LauncherSpec, RetryPolicy
+from whimbrel.contract.launching import LAUNCHER_KINDS, LauncherSpec, RetryPolicy
 from whimbrel.contract.limits import NAME_PATTERN
 from whimbrel.contract.priority import DEFAULT_PRIORITY
 
@@ -189,7 +189,9 @@ class ActivityDefinition:
                 out.append(f"{where}: lists dependency {dep!r} twice")
             deps_seen.add(dep)
         out.extend(self.launcher.problems(where))
-        out.extend(waits.definition_problems(self))
+        kind = LAUNCHER_KINDS.get(self.launcher.kind)  # unknown: launcher.problems says so
+        if kind is not None:
+            out.extend(kind.definition_problems(self))
         out.extend(self.retry.problems(where))
         for key in OPTIONAL_SECONDS:
             value = getattr(self, key)

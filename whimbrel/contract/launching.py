@@ -3,41 +3,60 @@ per-activity values of a definition, each able to list its own problems."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
 from whimbrel.contract import checks, waits
-from whimbrel.contract.limits import WORKFLOW_NAME_PATTERN
+from whimbrel.contract.kinds import RUN_KINDS, How, LauncherKind, UnknownKind
 
 #: How the error of an attempt whose launch failed begins (engine/flow.py): such an
 #: attempt never ran (a child launcher's attempt started no child run).
 LAUNCH_FAILED = "launch failed: "
 
-_PY_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-_WORKFLOW_NAME = re.compile(WORKFLOW_NAME_PATTERN)
+#: The one table of launcher kinds, by name: the run kinds (contract/kinds.py), then the
+#: waits (contract/waits.py). Everything that asks what a kind is asks this table.
+_KINDS: dict[str, LauncherKind] = {
+    **{kind.name: kind for kind in RUN_KINDS}, **waits.WAIT_KINDS}
+LAUNCHER_KINDS: Mapping[str, LauncherKind] = _KINDS
 
-#: Launcher kinds and the config keys each one requires.
-LAUNCHER_KINDS: Mapping[str, tuple[str, ...]] = {
-    "external": (),
-    "python": ("target",),
-    "command": ("argv",),
-    "lambda": ("function",),
-    "sqs": ("queue_url",),
-    "ecs": ("cluster", "task_definition"),
-    # A child workflow, started by the engine itself (whimbrel/engine/children.py).
-    "workflow": ("workflow",),
-    # Waits (contract/waits.py): not launched at all; their settings are checked there.
-    "timer": (),
-    "signal": ("name",),
-    "approval": (),
-}
 
-#: Kinds whose code runs only in a process that is a *worker* for it (docs/contract.md,
-#: "Who runs code"): anywhere else an attempt waits READY in the ``claimable`` index
-#: (under the worker shards) until a worker claims it.
-WORKER_KINDS = frozenset({"python"})
+def kind_of(name: str) -> LauncherKind:
+    """The kind named ``name``.
+
+    Raises:
+        UnknownKind: no kind of that name (an InvalidInput naming the known ones).
+    """
+    kind = LAUNCHER_KINDS.get(name)
+    if kind is None:
+        raise UnknownKind(name, LAUNCHER_KINDS)
+    return kind
+
+
+def register(kind: LauncherKind) -> Callable[[], None]:
+    """Add a launcher kind (a wait if it is a :class:`~whimbrel.contract.waits.WaitKind`)
+    to the table, for an extension or a test; returns what removes it again.
+
+    Raises:
+        ValueError: a kind of that name is already registered.
+    """
+    if kind.name in LAUNCHER_KINDS:
+        raise ValueError(f"launcher kind {kind.name!r} is already registered")
+    _KINDS[kind.name] = kind
+    if isinstance(kind, waits.WaitKind):
+        waits.WAIT_KINDS[kind.name] = kind
+
+    def unregister() -> None:
+        _KINDS.pop(kind.name, None)
+        waits.WAIT_KINDS.pop(kind.name, None)
+    return unregister
+
+
+def worker_kinds() -> frozenset[str]:
+    """Kinds whose code runs only in a process that is a *worker* for it (docs/contract.md,
+    "Who runs code"): anywhere else an attempt waits READY in the ``claimable`` index
+    (under the worker shards) until a worker claims it."""
+    return frozenset(name for name, kind in LAUNCHER_KINDS.items() if kind.worker)
 
 
 @dataclass(frozen=True)
@@ -55,19 +74,25 @@ class LauncherSpec:
     config: Mapping[str, Any] = field(default_factory=dict)
 
     @property
+    def spec(self) -> LauncherKind:
+        """Its kind (raises UnknownKind for a kind no table lists)."""
+        return kind_of(self.kind)
+
+    @property
     def is_push(self) -> bool:
-        return self.kind != "external" and not self.is_wait
+        """Moved to QUEUED by the engine; the winner of that write starts it."""
+        return self.spec.how is How.PUSH
 
     @property
     def is_pull(self) -> bool:
         """Claimed by a worker from the ``claimable`` index (``external``)."""
-        return self.kind == "external"
+        return self.spec.how is How.PULL
 
     @property
     def needs_worker(self) -> bool:
         """Runs only in a worker for it (``python``); a process that is not one leaves it
         READY and claimable, and a worker claims it."""
-        return self.kind in WORKER_KINDS
+        return self.spec.worker
 
     @property
     def worker_target(self) -> str | None:
@@ -76,7 +101,7 @@ class LauncherSpec:
 
     @property
     def is_wait(self) -> bool:
-        return self.kind in waits.WAIT_KINDS
+        return self.spec.how is How.WAIT
 
     @classmethod
     def external(cls) -> LauncherSpec:
@@ -171,41 +196,11 @@ class LauncherSpec:
         return {"type": self.kind, **dict(self.config)}
 
     def problems(self, where: str) -> list[str]:
-        if self.kind not in LAUNCHER_KINDS:
-            kinds = ", ".join(sorted(LAUNCHER_KINDS))
-            return [f"{where}: unknown launcher type {self.kind!r} (known: {kinds})"]
-        out = [
-            f"{where}: launcher {self.kind!r} needs {key!r}"
-            for key in LAUNCHER_KINDS[self.kind]
-            if not self.config.get(key)
-        ]
-        target = self.config.get("target")
-        if self.kind == "python" and target and not _PY_TARGET.match(str(target)):
-            out.append(f"{where}: python launcher target {target!r} is not 'module:function'")
-        argv = self.config.get("argv")
-        if self.kind == "command" and argv and not (
-            isinstance(argv, list) and all(isinstance(a, str) for a in argv)
-        ):
-            out.append(f"{where}: command launcher argv must be a list of strings")
-        if self.kind == "workflow":
-            out.extend(self._child_problems(where))
-        out.extend(waits.config_problems(self.kind, self.config, where))
-        return out
-
-    def _child_problems(self, where: str) -> list[str]:
-        out: list[str] = []
-        name, version = self.config.get("workflow"), self.config.get("version")
-        if name and (not isinstance(name, str) or not _WORKFLOW_NAME.match(name)):
-            out.append(f"{where}: workflow launcher names {name!r}, not a workflow name "
-                       f"({WORKFLOW_NAME_PATTERN})")
-        if version is not None and (isinstance(version, bool) or not isinstance(version, int)
-                                    or not 1 <= version <= 2**31 - 1):
-            out.append(f"{where}: workflow launcher version must be an integer >= 1")
-        unknown = sorted(set(self.config) - {"workflow", "version"})
-        if unknown:
-            out.append(f"{where}: workflow launcher has unknown setting(s) "
-                       f"{', '.join(map(str, unknown))}")
-        return out
+        kind = LAUNCHER_KINDS.get(self.kind)
+        if kind is None:
+            return [f"{where}: unknown launcher type {self.kind!r} (known: "
+                    f"{', '.join(sorted(LAUNCHER_KINDS))})"]
+        return kind.problems(self.config, where)
 
 
 @dataclass(frozen=True)

@@ -175,7 +175,7 @@ def runs_in_process(launcher: Launcher) -> bool:
 
 def runs_here(launcher: Launcher, config: Mapping[str, object]) -> bool:
     """Whether this process runs the code ``config`` names (a worker kind,
-    ``contract.launching.WORKER_KINDS``): the launcher's ``runs(config)`` if it has one
+    ``contract.launching.worker_kinds()``): the launcher's ``runs(config)`` if it has one
     (the python launcher asks its ``WorkerScope``), else True. The one question the
     engine asks before it launches such an attempt here."""
     runs = getattr(launcher, "runs", None)

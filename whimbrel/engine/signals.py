@@ -78,8 +78,7 @@ def tag(signal_id: str) -> str:
 def waiting_on(defn: WorkflowDefinition, name: str) -> list[str]:
     """The activities that wait for signal ``name``, in the order that receives first."""
     return [n for n in defn.topological_order()
-            if defn.activity(n).launcher.kind == waits.SIGNAL
-            and defn.activity(n).launcher.config.get("name") == name]
+            if waits.signal_name(defn.activity(n)) == name]
 
 
 # -- sending -------------------------------------------------------------------------------
@@ -108,8 +107,8 @@ def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
     code = isinstance(defn, CodeDefinition)  # takes any name, at any time: kept
     names = [] if code else waiting_on(defn, name)
     if not names and not code:
-        known = sorted({str(a.launcher.config.get("name")) for a in defn.activities
-                        if a.launcher.kind == waits.SIGNAL})
+        known = sorted({str(waits.signal_name(a)) for a in defn.activities
+                        if waits.signal_name(a) is not None})
         raise InvalidInput(
             f"no activity of workflow {wf.workflow_name!r} waits for signal {name!r}"
             + (f" (it waits for: {', '.join(known)})" if known else
@@ -209,9 +208,9 @@ def after_ready(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
     """A signal wait just became READY (or the reconciler found it READY): give it the
     oldest signal kept for its name, if any. True if it received one."""
     spec = defn.activity(item.activity_name)
-    if spec.launcher.kind != waits.SIGNAL or item.state is not A.READY:
+    name = waits.signal_name(spec)
+    if name is None or item.state is not A.READY:
         return False
-    name = spec.launcher.config.get("name")
     aeid = item.activity_exec_id
     kept = [s for s in engine.store.signals.list_signals(wf.workflow_exec_id)
             if s.signal_name == name]
@@ -263,7 +262,7 @@ def repair(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
     """A RUNNING run's reconcile visit: give kept signals to READY waits (a hand-over
     that died half-way, a send racing a READY move), and keep a long run's kept signals
     from expiring. Costs nothing for a run that waits for no signal."""
-    if not any(a.launcher.kind == waits.SIGNAL for a in defn.activities):
+    if not any(waits.signal_name(a) is not None for a in defn.activities):
         return False
     changed = False
     for item in latest_of(acts).values():
@@ -292,7 +291,7 @@ def undelivered(engine: Core, wf: WorkflowRecord) -> list[SignalRecord]:
     without it). One Query, plus a read per bound signal; nothing for a run that waits
     for no signal."""
     defn = engine.definitions.definition_of(wf)
-    if not any(a.launcher.kind == waits.SIGNAL for a in defn.activities):
+    if not any(waits.signal_name(a) is not None for a in defn.activities):
         return []
     left = []
     for signal in engine.store.signals.list_signals(wf.workflow_exec_id):
@@ -337,7 +336,7 @@ def _waits_for(defn: WorkflowDefinition, acts: Sequence[ActivityRecord],
     if not isinstance(defn, CodeDefinition):
         return waiting_on(defn, name)
     ready = [a for a in latest_of(list(acts)).values()
-             if a.state is A.READY and a.waiting_for == f"signal:{name}"]
+             if a.state is A.READY and waits.signal_waited(a.waiting_for) == name]
     return [a.activity_name for a in sorted(ready, key=lambda a: a.created_epoch)]
 
 

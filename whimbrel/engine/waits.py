@@ -9,10 +9,12 @@ a signal, the approver) or ``READY → RUNNING → FAILED`` (a rejection); a tim
 ``READY → TIMED_OUT`` by the sweep (``rules.not_started_reason``), and its retry policy
 follows.
 
-What differs between kinds is a :class:`WaitKind` strategy in :data:`KINDS`, keyed by
-launcher kind: a timer fires when due, a signal wait takes a signal kept for it when it
-becomes READY (``signals.py``), an approval waits for ``decide``. A new kind is its
-settings in ``contract/waits.py`` and one entry here.
+What differs is how a wait ends (``contract.waits.Ends``, which each kind of
+``contract/waits.py`` declares), and each way has a :class:`Ending` strategy in
+:data:`ENDINGS`: one that fires does so when due, one ended by a signal takes a signal
+kept for it when it becomes READY (``signals.py``), one ended by a decision waits for
+``decide``. A new kind that ends one of these ways is only its class in
+``contract/waits.py``; a new way of ending is one strategy here besides.
 """
 
 from __future__ import annotations
@@ -35,10 +37,10 @@ A = ActivityState
 W = WorkflowState
 
 
-class WaitKind(Protocol):
-    """What one kind of wait does beyond every wait's READY write; defaults: nothing.
-
-    The feature's hooks of the same names ask it only for attempts of its kind.
+class Ending(Protocol):
+    """What a wait that ends one way does beyond every wait's READY write; defaults:
+    nothing. The feature's hooks of the same names ask it only for attempts of waits
+    that end its way.
     """
 
     def readied(self, core: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
@@ -58,7 +60,7 @@ class WaitKind(Protocol):
         return False
 
 
-class Timer(WaitKind):
+class Fires(Ending):
     """``timer``: fires (COMPLETED with ``{"fired_at": …}``) when its time is due."""
 
     def due(self, core: Core, item: ActivityRecord, defn: WorkflowDefinition,
@@ -81,7 +83,7 @@ class Timer(WaitKind):
         return "fired"
 
 
-class Signal(WaitKind):
+class BySignal(Ending):
     """``signal``: takes a signal kept for its name when it becomes READY (signals.py)."""
 
     def readied(self, core: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
@@ -93,16 +95,23 @@ class Signal(WaitKind):
         return signals.repair(core, wf, defn, acts, now)
 
 
-class Approval(WaitKind):
+class ByDecision(Ending):
     """``approval``: ended by :func:`decide`."""
 
 
-#: The wait kinds, by launcher kind (contract/waits.py says what each accepts).
-KINDS: Mapping[str, WaitKind] = {
-    waits.TIMER: Timer(),
-    waits.SIGNAL: Signal(),
-    waits.APPROVAL: Approval(),
+#: The engine's part of each way a wait ends: every ``Ends`` has one (a test checks), so
+#: no wait kind falls through to another's behaviour.
+ENDINGS: Mapping[waits.Ends, Ending] = {
+    waits.Ends.FIRES: Fires(),
+    waits.Ends.SIGNAL: BySignal(),
+    waits.Ends.DECISION: ByDecision(),
 }
+
+
+def ending(spec: ActivityDefinition) -> Ending | None:
+    """The strategy of the way ``spec``'s wait ends; None when it is not a wait."""
+    kind = waits.wait_kind(spec)
+    return ENDINGS[kind.ends] if kind is not None else None
 
 
 class Waits(Feature):
@@ -110,11 +119,10 @@ class Waits(Feature):
 
     def __init__(self, core: Core) -> None:
         self.core = core
-        self.kinds = KINDS
 
     def ready(self, spec: ActivityDefinition, wf: WorkflowRecord, now: float,
               changes: dict[str, Any]) -> None:
-        if spec.launcher.kind not in self.kinds:
+        if waits.wait_kind(spec) is None:
             return
         due = waits.deadline(spec, now, activity_input(self.core, wf, spec))
         changes["timer_epoch"] = due if due is not None else REMOVE
@@ -129,23 +137,23 @@ class Waits(Feature):
         Raises:
             WaitsForEvent: any other verb asked of a wait.
         """
-        if spec.launcher.kind in self.kinds and verb is not Transition.CANCEL:
+        if waits.wait_kind(spec) is not None and verb is not Transition.CANCEL:
             raise waits.WaitsForEvent(activity_exec_id=item.activity_exec_id,
                                       kind=spec.launcher.kind, transition=verb.value)
 
     def readied(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                 item: ActivityRecord) -> None:
-        kind = self.kinds.get(defn.activity(item.activity_name).launcher.kind)
-        if kind is not None:
-            kind.readied(self.core, wf, defn, item)
+        end = ending(defn.activity(item.activity_name))
+        if end is not None:
+            end.readied(self.core, wf, defn, item)
 
     def due(self, item: ActivityRecord, defn: WorkflowDefinition, run: Callable[[], Any],
             now: float, actor: str) -> str | None:
-        kind = self.kinds.get(defn.activity(item.activity_name).launcher.kind)
-        wf = run() if kind is not None and item.state is A.READY else None
-        if kind is None or wf is None:
+        end = ending(defn.activity(item.activity_name))
+        wf = run() if end is not None and item.state is A.READY else None
+        if end is None or wf is None:
             return None
-        return kind.due(self.core, item, defn, wf, now, actor)
+        return end.due(self.core, item, defn, wf, now, actor)
 
     def check_at_end(self, wf: WorkflowRecord, now: float) -> float | None:
         """A run ending with kept signals no wait received keeps a check time, so they
@@ -160,8 +168,8 @@ class Waits(Feature):
         if wf.state is not W.RUNNING:
             return False
         repaired = False
-        for kind in self.kinds.values():
-            repaired |= kind.reconcile(self.core, wf, defn, acts, now)
+        for end in ENDINGS.values():
+            repaired |= end.reconcile(self.core, wf, defn, acts, now)
         return repaired
 
     # -- its operations (engine.feature(Waits).op) -------------------------------------
@@ -178,7 +186,7 @@ class Waits(Feature):
             SignalRefused: the run has ended (or is ending), every wait of that name has
                 received a signal or ended, or the ``signal_id`` names another signal.
         """
-        return self.core.feature(Waits).send(workflow_exec_id, name, payload, signal_id=signal_id)
+        return signals.send(self.core, workflow_exec_id, name, payload, signal_id=signal_id)
 
     def decide(self, activity_exec_id: str, *, approve: bool, by: Any, comment: Any,
                actor: str | None = None) -> ActivityRecord:
@@ -197,9 +205,10 @@ class Waits(Feature):
             or self.core.reads.activity(activity_exec_id)
         defn = self.core.definitions.definition_of(item)
         spec = defn.activity(item.activity_name)
-        if spec.launcher.kind != waits.APPROVAL:
+        if not waits.decided(spec):
             raise InvalidInput(f"activity {activity_exec_id} is not an approval (its launcher "
-                               f"is {spec.launcher.kind!r})", field="activity_exec_id")
+                               f"is {spec.launcher.kind!r}, which no decision ends)",
+                               field="activity_exec_id")
         allowed = waits.approvers(spec)
         if allowed and who not in allowed:
             raise waits.NotAnApprover(activity_exec_id=activity_exec_id, by=who, allowed=allowed)

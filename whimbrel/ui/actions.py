@@ -92,7 +92,9 @@ def _retryable(wf: WorkflowExec, act: ActivityExec | None) -> bool:
 
 
 def _waits_for_approval(wf: WorkflowExec, act: ActivityExec | None) -> bool:
-    return waiting_for(act) == "approval" and not wf.state.is_terminal
+    """Offered only for a wait whose kind a decision ends (contract/waits.py's ``Ends``):
+    a kind the table does not know gets no Approve button, never a guess."""
+    return waits.offers_decision(waiting_for(act)) and not wf.state.is_terminal
 
 
 def _verdict(method: str, label: str, explain: str, *, done: str,
@@ -180,7 +182,7 @@ def approvers(defn: WorkflowDefinition, act: ActivityExec) -> tuple[str, ...]:
 def signal_hint(wf: WorkflowExec) -> str:
     """The signal an activity of the run waits for (prefills the signal form)."""
     for act in wf.latest_activities.values():
-        wait = waiting_for(act)
-        if wait and wait.startswith("signal:"):
-            return wait.split(":", 1)[1]
+        name = waits.signal_waited(waiting_for(act))
+        if name is not None:
+            return name
     return ""
