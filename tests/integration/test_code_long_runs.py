@@ -1,0 +1,70 @@
+"""Long code runs (issue 26): a decision reads only what is new and runs only the code
+past the last wait, so the reads per step stay flat as a sequential run grows (the CPU
+curve at 100 / 1,000 / 10,000 steps is the ``code`` benchmark's, docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+import wb_code_workflows as code
+
+from whimbrel import Whimbrel, WorkflowState
+from whimbrel.contract.ids import workflow_exec_id_for
+from whimbrel.engine.code_runs import CodeRuns
+
+READS = ("GetItem", "Query", "BatchGetItem", "Scan")
+
+
+class RunReads:
+    """The reads of one run's rows made by the engine's threads (not the test's own
+    polling in ``wait``)."""
+
+    def __init__(self) -> None:
+        self.wx = ""
+        self.count: Counter[str] = Counter()
+        self._main = threading.main_thread()
+        self._lock = threading.Lock()
+
+    def __call__(self, operation: str, params: dict[str, Any],
+                 response: dict[str, Any] | None) -> None:
+        if operation not in READS or threading.current_thread() is self._main:
+            return
+        if self.wx and self.wx in repr(params.get("Key") or params.get(
+                "ExpressionAttributeValues") or params):
+            with self._lock:
+                self.count[operation] += 1
+
+
+def _chain_reads(wb: Whimbrel, steps: int) -> Counter[str]:
+    reads = RunReads()
+    wb.store.client.observers.append(reads)
+    try:
+        reads.wx = workflow_exec_id_for(f"long-{steps}")
+        wx = wb.start_workflow("chain", {"n": 0, "steps": steps}, request_id=f"long-{steps}")
+        assert wx == reads.wx
+        run = wb.wait(wx, timeout=120)
+    finally:
+        wb.store.client.observers.remove(reads)
+    assert run.state is WorkflowState.COMPLETED, run
+    assert run.output == {"n": steps}
+    return reads.count
+
+
+@pytest.mark.parametrize("always_replay", [False, True])
+def test_reads_per_step_stay_flat_as_a_sequential_run_grows(wb: Whimbrel,
+                                                            always_replay: bool) -> None:
+    wb.engine.feature(CodeRuns).always_replay = always_replay
+    wb.register_workflow(code.chain)
+    small, large = _chain_reads(wb, 10), _chain_reads(wb, 40)
+    per_step = [sum(c.values()) / n for c, n in ((small, 10), (large, 40))]
+    if always_replay:  # every decision reads the run's partition: it grows with the run
+        assert large["Query"] > 3 * small["Query"] >= 30, (small, large)
+        return
+    # In memory: each step's follow-up reads the run's item (and the step's row only
+    # when the stream brought no picture of it); nothing reads the history again.
+    assert large["Query"] <= 2 and small["Query"] <= 2, (small, large)
+    assert 1.0 <= per_step[1] <= 1.5, (per_step, large)  # 1.0 measured
+    assert per_step[1] <= per_step[0] + 0.25, (per_step, small, large)
