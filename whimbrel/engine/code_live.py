@@ -27,7 +27,7 @@ from whimbrel.contract.code.context import _Suspend, decision_of, run_code
 
 #: A live run parked this long with no decision gives up its thread (the next decision
 #: replays from the start).
-IDLE_SECONDS = 600.0
+IDLE_SECONDS = 60.0
 
 CodeFn = Callable[[Any, Any], Any]
 
