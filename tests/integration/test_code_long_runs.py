@@ -5,13 +5,14 @@ curve at 100 / 1,000 / 10,000 steps is the ``code`` benchmark's, docs/benchmarks
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from typing import Any
 
 import pytest
 import wb_code_workflows as code
 
-from whimbrel import Whimbrel, WorkflowState
+from whimbrel import ActivityState, Whimbrel, WorkflowContext, WorkflowState, workflow
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.engine.code_runs import CodeRuns
 
@@ -68,3 +69,40 @@ def test_reads_per_step_stay_flat_as_a_sequential_run_grows(wb: Whimbrel,
     assert large["Query"] <= 2 and small["Query"] <= 2, (small, large)
     assert 1.0 <= per_step[1] <= 1.5, (per_step, large)  # 1.0 measured
     assert per_step[1] <= per_step[0] + 0.25, (per_step, small, large)
+
+
+@workflow("ticks")
+def ticks(ctx: WorkflowContext, input: dict[str, Any]) -> int:
+    """``steps`` external steps one after the other; the test completes each."""
+    return sum(int(ctx.step("tick", i)) for i in range(input["steps"]))
+
+
+def _ready(wb: Whimbrel, aeid: str) -> None:
+    deadline = time.monotonic() + 30
+    while (act := wb.store.get_activity(aeid)) is None or act.state is not ActivityState.READY:
+        assert time.monotonic() < deadline, f"{aeid} never READY: {act}"
+        time.sleep(0.02)
+
+
+def test_two_processes_deciding_in_turn_schedule_each_step_once(
+        wb: Whimbrel, ddb_endpoint: str, table_prefix: str) -> None:
+    # Each keeps the run's function running between its own decisions; the other's
+    # decisions in between leave it behind, and it catches up from the table.
+    other = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix)
+    try:
+        for client in (wb, other):
+            client.register_workflow(ticks)
+        wx = wb.start_workflow("ticks", {"steps": 8})
+        for k in range(1, 9):
+            aeid = f"{wx}:tick#{k}:1"
+            _ready(wb, aeid)
+            client = (wb, other)[k % 2]
+            client.transition_activity(aeid, "RUNNING")
+            client.transition_activity(aeid, "COMPLETED", output=k)
+        run = wb.wait(wx, timeout=30)
+    finally:
+        other.close()
+    assert run.state is WorkflowState.COMPLETED, run
+    assert run.output == sum(range(1, 9))
+    assert [(a.activity_name, a.attempt) for a in run.activities] == [
+        (f"tick#{k}", 1) for k in range(1, 9)]
