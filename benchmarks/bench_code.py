@@ -21,6 +21,8 @@ from benchmarks.common import Ctx, md_table, median, wait_end
 from benchmarks.shapes import chain, fan
 from whimbrel import Whimbrel
 from whimbrel.contract.ids import workflow_exec_id_for
+from whimbrel.engine.code_decide import Histories
+from whimbrel.engine.code_runs import CodeRuns
 
 READS = ("GetItem", "Query", "BatchGetItem", "Scan", "ExecuteStatement")
 #: Steps in flight, as the peers benchmark's Whimbrel push engine.
@@ -94,15 +96,26 @@ def shapes(ctx: Ctx) -> list[dict[str, Any]]:
     return out
 
 
-def run(ctx: Ctx) -> dict[str, Any]:
-    sizes = ctx.size([100, 1000, 10000], [100, 1000])
+def curve(ctx: Ctx, sizes: list[int], *, keep_running: bool) -> list[dict[str, Any]]:
+    """The long-run figures at ``sizes``; ``keep_running=False``: no function is kept
+    running between decisions (each replays from the start; the history is still kept),
+    as before issue 26's fix."""
     out = []
     with ctx.client() as wb:
+        if not keep_running:
+            wb.engine.feature(CodeRuns).histories = Histories(live_size=0)
         wb.register_workflow(code_chain)
         _chain(wb, 20, "warm-up")
         for steps in sizes:
             out.append(_chain(wb, steps, "run"))
-    return {"sizes": out, "shapes": shapes(ctx)}
+    return out
+
+
+def run(ctx: Ctx) -> dict[str, Any]:
+    return {"sizes": curve(ctx, ctx.size([100, 1000, 10000], [100, 1000]), keep_running=True),
+            "replaying": curve(ctx, ctx.size([100, 1000, 2000], [100, 500]),
+                               keep_running=False),
+            "shapes": shapes(ctx)}
 
 
 def render(result: dict[str, Any], img: Path) -> dict[str, Any]:
@@ -112,12 +125,17 @@ def render(result: dict[str, Any], img: Path) -> dict[str, Any]:
              f"{s['writes_per_step']:.2f}", f"{s['rru_per_step']:.2f}",
              f"{s['wru_per_step']:.2f}"] for s in sizes]
     big = sizes[-1]
+    replaying = [[f"{s['steps']:,}", f"{s['wall_s']:.1f}", f"{s['ms_per_step']:.1f}",
+                  f"{s['cpu_ms_per_step']:.2f}", f"{s['reads_per_step']:.2f}"]
+                 for s in result.get("replaying", [])]
     shape_rows = [[s["shape"], s["steps"], f"{s['code']['ms_per_step']:.1f}",
                    f"{s['dag']['ms_per_step']:.1f}", f"{s['ratio']:.2f}×"]
                   for s in result.get("shapes", [])]
     return {"table": md_table(["steps", "wall (s)", "ms / step", "CPU ms / step",
                                "reads / step", "writes / step", "RRU / step",
                                "WRU / step"], rows),
+            "replaying": md_table(["steps", "wall (s)", "ms / step", "CPU ms / step",
+                                   "reads / step"], replaying),
             "shapes": md_table(["shape", "steps", "code: ms / step", "DAG: ms / step",
                                 "code / DAG"], shape_rows), "inflight": INFLIGHT,
             "big": big, "reads": ", ".join(f"{k} {v:,}" for k, v in
