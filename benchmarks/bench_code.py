@@ -10,6 +10,7 @@ the peers' chain of 50 and fan-out 1→100→1 written with ``ctx.step``/``ctx.s
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import Counter
@@ -115,7 +116,10 @@ def run(ctx: Ctx) -> dict[str, Any]:
     return {"sizes": curve(ctx, ctx.size([100, 1000, 10000], [100, 1000]), keep_running=True),
             "replaying": curve(ctx, ctx.size([100, 1000, 2000], [100, 500]),
                                keep_running=False),
-            "shapes": shapes(ctx)}
+            "shapes": shapes(ctx),
+            # The machine is shared: its 5-minute load average says how far to trust
+            # the timings (the counts do not depend on it).
+            "load": round(os.getloadavg()[1], 1)}
 
 
 def render(result: dict[str, Any], img: Path) -> dict[str, Any]:
@@ -138,5 +142,5 @@ def render(result: dict[str, Any], img: Path) -> dict[str, Any]:
                                    "reads / step"], replaying),
             "shapes": md_table(["shape", "steps", "code: ms / step", "DAG: ms / step",
                                 "code / DAG"], shape_rows), "inflight": INFLIGHT,
-            "big": big, "reads": ", ".join(f"{k} {v:,}" for k, v in
+            "load": result.get("load", "?"), "big": big, "reads": ", ".join(f"{k} {v:,}" for k, v in
                                            sorted(big["reads"].items()))}
