@@ -106,3 +106,21 @@ def test_two_processes_deciding_in_turn_schedule_each_step_once(
     assert run.output == sum(range(1, 9))
     assert [(a.activity_name, a.attempt) for a in run.activities] == [
         (f"tick#{k}", 1) for k in range(1, 9)]
+
+
+@workflow("many")
+def many(ctx: WorkflowContext, input: dict[str, Any]) -> list[Any]:
+    return ctx.map(code.add_one, [{"n": i} for i in range(input["n"])],
+                   max_concurrency=input["lanes"])
+
+
+def test_a_map_of_a_few_hundred_items_returns_their_outputs_in_order(wb: Whimbrel) -> None:
+    # Each item is a step; a decision per item's end runs only the code past the wait.
+    wb.register_workflow(many)
+    wx = wb.start_workflow("many", {"n": 300, "lanes": 20})
+    run = wb.wait(wx, timeout=300)
+    assert run.state is WorkflowState.COMPLETED, run
+    assert run.output == [{"n": i + 1} for i in range(300)]
+    assert sorted(a.activity_name for a in run.activities) == sorted(
+        f"add_one#{k}" for k in range(1, 301))
+    assert all(a.attempt == 1 for a in run.activities)

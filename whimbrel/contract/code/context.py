@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import random as _random
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -220,11 +220,11 @@ class WorkflowContext:
         lanes = len(items) if max_concurrency is None else max(1, int(max_concurrency))
         outputs: list[Any] = [None] * len(items)
         failures: list[StepFailed] = []
-        running: list[tuple[int, StepHandle]] = []
+        running: deque[tuple[int, StepHandle]] = deque()
         for index, item in enumerate(items):
             running.append((index, self.start(fn_or_name, item, **options)))
             if len(running) >= lanes:
-                failures += self._collect(running.pop(0), outputs)
+                failures += self._collect(running.popleft(), outputs)
         for entry in running:
             failures += self._collect(entry, outputs)
         if len(failures) > tolerated_failures:
