@@ -42,6 +42,7 @@ BENCHMARKS = {
     "pools": "benchmarks.bench_pools",
     "maps": "benchmarks.bench_maps",
     "peers": "benchmarks.bench_peers",
+    "code": "benchmarks.bench_code",
     "scale": "benchmarks.bench_scale",
     "stream": "benchmarks.bench_stream",
     "worker": "benchmarks.bench_worker",
@@ -92,6 +93,23 @@ def _map(r: Results) -> tuple[str, float]:
             f"one row", max(m["writes_per_item"], m["most_row_writes"]))
 
 
+def _code_vs_dag(shape: int) -> Callable[[Results], tuple[str, float]]:
+    def measure(r: Results) -> tuple[str, float]:
+        m = r["code"]["shapes"][shape]
+        return (f"{m['ratio']:.2f}× (code {m['code']['ms_per_step']:.1f} ms vs DAG "
+                f"{m['dag']['ms_per_step']:.1f} ms per step)", m["ratio"])
+    return measure
+
+
+def _code_flat(r: Results) -> tuple[str, float]:
+    sizes = r["code"]["sizes"]
+    small, big = sizes[0], sizes[-1]
+    return (f"{big['reads_per_step']:.2f} reads and {big['cpu_ms_per_step']:.2f} ms CPU per "
+            f"step at {big['steps']:,} steps ({small['reads_per_step']:.2f} and "
+            f"{small['cpu_ms_per_step']:.2f} at {small['steps']:,})",
+            big["cpu_ms_per_step"] / small["cpu_ms_per_step"])
+
+
 TARGETS = [
     Target("Full Logic chain of 10, all-in: ≤ 4.0 WRU per activity (5.70 before issue 12)",
            4.0, _wru, "a write per state move; the workflow item costs ~8 WRU per workflow"),
@@ -107,11 +125,19 @@ TARGETS = [
            "DBOS's steps are a few PostgreSQL statements on a local socket"),
     Target("1→1,000 map (20 lanes): ≤ 4 writes per item and to any one row (issue 14)", 4.0,
            _map, "an item's row is written once per move; a hot row would be a counter"),
+    Target("Code chain of 50: ≤ 1.2× the DAG chain's ms per step (issue 26)", 1.2,
+           _code_vs_dag(0), "each code step adds a decision (a hand-off to the function's "
+           "thread) to the DAG's follow-up; timings on a loaded machine vary run to run"),
+    Target("Code fan-out 1→100→1: ≤ 1.2× the DAG fan-out's ms per step (issue 26)", 1.2,
+           _code_vs_dag(1), "the fan-in: the code waits on each handle in turn"),
+    Target("Sequential code run: CPU per step flat from the smallest to the largest run "
+           "(≤ 1.5× the first; issue 26)", 1.5, _code_flat,
+           "a decision would replay the function from its start"),
 ]
 
 
 #: The benchmarks the targets read: the table is rewritten when one of them ran.
-TARGET_SOURCES = {"cost", "latency", "peers", "maps"}
+TARGET_SOURCES = {"cost", "latency", "peers", "maps", "code"}
 
 
 def targets_table(results: Results) -> str:

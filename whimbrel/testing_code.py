@@ -5,9 +5,10 @@
     run = runner.run(order, {"id": 1})          # registers, starts, skips sleeps
     assert run.output == ...
 
-With ``always_replay=True`` (the default) the client keeps no history between
-decisions: every decision reads the run's rows again, as a process that has just
-started would, so a test sees what a cold replay does.
+With ``always_replay=True`` (the default) the client keeps no history and no running
+function between decisions: every decision reads the run's rows again and replays the
+function from its start, as a process that has just started would, so a test sees what
+a cold replay does.
 """
 
 from __future__ import annotations

@@ -100,6 +100,8 @@ def test_non_determinism_fails_the_run_naming_both_and_a_redrive_continues(
     gate = f"{wx}:gate#1:1"
     _ready(cwb, gate)
     code.DEPLOYED["evolving"] = 2  # the code changes under the running run
+    # A deploy is a new process: no function is kept running from the old code.
+    cwb.engine.feature(CodeRuns).histories.give_up_live()
     try:
         _complete(cwb, gate, "opened")
         run = cwb.wait(wx, timeout=30)

@@ -11,7 +11,9 @@ The history is kept in memory between decisions (``Histories``): a terminal row 
 changes, so a kept final step is the truth; a step kept as not final is read again
 before the code is told to wait for it (one GetItem), and the step that just ended
 comes with its follow-up. A long sequential run thus reads O(1) items per step; a cold
-decision reads the run's partition in pages.
+decision reads the run's partition in pages. The function itself is kept running,
+parked where it waits (engine/code_live.py), so a decision runs only the code past the
+last wait: O(1) CPU per step, not a replay from the start.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 from whimbrel.contract.code import (
     CodeDefinition,
     Decision,
+    Dispatch,
     History,
     NewStep,
     RunFacts,
@@ -41,6 +44,7 @@ from whimbrel.contract.payloads import decode_payload
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ACTIVITY_FAILED, ActivityState, WorkflowState
 from whimbrel.engine import rules
+from whimbrel.engine.code_live import LiveRun
 from whimbrel.engine.feature import Core
 from whimbrel.engine.ports import serve_here
 
@@ -51,6 +55,8 @@ W = WorkflowState
 
 #: How many runs' histories an engine keeps between decisions.
 KNOWN_RUNS = 1024
+#: How many runs' functions it keeps running (a parked thread each).
+LIVE_RUNS = 128
 #: Replays of one decision at most (each after a read showed something new).
 MAX_ROUNDS = 50
 #: Lock stripes: decisions of one run in one process take turns.
@@ -62,9 +68,11 @@ CodeFn = Callable[[Any, Any], Any]
 class Histories:
     """The runs' histories this process keeps, most recently used last."""
 
-    def __init__(self, size: int = KNOWN_RUNS) -> None:
+    def __init__(self, size: int = KNOWN_RUNS, live_size: int = LIVE_RUNS) -> None:
         self.size = size
+        self.live_size = live_size
         self._runs: OrderedDict[str, History] = OrderedDict()
+        self._live: OrderedDict[str, LiveRun] = OrderedDict()
         self._lock = threading.Lock()
         # Re-entrant: a decision's write may end a step at once (a wait given a kept
         # signal), whose follow-up decides again in the same thread.
@@ -85,11 +93,39 @@ class Histories:
             self._runs[wx] = history
             self._runs.move_to_end(wx)
             while len(self._runs) > self.size:
-                self._runs.popitem(last=False)
+                self._give_up(self._runs.popitem(last=False)[0])
 
     def forget(self, wx: str) -> None:
         with self._lock:
             self._runs.pop(wx, None)
+            self._give_up(wx)
+
+    def live(self, wx: str, fn: CodeFn, facts: RunFacts, history: History,
+             redrives: int) -> LiveRun:
+        """The run's live function over ``history``: the one kept, or a new one (which
+        replays from the start) when none is kept for this very history."""
+        with self._lock:
+            kept = self._live.get(wx)
+            if kept is not None and not kept.gone and kept.history is history \
+                    and kept.redrives == redrives:
+                self._live.move_to_end(wx)
+                return kept
+            self._give_up(wx)
+            kept = self._live[wx] = LiveRun(fn, facts, history, redrives)
+            while len(self._live) > self.live_size:
+                self._give_up(next(iter(self._live)))
+            return kept
+
+    def give_up_live(self) -> None:
+        """Stop every function kept running (new code: the next decisions replay)."""
+        with self._lock:
+            for wx in list(self._live):
+                self._give_up(wx)
+
+    def _give_up(self, wx: str) -> None:
+        live = self._live.pop(wx, None)
+        if live is not None:
+            live.give_up()
 
 
 def step_state(core: Core, row: ActivityRecord, redrives: int) -> StepState | None:
@@ -139,8 +175,11 @@ def refresh(core: Core, wx: str, known: StepState, redrives: int) -> StepState:
 
 
 def decide(core: Core, histories: Histories, fn: CodeFn, wf: WorkflowRecord,
-           defn: CodeDefinition, trigger: ActivityRecord | None, *, cold: bool) -> str:
-    """Replay ``fn`` for run ``wf`` and write what it decided; returns the outcome."""
+           defn: CodeDefinition, trigger: ActivityRecord | None, *, cold: bool,
+           live: bool = True) -> str:
+    """Replay ``fn`` for run ``wf`` and write what it decided; returns the outcome.
+    ``cold``: read the run's history anew; ``live``: go on with (or keep) the function
+    running between decisions rather than replay it each time."""
     wx = wf.workflow_exec_id
     with histories.lock(wx):
         history = None if cold else histories.get(wx)
@@ -153,23 +192,42 @@ def decide(core: Core, histories: Histories, fn: CodeFn, wf: WorkflowRecord,
         facts = RunFacts(wx, wf.workflow_name,
                          decode_payload(core.reads.run_input(wf), field="input"),
                          wf.running_since)
+        histories.keep(wx, history)
+
+        def run_on() -> Decision:
+            if live:
+                decision = histories.live(wx, fn, facts, history, wf.redrives).advance()
+                if decision is not None:
+                    return decision
+            return replay(fn, facts, history)  # a BaseException the code raised: here too
+
         for _ in range(MAX_ROUNDS):
-            decision = _settled_replay(core, fn, facts, history, wf.redrives)
+            decision = _settled_replay(core, run_on, facts, history, wf.redrives)
             histories.keep(wx, history)
             if decision.outcome != "waiting":
                 histories.forget(wx)
-            if not _apply(core, wf, defn, history, decision):
-                break  # else a step it would schedule had been scheduled and ended
+            try:
+                if not _apply(core, wf, defn, history, decision):
+                    break  # else a step it would schedule had been scheduled and ended
+            except BaseException:
+                # The live function went past steps this decision may not have
+                # written: the next decision replays from the table.
+                histories.forget(wx)
+                raise
         return decision.outcome
 
 
-def _settled_replay(core: Core, fn: CodeFn, facts: RunFacts, history: History,
-                    redrives: int) -> Decision:
-    """Replay until what the code waits for is known not to have finished."""
-    decision = replay(fn, facts, history)
+def _settled_replay(core: Core, run_on: Callable[[], Decision], facts: RunFacts,
+                    history: History, redrives: int) -> Decision:
+    """Run the code on until what it waits for is known not to have finished."""
+    decision = run_on()
+    # A live function tells each round only what it decided since the last one: what
+    # the earlier rounds asked for is written with the last (a replay repeats it).
+    steps: dict[str, NewStep] = {}
+    dispatches: dict[str, Dispatch] = {}
     for _ in range(MAX_ROUNDS):
         if decision.outcome != "waiting":
-            return decision
+            break
         changed = False
         for name in decision.waiting_on:
             known = history.get(name)
@@ -180,8 +238,16 @@ def _settled_replay(core: Core, fn: CodeFn, facts: RunFacts, history: History,
                 history.put(fresh)
                 changed = changed or fresh.final
         if not changed:
-            return decision
-        decision = replay(fn, facts, history)
+            break
+        steps.update((s.name, s) for s in decision.new_steps)
+        dispatches.update((d.request_id, d) for d in decision.dispatches)
+        decision = run_on()
+    if dispatches:
+        dispatches.update((d.request_id, d) for d in decision.dispatches)
+        decision.dispatches = list(dispatches.values())
+    if steps and decision.outcome == "waiting":
+        steps.update((s.name, s) for s in decision.new_steps)
+        decision.new_steps = list(steps.values())
     return decision
 
 

@@ -51,6 +51,8 @@ class CodeRuns(Feature):
 
     def add(self, wf: CodeWorkflow[Any]) -> None:
         """This process has ``wf``'s function (it registered it)."""
+        if self._functions.get(wf.name, wf.fn) is not wf.fn:
+            self.histories.give_up_live()  # other code: runs kept going replay with it
         self._functions[wf.name] = wf.fn
 
     def function(self, defn: CodeDefinition) -> CodeFn | None:
@@ -75,7 +77,7 @@ class CodeRuns(Feature):
         if fn is None or wf.state is not W.RUNNING:
             return
         decide(self.core, self.histories, fn, wf, defn, trigger,
-               cold=cold or self.always_replay)
+               cold=cold or self.always_replay, live=not self.always_replay)
 
     # -- hooks ---------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 
 from whimbrel.contract.code.context import (
     Decision,
+    Dispatch,
     NewStep,
     StepHandle,
     WorkflowContext,
@@ -26,6 +27,7 @@ __all__ = [
     "CodeDefinition",
     "CodeWorkflow",
     "Decision",
+    "Dispatch",
     "History",
     "NewStep",
     "NonDeterminism",

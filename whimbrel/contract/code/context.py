@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import random as _random
 import uuid
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -139,6 +139,11 @@ class WorkflowContext:
         self._patches: list[str] = []
         self._dispatches = 0
         self.dispatches: list[Dispatch] = []
+        #: Kept running between decisions (code_live.LiveRun): called where the code
+        #: waits for a step not finished, returns once the history may hold it.
+        self._park: Callable[[str], None] | None = None
+        #: Suspended: a ``finally`` the unwinding runs schedules nothing.
+        self._closed = False
 
     # -- steps --------------------------------------------------------------------------
 
@@ -175,6 +180,8 @@ class WorkflowContext:
               priority: int | None = None) -> StepHandle:
         """Start a step without waiting for it (the same arguments as :meth:`step`);
         ``handle.result()`` waits. Steps started together run in parallel."""
+        if self._closed:
+            raise _Suspend("closed")
         spec = _spec(fn_or_name, name=name, launcher=launcher, retry=retry,
                      heartbeat_timeout_seconds=heartbeat_timeout_seconds,
                      start_to_close_seconds=start_to_close_seconds,
@@ -213,11 +220,11 @@ class WorkflowContext:
         lanes = len(items) if max_concurrency is None else max(1, int(max_concurrency))
         outputs: list[Any] = [None] * len(items)
         failures: list[StepFailed] = []
-        running: list[tuple[int, StepHandle]] = []
+        running: deque[tuple[int, StepHandle]] = deque()
         for index, item in enumerate(items):
             running.append((index, self.start(fn_or_name, item, **options)))
             if len(running) >= lanes:
-                failures += self._collect(running.pop(0), outputs)
+                failures += self._collect(running.popleft(), outputs)
         for entry in running:
             failures += self._collect(entry, outputs)
         if len(failures) > tolerated_failures:
@@ -274,9 +281,13 @@ class WorkflowContext:
 
     def _result(self, step: str) -> Any:
         known = self._history.get(step)
-        if known is None or not known.final:
+        while known is None or not known.final:
             self.waiting_on.append(step)
-            raise _Suspend(step)
+            if self._park is None or self._closed:
+                self._closed = True
+                raise _Suspend(step)
+            self._park(step)  # raises _Suspend when the live run is given up
+            known = self._history.get(step)
         if known.ended_epoch is not None:
             self._now = max(self._now, known.ended_epoch)
         if known.state is ActivityState.COMPLETED:
@@ -303,7 +314,7 @@ class WorkflowContext:
                               launcher=LauncherSpec.workflow(workflow_name)).result()
         self._dispatches += 1
         request_id = f"{self.workflow_exec_id}:dispatch:{self._dispatches}"
-        if not any(seq > self._seq for seq in self._history.by_seq):
+        if self._history.last_seq <= self._seq:
             text = encode_payload(input, field=f"input of {workflow_name}",
                                   max_bytes=MAX_INPUT_BYTES)
             self.dispatches.append(Dispatch(workflow_name, text, request_id))
@@ -390,9 +401,14 @@ def replay(fn: Callable[[WorkflowContext, Any], Any], facts: RunFacts,
            history: History) -> Decision:
     """Run ``fn`` over ``history``: what it returned, raised, or waits for next."""
     ctx = WorkflowContext(facts, history)
+    return decision_of(ctx, run_code(fn, ctx))
+
+
+def run_code(fn: Callable[[WorkflowContext, Any], Any], ctx: WorkflowContext) -> Decision:
+    """Run ``fn`` with ``ctx`` to its end or its first wait: the bare outcome."""
     outcome: Decision
     try:
-        out = fn(ctx, facts.input)
+        out = fn(ctx, ctx.input)
     except _Suspend:
         outcome = Decision("waiting")
     except _ContinueAsNew as cont:
@@ -410,6 +426,13 @@ def replay(fn: Callable[[WorkflowContext, Any], Any], facts: RunFacts,
             outcome = Decision("completed", output="null" if text is None else text)
         except InvalidInput as exc:
             outcome = Decision("failed", error=f"InvalidInput: {exc}")
+    return outcome
+
+
+def decision_of(ctx: WorkflowContext, outcome: Decision) -> Decision:
+    """``outcome`` with what ``ctx`` gathered: the steps to schedule, the wait, the
+    dispatches, the properties (or the run's failure when they or the replay are
+    wrong)."""
     if ctx.nondeterminism is not None:  # even if the code caught it: nothing is scheduled
         return Decision("failed", error=str(ctx.nondeterminism),
                         nondeterminism=ctx.nondeterminism, properties=ctx.properties)

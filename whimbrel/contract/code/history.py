@@ -55,6 +55,8 @@ class History:
 
     steps: dict[str, StepState] = field(default_factory=dict)
     by_seq: dict[int, str] = field(default_factory=dict)
+    #: The highest position recorded (0: none).
+    last_seq: int = 0
 
     def put(self, step: StepState) -> None:
         known = self.steps.get(step.name)
@@ -63,6 +65,7 @@ class History:
             return  # never replace a later or final picture with an older one
         self.steps[step.name] = step
         self.by_seq[step.seq] = step.name
+        self.last_seq = max(self.last_seq, step.seq)
 
     def get(self, name: str) -> StepState | None:
         return self.steps.get(name)
