@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -157,3 +158,27 @@ def test_a_deployed_lambda_sets_up_exporting_from_its_environment() -> None:
     lines = done.stdout.splitlines()
     assert lines[0] == "whimbrel-heartbeat"
     assert "['in the handler']" in lines  # exported before the handler returned
+
+
+def test_a_lost_attempt_is_recorded_in_the_runs_trace(
+        wb: Whimbrel, clock: Any, spans: InMemorySpanExporter) -> None:
+    """The reconciler's LOST record of a vanished attempt row carries the run's trace
+    context, so its end's span joins the run's trace like any attempt's (it had none)."""
+    wb.register_workflow(WorkflowDefinition("lossy_traced", (ActivityDefinition(
+        "w", launcher=LauncherSpec.external(), retry=RetryPolicy(max_attempts=1)),)))
+    with trace.get_tracer("caller").start_as_current_span("caller"):
+        wx = wb.start_workflow("lossy_traced")
+    got = wait_until(lambda: wb.claim(workflow_name="lossy_traced"), timeout=15,
+                     message="nothing to claim")
+    first = got.activity_exec_id
+    ddb = boto3.client("dynamodb", endpoint_url=wb.endpoint_url, region_name="us-east-1")
+    ddb.delete_item(TableName=f"{wb.table_prefix}activity_exec",  # the row vanishes
+                    Key={"workflow_exec_id": {"S": wx}, "activity_exec_id": {"S": first}})
+    for _ in range(2):
+        clock.advance(2 * 3600.0)  # past any reconcile interval
+        assert not wb.sweep(clock()).errors
+    lost = wb.store.get_activity(first)
+    run = wb.store.get_workflow(wx)
+    assert lost is not None and lost.state is ActivityState.LOST, lost
+    assert run is not None and run.traceparent
+    assert lost.traceparent == run.traceparent

@@ -95,6 +95,7 @@ class Lost(Feature):
                                        self.core.definitions.retention(defn)),
             redrive_count=previous.redrive_count if previous else wf.redrive_count,
             retry_base=previous.retry_base if previous else None,
+            traceparent=wf.traceparent,  # its end's span goes to the run's trace
             history=(Change(A.LOST.value, now, RECONCILER),))
         # attribute_not_exists (create_activity): a row of this id that exists, whatever
         # its state, is never overwritten; a tombstone that exists stays one.
