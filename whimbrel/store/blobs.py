@@ -129,6 +129,44 @@ class PayloadBlobs:
         self._remember(ref, text)  # the writer's own readers need no GET
         return ref
 
+    def adopt(self, scope: str, ref: str) -> str:
+        """``ref`` itself, or — when it names an object of another run's prefix in this
+        bucket — a copy of that object under ``scope``'s prefix (server-side, same name).
+
+        A run that holds another run's reference (a fork's kept outputs, a parent's
+        attempt holding its child's output) would read nothing once the other run
+        expired and its prefix was deleted (store/blob_expiry.py): each run reads only
+        objects under its own prefix, which go with it.
+
+        Raises:
+            StoreError: S3 refused or failed the copy (the source is gone, say).
+        """
+        try:
+            bucket, key = parse_ref(ref)
+        except InvalidInput:
+            return ref  # a reader says what is wrong with it; a write moves nothing
+        runs = f"{self.prefix}runs/"
+        if bucket != self.bucket or not key.startswith(runs):
+            return ref  # an object of the caller's own (a raw row's): not ours to move
+        owner, _, name = key[len(runs):].partition("/")
+        if owner == scope or not name or scope.startswith("_"):
+            return ref  # its own, or no run known to copy it for (_scope's fallback)
+        new_key = f"{runs}{scope}/{name}"
+        for hook in self.hooks:
+            hook("before", "CopyObject", "payload")
+        self._s3("CopyObject", new_key, lambda: self.client.copy_object(
+            Bucket=self.bucket, Key=new_key, CopySource={"Bucket": bucket, "Key": key},
+            MetadataDirective="COPY"))
+        self.meter.record_s3("CopyObject", 0)
+        for hook in self.hooks:
+            hook("after", "CopyObject", "payload")
+        new_ref = f"{REF_SCHEME}{self.bucket}/{new_key}"
+        with self._lock:
+            known = self._cache.get(ref)
+        if known is not None:
+            self._remember(new_ref, known)
+        return new_ref
+
     def text(self, ref: str, field: str = "payload") -> str:
         """The JSON text a reference names (fetched once per process).
 
@@ -180,10 +218,18 @@ class PayloadBlobs:
             self.meter.record_s3("ListObjectsV2", 0)
             keys = [{"Key": o["Key"]} for o in page.get("Contents") or ()]
             if keys:
-                self._s3("DeleteObjects", prefix, partial(
+                done = self._s3("DeleteObjects", prefix, partial(
                     self.client.delete_objects, Bucket=self.bucket,
                     Delete={"Objects": keys, "Quiet": True}))
                 self.meter.record_s3("DeleteObjects", 0)
+                # A key already gone is no error in S3; one S3 could not delete is (a
+                # redelivery tries what is left again).
+                failed = done.get("Errors") or ()
+                if failed:
+                    first = failed[0]
+                    raise translate("DeleteObjects", first.get("Code"),
+                                    f"s3://{self.bucket}/{first.get('Key')}: "
+                                    f"{first.get('Message')} ({len(failed)} not deleted)")
                 deleted += len(keys)
             token = page.get("NextContinuationToken")
             if not token:
@@ -311,28 +357,37 @@ class OffloadingTransport:
         if logical is None:
             return params
         attrs = OFFLOADED[logical]
-        threshold = self.blobs.threshold
         if operation == "PutItem":
             item = params.get("Item") or {}
-            large = [a for a in attrs if _over(item.get(a), threshold)]
-            if not large:
+            found = [a for a in attrs if self._moves(item.get(a))]
+            if not found:
                 return params
             scope = _scope(logical, item)
             new = dict(item)
-            for a in large:
-                new[a] = {"S": self.blobs.put(scope, item[a]["S"])}
+            for a in found:
+                new[a] = {"S": self._kept(scope, item[a]["S"])}
             return {**params, "Item": new}
         names = params.get("ExpressionAttributeNames") or {}
         values = params.get("ExpressionAttributeValues") or {}
         targets = [v for n, v in _ASSIGN.findall(str(params.get("UpdateExpression", "")))
-                   if names.get(n) in attrs and _over(values.get(v), threshold)]
+                   if names.get(n) in attrs and self._moves(values.get(v))]
         if not targets:
             return params
         scope = _scope(logical, params.get("Key") or {})
         new_values = dict(values)
         for v in targets:
-            new_values[v] = {"S": self.blobs.put(scope, values[v]["S"])}
+            new_values[v] = {"S": self._kept(scope, values[v]["S"])}
         return {**params, "ExpressionAttributeValues": new_values}
+
+    def _moves(self, value: Any) -> bool:
+        """A value this write keeps apart: text over the threshold, or a reference
+        (which may name another run's object, :meth:`PayloadBlobs.adopt`)."""
+        if not isinstance(value, Mapping):
+            return False
+        return is_ref(value.get("S")) or _over(value, self.blobs.threshold)
+
+    def _kept(self, scope: str, text: str) -> str:
+        return self.blobs.adopt(scope, text) if is_ref(text) else self.blobs.put(scope, text)
 
 
 def _over(value: Any, threshold: int) -> bool:
