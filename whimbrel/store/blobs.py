@@ -1,7 +1,8 @@
 """Payloads in S3: values too large to keep well in an item, written to the payload
 bucket before the item that references them, read back whole once per process.
 
-* **Keys.** ``<prefix>runs/<workflow_exec_id>/<sha256 of the JSON>.json``: scoped by
+* **Keys.** ``<prefix>runs/<workflow_exec_id>/<sha256 of the JSON>.json`` (``.json.gz``
+  when kept gzip-compressed, store/blob_codec.py): scoped by
   the run (so a run's objects can be deleted with it) and addressed by content (so a
   redelivered or retried write puts the same key again, never a second object).
 * **Order.** The object is written before the item (:class:`OffloadingTransport` puts
@@ -30,6 +31,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from whimbrel.contract.errors import InvalidInput, PayloadMissing
 from whimbrel.contract.ids import parse_activity_exec_id, workflow_exec_id_for
 from whimbrel.contract.payloads import REF_SCHEME, PayloadLimits, is_ref, parse_ref
+from whimbrel.store.blob_codec import GZIP_SUFFIX, decode, encode
 from whimbrel.store.errors import THROTTLING_CODES, translate
 from whimbrel.store.lean import RequestObserver, RetryObserver
 from whimbrel.store.meter import CapacityMeter
@@ -69,11 +71,14 @@ class PayloadBlobs:
         meter: counts S3 requests and bytes.
         hooks: called around every object write (``phase``, ``"PutObject"``,
             ``"payload"``), as the store's write hooks are around its writes.
+        compress: gzip a value when that saves enough (store/blob_codec.py); False
+            keeps every object as plain JSON (what a reader of any age reads).
     """
 
     def __init__(self, *, bucket: str | None, prefix: str, threshold: int, max_bytes: int,
                  client: Callable[[], Any], meter: CapacityMeter,
-                 hooks: list[Callable[[str, str, str], None]] | None = None) -> None:
+                 hooks: list[Callable[[str, str, str], None]] | None = None,
+                 compress: bool = True) -> None:
         if bucket is not None and not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket):
             raise InvalidInput(f"payload_bucket must be an S3 bucket name, not {bucket!r}",
                                field="payload_bucket")
@@ -86,6 +91,7 @@ class PayloadBlobs:
         self.limits = PayloadLimits(bucket=bucket, max_bytes=max_bytes)
         self.meter = meter
         self.hooks = hooks if hooks is not None else []
+        self.compress = compress
         self._make_client = client
         self._client: Any = None
         self._lock = threading.Lock()
@@ -100,9 +106,9 @@ class PayloadBlobs:
                 self._client = self._make_client()
             return self._client
 
-    def key_for(self, scope: str, text: str) -> str:
+    def key_for(self, scope: str, text: str, gzipped: bool = False) -> str:
         digest = hashlib.sha256(text.encode()).hexdigest()
-        return f"{self.prefix}runs/{scope}/{digest}.json"
+        return f"{self.prefix}runs/{scope}/{digest}{GZIP_SUFFIX if gzipped else '.json'}"
 
     def run_prefix(self, workflow_exec_id: str) -> str:
         return f"{self.prefix}runs/{workflow_exec_id}/"
@@ -116,12 +122,14 @@ class PayloadBlobs:
         if self.bucket is None:
             raise InvalidInput("no payload_bucket to keep a large payload in",
                                field="payload_bucket")
-        key = self.key_for(scope, text)
-        body = text.encode()
+        body, gzipped = encode(text, compress=self.compress)
+        key = self.key_for(scope, text, gzipped)
+        extra = {"ContentEncoding": "gzip"} if gzipped else {}
         for hook in self.hooks:
             hook("before", "PutObject", "payload")
         self._s3("PutObject", key, lambda: self.client.put_object(
-            Bucket=self.bucket, Key=key, Body=body, ContentType="application/json"))
+            Bucket=self.bucket, Key=key, Body=body, ContentType="application/json",
+            **extra))
         self.meter.record_s3("PutObject", len(body))
         for hook in self.hooks:
             hook("after", "PutObject", "payload")
@@ -254,9 +262,9 @@ class PayloadBlobs:
             raise PayloadMissing(ref, str(exc), retryable=True) from exc
         self.meter.record_s3("GetObject", len(data))
         try:
-            return data.decode()
-        except UnicodeDecodeError as exc:
-            raise PayloadMissing(ref, f"not UTF-8 JSON text ({exc.reason})") from None
+            return decode(data)
+        except ValueError as exc:
+            raise PayloadMissing(ref, str(exc)) from None
 
     def _s3(self, operation: str, key: str, fn: Callable[[], Any]) -> Any:
         try:
