@@ -96,7 +96,9 @@ def render(result: dict[str, Any], img: Path) -> dict[str, Any]:
              f"{r['rru'] / n:.3f}", r["s3_requests"].get("PutObject", 0),
              r["s3_requests"].get("GetObject", 0), f"{r['dollars_per_million_elements']:.2f}"]]
     ops = sorted(r["ddb_requests"].items(), key=lambda kv: -kv[1])
-    return {"table": md_table(head, rows),
+    size_note = ("far past DynamoDB's 400 KB item" if r["input_bytes"] > 400_000 else
+                 "under DynamoDB's 400 KB item in this quick run, over the 16 KB threshold")
+    return {"table": md_table(head, rows), "size_note": size_note,
             "ops": ", ".join(f"{op} {k:,}" for op, k in ops),
             "s3": ", ".join(f"{op} {k:,}" for op, k in sorted(r["s3_requests"].items()))
             or "none",
