@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from whimbrel import ActivityRun
+from whimbrel import ActivityRun, WorkflowContext, workflow
 
 
 def sized(run: ActivityRun) -> Any:
@@ -30,3 +30,9 @@ def tally(run: ActivityRun) -> Any:
     outs = run.upstream["each"]
     return {"items": len(outs), "chars": sum(o["n"] for o in outs),
             "in_order": [o["i"] for o in outs] == list(range(len(outs)))}
+
+
+@workflow("big_code_child")
+def big_code_child(ctx: WorkflowContext, input: Any) -> Any:
+    """A code workflow whose output (its return value) is kept in S3 under its own run."""
+    return "z" * int(input["size"])

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import boto3
+import payload_activities
 import pytest
 
 from lambdas.payload_expiry import handler
@@ -121,6 +122,9 @@ def test_a_runs_objects_go_when_ttl_removes_its_item_and_redelivery_is_harmless(
     wx, other = _run(big), _run(big)
     assert len(_keys(payload_bucket, wx)) >= 2  # the 2 MB input, the 1 MB output
     kept = _keys(payload_bucket, other)
+    # A listing reads its runs' inputs whole too (a reference is never shown as JSON).
+    listed = {w.workflow_exec_id: w for w in big.list_workflows(name="big_pipeline").items}
+    assert listed[wx].input == {"size": MB, "pad": "p" * MB}
     _remove_as_ttl_would(big, wx, clock)
     [removal] = _removals(big)
     assert removal["dynamodb"]["Keys"] == {"workflow_exec_id": {"S": wx}}
@@ -181,3 +185,38 @@ def test_a_fork_keeps_its_own_copy_of_what_it_reuses(
 def test_whimbrel_dev_pumps_the_expiry_consumer_with_a_bucket() -> None:
     assert PAYLOAD_EXPIRY_CONSUMER in LocalRuntime("http://x", payload_bucket="b").consumers
     assert PAYLOAD_EXPIRY_CONSUMER not in LocalRuntime("http://x").consumers
+
+
+def test_a_parent_keeps_its_own_copy_of_a_code_childs_output(
+        big: Whimbrel, payload_bucket: str, clock: StepClock) -> None:
+    big.register_workflow(payload_activities.big_code_child)
+    big.register_workflow(WorkflowDefinition("parent", (
+        # 50 KB: over the 16 KB threshold (a code run's return value is still capped at
+        # 64,000 bytes, bucket or not: contract/code/context.py).
+        Act("sub", launcher=LauncherSpec.workflow("big_code_child"),
+            input={"size": 50_000}),)))
+    wx = big.start_workflow("parent")
+    wf = big.wait(wx, timeout=60)
+    assert wf.state is WorkflowState.COMPLETED, wf.error
+    [child] = _children(big, wx)
+    # The child's output is its object; the parent's attempt holds a copy under its own
+    # prefix, so the child expiring first takes nothing the parent reads.
+    raw = big.store.botocore.get_item(
+        TableName=big.store.table_name("activity_exec"), ConsistentRead=True,
+        Key={"workflow_exec_id": {"S": wx}, "activity_exec_id": {"S": f"{wx}:sub:1"}},
+    )["Item"]["output"]["S"]
+    assert raw.startswith(f"s3://{payload_bucket}/whimbrel/runs/{wx}/"), raw
+    _remove_as_ttl_would(big, child, clock)
+    [removal] = _removals(big)
+    assert _invoke(big, [_as_ttl(removal)]) == {"batchItemFailures": []}
+    assert _keys(payload_bucket, child) == []
+    fresh = Whimbrel(endpoint_url=big.endpoint_url, table_prefix=big.table_prefix,
+                     payload_bucket=payload_bucket)
+    try:
+        assert fresh.get_workflow(wx).activity("sub").output == "z" * 50_000
+    finally:
+        fresh.close()
+
+
+def _children(wb: Whimbrel, parent: str) -> list[str]:
+    return [w.workflow_exec_id for w in wb.list_workflows(name="big_code_child").items]
