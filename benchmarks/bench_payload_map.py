@@ -3,6 +3,7 @@ a map (issue 27's target): wall time, DynamoDB requests and capacity, S3 request
 cost per element, on DynamoDB Local and moto's S3 server.
 
     ./scripts/bench --only payload_map        (--quick: 2,000 elements)
+    WHIMBREL_BENCH_PAYLOAD_MAP_ELEMENTS=20000 ./scripts/bench --only payload_map
 
 A map has at most ``MAX_MAP_ITEMS`` (10,000) items (whimbrel/contract/dataflow.py), so
 the list's elements come in batches of ``BATCH``: ``{"batches": [[key, ...], ...]}``, one
@@ -54,7 +55,9 @@ def local_bucket() -> Iterator[str]:
 
 
 def run(ctx: Ctx) -> dict[str, Any]:
-    elements: int = ctx.size(100_000, 2_000)
+    # A size between the two for a machine where 100,000 takes too long.
+    elements = int(os.environ.get("WHIMBREL_BENCH_PAYLOAD_MAP_ELEMENTS") or
+                   ctx.size(100_000, 2_000))
     items = elements // BATCH
     batches = [[element(i) for i in range(k, k + BATCH)] for k in range(0, elements, BATCH)]
     payload = {"batches": batches}

@@ -1,7 +1,8 @@
 """Issue 27, "a map of 10,000 items" for items of any size: a run whose input list (1,000
 elements of 4 KB: 4 MB of JSON, ten times DynamoDB's 400 KB item) feeds a map, whose
-outputs (as large again) feed a downstream; on DynamoDB Local and moto's S3. The same
-shape at 100,000 elements is ``python -m benchmarks --only payload_map``."""
+outputs (as large again) feed a downstream; on DynamoDB Local and moto's S3. A list of
+100,000 (in batches of 10: a map has at most 10,000 items) is the benchmark
+``./scripts/bench --only payload_map``."""
 
 from __future__ import annotations
 
