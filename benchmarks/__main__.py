@@ -41,6 +41,7 @@ BENCHMARKS = {
     "waits": "benchmarks.bench_waits",
     "pools": "benchmarks.bench_pools",
     "maps": "benchmarks.bench_maps",
+    "payload_map": "benchmarks.bench_payload_map",
     "peers": "benchmarks.bench_peers",
     "code": "benchmarks.bench_code",
     "scale": "benchmarks.bench_scale",

@@ -5,6 +5,12 @@ write it); the stream-triggered handlers start the workflow and drive the DAG; t
 ``python`` activities run in this process and heartbeat; progress is shown live; the
 run ends with a table of states, durations and the DynamoDB units consumed.
 
+With moto installed (the ``local`` extra), ``extract`` also lists ~170 KB of keys —
+more than an item may hold without a payload bucket — which go through a local S3
+bucket (moto's server, started while DynamoDB Local starts); the summary shows the
+object. Without moto the demo says how to enable it (moto's server adds ~215 MB to the
+~61 MB demo install, so ``./scripts/demo`` leaves it out).
+
     whimbrel demo [--endpoint-url URL] [--seconds 1.5]
     python -m whimbrel.demo [--endpoint-url URL] [--seconds 1.5]
 """
@@ -12,8 +18,11 @@ run ends with a table of states, durations and the DynamoDB units consumed.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
+import socket
+import threading
 import time
 import uuid
 from typing import Any
@@ -27,14 +36,21 @@ from whimbrel import WorkflowExec
 from whimbrel.cli.shapes import ordered_attempts
 from whimbrel.client.whimbrel import Whimbrel
 from whimbrel.contract.definitions import ActivityDefinition, LauncherSpec, WorkflowDefinition
+from whimbrel.contract.errors import WhimbrelError
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.local.credentials import supply_local_credentials
 from whimbrel.local.runtime import LocalRuntime
+from whimbrel.local.s3 import LocalS3
+from whimbrel.settings import ENV_PAYLOAD_BUCKET
 from whimbrel.worker.run import ActivityRun
 
 #: How long each demo activity works (seconds) unless the run's input says otherwise.
 WORK_SECONDS = float(os.environ.get("WHIMBREL_DEMO_SECONDS", "1.0"))
+#: The demo's local payload bucket (on moto's S3 server).
+DEMO_BUCKET = "whimbrel-demo-payloads"
+#: Keys ``extract`` lists with a bucket: ~170 KB of JSON (64,000 bytes without one).
+LISTING_KEYS = 4_000
 
 _STYLE = {
     ActivityState.COMPLETED: "green", ActivityState.RUNNING: "yellow",
@@ -57,8 +73,70 @@ def work(run: ActivityRun) -> Any:
     while time.monotonic() < deadline:
         run.check()
         run.stop_event.wait(0.1)
-    return {"activity": run.activity_name, "upstream": sorted(run.upstream),
-            "input": run.input}
+    out = {"activity": run.activity_name, "upstream": sorted(run.upstream),
+           "input": run.input}
+    if run.activity_name == "extract" and run.input.get("listing"):
+        out["listing"] = [f"raw/{run.input.get('day')}/events-{i:06d}.json.gz"
+                          for i in range(int(run.input["listing"]))]
+    return out
+
+
+class DemoS3:
+    """Where the demo keeps large payloads: the bucket ``WHIMBREL_PAYLOAD_BUCKET`` names
+    (with its ``AWS_ENDPOINT_URL_S3``), else moto's S3 server, started on a thread while
+    DynamoDB Local starts (both take seconds), else none."""
+
+    def __init__(self) -> None:
+        self.bucket: str | None = os.environ.get(ENV_PAYLOAD_BUCKET) or None
+        self.server: LocalS3 | None = None
+        self.note = ""
+        self._error: str | None = None
+        self._thread: threading.Thread | None = None
+        self._endpoint_before = os.environ.get("AWS_ENDPOINT_URL_S3")
+
+    def start(self) -> DemoS3:
+        if self.bucket is not None:
+            return self
+        if importlib.util.find_spec("moto") is None:
+            self.note = ("large payloads: off (moto is not installed; pip install "
+                         "'whimbrel[local]' to see a 170 KB output go through a local S3)")
+            return self
+        with socket.socket() as sock:  # the port now, so the clients know the endpoint
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        self.server = LocalS3(port)
+        os.environ["AWS_ENDPOINT_URL_S3"] = self.server.url
+        self.bucket = DEMO_BUCKET
+        self._thread = threading.Thread(target=self._serve, name="whimbrel-demo-s3",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def _serve(self) -> None:
+        assert self.server is not None
+        try:
+            self.server.start().create_bucket(DEMO_BUCKET)
+        except (WhimbrelError, OSError) as exc:
+            self._error = str(exc)
+
+    def ready(self) -> bool:
+        """True once the bucket can be written (waits for the server)."""
+        if self._thread is not None:
+            self._thread.join()
+            if self._error is not None:
+                self.note = f"large payloads: off (the local S3 did not start: {self._error})"
+                self.bucket = None
+        return self.bucket is not None
+
+    def close(self) -> None:
+        if self.server is not None:
+            if self._thread is not None:
+                self._thread.join()
+            self.server.stop()
+            if self._endpoint_before is None:
+                os.environ.pop("AWS_ENDPOINT_URL_S3", None)
+            else:
+                os.environ["AWS_ENDPOINT_URL_S3"] = self._endpoint_before
 
 
 def diamond() -> WorkflowDefinition:
@@ -104,22 +182,38 @@ def run(endpoint_url: str | None = None, console: Console | None = None,
     work_seconds = WORK_SECONDS if seconds is None else seconds
     prefix = f"demo_{uuid.uuid4().hex[:6]}_"
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    with console.status("starting the local runtime (DynamoDB Local, streams, schedule)"), \
+    s3 = DemoS3().start()
+    try:
+        return _run(endpoint_url, console, timeout, work_seconds, defn, prefix, s3)
+    finally:
+        s3.close()
+
+
+def _run(endpoint_url: str | None, console: Console, timeout: float, work_seconds: float,
+         defn: WorkflowDefinition, prefix: str, s3: DemoS3) -> WorkflowExec:
+    with console.status("starting the local runtime (DynamoDB Local, streams, schedule"
+                        + (", S3)" if s3.server else ")")), \
             LocalRuntime(endpoint_url, prefix, heartbeat_rate_seconds=1.0,
-                         lambda_log_level="ERROR") as rt:
+                         lambda_log_level="ERROR", payload_bucket=s3.bucket) as rt:
         wb = rt.client
         wb.register_workflow(defn)
+        large = s3.ready()
         wb.meter.reset()
         request_id = str(uuid.uuid4())
         raw = boto3.client("dynamodb", endpoint_url=rt.endpoint_url, region_name=rt.region)
+        given = {"day": "2025-01-01", "seconds": work_seconds,
+                 **({"listing": LISTING_KEYS} if large else {})}
         raw.put_item(TableName=f"{prefix}workflow_request", Item={
             "workflow_request_id": {"S": request_id},
             "workflow_name": {"S": "demo_diamond"},
-            "input": {"S": json.dumps({"day": "2025-01-01", "seconds": work_seconds})},
+            "input": {"S": json.dumps(given)},
             "when_epoch": {"N": str(time.time())},
         })
         console.print(f"[bold]PutItem[/] {prefix}workflow_request "
                       f"workflow_request_id={request_id}")
+        console.print(f"payloads over 16 KB: s3://{s3.bucket}" + (
+            f" (moto's S3 server, {s3.server.url})" if s3.server else "")
+            if large else s3.note)
         wx = workflow_exec_id_for(request_id)
         # The display polls with its own client, so the meter counts only the workflow.
         viewer = Whimbrel(endpoint_url=rt.endpoint_url, table_prefix=prefix,
@@ -162,9 +256,30 @@ def _summary(console: Console, wf: WorkflowExec, defn: WorkflowDefinition, rt: L
     console.print("stream deliveries: " + ", ".join(
         f"{n}: {s.records} record(s) in {s.invocations} invocation(s)"
         for n, s in stats.items()) + f"; heartbeat runs: {rt.heartbeat_runs}")
+    if rt.payload_bucket is not None:
+        _payloads(console, wf, rt)
     colour = "green" if wf.state is WorkflowState.COMPLETED else "red"
     console.print(f"[{colour}]{wf.state.value}[/] — output of load: "
                   f"{wf.output.get('load')}")
+
+
+def _payloads(console: Console, wf: WorkflowExec, rt: LocalRuntime) -> None:
+    """Where extract's large output went: its object in the bucket, and the requests."""
+    blobs = rt.client.store.blobs
+    s3 = blobs.client
+    prefix = blobs.run_prefix(wf.workflow_exec_id)
+    listed = s3.list_objects_v2(Bucket=rt.payload_bucket, Prefix=prefix).get("Contents", ())
+    extract = wf.activity("extract").output
+    size = len(json.dumps(extract)) if extract is not None else 0
+    for obj in listed:
+        console.print(f"extract's output, {size / 1000:.0f} KB of JSON: kept as "
+                      f"s3://{rt.payload_bucket}/{obj['Key']} ({obj['Size'] / 1000:.0f} KB"
+                      f"{', gzip' if obj['Key'].endswith('.gz') else ''}); its item holds "
+                      "the reference")
+    requests = rt.client.meter.s3_requests
+    console.print("S3 requests: " + (", ".join(f"{op} {n}" for op, n in sorted(
+        requests.items())) or "none") + " (clean and enrich read it from this process's "
+        "cache: it wrote it)")
 
 
 def main(argv: list[str] | None = None, console: Console | None = None) -> int:

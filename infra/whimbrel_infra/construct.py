@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -14,14 +15,20 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from whimbrel.store.consumers import NOTIFY_FUNCTION, StreamConsumerSpec
+from whimbrel.store.consumers import NOTIFY_FUNCTION, PAYLOAD_EXPIRY_CONSUMER, StreamConsumerSpec
 
 from . import access
 from .alarms import build_alarms
 from .bundling import LambdaBundle, lambda_code, newest_python_runtime
 from .functions import ARCHITECTURE, build_functions
 from .nag import acknowledge_findings
-from .payloads import build_payload_bucket, grant_payloads, grant_policy, wire_functions
+from .payloads import (
+    build_expiry_function,
+    build_payload_bucket,
+    grant_payloads,
+    grant_policy,
+    wire_functions,
+)
 from .props import WhimbrelProps
 from .tables import build_tables
 
@@ -66,18 +73,24 @@ class Whimbrel(Construct):
             cache_dir=self.props.bundle_cache_dir,
         )
         self.tables: Mapping[str, dynamodb.Table] = build_tables(self, self.props)
-        engine = build_functions(
-            self, self.props, self.tables, lambda_code(self.bundle, runtime), runtime
-        )
+        code = lambda_code(self.bundle, runtime)
+        engine = build_functions(self, self.props, self.tables, code, runtime)
+        self.payload_bucket: s3.IBucket | None = build_payload_bucket(self, self.props)
+        if self.payload_bucket is not None:
+            wire_functions(self.payload_bucket, self.props, engine.by_name)
+            # Its own grants (list and delete run objects), not the engine's.
+            expiry = build_expiry_function(self, self.props, self.payload_bucket,
+                                           self.tables, engine.dead_letter_queue, code,
+                                           runtime)
+            name = PAYLOAD_EXPIRY_CONSUMER.function_name
+            engine = replace(engine, by_name={**engine.by_name, name: expiry},
+                             consumers={**engine.consumers,
+                                        name: (PAYLOAD_EXPIRY_CONSUMER,)})
         self.functions: Mapping[str, lambda_.Function] = engine.by_name
         self.stream_consumers: Mapping[str, tuple[StreamConsumerSpec, ...]] = engine.consumers
         self.event_bus: events.IEventBus | None = engine.event_bus
         self.dead_letter_queue: sqs.Queue = engine.dead_letter_queue
         self.heartbeat_rule: events.Rule = engine.heartbeat_rule
-
-        self.payload_bucket: s3.IBucket | None = build_payload_bucket(self, self.props)
-        if self.payload_bucket is not None:
-            wire_functions(self.payload_bucket, self.props, self.functions)
 
         self.worker_policy: iam.ManagedPolicy | None = None
         self.client_policy: iam.ManagedPolicy | None = None
@@ -118,7 +131,8 @@ class Whimbrel(Construct):
 
         Every engine function may launch (a request starts the first activities, an
         event readies dependents, the heartbeat launches retries), so each gets the
-        grant; the ``notify`` function launches nothing and gets none. Accepted: Lambda
+        grant; the ``notify`` and ``payload_expiry`` functions launch nothing and get
+        none. Accepted: Lambda
         functions (``lambda`` launcher: async invoke), SQS queues (``sqs``: send
         message) and ECS task definitions (``ecs``: RunTask + PassRole; set
         ``container`` in the launcher config, since DescribeTaskDefinition cannot be
@@ -127,7 +141,8 @@ class Whimbrel(Construct):
         Raises:
             TypeError: a target of another kind.
         """
-        engine = [fn for name, fn in self.functions.items() if name != NOTIFY_FUNCTION]
+        engine = [fn for name, fn in self.functions.items()
+                  if name not in (NOTIFY_FUNCTION, PAYLOAD_EXPIRY_CONSUMER.function_name)]
         for target in targets:
             for fn in engine:
                 if hasattr(target, "grant_invoke"):

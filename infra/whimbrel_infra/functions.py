@@ -104,7 +104,7 @@ def build_functions(
         fn = functions.get(name)
         if fn is None:
             notify = name == NOTIFY_FUNCTION
-            fn = _function(
+            fn = make_function(
                 scope,
                 name,
                 consumer.handler,
@@ -121,11 +121,11 @@ def build_functions(
             else:
                 grant_engine_access(fn, tables)
             functions[name] = fn
-        fn.add_event_source(_stream_source(consumer, tables[consumer.table.logical_name], dlq,
+        fn.add_event_source(stream_source(consumer, tables[consumer.table.logical_name], dlq,
                                            props.parallelization_factor))
         fed[name] = (*fed.get(name, ()), consumer)
 
-    heartbeat = _function(
+    heartbeat = make_function(
         scope,
         HEARTBEAT_NAME,
         HEARTBEAT_HANDLER,
@@ -151,7 +151,7 @@ def build_functions(
                            consumers=fed, event_bus=bus)
 
 
-def _function(
+def make_function(
     scope: Construct,
     name: str,
     handler: str,
@@ -202,7 +202,7 @@ def _function(
     )
 
 
-def _stream_source(
+def stream_source(
     consumer: StreamConsumerSpec, table: dynamodb.Table, dlq: sqs.Queue,
     parallelization_factor: int,
 ) -> sources.DynamoEventSource:

@@ -41,6 +41,11 @@ _PAYLOAD_PREFIX_REASON = (
     "(<prefix>runs/<workflow_exec_id>/<sha256>.json), unknown until written; the grant "
     "names s3:GetObject/s3:PutObject on that prefix of the one payload bucket only."
 )
+_PAYLOAD_EXPIRY_REASON = (
+    "The payload expiry function deletes the objects of a run whose item TTL removed, "
+    "under <prefix>runs/<workflow_exec_id>/, a key known only from the stream record: "
+    "s3:DeleteObject on the runs/ part of the prefix of the one payload bucket only."
+)
 _ACCESS_LOGS_REASON = (
     "The payload bucket holds engine-internal copies of run payloads, reached only "
     "through the functions' and policies' grants on its prefix; server access logs "
@@ -78,7 +83,9 @@ def acknowledge_findings(whimbrel: Whimbrel) -> None:
     if bucket is not None:
         payload_acks = [Acknowledgment(
             id=f"AwsSolutions-IAM5[Resource::<{_logical_id(bucket)}.Arn>/"
-               f"{whimbrel.props.payload_prefix}*]", reason=_PAYLOAD_PREFIX_REASON)]
+               f"{whimbrel.props.payload_prefix}{tail}]", reason=reason)
+            for tail, reason in (("*", _PAYLOAD_PREFIX_REASON),
+                                 ("runs/*", _PAYLOAD_EXPIRY_REASON))]
         if isinstance(bucket, s3.Bucket):
             Validations.of(bucket).acknowledge(
                 Acknowledgment(id="AwsSolutions-S1", reason=_ACCESS_LOGS_REASON))

@@ -9,15 +9,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from aws_cdk import Duration
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from whimbrel.settings import ENV_PAYLOAD_BUCKET, ENV_PAYLOAD_PREFIX
-from whimbrel.store.consumers import NOTIFY_FUNCTION
+from whimbrel.store.consumers import NOTIFY_FUNCTION, PAYLOAD_EXPIRY_CONSUMER
 
-from .props import WhimbrelProps
+from .functions import make_function, stream_source
+from .props import STREAM_FUNCTION_TIMEOUT_SECONDS, WhimbrelProps
 
 #: Object actions by who does what: the engine functions, workers and clients write
 #: payloads and read them; notify only reads (a map's item outputs, assembled).
@@ -77,3 +80,33 @@ def grant_payloads(grantee: iam.IGrantable, bucket: s3.IBucket, props: WhimbrelP
     """What :func:`grant_policy` gives, on a role of the caller's."""
     iam.Grant.add_to_principal(grantee=grantee, actions=list(READ_WRITE),
                                resource_arns=[objects_arn(bucket, props)])
+
+
+def runs_arn(bucket: s3.IBucket, props: WhimbrelProps) -> str:
+    """Every run's objects (``<prefix>runs/<workflow_exec_id>/...``)."""
+    return bucket.arn_for_objects(f"{props.payload_prefix}runs/*")
+
+
+def build_expiry_function(scope: Construct, props: WhimbrelProps, bucket: s3.IBucket,
+                          tables: Mapping[str, dynamodb.Table], dlq: sqs.Queue,
+                          code: lambda_.Code, runtime: lambda_.Runtime) -> lambda_.Function:
+    """The function that deletes a run's objects when TTL removes its item
+    (whimbrel/store/blob_expiry.py). It reads the run table's stream (granted by its
+    event source) and may list and delete run objects, nothing else: no table access,
+    no GetObject or PutObject."""
+    consumer = PAYLOAD_EXPIRY_CONSUMER
+    fn = make_function(
+        scope, consumer.function_name, consumer.handler,
+        Duration.seconds(STREAM_FUNCTION_TIMEOUT_SECONDS), props, code, runtime,
+        environment={ENV_PAYLOAD_BUCKET: bucket.bucket_name,
+                     ENV_PAYLOAD_PREFIX: props.payload_prefix})
+    fn.add_event_source(stream_source(consumer, tables[consumer.table.logical_name], dlq,
+                                      props.parallelization_factor))
+    # Listing is a bucket action: limited by its prefix condition to the run objects.
+    fn.add_to_role_policy(iam.PolicyStatement(
+        actions=["s3:ListBucket"], resources=[bucket.bucket_arn],
+        conditions={"StringLike": {"s3:prefix": [f"{props.payload_prefix}runs/*"]}}))
+    # DeleteObjects (up to 1,000 keys a request) is authorised as s3:DeleteObject per key.
+    fn.add_to_role_policy(iam.PolicyStatement(actions=["s3:DeleteObject"],
+                                              resources=[runs_arn(bucket, props)]))
+    return fn

@@ -31,7 +31,12 @@ from whimbrel_infra.bundling import (
 from whimbrel_infra.functions import deployed_consumers
 from whimbrel_infra.stack import _import_launch_target
 
-from whimbrel.store.consumers import ENGINE_CONSUMERS, HEARTBEAT_HANDLER, STREAM_CONSUMERS
+from whimbrel.store.consumers import (
+    ENGINE_CONSUMERS,
+    HEARTBEAT_HANDLER,
+    PAYLOAD_CONSUMERS,
+    STREAM_CONSUMERS,
+)
 
 pytestmark = pytest.mark.infra
 
@@ -192,7 +197,7 @@ def test_events_can_be_left_out() -> None:
     props = props_from_context({"whimbrel:events": "false"})
     assert props.events is False
     assert deployed_consumers(props) == ENGINE_CONSUMERS
-    assert deployed_consumers(WhimbrelProps()) == STREAM_CONSUMERS
+    assert deployed_consumers(WhimbrelProps()) + PAYLOAD_CONSUMERS == STREAM_CONSUMERS
 
 
 def test_props_defaults_keep_data() -> None:

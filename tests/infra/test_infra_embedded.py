@@ -22,7 +22,7 @@ from whimbrel_infra import Whimbrel, WhimbrelProps
 from whimbrel_infra.functions import TABLE_PREFIX_ENV
 
 from whimbrel.settings import ENV_EVENT_BUS
-from whimbrel.store.consumers import NOTIFY_HANDLER
+from whimbrel.store.consumers import NOTIFY_HANDLER, PAYLOAD_EXPIRY_CONSUMER
 from whimbrel.store.specs import TABLES
 
 pytestmark = pytest.mark.infra
@@ -159,7 +159,7 @@ def test_engine_functions_may_launch_the_users_activities(template: dict[str, An
     function_roles = {
         r["Properties"]["Role"]["Fn::GetAtt"][0]
         for r in _of_type(template, "AWS::Lambda::Function")
-        if r["Properties"]["Handler"] != NOTIFY_HANDLER
+        if r["Properties"]["Handler"] not in (NOTIFY_HANDLER, PAYLOAD_EXPIRY_CONSUMER.handler)
     }
     assert len(function_roles) == 3
     for role_id in function_roles:

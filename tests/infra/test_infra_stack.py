@@ -30,6 +30,7 @@ from whimbrel.store.consumers import (
     HEARTBEAT_HANDLER,
     HEARTBEAT_RATE_SECONDS_AWS,
     NOTIFY_HANDLER,
+    PAYLOAD_EXPIRY_CONSUMER,
     STREAM_CONSUMERS,
 )
 from whimbrel.store.specs import (
@@ -325,10 +326,12 @@ def test_every_engine_function_can_start_child_runs(synthesized: Synthesized) ->
               (ACTIVITY_EXEC_DEPENDENCY, {"dynamodb:BatchWriteItem", "dynamodb:DeleteItem",
                                          "dynamodb:Query"}),
               (WORKFLOW_DEFINITION, {"dynamodb:Query", "dynamodb:GetItem"})]
-    # The engine's functions: all but notify (it only reads the streams and publishes).
+    # The engine's functions: all but notify (it only reads the streams and publishes)
+    # and payload expiry (it only reads a stream and deletes objects).
     roles = {r["Properties"]["Role"]["Fn::GetAtt"][0]
              for r in synthesized.of_type("AWS::Lambda::Function").values()
-             if r["Properties"]["Handler"] != NOTIFY_HANDLER}
+             if r["Properties"]["Handler"] not in (NOTIFY_HANDLER,
+                                                   PAYLOAD_EXPIRY_CONSUMER.handler)}
     assert len(roles) == 3
     for role in roles:
         allowed: dict[str, set[str]] = {}
@@ -389,8 +392,10 @@ def test_alarms_watch_dlq_errors_and_iterator_age(synthesized: Synthesized) -> N
         assert alarm["AlarmName"].startswith(PREFIX)  # operators find them by prefix
         if alarm.get("MetricName") == "IteratorAge":
             # Fires before records age out into the dead-letter queue.
-            ages = {c.max_record_age_seconds * 1000 for c in STREAM_CONSUMERS}
-            assert alarm["Threshold"] < min(ages)
+            ages = {c.function_name: c.max_record_age_seconds * 1000
+                    for c in STREAM_CONSUMERS}  # the same for consumers of one function
+            name = alarm["AlarmName"].removeprefix(PREFIX).removesuffix("_iterator_age")
+            assert alarm["Threshold"] < ages[name]
 
 
 def test_failed_workflows_alarm_reads_the_engines_emf_metric(synthesized: Synthesized) -> None:
@@ -615,6 +620,7 @@ def test_payload_grants_are_object_actions_on_the_prefix_only(
         synthesized: Synthesized) -> None:
     bucket_id = payload_bucket_id(synthesized)
     seen: dict[str, list[str]] = {}
+    expiry: list[tuple[list[str], str, Any]] = []
     for key, resource in synthesized.resources.items():
         if resource["Type"] not in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
             continue
@@ -622,11 +628,20 @@ def test_payload_grants_are_object_actions_on_the_prefix_only(
             text = json.dumps(st["Resource"])
             if bucket_id not in text:
                 continue
-            assert text.endswith('"/whimbrel/*"]]}'), st  # the prefix, never the bucket
             actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+            if key.startswith("WhimbrelPayloadExpiry"):
+                expiry.append((sorted(actions), text, st.get("Condition")))
+                continue
+            assert text.endswith('"/whimbrel/*"]]}'), st  # the prefix, never the bucket
             seen[key] = sorted(actions)
     notify = [v for k, v in seen.items() if k.startswith("WhimbrelNotify")]
     others = [v for k, v in seen.items() if not k.startswith("WhimbrelNotify")]
     assert notify == [["s3:GetObject"]]
     # The three engine functions and the two managed policies.
     assert others == [["s3:GetObject", "s3:PutObject"]] * 5, seen
+    # Payload expiry lists the run objects and deletes them: no read, no write.
+    assert sorted(expiry) == [
+        (["s3:DeleteObject"], f'{{"Fn::Join": ["", [{{"Fn::GetAtt": ["{bucket_id}", "Arn"]}}, '
+                              '"/whimbrel/runs/*"]]}', None),
+        (["s3:ListBucket"], f'{{"Fn::GetAtt": ["{bucket_id}", "Arn"]}}',
+         {"StringLike": {"s3:prefix": ["whimbrel/runs/*"]}})], expiry

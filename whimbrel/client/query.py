@@ -334,6 +334,9 @@ def _runs(store: Store, f: Filters, page: list[Key]) -> list[WorkflowExec]:
             continue
         if item.input_apart:  # a large input is kept apart from the run's item
             item = replace(item, input=store.workflow_input(wx))
+        # Payloads kept in S3 are read whole (once per process: store/blobs.py).
+        item = replace(item, input=store.payload_text(item.input, "input"),
+                       output=store.payload_text(item.output, "output"))
         items.append(WorkflowExec.from_record(item))
     return items
 

@@ -48,6 +48,7 @@ from whimbrel.store.consumers import (
     HEARTBEAT_HANDLER,
     HEARTBEAT_RATE_SECONDS_LOCAL,
     NOTIFY_CONSUMERS,
+    PAYLOAD_CONSUMERS,
     StreamConsumerSpec,
 )
 from whimbrel.store.migrate import migrate_index_keys
@@ -128,8 +129,9 @@ class LocalRuntime:
         poll_interval: idle pause between stream polls.
         launchers: extra launchers for the dev process (``python`` and ``command`` are
             always there).
-        consumers: the event source mappings to emulate (default: the engine's, and the
-            notify ones when there is an events file or a publisher).
+        consumers: the event source mappings to emulate (default: the engine's, the
+            notify ones when there is an events file or a publisher, and the payload
+            expiry one with a ``payload_bucket``).
         lambda_log_level: level of the handlers' Powertools logger (None: unchanged).
         events_file: the notify handler appends every event here, as JSON lines.
         publisher: where the notify handler publishes instead (excludes events_file).
@@ -180,6 +182,8 @@ class LocalRuntime:
             consumers = ENGINE_CONSUMERS
             if publisher is not None:
                 consumers += NOTIFY_CONSUMERS
+            if payload_bucket is not None:
+                consumers += PAYLOAD_CONSUMERS
         self._endpoint_url = endpoint_url
         self.table_prefix = table_prefix
         self.heartbeat_rate_seconds = heartbeat_rate_seconds

@@ -1,7 +1,8 @@
 """Payloads in S3: values too large to keep well in an item, written to the payload
 bucket before the item that references them, read back whole once per process.
 
-* **Keys.** ``<prefix>runs/<workflow_exec_id>/<sha256 of the JSON>.json``: scoped by
+* **Keys.** ``<prefix>runs/<workflow_exec_id>/<sha256 of the JSON>.json`` (``.json.gz``
+  when kept gzip-compressed, store/blob_codec.py): scoped by
   the run (so a run's objects can be deleted with it) and addressed by content (so a
   redelivered or retried write puts the same key again, never a second object).
 * **Order.** The object is written before the item (:class:`OffloadingTransport` puts
@@ -30,6 +31,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from whimbrel.contract.errors import InvalidInput, PayloadMissing
 from whimbrel.contract.ids import parse_activity_exec_id, workflow_exec_id_for
 from whimbrel.contract.payloads import REF_SCHEME, PayloadLimits, is_ref, parse_ref
+from whimbrel.store.blob_codec import GZIP_SUFFIX, decode, encode
 from whimbrel.store.errors import THROTTLING_CODES, translate
 from whimbrel.store.lean import RequestObserver, RetryObserver
 from whimbrel.store.meter import CapacityMeter
@@ -69,11 +71,14 @@ class PayloadBlobs:
         meter: counts S3 requests and bytes.
         hooks: called around every object write (``phase``, ``"PutObject"``,
             ``"payload"``), as the store's write hooks are around its writes.
+        compress: gzip a value when that saves enough (store/blob_codec.py); False
+            keeps every object as plain JSON (what a reader of any age reads).
     """
 
     def __init__(self, *, bucket: str | None, prefix: str, threshold: int, max_bytes: int,
                  client: Callable[[], Any], meter: CapacityMeter,
-                 hooks: list[Callable[[str, str, str], None]] | None = None) -> None:
+                 hooks: list[Callable[[str, str, str], None]] | None = None,
+                 compress: bool = True) -> None:
         if bucket is not None and not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket):
             raise InvalidInput(f"payload_bucket must be an S3 bucket name, not {bucket!r}",
                                field="payload_bucket")
@@ -86,6 +91,7 @@ class PayloadBlobs:
         self.limits = PayloadLimits(bucket=bucket, max_bytes=max_bytes)
         self.meter = meter
         self.hooks = hooks if hooks is not None else []
+        self.compress = compress
         self._make_client = client
         self._client: Any = None
         self._lock = threading.Lock()
@@ -100,9 +106,9 @@ class PayloadBlobs:
                 self._client = self._make_client()
             return self._client
 
-    def key_for(self, scope: str, text: str) -> str:
+    def key_for(self, scope: str, text: str, gzipped: bool = False) -> str:
         digest = hashlib.sha256(text.encode()).hexdigest()
-        return f"{self.prefix}runs/{scope}/{digest}.json"
+        return f"{self.prefix}runs/{scope}/{digest}{GZIP_SUFFIX if gzipped else '.json'}"
 
     def run_prefix(self, workflow_exec_id: str) -> str:
         return f"{self.prefix}runs/{workflow_exec_id}/"
@@ -116,18 +122,58 @@ class PayloadBlobs:
         if self.bucket is None:
             raise InvalidInput("no payload_bucket to keep a large payload in",
                                field="payload_bucket")
-        key = self.key_for(scope, text)
-        body = text.encode()
+        body, gzipped = encode(text, compress=self.compress)
+        key = self.key_for(scope, text, gzipped)
+        extra = {"ContentEncoding": "gzip"} if gzipped else {}
         for hook in self.hooks:
             hook("before", "PutObject", "payload")
         self._s3("PutObject", key, lambda: self.client.put_object(
-            Bucket=self.bucket, Key=key, Body=body, ContentType="application/json"))
+            Bucket=self.bucket, Key=key, Body=body, ContentType="application/json",
+            **extra))
         self.meter.record_s3("PutObject", len(body))
         for hook in self.hooks:
             hook("after", "PutObject", "payload")
         ref = f"{REF_SCHEME}{self.bucket}/{key}"
         self._remember(ref, text)  # the writer's own readers need no GET
         return ref
+
+    def adopt(self, scope: str, ref: str) -> str:
+        """``ref`` itself, or — when it names an object of another run's prefix in this
+        bucket — a copy of that object under ``scope``'s prefix (server-side, same name).
+
+        A run that holds another run's reference (a fork's kept outputs, a parent's
+        attempt holding its child's output) would read nothing once the other run
+        expired and its prefix was deleted (store/blob_expiry.py): each run reads only
+        objects under its own prefix, which go with it.
+
+        Raises:
+            StoreError: S3 refused or failed the copy (the source is gone, say).
+        """
+        try:
+            bucket, key = parse_ref(ref)
+        except InvalidInput:
+            return ref  # a reader says what is wrong with it; a write moves nothing
+        runs = f"{self.prefix}runs/"
+        if bucket != self.bucket or not key.startswith(runs):
+            return ref  # an object of the caller's own (a raw row's): not ours to move
+        owner, _, name = key[len(runs):].partition("/")
+        if owner == scope or not name or scope.startswith("_"):
+            return ref  # its own, or no run known to copy it for (_scope's fallback)
+        new_key = f"{runs}{scope}/{name}"
+        for hook in self.hooks:
+            hook("before", "CopyObject", "payload")
+        self._s3("CopyObject", new_key, lambda: self.client.copy_object(
+            Bucket=self.bucket, Key=new_key, CopySource={"Bucket": bucket, "Key": key},
+            MetadataDirective="COPY"))
+        self.meter.record_s3("CopyObject", 0)
+        for hook in self.hooks:
+            hook("after", "CopyObject", "payload")
+        new_ref = f"{REF_SCHEME}{self.bucket}/{new_key}"
+        with self._lock:
+            known = self._cache.get(ref)
+        if known is not None:
+            self._remember(new_ref, known)
+        return new_ref
 
     def text(self, ref: str, field: str = "payload") -> str:
         """The JSON text a reference names (fetched once per process).
@@ -180,10 +226,18 @@ class PayloadBlobs:
             self.meter.record_s3("ListObjectsV2", 0)
             keys = [{"Key": o["Key"]} for o in page.get("Contents") or ()]
             if keys:
-                self._s3("DeleteObjects", prefix, partial(
+                done = self._s3("DeleteObjects", prefix, partial(
                     self.client.delete_objects, Bucket=self.bucket,
                     Delete={"Objects": keys, "Quiet": True}))
                 self.meter.record_s3("DeleteObjects", 0)
+                # A key already gone is no error in S3; one S3 could not delete is (a
+                # redelivery tries what is left again).
+                failed = done.get("Errors") or ()
+                if failed:
+                    first = failed[0]
+                    raise translate("DeleteObjects", first.get("Code"),
+                                    f"s3://{self.bucket}/{first.get('Key')}: "
+                                    f"{first.get('Message')} ({len(failed)} not deleted)")
                 deleted += len(keys)
             token = page.get("NextContinuationToken")
             if not token:
@@ -208,9 +262,9 @@ class PayloadBlobs:
             raise PayloadMissing(ref, str(exc), retryable=True) from exc
         self.meter.record_s3("GetObject", len(data))
         try:
-            return data.decode()
-        except UnicodeDecodeError as exc:
-            raise PayloadMissing(ref, f"not UTF-8 JSON text ({exc.reason})") from None
+            return decode(data)
+        except ValueError as exc:
+            raise PayloadMissing(ref, str(exc)) from None
 
     def _s3(self, operation: str, key: str, fn: Callable[[], Any]) -> Any:
         try:
@@ -311,28 +365,37 @@ class OffloadingTransport:
         if logical is None:
             return params
         attrs = OFFLOADED[logical]
-        threshold = self.blobs.threshold
         if operation == "PutItem":
             item = params.get("Item") or {}
-            large = [a for a in attrs if _over(item.get(a), threshold)]
-            if not large:
+            found = [a for a in attrs if self._moves(item.get(a))]
+            if not found:
                 return params
             scope = _scope(logical, item)
             new = dict(item)
-            for a in large:
-                new[a] = {"S": self.blobs.put(scope, item[a]["S"])}
+            for a in found:
+                new[a] = {"S": self._kept(scope, item[a]["S"])}
             return {**params, "Item": new}
         names = params.get("ExpressionAttributeNames") or {}
         values = params.get("ExpressionAttributeValues") or {}
         targets = [v for n, v in _ASSIGN.findall(str(params.get("UpdateExpression", "")))
-                   if names.get(n) in attrs and _over(values.get(v), threshold)]
+                   if names.get(n) in attrs and self._moves(values.get(v))]
         if not targets:
             return params
         scope = _scope(logical, params.get("Key") or {})
         new_values = dict(values)
         for v in targets:
-            new_values[v] = {"S": self.blobs.put(scope, values[v]["S"])}
+            new_values[v] = {"S": self._kept(scope, values[v]["S"])}
         return {**params, "ExpressionAttributeValues": new_values}
+
+    def _moves(self, value: Any) -> bool:
+        """A value this write keeps apart: text over the threshold, or a reference
+        (which may name another run's object, :meth:`PayloadBlobs.adopt`)."""
+        if not isinstance(value, Mapping):
+            return False
+        return is_ref(value.get("S")) or _over(value, self.blobs.threshold)
+
+    def _kept(self, scope: str, text: str) -> str:
+        return self.blobs.adopt(scope, text) if is_ref(text) else self.blobs.put(scope, text)
 
 
 def _over(value: Any, threshold: int) -> bool:

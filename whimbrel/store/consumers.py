@@ -152,7 +152,27 @@ ENGINE_CONSUMERS: tuple[StreamConsumerSpec, ...] = (
     ACTIVITY_EVENT_CONSUMER,
 )
 
-STREAM_CONSUMERS: tuple[StreamConsumerSpec, ...] = ENGINE_CONSUMERS + NOTIFY_CONSUMERS
+#: A run item removed by TTL (its retention ran out): its payload objects are deleted
+#: (store/blob_expiry.py says why TTL removals only, and why twice is harmless).
+PAYLOAD_EXPIRY_CONSUMER = StreamConsumerSpec(
+    name="payload_expiry",
+    table=WORKFLOW_EXEC,
+    handler="lambdas.payload_expiry.handler",
+    # Deleting a prefix is a listing and one request per 1,000 keys: a batch of runs
+    # per invocation, and more time to reach them than a record of the engine gets.
+    batch_size=25,
+    max_record_age_seconds=6 * 3600,
+    filter_patterns=(
+        {"eventName": ["REMOVE"],
+         "userIdentity": {"type": ["Service"], "principalId": ["dynamodb.amazonaws.com"]}},
+    ),
+)
+
+#: The consumers of the payload bucket (deployed, and run locally, with a bucket).
+PAYLOAD_CONSUMERS: tuple[StreamConsumerSpec, ...] = (PAYLOAD_EXPIRY_CONSUMER,)
+
+STREAM_CONSUMERS: tuple[StreamConsumerSpec, ...] = (
+    ENGINE_CONSUMERS + NOTIFY_CONSUMERS + PAYLOAD_CONSUMERS)
 
 #: The scheduled heartbeat listener (sweep + reconcile).
 HEARTBEAT_HANDLER = "lambdas.heartbeat.handler"
