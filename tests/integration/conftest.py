@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 
@@ -38,11 +39,18 @@ def launched() -> RecordingLauncher:
 
 
 @pytest.fixture
-def wb(ddb_endpoint: str, table_prefix: str, clock: ManualClock | StepClock,
+def wb(request: pytest.FixtureRequest, table_prefix: str, clock: ManualClock | StepClock,
        launched: RecordingLauncher) -> Iterator[Whimbrel]:
-    client = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix, clock=clock,
-                      launchers={"lambda": launched})
-    client.create_tables()
+    """A client on DynamoDB Local; with ``WHIMBREL_TEST_STORE=memory``, on the in-memory
+    twin instead (``Whimbrel.in_memory``), to run these tests without Java."""
+    if os.environ.get("WHIMBREL_TEST_STORE") == "memory":
+        client = Whimbrel.in_memory(clock=clock, table_prefix=table_prefix,
+                                    launchers={"lambda": launched})
+    else:
+        client = Whimbrel(endpoint_url=request.getfixturevalue("ddb_endpoint"),
+                          table_prefix=table_prefix, clock=clock,
+                          launchers={"lambda": launched})
+        client.create_tables()
     yield client
     client.close()
     client.store.delete_tables()  # keep the shared server small and fast
