@@ -26,6 +26,7 @@ from whimbrel.client._waits import Waits
 from whimbrel.client._worker import CLOSE_WAIT_SECONDS, Workers
 from whimbrel.client.batch import Batches
 from whimbrel.client.query import DefinitionVersion
+from whimbrel.client.queued import QueuedExecutor
 from whimbrel.contract.code import CodeWorkflow
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import WhimbrelError
@@ -204,7 +205,7 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
                             "is not reached over the network")
         twin = MemoryDynamoDB(clock=clock or time.time,
                               region=options.pop("region", None) or "us-east-1")
-        client = cls(clock=clock, transport=twin, **options)
+        client = cls(clock=clock, transport=twin.connect(), **options)
         client.twin = twin
         client.create_tables()
         return client
@@ -212,8 +213,10 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
     def drain(self) -> int:
         """Deliver what the in-memory twin's streams hold (and what those deliveries
         write) to the engine's stream handlers, as the deployed event source mappings
-        would, until every stream is read to its end; returns the handler invocations.
-        Only for a client made by :meth:`in_memory`.
+        would, until every stream is read to its end; with a
+        :class:`~whimbrel.client.queued.QueuedExecutor`, run the python activities it
+        holds too, until neither has anything left. Returns the handler invocations and
+        activities run. Only for a client made by :meth:`in_memory`.
 
         Raises:
             WhimbrelError: not an in-memory client, or no stream runner is loaded.
@@ -228,8 +231,14 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
                 raise WhimbrelError("no stream runner: import whimbrel (or "
                                     "whimbrel.local.memory) before drain()")
             runner = self.__dict__["_stream_runner"] = Whimbrel.stream_runner(self, twin)
-        delivered: int = runner.drain()
-        return delivered
+        done = 0
+        while True:  # an activity's end may write a record, a delivery launch an activity
+            ran = (self.executor.run_pending() if isinstance(self.executor, QueuedExecutor)
+                   else 0)
+            delivered: int = runner.drain()
+            done += ran + delivered
+            if not ran and not delivered:
+                return done
 
     @property
     def table_prefix(self) -> str:

@@ -34,6 +34,6 @@ exact capacity figures for an item whose size sits within bytes of a unit bounda
 (number sizes are approximated as DynamoDB documents them).
 """
 
-from whimbrel.store.memory.dynamodb import MemoryDynamoDB, MemoryStreams
+from whimbrel.store.memory.dynamodb import MemoryConnection, MemoryDynamoDB, MemoryStreams
 
-__all__ = ["MemoryDynamoDB", "MemoryStreams"]
+__all__ = ["MemoryConnection", "MemoryDynamoDB", "MemoryStreams"]

@@ -18,7 +18,7 @@ from whimbrel.store.memory.tables import Index, Table
 from whimbrel.store.memory.values import DynamoError, invalid
 from whimbrel.store.memory.writes import WRITES
 
-__all__ = ["MemoryDynamoDB", "MemoryStreams"]
+__all__ = ["MemoryConnection", "MemoryDynamoDB", "MemoryStreams"]
 
 
 def _not_found(name: object) -> DynamoError:
@@ -84,6 +84,12 @@ class MemoryDynamoDB:
             observer(operation, params, response)
         return response
 
+    def connect(self) -> MemoryConnection:
+        """A transport of its own to this twin, for one more client: each store puts its
+        meter on its transport's observers, so clients sharing the twin (two processes
+        in a test) must not share one transport."""
+        return MemoryConnection(self)
+
     def expire(self, now: float | None = None) -> int:
         """Delete every item whose TTL attribute is a time before ``now`` (default: the
         clock), as DynamoDB's TTL process does some time after it passes (a ``REMOVE``
@@ -103,6 +109,32 @@ class MemoryDynamoDB:
                     table.write(table.item_key_id(item), None, now, by_ttl=True)
                     gone += 1
         return gone
+
+
+class MemoryConnection:
+    """One client's transport to a shared :class:`MemoryDynamoDB` (its own observers)."""
+
+    name = MemoryDynamoDB.name
+    url = MemoryDynamoDB.url
+
+    def __init__(self, db: MemoryDynamoDB) -> None:
+        self.db = db
+        self.region = db.region
+        self.retry = db.retry
+        self.observers: list[RequestObserver] = []
+        self.retry_observers: list[RetryObserver] = []
+
+    def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        """As :meth:`MemoryDynamoDB.call`, told to this connection's observers."""
+        try:
+            response = self.db.call(operation, params)
+        except Exception:
+            for observer in self.observers:
+                observer(operation, params, None)
+            raise
+        for observer in self.observers:
+            observer(operation, params, response)
+        return response
 
 
 # -- table management ----------------------------------------------------------------------

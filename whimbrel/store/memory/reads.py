@@ -257,7 +257,8 @@ def scan(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, Any]:
 _SELECT = re.compile(
     r'^\s*SELECT\s+(?P<projection>\*|"[^"]+"(?:\s*,\s*"[^"]+")*)\s+FROM\s+"(?P<table>[^"]+)"'
     r'(?:\."(?P<index>[^"]+)")?\s+WHERE\s+"(?P<key>[^"]+)"\s+IN\s*\[(?P<marks>[?,\s]+)\]'
-    r'(?:\s+AND\s+"(?P<attr>[^"]+)"\s*(?P<op><=|>=|<|>|=)\s*\?)?\s*$', re.IGNORECASE)
+    r'(?:\s+AND\s+(?:"(?P<attr>[^"]+)"\s*(?P<op><=|>=|<|>|=)\s*\?'
+    r'|begins_with\(\s*"(?P<prefixed>[^"]+)"\s*,\s*\?\s*\)))?\s*$', re.IGNORECASE)
 
 
 def execute_statement(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -268,10 +269,11 @@ def execute_statement(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str
     match = _SELECT.match(statement)
     if match is None:
         raise invalid("Statement wasn't well formed, can't be processed: the in-memory "
-                      "twin runs only the SELECT ... IN [...] statements the store sends")
+                      "twin runs only the SELECT ... IN [...] statements the store sends, "
+                      f"not {statement[:200]!r}")
     values = list(params.get("Parameters") or [])
     count = match.group("marks").count("?")
-    if len(values) != count + (1 if match.group("attr") else 0):
+    if len(values) != count + (1 if match.group("attr") or match.group("prefixed") else 0):
         raise invalid("Number of parameters in request and statement don't match.")
     table = db.table(match.group("table"))
     index = table.indexes.get(match.group("index") or "")
@@ -281,10 +283,13 @@ def execute_statement(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str
     if key != (index.hash_key if index else table.hash_key):
         raise DynamoError("ValidationException", "Statement wasn't well formed: "
                           "IN is only supported on the partition key here")
-    extra = None
+    extra: tuple[Any, ...] | None = None
     if match.group("attr"):
         extra = ("cmp", match.group("op"), ("path", (match.group("attr"),)),
                  ("value", validate_value(values[-1])))
+    elif match.group("prefixed"):
+        extra = ("fn", "begins_with", [("path", (match.group("prefixed"),)),
+                                       ("value", validate_value(values[-1]))])
     limit = int(params.get("Limit") or 0) or None
     items: list[dict[str, Any]] = []
     more = False

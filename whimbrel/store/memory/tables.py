@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from whimbrel.store.memory.values import (
+    attr_size,
     copy_value,
     invalid,
     item_size,
@@ -20,6 +21,20 @@ from whimbrel.store.memory.values import (
 )
 
 __all__ = ["Index", "Table"]
+
+#: The largest partition key and sort key value DynamoDB accepts (bytes).
+MAX_HASH_KEY_BYTES = 2048
+MAX_RANGE_KEY_BYTES = 1024
+
+
+def _key_size(av: Mapping[str, Any], *, hash_key: bool) -> None:
+    size = attr_size(av)
+    if hash_key and size > MAX_HASH_KEY_BYTES:
+        raise invalid("One or more parameter values were invalid: Size of hashkey has exceeded "
+                      f"the maximum size limit of {MAX_HASH_KEY_BYTES} bytes")
+    if not hash_key and size > MAX_RANGE_KEY_BYTES:
+        raise invalid("One or more parameter values were invalid: Aggregated size of all range "
+                      f"keys has exceeded the size limit of {MAX_RANGE_KEY_BYTES} bytes")
 
 KeyId = tuple[Any, Any]
 
@@ -78,6 +93,7 @@ class Table:
         if kind in ("S", "B") and av[kind] == "":
             raise invalid("One or more parameter values are not valid. The AttributeValue for "
                           f"a key attribute cannot contain an empty string value. Key: {name}")
+        _key_size(av, hash_key=name == self.hash_key)
         return key_bytes(av)
 
     def key_id(self, key: Mapping[str, Any]) -> KeyId:
@@ -108,6 +124,7 @@ class Table:
                     raise invalid(f"One or more parameter values were invalid: Type mismatch "
                                   f"for Index Key {name} Expected: {self.types[name]} Actual: "
                                   f"{kind} IndexName: {index.name}")
+                _key_size(item[name], hash_key=name == index.hash_key)
                 if kind in ("S", "B") and item[name][kind] == "":
                     raise invalid("One or more parameter values are not valid. A value "
                                   "specified for a secondary index key is not supported. The "
