@@ -32,7 +32,7 @@ from whimbrel.store.memory import MemoryDynamoDB
 WX = "0b3c6c57-7f2e-5c55-9d1e-4a3b2f6a9b10"
 
 
-@pytest.fixture(params=["lean", "botocore", "memory"])
+@pytest.fixture(params=["lean", "botocore", pytest.param("memory", marks=pytest.mark.twin)])
 def store(request: pytest.FixtureRequest, table_prefix: str) -> Iterator[Store]:
     if request.param == "memory":
         s = Store(table_prefix=table_prefix, transport=MemoryDynamoDB())

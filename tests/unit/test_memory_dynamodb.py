@@ -14,6 +14,8 @@ from whimbrel.store.errors import ConditionLost
 from whimbrel.store.memory import MemoryDynamoDB
 from whimbrel.testing import StepClock
 
+pytestmark = pytest.mark.twin
+
 T = "t_items"
 
 
