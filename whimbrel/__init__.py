@@ -1,5 +1,8 @@
 """Whimbrel: a serverless, decentralized workflow engine on DynamoDB."""
 
+# The in-memory facade's stream runner (Whimbrel.in_memory(...).drain()): it lives in the
+# local layer, above the facade, and registers itself on import.
+import whimbrel.local.memory  # noqa: F401
 from whimbrel.client.batch import BatchReport
 from whimbrel.client.query import DefinitionVersion, WorkflowPage
 from whimbrel.client.whimbrel import Whimbrel

@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
+from whimbrel.client.queued import QueuedExecutor
 from whimbrel.engine import LaunchRequest
 from whimbrel.local.dynamodb_local import (
     SHORT_LIVED_JVM,
@@ -45,6 +46,7 @@ from whimbrel.testing_contract import assert_contract_holds, contract_violations
 __all__ = [
     "CodeRunner", "Crash",
     "FaultInjector",
+    "QueuedExecutor",
     "RecordingLauncher",
     "SharedDynamoDBLocal",
     "StepClock",

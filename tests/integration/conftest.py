@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 
@@ -37,12 +38,36 @@ def launched() -> RecordingLauncher:
     return RecordingLauncher()
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A module that sets ``TWIN = True`` runs each test using ``wb`` twice: on the
+    in-memory twin (marked ``twin``: the unit tier) and on DynamoDB Local."""
+    if "store_kind" in metafunc.fixturenames and getattr(metafunc.module, "TWIN", False):
+        metafunc.parametrize("store_kind", [pytest.param("memory", marks=pytest.mark.twin),
+                                            "dynamodb_local"], indirect=True)
+
+
 @pytest.fixture
-def wb(ddb_endpoint: str, table_prefix: str, clock: ManualClock | StepClock,
-       launched: RecordingLauncher) -> Iterator[Whimbrel]:
-    client = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix, clock=clock,
-                      launchers={"lambda": launched})
-    client.create_tables()
+def store_kind(request: pytest.FixtureRequest) -> str:
+    """Where ``wb`` keeps its tables: ``dynamodb_local``, or ``memory`` (the twin) when the
+    module asks for both (``TWIN``) or ``WHIMBREL_TEST_STORE=memory`` is set."""
+    default = ("memory" if os.environ.get("WHIMBREL_TEST_STORE") == "memory"
+               else "dynamodb_local")
+    return str(getattr(request, "param", default))
+
+
+@pytest.fixture
+def wb(request: pytest.FixtureRequest, store_kind: str, table_prefix: str,
+       clock: ManualClock | StepClock, launched: RecordingLauncher) -> Iterator[Whimbrel]:
+    """A client on DynamoDB Local, or on the in-memory twin (``Whimbrel.in_memory``) when
+    ``store_kind`` says so."""
+    if store_kind == "memory":
+        client = Whimbrel.in_memory(clock=clock, table_prefix=table_prefix,
+                                    launchers={"lambda": launched})
+    else:
+        client = Whimbrel(endpoint_url=request.getfixturevalue("ddb_endpoint"),
+                          table_prefix=table_prefix, clock=clock,
+                          launchers={"lambda": launched})
+        client.create_tables()
     yield client
     client.close()
     client.store.delete_tables()  # keep the shared server small and fast

@@ -18,6 +18,9 @@ from whimbrel.contract.dataflow import child_request_id
 from whimbrel.contract.ids import activity_exec_id, workflow_exec_id_for
 from whimbrel.testing import assert_contract_holds, wait_until
 
+#: The engine rules here run on the in-memory twin too (``pytest -m twin``).
+TWIN = True
+
 A, W = ActivityState, WorkflowState
 py = LauncherSpec.python
 

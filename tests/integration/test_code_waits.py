@@ -12,6 +12,9 @@ from whimbrel import ActivityState, Whimbrel, WorkflowState
 from whimbrel.engine.code_runs import CodeRuns
 from whimbrel.testing import CodeRunner, StepClock
 
+#: The engine rules here run on the in-memory twin too (``pytest -m twin``).
+TWIN = True
+
 W = WorkflowState
 A = ActivityState
 CLOCK = StepClock

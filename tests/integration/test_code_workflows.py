@@ -12,6 +12,9 @@ import wb_code_workflows as code
 from whimbrel import ActivityState, Whimbrel, WorkflowState
 from whimbrel.engine.code_runs import CodeRuns
 
+#: The engine rules here run on the in-memory twin too (``pytest -m twin``).
+TWIN = True
+
 W = WorkflowState
 A = ActivityState
 

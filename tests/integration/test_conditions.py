@@ -26,6 +26,9 @@ from whimbrel.engine.conditions import CONDITION_ERROR
 from whimbrel.engine.intake import Intake, Outcome
 from whimbrel.testing import assert_contract_holds, wait_until
 
+#: The engine rules here run on the in-memory twin too (``pytest -m twin``).
+TWIN = True
+
 A, W = ActivityState, WorkflowState
 py = LauncherSpec.python
 M = "wb_flow_activities"

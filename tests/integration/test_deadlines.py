@@ -20,6 +20,9 @@ from whimbrel.contract.ids import activity_exec_id, shard_of
 from whimbrel.store import specs
 from whimbrel.testing import RecordingLauncher, StepClock
 
+#: The engine rules here run on the in-memory twin too (``pytest -m twin``).
+TWIN = True
+
 LAMBDA = LauncherSpec("lambda", {"function": "f"})
 
 

@@ -24,6 +24,9 @@ from whimbrel import (
 from whimbrel import ActivityDefinition as Act
 from whimbrel.testing import wait_until
 
+#: The engine rules here run on the in-memory twin too (``pytest -m twin``).
+TWIN = True
+
 ECHO = LauncherSpec.python("wb_test_activities:echo")
 FAIL = LauncherSpec.python("wb_test_activities:fail")
 A = ActivityState

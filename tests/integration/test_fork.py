@@ -25,6 +25,9 @@ from whimbrel import (
 from whimbrel.contract.ids import activity_exec_id
 from whimbrel.testing import StepClock
 
+#: The engine rules here run on the in-memory twin too (``pytest -m twin``).
+TWIN = True
+
 CLOCK = StepClock
 A, W = ActivityState, WorkflowState
 EXT = LauncherSpec.external()

@@ -18,6 +18,9 @@ from whimbrel import (
 from whimbrel import ActivityDefinition as Act
 from whimbrel.contract.ids import activity_exec_id
 
+#: The engine rules here run on the in-memory twin too (``pytest -m twin``).
+TWIN = True
+
 A, W = ActivityState, WorkflowState
 
 

@@ -25,6 +25,9 @@ from whimbrel.engine.conditions import Conditions
 from whimbrel.engine.intake import Intake, Outcome
 from whimbrel.testing import StepClock, assert_contract_holds
 
+#: The engine rules here run on the in-memory twin too (``pytest -m twin``).
+TWIN = True
+
 A, W = ActivityState, WorkflowState
 CLOCK = StepClock
 

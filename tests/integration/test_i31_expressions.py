@@ -23,6 +23,9 @@ from whimbrel.contract.ids import activity_exec_id
 from whimbrel.engine.engine import RECONCILE_GRACE_SECONDS
 from whimbrel.testing import Crash, FaultInjector, StepClock, assert_contract_holds
 
+#: The engine rules here run on the in-memory twin too (``pytest -m twin``).
+TWIN = True
+
 A, W = ActivityState, WorkflowState
 py = LauncherSpec.python
 M = "wb_flow_activities"

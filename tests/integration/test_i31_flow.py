@@ -26,6 +26,9 @@ from whimbrel import (
 from whimbrel.engine.conditions import Conditions
 from whimbrel.testing import Crash, assert_contract_holds
 
+#: The engine rules here run on the in-memory twin too (``pytest -m twin``).
+TWIN = True
+
 A, W = ActivityState, WorkflowState
 py = LauncherSpec.python
 M = "wb_flow_activities"

@@ -15,6 +15,9 @@ from whimbrel import (
 from whimbrel.engine.pools import Pools
 from whimbrel.testing import RecordingLauncher, StepClock
 
+#: The engine rules here run on the in-memory twin too (``pytest -m twin``).
+TWIN = True
+
 CLOCK = StepClock
 A = ActivityState
 LAMBDA = LauncherSpec("lambda", {"function": "f"})

@@ -27,6 +27,9 @@ from whimbrel.contract.pools import run_pool
 from whimbrel.engine.pools import WaitsForPool
 from whimbrel.testing import RecordingLauncher, StepClock
 
+#: The engine rules here run on the in-memory twin too (``pytest -m twin``).
+TWIN = True
+
 CLOCK = StepClock
 A = ActivityState
 W = WorkflowState

@@ -22,6 +22,9 @@ from whimbrel import (
 from whimbrel.contract.ids import activity_exec_id
 from whimbrel.testing import Crash, FaultInjector, assert_contract_holds, wait_until
 
+#: The engine rules here run on the in-memory twin too (``pytest -m twin``).
+TWIN = True
+
 A, W = ActivityState, WorkflowState
 py = LauncherSpec.python
 

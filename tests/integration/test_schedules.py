@@ -26,6 +26,9 @@ from whimbrel.engine.leases import SweepLeases
 from whimbrel.engine.schedules import Schedules
 from whimbrel.testing import Crash, FaultInjector, RecordingLauncher, StepClock
 
+#: The engine rules here run on the in-memory twin too (``pytest -m twin``).
+TWIN = True
+
 CLOCK = StepClock
 LAMBDA = LauncherSpec("lambda", {"function": "f"})
 

@@ -1,7 +1,9 @@
-"""The store's contract (``StorePort``) on DynamoDB Local, on BOTH transports: every
-conditional write has one winner and the loser sees the item as it is now, creates are
-idempotent, the cold tables and signals round-trip, index keys are derived from intent.
-The same tests run through the lean client and through botocore behind the same seam."""
+"""The store's contract (``StorePort``) on DynamoDB Local, on BOTH transports, and on the
+in-memory twin: every conditional write has one winner and the loser sees the item as it
+is now, creates are idempotent, the cold tables and signals round-trip, index keys are
+derived from intent. The same tests run through the lean client and through botocore
+behind the same seam, and through the twin (``memory``) behind it, so the twin cannot
+drift from DynamoDB's semantics the store relies on."""
 
 from __future__ import annotations
 
@@ -25,15 +27,18 @@ from whimbrel.contract.records import (
 from whimbrel.contract.states import ActivityState as A
 from whimbrel.contract.states import WorkflowState as W
 from whimbrel.store import Store
+from whimbrel.store.memory import MemoryDynamoDB
 
 WX = "0b3c6c57-7f2e-5c55-9d1e-4a3b2f6a9b10"
 
 
-@pytest.fixture(params=["lean", "botocore"])
-def store(request: pytest.FixtureRequest, ddb_endpoint: str,
-          table_prefix: str) -> Iterator[Store]:
-    s = Store(endpoint_url=ddb_endpoint, table_prefix=table_prefix,
-              transport=request.param)
+@pytest.fixture(params=["lean", "botocore", pytest.param("memory", marks=pytest.mark.twin)])
+def store(request: pytest.FixtureRequest, table_prefix: str) -> Iterator[Store]:
+    if request.param == "memory":
+        s = Store(table_prefix=table_prefix, transport=MemoryDynamoDB())
+    else:
+        s = Store(endpoint_url=request.getfixturevalue("ddb_endpoint"),
+                  table_prefix=table_prefix, transport=request.param)
     assert s.transport.name == request.param
     s.create_tables()
     yield s

@@ -22,6 +22,9 @@ from whimbrel.contract.errors import WorkflowNotRunning
 from whimbrel.contract.ids import activity_exec_id
 from whimbrel.testing import RecordingLauncher, StepClock, assert_contract_holds
 
+#: The engine rules here run on the in-memory twin too (``pytest -m twin``).
+TWIN = True
+
 LAMBDA = LauncherSpec("lambda", {"function": "f"})
 
 SHOP = WorkflowDefinition("shop", (

@@ -25,6 +25,9 @@ from whimbrel.contract.ids import activity_exec_id
 from whimbrel.contract.waits import WaitsForEvent, iso
 from whimbrel.testing import RecordingLauncher, StepClock, assert_contract_holds
 
+#: The engine rules here run on the in-memory twin too (``pytest -m twin``).
+TWIN = True
+
 LAMBDA = LauncherSpec("lambda", {"function": "f"})
 
 

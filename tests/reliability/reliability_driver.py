@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from whimbrel import (
     ActivityDefinition,
@@ -408,3 +409,22 @@ def pool_plans() -> list[Plan]:
                                                max_running=1),
              W.COMPLETED, before=_start_blocker, events=_drive_blocker),
     ]
+
+
+def peer(wb: Whimbrel, **options: Any) -> Whimbrel:
+    """Another process's client on ``wb``'s tables: on the in-memory twin when ``wb`` is
+    (``Whimbrel.in_memory``), else at ``wb``'s endpoint."""
+    if wb.twin is not None:
+        other = Whimbrel(transport=wb.twin.connect(), table_prefix=wb.table_prefix, **options)
+        other.twin = wb.twin
+        return other
+    return Whimbrel(endpoint_url=wb.endpoint_url, table_prefix=wb.table_prefix, **options)
+
+
+def local_client(endpoint: str, table_prefix: str, clock: StepClock,
+                 launcher: RecordingLauncher) -> Whimbrel:
+    """A client on DynamoDB Local at ``endpoint``, its tables created."""
+    client = Whimbrel(endpoint_url=endpoint, table_prefix=table_prefix, clock=clock,
+                      launchers={"lambda": launcher})
+    client.create_tables()
+    return client

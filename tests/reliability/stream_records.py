@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import boto3
-
 from whimbrel import ActivityDefinition, LauncherSpec, Whimbrel, WorkflowDefinition
 from whimbrel.contract.errors import WhimbrelError
 from whimbrel.local.runtime import LambdaContext
@@ -134,7 +132,6 @@ def snapshot(wb: Whimbrel, skip: Iterable[str] = ()) -> list[str]:
     """Every stored item (the rejection log aside) as text, minus those mentioning a
     ``skip`` id: the workflows the good records of a batch were allowed to change."""
     skip = tuple(skip)
-    ddb = boto3.client("dynamodb", endpoint_url=wb.endpoint_url, region_name="us-east-1")
     out: list[str] = []
     for spec in specs.TABLES:
         if spec is specs.REJECTION:
@@ -142,7 +139,8 @@ def snapshot(wb: Whimbrel, skip: Iterable[str] = ()) -> list[str]:
         name = spec.table_name(wb.table_prefix)
         kwargs: dict[str, Any] = {"TableName": name, "ConsistentRead": True}
         while True:
-            page = ddb.scan(**kwargs)
+            # Through the store's own transport: DynamoDB Local's, or the in-memory twin.
+            page = wb.store.transport.call("Scan", kwargs)
             out += [f"{spec.logical_name} {json.dumps(item, sort_keys=True, default=str)}"
                     for item in page["Items"]]
             if "LastEvaluatedKey" not in page:

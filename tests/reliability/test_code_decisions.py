@@ -13,6 +13,7 @@ import uuid
 
 import pytest
 import wb_code_workflows as code
+from reliability_driver import peer
 
 from whimbrel import ActivityState, Whimbrel, WorkflowState
 from whimbrel.contract.records import WorkflowRecord
@@ -107,8 +108,8 @@ def test_a_decision_crashed_at_each_write_schedules_each_step_once(
 
 
 def test_a_decision_made_again_or_by_two_processes_at_once_schedules_nothing_twice(
-        rwb: Whimbrel, step_clock: StepClock, ddb_endpoint: str, table_prefix: str) -> None:
-    other = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix, clock=step_clock)
+        rwb: Whimbrel, step_clock: StepClock) -> None:
+    other = peer(rwb, clock=step_clock)
     try:
         rwb.register_workflow(code.crashy)
         other.register_workflow(code.crashy)

@@ -65,6 +65,7 @@ from whimbrel.contract.states import (
     WorkflowState,
 )
 from whimbrel.engine.engine import IN_FLIGHT_GRACE_SECONDS
+from whimbrel.store.memory import MemoryDynamoDB
 from whimbrel.testing import StepClock, assert_contract_holds
 
 A, W, T = ActivityState, WorkflowState, Transition
@@ -358,13 +359,15 @@ def dags() -> st.SearchStrategy[Shape]:
 class WorkflowMachine(RuleBasedStateMachine):
     endpoint: str = ""
     prefix: str = ""
+    #: The in-memory twin every example shares (``run_machine(..., "memory", ...)``).
+    twin: MemoryDynamoDB | None = None
 
     def __init__(self) -> None:
         super().__init__()
         COUNTS["examples"] += 1
         self.clock = StepClock()
-        self.wb = Whimbrel(endpoint_url=self.endpoint, table_prefix=self.prefix,
-                           clock=self.clock, max_workers=1)
+        self.wb = Whimbrel(endpoint_url=self.endpoint or None, table_prefix=self.prefix,
+                           clock=self.clock, max_workers=1, transport=self.twin)
         self.model = Model()
         self.defs = 0
         #: Every attempt id handed out to run (moved to RUNNING by a claim).
@@ -782,13 +785,25 @@ class WorkflowMachine(RuleBasedStateMachine):
 
 def run_machine(machine: type[WorkflowMachine], endpoint: str, prefix: str,
                 examples: int, steps: int) -> None:
-    """Run ``machine`` on fresh tables, derandomized (a failure replays as it was)."""
-    Whimbrel(endpoint_url=endpoint, table_prefix=prefix).create_tables()
+    """Run ``machine`` on fresh tables, derandomized (a failure replays as it was);
+    ``endpoint`` ``"memory"``: on one in-memory twin."""
+    machine.twin = MemoryDynamoDB() if endpoint == "memory" else None
+    if machine.twin is not None:
+        endpoint = ""
+    Whimbrel(endpoint_url=endpoint or None, table_prefix=prefix,
+             transport=machine.twin).create_tables()
     machine.endpoint, machine.prefix = endpoint, prefix
     run_state_machine_as_test(machine, settings=settings(
         max_examples=examples, stateful_step_count=steps, deadline=None, derandomize=True,
         phases=PHASES,
         database=None, suppress_health_check=list(HealthCheck)))
+
+
+@pytest.mark.twin
+def test_engine_matches_the_contract_model_in_memory(table_prefix: str) -> None:
+    run_machine(WorkflowMachine, "memory", table_prefix, EXAMPLES, STEPS)
+    print(f"\nmodel test (twin): {COUNTS['examples']} examples, {COUNTS['steps']} checked "
+          f"steps; waits: {dict(sorted(WAIT_COUNTS.items()))}")
 
 
 @pytest.mark.slow

@@ -501,6 +501,11 @@ class DataMachine(base.WorkflowMachine):
             assert_contract_holds(self.wb.get_workflow(wx), mwf.defn)
 
 
+@pytest.mark.twin
+def test_data_flows_match_the_model_in_memory(table_prefix: str) -> None:
+    base.run_machine(DataMachine, "memory", table_prefix, EXAMPLES, STEPS)
+
+
 @pytest.mark.slow
 def test_data_flows_match_the_model(ddb_endpoint: str, table_prefix: str) -> None:
     base.run_machine(DataMachine, ddb_endpoint, table_prefix, EXAMPLES, STEPS)

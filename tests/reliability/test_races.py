@@ -6,13 +6,13 @@ from __future__ import annotations
 import multiprocessing
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any
 
 import pytest
 import race_workers
-from reliability_driver import LAMBDA
+from reliability_driver import LAMBDA, local_client
 
 from whimbrel import (
     ActivityDefinition,
@@ -46,6 +46,17 @@ EXT = LauncherSpec.external()
 
 #: Contested moves run by this module, reported in docs/reliability.md.
 RACES: Counter[str] = Counter()
+
+
+@pytest.fixture
+def rwb(ddb_endpoint: str, table_prefix: str, step_clock: StepClock,
+        launcher: RecordingLauncher) -> Iterator[Whimbrel]:
+    """DynamoDB Local only: these races need requests that really overlap in time; on the
+    in-memory twin (one lock, no network) one thread's whole pass often ends before
+    another's first write, which is a different interleaving, not a race."""
+    client = local_client(ddb_endpoint, table_prefix, step_clock, launcher)
+    yield client
+    client.close()
 
 
 @pytest.fixture(scope="module", autouse=True)

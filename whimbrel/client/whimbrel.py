@@ -26,8 +26,10 @@ from whimbrel.client._waits import Waits
 from whimbrel.client._worker import CLOSE_WAIT_SECONDS, Workers
 from whimbrel.client.batch import Batches
 from whimbrel.client.query import DefinitionVersion
+from whimbrel.client.queued import QueuedExecutor
 from whimbrel.contract.code import CodeWorkflow
 from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.errors import WhimbrelError
 from whimbrel.contract.limits import DEFAULT_PAYLOAD_MAX_BYTES, DEFAULT_PAYLOAD_THRESHOLD_BYTES
 from whimbrel.engine import Clock, CodeRuns, Engine, EngineMetrics, Intake, Launcher, LaunchRequest
 from whimbrel.launch.command import CommandLauncher
@@ -40,8 +42,10 @@ from whimbrel.settings import (
     Settings,
     parse_retention_days,
 )
+from whimbrel.store.memory import MemoryDynamoDB
 from whimbrel.store.meter import CapacityMeter
 from whimbrel.store.store import Store
+from whimbrel.store.transport import Transport
 from whimbrel.worker.command import run_command
 from whimbrel.worker.run import run_activity
 
@@ -76,7 +80,8 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
         botocore_config: a ``botocore.config.Config`` (proxies, CA bundle, retries,
             timeouts, FIPS/dual-stack endpoints); Whimbrel adds only what it leaves unset.
         transport: the store's transport, ``auto`` (default: the lean client unless it
-            cannot honour the config), ``lean`` or ``botocore`` (docs/operations.md).
+            cannot honour the config), ``lean`` or ``botocore`` (docs/operations.md); or a
+            transport object every request goes to (:meth:`in_memory` passes the twin).
         payload_bucket: an S3 bucket that keeps every payload (input, output, signal,
             list) over ``payload_threshold_bytes``, so payloads may reach
             ``payload_max_bytes``; None: payloads keep DynamoDB-sized limits
@@ -101,7 +106,7 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
         metrics: EngineMetrics | None = None,
         boto3_session: boto3.session.Session | None = None,
         botocore_config: Config | None = None,
-        transport: str | None = None,
+        transport: str | Transport | None = None,
         payload_bucket: str | None = None,
         payload_prefix: str = DEFAULT_PAYLOAD_PREFIX,
         payload_threshold_bytes: int = DEFAULT_PAYLOAD_THRESHOLD_BYTES,
@@ -166,6 +171,73 @@ class Whimbrel(Runs, Activities, Notifications, Waits, DataFlows, Schedules, Poo
         if settings.metrics == "emf" and "metrics" not in overrides:
             kwargs["metrics"] = EmfMetrics(str(kwargs["table_prefix"]))
         return cls(**kwargs)
+
+    #: Builds what delivers the twin's stream records to the stream handlers
+    #: (``(client, twin) -> runner`` with ``drain() -> int``). Set by the layer that has
+    #: the handlers, ``whimbrel.local.memory``, when it is imported (``import whimbrel``
+    #: does): the facade must not import upwards.
+    stream_runner: Callable[..., Any] | None = None
+    #: The in-memory twin this client runs on (:meth:`in_memory`), else None.
+    twin: MemoryDynamoDB | None = None
+
+    @classmethod
+    def in_memory(cls, clock: Clock | None = None, **options: Any) -> Whimbrel:
+        """The whole facade over an in-memory twin of DynamoDB
+        (:class:`whimbrel.store.memory.MemoryDynamoDB`), its tables created: the store's
+        own conditional writes run on it unchanged, so runs, waits, signals, approvals,
+        workers, schedules, pools and code workflows behave as on DynamoDB, in
+        milliseconds and with no Java. Rows for a stream consumer (raw
+        ``workflow_request`` and ``activity_event`` rows) are delivered to the engine's
+        stream handlers when you call :meth:`drain`. With ``clock`` (e.g.
+        ``whimbrel.testing.StepClock``) timers, retries, deadlines, stream record times
+        and TTL follow it. ``options`` are the constructor's (``table_prefix``,
+        ``launchers``, ``retention_days``, ...); the twin needs no endpoint.
+
+        Raises:
+            TypeError: an option the constructor does not take, or one about AWS access
+                (``endpoint_url``, ``transport``, ``boto3_session``, ...).
+        """
+        refused = {"endpoint_url", "transport", "boto3_session", "botocore_config",
+                   "payload_bucket"} & set(options)
+        if refused:
+            raise TypeError(f"in_memory() takes no {', '.join(sorted(refused))}: the twin "
+                            "is not reached over the network")
+        twin = MemoryDynamoDB(clock=clock or time.time,
+                              region=options.pop("region", None) or "us-east-1")
+        client = cls(clock=clock, transport=twin.connect(), **options)
+        client.twin = twin
+        client.create_tables()
+        return client
+
+    def drain(self) -> int:
+        """Deliver what the in-memory twin's streams hold (and what those deliveries
+        write) to the engine's stream handlers, as the deployed event source mappings
+        would, until every stream is read to its end; with a
+        :class:`~whimbrel.client.queued.QueuedExecutor`, run the python activities it
+        holds too, until neither has anything left. Returns the handler invocations and
+        activities run. Only for a client made by :meth:`in_memory`.
+
+        Raises:
+            WhimbrelError: not an in-memory client, or no stream runner is loaded.
+        """
+        twin = self.twin
+        if twin is None:
+            raise WhimbrelError("drain() is for a client made by Whimbrel.in_memory(); "
+                                "on DynamoDB the stream consumers deliver records")
+        runner = self.__dict__.get("_stream_runner")
+        if runner is None:
+            if Whimbrel.stream_runner is None:
+                raise WhimbrelError("no stream runner: import whimbrel (or "
+                                    "whimbrel.local.memory) before drain()")
+            runner = self.__dict__["_stream_runner"] = Whimbrel.stream_runner(self, twin)
+        done = 0
+        while True:  # an activity's end may write a record, a delivery launch an activity
+            ran = (self.executor.run_pending() if isinstance(self.executor, QueuedExecutor)
+                   else 0)
+            delivered: int = runner.drain()
+            done += ran + delivered
+            if not ran and not delivered:
+                return done
 
     @property
     def table_prefix(self) -> str:

@@ -92,6 +92,19 @@ class LambdaContext:
         return max(0, int(left * 1000))
 
 
+def dead_letter(engine: Engine, records: list[dict[str, Any]], reason: str,
+                error_type: str) -> None:
+    """Record each record given up on as a ``dead_letter`` rejection whose
+    ``error_type`` names the handler's exception (see :data:`DeadLetter`)."""
+    for rec in records:
+        log.error("dead-lettered %s: %s", rec.get("eventID"), reason)
+        try:
+            record_rejection(engine.store, source=SOURCE_DEAD_LETTER, record=rec,
+                             reason=reason, error_type=error_type, now=engine.clock())
+        except WhimbrelError as exc:  # the local DLQ is best effort, like a full queue
+            log.error("could not record dead letter %s: %s", rec.get("eventID"), exc)
+
+
 def load_handler(dotted: str) -> Handler:
     """Import ``package.module.function`` (the spec's handler path).
 
@@ -335,16 +348,7 @@ class LocalRuntime:
         return invoke
 
     def _dead_letter(self, records: list[dict[str, Any]], reason: str, error_type: str) -> None:
-        """Record each record given up on as a ``dead_letter`` rejection whose
-        ``error_type`` names the handler's exception (see :data:`DeadLetter`)."""
-        for rec in records:
-            log.error("dead-lettered %s: %s", rec.get("eventID"), reason)
-            try:
-                record_rejection(self.engine.store, source=SOURCE_DEAD_LETTER, record=rec,
-                                 reason=reason, error_type=error_type,
-                                 now=self.engine.clock())
-            except WhimbrelError as exc:  # the local DLQ is best effort, like a full queue
-                log.error("could not record dead letter %s: %s", rec.get("eventID"), exc)
+        dead_letter(self.engine, records, reason, error_type)
 
     def _heartbeat_loop(self) -> None:
         handler = load_handler(HEARTBEAT_HANDLER)

@@ -145,7 +145,8 @@ class StreamPump(threading.Thread):
                  region: str = "us-east-1", poll_interval: float = 0.05,
                  deliver_twice: bool = False, retry_backoff: float = 0.02,
                  delivery: DeliveryPolicy | None = None,
-                 may_run: Callable[[], bool] | None = None) -> None:
+                 may_run: Callable[[], bool] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         if delivery is not None and deliver_twice:
             raise ValueError("deliver_twice and a delivery policy exclude each other")
         super().__init__(name=f"whimbrel-stream-{consumer.name}", daemon=True)
@@ -162,6 +163,9 @@ class StreamPump(threading.Thread):
         self.delivery = delivery
         #: Asked before every poll: False pauses the pump (the runtime's dev lease lapsed).
         self.may_run = may_run
+        #: The clock records' age is measured by: the one their creation times come from
+        #: (the in-memory twin stamps them with the engine's clock, a test's StepClock).
+        self.clock = clock
         self.stats = PumpStats()
         self.idle = threading.Event()
         self._shards: dict[str, _Shard] = {}
@@ -385,7 +389,7 @@ class StreamPump(threading.Thread):
         limit = self.consumer.max_record_age_seconds
         if limit is None or limit < 0:
             return
-        now = time.time()
+        now = self.clock()
         old: list[dict[str, Any]] = []
         while (shard.pending
                and now - shard.pending[0]["dynamodb"]["ApproximateCreationDateTime"] > limit):

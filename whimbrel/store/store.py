@@ -82,7 +82,10 @@ class Store(Runs, Attempts):
         botocore_config: a ``botocore.config.Config`` (proxies, CA bundle, retries,
             timeouts, FIPS/dual-stack endpoints); Whimbrel adds only what it leaves unset.
         transport: ``auto`` (lean unless it cannot honour the config), ``lean`` or
-            ``botocore``.
+            ``botocore``; or a :class:`~whimbrel.store.transport.Transport` object to
+            send every request to instead (the in-memory twin,
+            :class:`whimbrel.store.memory.MemoryDynamoDB`): then no botocore client is
+            made and the endpoint, region, session and config arguments are unused.
         payload_bucket: the S3 bucket that keeps payloads over
             ``payload_threshold_bytes`` (None: none; payloads keep today's limits).
         payload_prefix: the start of every key written there.
@@ -99,7 +102,7 @@ class Store(Runs, Attempts):
         meter: CapacityMeter | None = None,
         boto3_session: boto3.session.Session | None = None,
         botocore_config: Config | None = None,
-        transport: str = "auto",
+        transport: str | Transport = "auto",
         payload_bucket: str | None = None,
         payload_prefix: str = DEFAULT_PAYLOAD_PREFIX,
         payload_threshold_bytes: int = DEFAULT_PAYLOAD_THRESHOLD_BYTES,
@@ -115,16 +118,22 @@ class Store(Runs, Attempts):
         self.worker_claim_shards = tuple(f"w{k}" for k in self.claim_shards)
         self.worker_priority_claim_shards = tuple(f"w{k}" for k in self.priority_claim_shards)
         self.write_hooks: list[WriteHook] = []
-        self.botocore = botocore_client(endpoint_url=endpoint_url, region=region,
-                                        boto3_session=boto3_session,
-                                        botocore_config=botocore_config)
-        self.region = str(self.botocore.meta.region_name)
-        client: Transport = transport_for(self.botocore, kind=transport,
-                                          boto3_session=boto3_session)
+        client: Transport
+        self._admin: Transport
+        if isinstance(transport, str):
+            self.botocore: Any = botocore_client(endpoint_url=endpoint_url, region=region,
+                                                 boto3_session=boto3_session,
+                                                 botocore_config=botocore_config)
+            self.region = str(self.botocore.meta.region_name)
+            client = transport_for(self.botocore, kind=transport, boto3_session=boto3_session)
+            #: Table management (rare, not metered): always botocore (waiters, pagination).
+            self._admin = BotocoreTransport(self.botocore)
+        else:  # a transport object (the in-memory twin): it answers everything
+            self.botocore = None
+            self.region = transport.region
+            client = self._admin = transport
         client.observers.append(lambda op, _params, resp: self.meter.record(op, resp))
         client.retry_observers.append(self.meter.record_retry)
-        #: Table management (rare, not metered): always botocore (waiters, pagination).
-        self._admin = BotocoreTransport(self.botocore)
         region_name = self.region
         #: Large payloads (store/blobs.py): written with a bucket, read in any case (a
         #: raw row may reference an object of its own).
@@ -205,7 +214,7 @@ class Store(Runs, Attempts):
                     continue  # created concurrently by someone else: fine
                 raise
             created.append(name)
-        if wait:
+        if wait and self.botocore is not None:  # a transport object's tables are ready
             waiter = self.botocore.get_waiter("table_exists")
             for name in created:
                 try:

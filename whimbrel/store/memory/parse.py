@@ -1,0 +1,351 @@
+"""The expression grammar of DynamoDB, parsed by recursive descent into small tuples.
+
+Condition (also filter and key condition) expressions, update expressions and
+projection expressions, with ``ExpressionAttributeNames``/``Values`` substituted while
+parsing and their use recorded (DynamoDB refuses a request that defines a name or value
+it does not use, or uses one it does not define).
+
+Trees (plain tuples, cheap to build and walk):
+
+* a path is a tuple of attribute names (``str``) and list indexes (``int``);
+* an operand is ``("path", path)``, ``("value", av)``, ``("size", path)``,
+  ``("if_not_exists", path, operand)``, ``("list_append", a, b)``, ``("+", a, b)`` or
+  ``("-", a, b)``;
+* a condition is ``("cmp", op, a, b)``, ``("between", a, low, high)``,
+  ``("in", a, operands)``, ``("and", c, c)``, ``("or", c, c)``, ``("not", c)`` or
+  ``("fn", name, args)`` for the functions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from whimbrel.store.memory.reserved import RESERVED
+from whimbrel.store.memory.values import DynamoError, invalid, validate_value
+
+__all__ = ["Names", "Update", "parse_condition", "parse_projection", "parse_update"]
+
+_TOKEN = re.compile(r"\s*(?:(?P<name>#[A-Za-z0-9_]+)|(?P<value>:[A-Za-z0-9_]+)"
+                    r"|(?P<num>\d+)|(?P<word>[A-Za-z_][A-Za-z0-9_]*)"
+                    r"|(?P<op><>|<=|>=|[=<>()\[\],.+\-]))")
+_COMPARATORS = ("=", "<>", "<", "<=", ">", ">=")
+_FUNCTIONS = ("attribute_exists", "attribute_not_exists", "attribute_type", "begins_with",
+              "contains", "size")
+_KEYWORDS = frozenset({"AND", "OR", "NOT", "BETWEEN", "IN"})
+_CLAUSES = ("SET", "REMOVE", "ADD", "DELETE")
+
+
+@dataclass
+class Names:
+    """One request's ``ExpressionAttributeNames``/``Values`` and which were used."""
+
+    names: Mapping[str, str] = field(default_factory=dict)
+    values: Mapping[str, Any] = field(default_factory=dict)
+    used_names: set[str] = field(default_factory=set)
+    used_values: set[str] = field(default_factory=set)
+
+    def name(self, token: str) -> str:
+        if token not in self.names:
+            raise invalid("An expression attribute name used in the document path is not "
+                          f"defined; attribute name: {token}")
+        self.used_names.add(token)
+        return str(self.names[token])
+
+    def value(self, token: str) -> dict[str, Any]:
+        if token not in self.values:
+            raise invalid("An expression attribute value used in expression is not defined; "
+                          f"attribute value: {token}")
+        self.used_values.add(token)
+        return validate_value(self.values[token], token)
+
+    def check_all_used(self) -> None:
+        """ValidationException for a name or value defined but unused."""
+        unused_names = sorted(set(self.names) - self.used_names)
+        if unused_names:
+            raise invalid("Value provided in ExpressionAttributeNames unused in expressions: "
+                          f"keys: {{{', '.join(unused_names)}}}")
+        unused_values = sorted(set(self.values) - self.used_values)
+        if unused_values:
+            raise invalid("Value provided in ExpressionAttributeValues unused in expressions: "
+                          f"keys: {{{', '.join(unused_values)}}}")
+
+
+class _Parser:
+    def __init__(self, kind: str, text: str, names: Names) -> None:
+        self.kind, self.text, self.names = kind, text, names
+        self.tokens: list[tuple[str, str]] = []
+        pos = 0
+        while pos < len(text):
+            match = _TOKEN.match(text, pos)
+            if match is None:
+                if not text[pos:].strip():
+                    break
+                raise self.error(f"Invalid character encountered; token: "
+                                 f"\"{text[pos:].strip()[:1]}\", near: \"{text[pos:pos + 8]}\"")
+            group = match.lastgroup or ""
+            self.tokens.append((group, match.group(group)))
+            pos = match.end()
+        self.at = 0
+
+    def error(self, message: str) -> DynamoError:
+        return invalid(f"Invalid {self.kind}: {message}")
+
+    def peek(self, offset: int = 0) -> tuple[str, str]:
+        i = self.at + offset
+        return self.tokens[i] if i < len(self.tokens) else ("end", "")
+
+    def word(self, offset: int = 0) -> str:
+        kind, text = self.peek(offset)
+        return text.upper() if kind == "word" else ""
+
+    def take(self, text: str) -> None:
+        got = self.peek()[1]
+        if got.upper() != text.upper():
+            near = got or "<EOF>"
+            raise self.error(f"Syntax error; token: \"{near}\", near: \"{text}\"")
+        self.at += 1
+
+    def done(self) -> None:
+        if self.at < len(self.tokens):
+            raise self.error(f"Syntax error; token: \"{self.peek()[1]}\", near: "
+                             f"\"{self.peek()[1]}\"")
+
+    # -- paths and operands -------------------------------------------------------------
+
+    def path(self) -> tuple[str | int, ...]:
+        parts: list[str | int] = [self.attribute()]
+        while True:
+            kind, text = self.peek()
+            if text == ".":
+                self.at += 1
+                parts.append(self.attribute())
+            elif text == "[":
+                self.at += 1
+                kind, number = self.peek()
+                if kind != "num":
+                    raise self.error(f"Syntax error; token: \"{number}\", near: \"[{number}\"")
+                self.at += 1
+                self.take("]")
+                parts.append(int(number))
+            else:
+                return tuple(parts)
+
+    def attribute(self) -> str:
+        kind, text = self.peek()
+        if kind == "name":
+            self.at += 1
+            return self.names.name(text)
+        if kind == "word" and text.upper() not in _KEYWORDS:
+            self.at += 1
+            if text.upper() in RESERVED:
+                raise self.error("Attribute name is a reserved keyword; reserved keyword: "
+                                 f"{text}")
+            return text
+        raise self.error(f"Syntax error; token: \"{text or '<EOF>'}\", near: \"{text}\"")
+
+    def operand(self) -> tuple[Any, ...]:
+        kind, text = self.peek()
+        if kind == "value":
+            self.at += 1
+            return ("value", self.names.value(text))
+        if kind == "word" and self.peek(1)[1] == "(":
+            if text == "size":
+                self.at += 2
+                path = self.path()
+                self.take(")")
+                return ("size", path)
+            if text in ("if_not_exists", "list_append") and self.kind == "UpdateExpression":
+                self.at += 2
+                first = self.path() if text == "if_not_exists" else self.set_operand()
+                self.take(",")
+                second = self.set_operand()
+                self.take(")")
+                if text == "if_not_exists":
+                    return ("if_not_exists", first, second)
+                return ("list_append", first, second)
+            raise self.error(f"Invalid function name; function: {text}")
+        return ("path", self.path())
+
+    # -- conditions ---------------------------------------------------------------------
+
+    def condition(self) -> tuple[Any, ...]:
+        left = self.conjunction()
+        while self.word() == "OR":
+            self.at += 1
+            left = ("or", left, self.conjunction())
+        return left
+
+    def conjunction(self) -> tuple[Any, ...]:
+        left = self.negation()
+        while self.word() == "AND":
+            self.at += 1
+            left = ("and", left, self.negation())
+        return left
+
+    def negation(self) -> tuple[Any, ...]:
+        if self.word() == "NOT":
+            self.at += 1
+            return ("not", self.negation())
+        return self.primary()
+
+    def primary(self) -> tuple[Any, ...]:
+        kind, text = self.peek()
+        if text == "(":
+            self.at += 1
+            inner = self.condition()
+            self.take(")")
+            return inner
+        if kind == "word" and self.peek(1)[1] == "(" and text in _FUNCTIONS and text != "size":
+            self.at += 2
+            args: list[Any] = [self.operand()]
+            while self.peek()[1] == ",":
+                self.at += 1
+                args.append(self.operand())
+            self.take(")")
+            return self.function(text, args)
+        left = self.operand()
+        op = self.peek()[1]
+        if op in _COMPARATORS:
+            self.at += 1
+            return ("cmp", op, left, self.operand())
+        if self.word() == "BETWEEN":
+            self.at += 1
+            low = self.operand()
+            self.take("AND")
+            return ("between", left, low, self.operand())
+        if self.word() == "IN":
+            self.at += 1
+            self.take("(")
+            options = [self.operand()]
+            while self.peek()[1] == ",":
+                self.at += 1
+                options.append(self.operand())
+            self.take(")")
+            if len(options) > 100:
+                raise self.error("The IN operator is provided with too many operands; "
+                                 f"number of operands: {len(options)}")
+            return ("in", left, options)
+        raise self.error(f"Syntax error; token: \"{op or '<EOF>'}\", near: \"{op}\"")
+
+    def function(self, name: str, args: list[Any]) -> tuple[Any, ...]:
+        arity = 1 if name in ("attribute_exists", "attribute_not_exists") else 2
+        if len(args) != arity:
+            raise self.error(f"Incorrect number of operands for operator or function; "
+                             f"operator or function: {name}, number of operands: {len(args)}")
+        if args[0][0] != "path":
+            raise self.error(f"Operator or function requires a document path; operator or "
+                             f"function: {name}")
+        if name == "attribute_type":
+            kind = args[1][1] if args[1][0] == "value" else None
+            if not kind or "S" not in kind or kind["S"] not in (
+                    "S", "N", "B", "BOOL", "NULL", "M", "L", "SS", "NS", "BS"):
+                raise self.error(f"Invalid attribute type name found; type: {kind}, valid "
+                                 "types: { B,NULL,SS,BOOL,L,BS,N,NS,S,M }")
+        return ("fn", name, args)
+
+    # -- updates ------------------------------------------------------------------------
+
+    def set_operand(self) -> tuple[Any, ...]:
+        return self.operand()
+
+    def set_value(self) -> tuple[Any, ...]:
+        left = self.set_operand()
+        op = self.peek()[1]
+        if op in ("+", "-"):
+            self.at += 1
+            return (op, left, self.set_operand())
+        return left
+
+    def update(self) -> Update:
+        result = Update()
+        while self.at < len(self.tokens):
+            clause = self.word()
+            if clause not in _CLAUSES:
+                raise self.error(f"Syntax error; token: \"{self.peek()[1]}\", near: "
+                                 f"\"{self.peek()[1]}\"")
+            if clause in result.seen:
+                raise self.error(f"The \"{clause}\" section can only be used once in an "
+                                 "update expression;")
+            result.seen.add(clause)
+            self.at += 1
+            while True:
+                path = self.path()
+                if clause == "SET":
+                    self.take("=")
+                    result.sets.append((path, self.set_value()))
+                elif clause == "REMOVE":
+                    result.removes.append(path)
+                else:
+                    kind, text = self.peek()
+                    if kind != "value":
+                        raise self.error(f"Syntax error; token: \"{text}\", near: \"{text}\"")
+                    self.at += 1
+                    target = result.adds if clause == "ADD" else result.deletes
+                    target.append((path, self.names.value(text)))
+                if self.peek()[1] != ",":
+                    break
+                self.at += 1
+        if not result.seen:
+            raise self.error("The expression can not be empty;")
+        return result
+
+
+@dataclass
+class Update:
+    """A parsed update expression: its actions by clause."""
+
+    sets: list[tuple[tuple[str | int, ...], tuple[Any, ...]]] = field(default_factory=list)
+    removes: list[tuple[str | int, ...]] = field(default_factory=list)
+    adds: list[tuple[tuple[str | int, ...], dict[str, Any]]] = field(default_factory=list)
+    deletes: list[tuple[tuple[str | int, ...], dict[str, Any]]] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+
+    def paths(self) -> list[tuple[str | int, ...]]:
+        return ([p for p, _ in self.sets] + list(self.removes) + [p for p, _ in self.adds]
+                + [p for p, _ in self.deletes])
+
+
+def _empty(kind: str, text: str | None) -> None:
+    if text is not None and not text.strip():
+        raise invalid(f"Invalid {kind}: The expression can not be empty;")
+
+
+def parse_condition(text: str, names: Names,
+                    kind: str = "ConditionExpression") -> tuple[Any, ...]:
+    _empty(kind, text)
+    parser = _Parser(kind, text, names)
+    tree = parser.condition()
+    parser.done()
+    return tree
+
+
+def parse_update(text: str, names: Names) -> Update:
+    _empty("UpdateExpression", text)
+    parser = _Parser("UpdateExpression", text, names)
+    update = parser.update()
+    paths = update.paths()
+    for i, one in enumerate(paths):
+        for two in paths[i + 1:]:
+            if one[:len(two)] == two or two[:len(one)] == one:
+                raise invalid("Invalid UpdateExpression: Two document paths overlap with each "
+                              f"other; must remove or rewrite one of these paths; path one: "
+                              f"{_show(one)}, path two: {_show(two)}")
+    return update
+
+
+def parse_projection(text: str, names: Names) -> list[tuple[str | int, ...]]:
+    _empty("ProjectionExpression", text)
+    parser = _Parser("ProjectionExpression", text, names)
+    paths = [parser.path()]
+    while parser.peek()[1] == ",":
+        parser.at += 1
+        paths.append(parser.path())
+    parser.done()
+    return paths
+
+
+def _show(path: tuple[str | int, ...]) -> str:
+    return "[" + ", ".join(f"[{p}]" if isinstance(p, int) else p for p in path) + "]"
