@@ -62,10 +62,13 @@ class StartedRun(str):
 
     created: bool
 
-    def __new__(cls, workflow_exec_id: str, created: bool) -> StartedRun:
+    def __new__(cls, workflow_exec_id: str, created: bool = False) -> StartedRun:
         run = super().__new__(cls, workflow_exec_id)
         run.created = created
         return run
+
+    def __reduce__(self) -> tuple[type[str], tuple[str]]:
+        return str, (str(self),)  # pickled (another process, a copy): the plain id
 
 
 def other_request(existing: WorkflowRecord, asked: WorkflowRecord) -> str | None:
