@@ -30,11 +30,11 @@ from typing import Any
 
 import pytest
 from botocore.config import Config
-from whimbrel.engine.base import RECONCILE_GRACE_SECONDS
 
 from whimbrel import ActivityDefinition as Act
 from whimbrel import LauncherSpec, Whimbrel, WorkflowDefinition, WorkflowState
 from whimbrel.contract.errors import StoreError
+from whimbrel.engine import RECONCILE_GRACE_SECONDS
 from whimbrel.engine.ports import Launcher, LaunchRequest, runs_in_process
 from whimbrel.launch.python import PythonLauncher
 from whimbrel.testing import wait_until
