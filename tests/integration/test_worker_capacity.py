@@ -9,7 +9,7 @@ soak's "unplanned time-outs", 26 of 436 activities on an idle machine.)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import pytest
 import wb_test_activities as acts
@@ -22,6 +22,7 @@ from whimbrel import (
     WorkflowDefinition,
     WorkflowState,
 )
+from whimbrel.engine import LaunchRequest
 from whimbrel.testing import wait_until
 
 WIDTH = 6
@@ -62,3 +63,38 @@ def test_a_full_process_leaves_attempts_claimable_not_queued(
     finally:
         wb.close()
         wb.store.delete_tables()
+
+
+class Flipping:
+    """A ``python`` launcher whose answer to "does this process run it?" is no once, then
+    yes: what the real one answers when a thread frees (or its scope closes) between two
+    questions about one attempt. It launches nothing."""
+
+    in_process = True
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self.launched: list[str] = []
+
+    def runs(self, config: Mapping[str, object]) -> bool:
+        self.asked += 1
+        return self.asked > 1
+
+    def launch(self, request: LaunchRequest) -> None:
+        self.launched.append(request.activity_exec_id)
+
+
+def test_an_attempt_left_for_a_worker_is_claimable_whatever_the_next_answer() -> None:
+    """The engine asks once per attempt: one left READY for a worker is claimable, even if
+    the process could run it a moment later (it was left READY and claimable by no one)."""
+    flipping = Flipping()
+    wb = Whimbrel.in_memory(launchers={"python": flipping})
+    try:
+        wb.register_workflow(WorkflowDefinition("one", activities=[ActivityDefinition(
+            name="a", launcher=LauncherSpec.python("wb_test_activities:gated"))]))
+        wx = wb.start_workflow("one", {})
+        (item,) = wb.store.list_activities(wx)
+        assert item.state is ActivityState.READY and not flipping.launched
+        assert item.claim_key is not None, "left READY, but claimable by no worker"
+    finally:
+        wb.close()

@@ -72,7 +72,10 @@ def ready_changes(engine: Core, spec: ActivityDefinition, wf: WorkflowRecord, no
     a claim serves it (priority, then the oldest run), what the features add (a wait's
     deadline and ``waiting_for``) or take away (no claim while the run is SUSPENDED)."""
     out = dict(changes)
-    if "claimable" not in out and leaves_for_worker(engine, spec):
+    # Code only a worker runs, written READY, was left for a worker by the caller's one
+    # ``leaves_for_worker`` answer (it launches what it keeps): asking again could differ
+    # (a thread freed, the scope closed) and strand it READY, claimable by no one.
+    if "claimable" not in out and spec.launcher.needs_worker:
         out["claimable"] = (wf.workflow_name, spec.name)  # READY for a worker to claim
     claim = out.get("claimable")
     if isinstance(claim, tuple) and len(claim) == 2:
