@@ -215,3 +215,12 @@ def half(run: ActivityRun) -> Any:
 def mapper(ctx: WorkflowContext, input: Any) -> Any:
     return ctx.map(half, list(range(input["n"])), max_concurrency=input["lanes"],
                    tolerated_failures=input["tolerated"])
+
+
+@workflow("big_values")
+def big_values(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
+    """A step's input and the run's output past the no-bucket limits (128,000 and 64,000
+    bytes): kept in the payload bucket like any other payload."""
+    blob = "x" * input["size"]
+    got = ctx.step(echo, {"blob": blob})
+    return {"blob": got["blob"], "again": got["blob"]}

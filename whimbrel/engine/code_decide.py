@@ -139,8 +139,10 @@ def step_state(core: Core, row: ActivityRecord, redrives: int) -> StepState | No
     final = state is not None and state.is_terminal and not (
         state in ACTIVITY_FAILED and rules.retry_follows(spec, row))
     rerun = final and state is not A.COMPLETED and generation(row) < redrives
+    # The code reads a completed step's output whole (kept in S3 past the threshold).
+    output = core.reads.payload(row.output, "output") if state is A.COMPLETED else row.output
     return StepState(row.activity_name, seq, row.attempt, state, final and not rerun,
-                     row.activity_exec_id, row.output, row.error, row.error_type,
+                     row.activity_exec_id, output, row.error, row.error_type,
                      row.ended_epoch, rerun, step_patches(row.step or ""),
                      row.not_before_epoch)
 
@@ -191,7 +193,7 @@ def decide(core: Core, histories: Histories, fn: CodeFn, wf: WorkflowRecord,
                 history.put(state)
         facts = RunFacts(wx, wf.workflow_name,
                          decode_payload(core.reads.run_input(wf), field="input"),
-                         wf.running_since)
+                         wf.running_since, core.store.payload_limits)
         histories.keep(wx, history)
 
         def run_on() -> Decision:

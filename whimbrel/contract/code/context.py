@@ -25,8 +25,6 @@ from whimbrel.contract.code.history import History, RunFacts
 from whimbrel.contract.errors import InvalidDefinition, InvalidInput
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.launching import LauncherSpec, RetryPolicy
-from whimbrel.contract.limits import MAX_INPUT_BYTES, MAX_OUTPUT_BYTES
-from whimbrel.contract.payloads import encode_payload
 from whimbrel.contract.priority import DEFAULT_PRIORITY
 from whimbrel.contract.states import ActivityState
 
@@ -124,6 +122,7 @@ class WorkflowContext:
 
     def __init__(self, facts: RunFacts, history: History) -> None:
         self.input = facts.input
+        self.limits = facts.limits
         self.workflow_exec_id = facts.workflow_exec_id
         self.workflow_name = facts.workflow_name
         self.properties: dict[str, Any] = {}
@@ -195,8 +194,7 @@ class WorkflowContext:
             self._diverged(held, step)
         known = self._history.get(step)
         if known is None:
-            text = encode_payload(input, field=f"input of step {step}",
-                                  max_bytes=MAX_INPUT_BYTES)
+            text = self.limits.encode(input, f"input of step {step}", run_input=True)
             self.new_steps.append(NewStep(step, self._seq, spec,
                                           "null" if text is None else text,
                                           tuple(self._patches)))
@@ -315,8 +313,7 @@ class WorkflowContext:
         self._dispatches += 1
         request_id = f"{self.workflow_exec_id}:dispatch:{self._dispatches}"
         if self._history.last_seq <= self._seq:
-            text = encode_payload(input, field=f"input of {workflow_name}",
-                                  max_bytes=MAX_INPUT_BYTES)
+            text = self.limits.encode(input, f"input of {workflow_name}", run_input=True)
             self.dispatches.append(Dispatch(workflow_name, text, request_id))
         return workflow_exec_id_for(request_id)
 
@@ -413,8 +410,7 @@ def run_code(fn: Callable[[WorkflowContext, Any], Any], ctx: WorkflowContext) ->
         outcome = Decision("waiting")
     except _ContinueAsNew as cont:
         try:
-            text = encode_payload(cont.input, field="continue_as_new input",
-                                  max_bytes=MAX_INPUT_BYTES)
+            text = ctx.limits.encode(cont.input, "continue_as_new input", run_input=True)
             outcome = Decision("continued", output="null" if text is None else text)
         except InvalidInput as exc:
             outcome = Decision("failed", error=f"InvalidInput: {exc}")
@@ -422,7 +418,7 @@ def run_code(fn: Callable[[WorkflowContext, Any], Any], ctx: WorkflowContext) ->
         outcome = Decision("failed", error=f"{type(exc).__name__}: {exc}")
     else:
         try:
-            text = encode_payload(out, field="workflow output", max_bytes=MAX_OUTPUT_BYTES)
+            text = ctx.limits.encode(out, "workflow output")
             outcome = Decision("completed", output="null" if text is None else text)
         except InvalidInput as exc:
             outcome = Decision("failed", error=f"InvalidInput: {exc}")

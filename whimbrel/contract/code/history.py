@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from whimbrel.contract.payloads import NO_BUCKET, PayloadLimits
 from whimbrel.contract.states import ActivityState
 
 
@@ -18,6 +19,9 @@ class RunFacts:
     input: Any
     #: When the run (last) went RUNNING: ``ctx.now()`` before any step's result.
     started_epoch: float
+    #: How large a step's input, a child's input and the run's output may be: the
+    #: store's (with a payload bucket, its maximum; larger values go to S3).
+    limits: PayloadLimits = NO_BUCKET
 
 
 @dataclass(frozen=True)
