@@ -60,6 +60,7 @@ from whimbrel.contract.states import (
 from whimbrel.engine import admission
 from whimbrel.engine.feature import Admission, Core, Feature
 from whimbrel.engine.pool_holders import kept_until, next_check
+from whimbrel.engine.pool_keys import PoolKeyFailed, attempt_pool, fail_keyless, keyless
 from whimbrel.engine.pool_ledger import Ledger, PoolNotFound
 from whimbrel.engine.pool_nesting import (
     PoolDeadlock,
@@ -165,7 +166,10 @@ class Pools(Feature):
         spec = defn.activity(item.activity_name)
         if spec.pool is None:
             return None
-        pool = spec.pool
+        try:
+            pool = attempt_pool(self.core, wf, defn, spec, item)
+        except PoolKeyFailed as exc:  # held READY, then failed (a crash: reconcile fails it)
+            return keyless(self.core, defn, spec, item.activity_exec_id, exc)
         limits = self.ledger.limits(pool, defn)
         if limits is None:  # no limit: admitted at once (marked, so nothing re-admits it)
             return Admission(True, {"pool_slot": slot_ref(pool, None), "pool_wait": REMOVE})
@@ -240,7 +244,8 @@ class Pools(Feature):
             log.warning("pool follow-up of %s: %s", item.activity_exec_id, exc)
 
     def _give_back_after(self, item: ActivityRecord) -> None:
-        pool = parse_slot_ref(item.pool_slot)[0] if item.pool_slot else self._pool_of(item)
+        pool = parse_slot_ref(item.pool_slot)[0] if item.pool_slot else item.pool_wait \
+            or self._pool_of(item)  # a keyed pool's name is on its attempt
         if pool is None:
             return
         if item.pool_wait is not None and item.pool_slot is None:
@@ -352,10 +357,14 @@ class Pools(Feature):
                     or act.claim_key is not None:
                 continue  # not waiting: admitted (and claimable, for a pull one)
             # Waiting for its pool, or readied while its run was SUSPENDED.
-            self.store.pools.put_waiter(spec.pool, act.activity_exec_id,
+            try:
+                pool = attempt_pool(self.core, wf, defn, spec, act)
+            except PoolKeyFailed as exc:  # its failure was lost to a crash: fail it now
+                repaired |= fail_keyless(self.core, act.activity_exec_id, defn, str(exc))
+                continue
+            self.store.pools.put_waiter(pool, act.activity_exec_id,
                                   admission.claim_order(spec, wf, act.ready_epoch),
-                                  kind="activity",
-                                  expires_epoch=None)
+                                  kind="activity", expires_epoch=None)
             # A push one is advanced by the core's visit; python waits for a worker.
             if spec.launcher.is_pull or spec.launcher.needs_worker:
                 repaired |= self.queue.admit_pull(wf, defn, spec, act) == "admitted"
