@@ -6,6 +6,7 @@ a slot of a keyed pool lost to a crash comes back through the sweep."""
 from __future__ import annotations
 
 import pytest
+import wb_pool_activities as gated
 
 from whimbrel import (
     ActivityDefinition,
@@ -19,7 +20,7 @@ from whimbrel import (
     WorkflowDefinition,
 )
 from whimbrel.contract.pools import POOL_KEY_ERROR, keyed_pool
-from whimbrel.testing import RecordingLauncher, StepClock
+from whimbrel.testing import RecordingLauncher, StepClock, wait_until
 
 CLOCK = StepClock
 A = ActivityState
@@ -169,3 +170,26 @@ def test_a_keyed_slot_lost_to_a_crash_comes_back_through_the_sweep(
     assert attempt(wb, second)[1] is A.QUEUED
     assert wb.store.pools.get_slot("exports~a", 0).holder == attempt(wb, second)[0]
     assert launched.doubled() == []
+
+
+def test_code_steps_take_a_pool_keyed_by_the_run_input(wb: Whimbrel) -> None:
+    """``ctx.start(..., pool=, pool_key=)``: each tenant's run holds its own slot."""
+    wb.set_pool("steps", slots=1, per_second=None)
+    wb.register_workflow(gated.keyed_steps)
+    runs = {t: wb.start_workflow("keyed_steps", {"tenant": t}) for t in "ab"}
+
+    def rows(wx: str) -> list[tuple[str, str]]:
+        return sorted((a.pool_slot or "", a.pool_wait or "") for a in wb.store.list_activities(wx)
+                      if a.activity_name.startswith("job#"))
+
+    for t, wx in runs.items():
+        assert wait_until(lambda wx=wx: len(rows(wx)) == 2 and rows(wx),
+                          message="both steps written") == [
+            ("", f"steps~{t}"), (f"steps~{t}#0", "")]
+    wx = runs["a"]
+    first = next(a for a in wb.store.list_activities(wx) if a.pool_slot is not None)
+    wb.transition_activity(first.activity_exec_id, Transition.RUNNING)
+    wb.transition_activity(first.activity_exec_id, Transition.COMPLETED, output=1)
+    assert wait_until(lambda: rows(wx) == [("steps~a#0", ""), ("steps~a#0", "")] or None,
+                      message="a's second step took a's slot")
+    assert rows(runs["b"]) == [("", "steps~b"), ("steps~b#0", "")]
