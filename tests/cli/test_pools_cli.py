@@ -145,3 +145,6 @@ def test_a_pool_keyed_by_tenant_from_yaml_and_a_bad_key_exits_4(
     assert run.json("status", b1)["activities"][0]["pool_slot"] == "export-api~b#0"
     waiting = run.json("status", a2)["activities"][0]
     assert waiting["pool_wait"] == "export-api~a" and "pool_slot" not in waiting
+    got = run.json("pools", "get", "export-api~a")  # one tenant's slots and waiters
+    assert (got["slots"], got["in_use"], got["waiting"]) == (1, 1, 1)
+    run("pools", "set", "export-api~a", "--slots", "5", code=4)  # set the pool, not a key

@@ -63,6 +63,9 @@ def test_two_slots_keyed_by_tenant_let_every_tenant_run_two(
     assert {t: s.count(A.READY) for t, s in states.items()} == {"a": 1, "b": 1}
     assert len(launched.take()) == 4
     assert (held(wb, "a"), held(wb, "b")) == (2, 2)
+    key_a = wb.get_pool("exports~a")  # one key's slots and waiters, its pool's settings
+    assert (key_a.name, key_a.slots, key_a.in_use, key_a.waiting) == ("exports~a", 2, 2, 1)
+    assert (wb.get_pool("exports").in_use, wb.get_pool("exports").waiting) == (0, 0)
     waiting = next(wx for wx in runs["a"] if attempt(wb, wx)[1] is A.READY)
     assert wb.get_workflow(waiting).activity("a").pool_wait == "exports~a"
     first = next(wx for wx in runs["a"] if attempt(wb, wx)[1] is A.QUEUED)

@@ -1,11 +1,10 @@
 """Pools and ``max_running`` (a feature; issue 22; docs/architecture.md, "Pools").
 
 A pool limits the attempts that hold one of its slots (``slots``) and how fast they
-start (``per_second``); a definition's ``max_running`` is the implicit pool
-``run:<workflow_name>`` whose holders are runs. Storage is in
-:mod:`whimbrel.contract.pools` (slot items, waiters, rate shards; no hot key). This
-module holds the hooks; ``pool_ledger.py`` takes slots and tokens, ``pool_queue.py``
-keeps the waiters and wakes them.
+start (``per_second``); ``max_running`` is the implicit pool ``run:<workflow_name>``
+whose holders are runs. Storage: :mod:`whimbrel.contract.pools` (no hot key). Here the
+hooks; ``pool_ledger.py`` takes slots and tokens, ``pool_queue.py`` keeps the waiters
+and wakes them, ``pool_keys.py`` names a keyed attempt's pool (``<pool>~<key>``).
 
 * **Admission** (``admit``): before the write that starts an attempt — QUEUED or RUNNING,
   or READY and claimable for a pull one — or that makes a run RUNNING (a start, a
@@ -42,6 +41,7 @@ from whimbrel.contract.pools import (
     SLOT_CHECK_SECONDS,
     Pool,
     PoolInfo,
+    base_pool,
     is_run_pool,
     parse_slot_ref,
     run_pool,
@@ -124,22 +124,23 @@ class Pools(Feature):
         return info
 
     def get_pool(self, name: str) -> PoolInfo:
-        """A pool's settings, the slots held now and how many wait for it.
+        """A pool's settings, the slots held now and how many wait for it; of one key
+        with ``<pool>~<key>`` (its pool's settings, the key's slots and waiters).
 
         Raises:
             PoolNotFound: no such pool.
         """
-        Pool(name).validate()
-        info = self.store.pools.get_pool_settings(name)
+        Pool(base_pool(name)).validate()
+        info = self.store.pools.get_pool_settings(base_pool(name))
         if info is None:
             raise PoolNotFound(name)
         high = max(info.slots or 0, info.slots_high or 0)
         in_use = len(self.store.pools.held_slots(name, high)) if high else 0
-        return replace(info, in_use=in_use, waiting=self.store.pools.count_waiters(name))
+        return replace(info, name=name, in_use=in_use,
+                       waiting=self.store.pools.count_waiters(name))
 
     def list_pools(self) -> list[PoolInfo]:
-        """Every pool's settings, by name."""
-        return self.store.pools.list_pool_settings()
+        return self.store.pools.list_pool_settings()  # every pool's settings, by name
 
     # -- registration ------------------------------------------------------------------
 
@@ -391,9 +392,8 @@ class Pools(Feature):
         if info is None or (info.slots is None and info.per_second is None):
             return  # no limit (or its settings vanished): nothing to go past
         fresh = self.store.get_activity(item.activity_exec_id)  # the image may be stale
-        if fresh is None or fresh.state is not state or fresh.pool_slot is not None \
-                or fresh.claim_key is not None:
-            return
-        raise WaitsForPool(activity_exec_id=item.activity_exec_id, pool=spec.pool,
-                           transition=verb.value)
+        if fresh is not None and fresh.state is state and fresh.pool_slot is None \
+                and fresh.claim_key is None:
+            raise WaitsForPool(activity_exec_id=item.activity_exec_id,
+                               pool=fresh.pool_wait or spec.pool, transition=verb.value)
 
