@@ -14,6 +14,8 @@ so it fails the same way unless the definition changed).
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from whimbrel.contract.conditions import INPUT_KEY, document, expression_problem
 from whimbrel.contract.definitions import ActivityDefinition, WorkflowDefinition
 from whimbrel.contract.errors import StateConflict
@@ -43,6 +45,12 @@ def _recorded(spec_pool: str, ref: str | None) -> str | None:
     return pool if is_keyed_pool(pool) and base_pool(pool) == spec_pool else None
 
 
+@lru_cache(maxsize=256)
+def _reads_upstream(expr: str) -> bool:
+    """Whether ``expr`` reads a name besides ``input`` (analysed once per expression)."""
+    return expression_problem(expr, {INPUT_KEY}) is not None
+
+
 def attempt_pool(core: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
                  spec: ActivityDefinition, item: ActivityRecord) -> str:
     """The pool whose slots ``item`` takes: its activity's pool, or with a ``pool_key``
@@ -58,9 +66,8 @@ def attempt_pool(core: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
     if known is not None:
         return known
     # The upstreams' outputs are read (a Query of the run) only when the key reads one.
-    reads_upstream = expression_problem(spec.pool_key, {INPUT_KEY}) is not None
     outputs = core.inputs.upstream_values(wf.workflow_exec_id, defn, item.activity_name)[0] \
-        if reads_upstream and spec.depends_on else {}
+        if spec.depends_on and _reads_upstream(spec.pool_key) else {}
     doc = document(decode_payload(core.reads.run_input(wf), field="input"), outputs)
     return keyed_pool(spec.pool, evaluate_pool_key(spec.pool_key, doc))
 
