@@ -196,3 +196,22 @@ def test_code_steps_take_a_pool_keyed_by_the_run_input(wb: Whimbrel) -> None:
     assert wait_until(lambda: rows(wx) == [("steps~a#0", ""), ("steps~a#0", "")] or None,
                       message="a's second step took a's slot")
     assert rows(runs["b"]) == [("", "steps~b"), ("steps~b#0", "")]
+
+
+def test_nudge_gives_back_the_keyed_slot_of_a_lost_holder(
+        wb: Whimbrel, launched: RecordingLauncher) -> None:
+    """A vanished holder's LOST tombstone records no slot: nudge finds it in the key its
+    run's input reads, and the key's waiter goes on at once (no sweep)."""
+    wb.set_pool("exports", slots=1, per_second=None)
+    wb.register_workflow(keyed())
+    first, second = (wb.start_workflow("w", {"tenant": "a"}) for _ in range(2))
+    holder = attempt(wb, first)[0]
+    wb.transition_activity(holder, Transition.RUNNING)
+    wb.store.tables.client.call("DeleteItem", {
+        "TableName": f"{wb.table_prefix}activity_exec",
+        "Key": {"workflow_exec_id": {"S": first}, "activity_exec_id": {"S": holder}}})
+    report = wb.nudge(first)
+    assert report.released == ["exports~a#0"], report
+    assert attempt(wb, second)[1] is A.QUEUED
+    assert wb.store.pools.get_slot("exports~a", 0).holder == attempt(wb, second)[0]
+    assert launched.doubled() == []

@@ -33,7 +33,7 @@ from whimbrel.contract.records import REMOVE, ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition
 from whimbrel.engine.feature import Admission, Core
 
-__all__ = ["PoolKeyFailed", "attempt_pool", "fail_keyless", "keyless"]
+__all__ = ["PoolKeyFailed", "attempt_pool", "fail_keyless", "keyless", "lost_pool"]
 
 
 def _recorded(spec_pool: str, ref: str | None) -> str | None:
@@ -97,3 +97,17 @@ def keyless(core: Core, defn: WorkflowDefinition, spec: ActivityDefinition, aeid
         fail_keyless(core, aeid, defn, str(exc))
 
     return Admission(False, {"pool_wait": spec.pool, "claimable": REMOVE}, landed=landed)
+
+
+def lost_pool(core: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
+              item: ActivityRecord) -> str | None:
+    """The pool whose slot a vanished attempt may hold (its LOST tombstone records none):
+    its activity's pool, or, keyed, the key its run's documents read (None: no pool, or
+    no key — it never held one)."""
+    spec = defn.activity(item.activity_name)
+    if spec.pool is None:
+        return None
+    try:
+        return attempt_pool(core, wf, defn, spec, item)
+    except PoolKeyFailed:
+        return None
