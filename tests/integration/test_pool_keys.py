@@ -215,3 +215,22 @@ def test_nudge_gives_back_the_keyed_slot_of_a_lost_holder(
     assert attempt(wb, second)[1] is A.QUEUED
     assert wb.store.pools.get_slot("exports~a", 0).holder == attempt(wb, second)[0]
     assert launched.doubled() == []
+
+
+def test_raising_slots_lets_a_keys_waiters_in_by_the_sweep(
+        wb: Whimbrel, launched: RecordingLauncher, clock: StepClock) -> None:
+    """A key's waiters are not known to ``set_pool`` (it names no key): raised, they go
+    in at their runs' reconcile visit (or the key's next end)."""
+    wb.set_pool("exports", slots=1, per_second=None)
+    wb.register_workflow(keyed())
+    first, second = (wb.start_workflow("w", {"tenant": "a"}) for _ in range(2))
+    assert [attempt(wb, wx)[1] for wx in (first, second)] == [A.QUEUED, A.READY]
+    wb.set_pool("exports", slots=2, per_second=None)
+    waited = 0.0
+    while attempt(wb, second)[1] is A.READY and waited < 3600:
+        clock.advance(30)
+        waited += 30
+        wb.sweep()
+    assert attempt(wb, second)[1] is A.QUEUED
+    assert waited <= 300  # 120 s here: its run's first reconcile visit (docs/definitions.md)
+    assert launched.doubled() == []
