@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from whimbrel import ActivityRun
+from whimbrel import ActivityRun, WorkflowContext, workflow
 
 GATE = threading.Event()
 _LOCK = threading.Lock()
@@ -33,3 +33,11 @@ def gated(run: ActivityRun) -> Any:
         with _LOCK:
             NOW[0] -= 1
     return {"ok": 1}
+
+
+@workflow("keyed_steps")
+def keyed_steps(ctx: WorkflowContext, input: Any) -> Any:
+    """Issue 29: two external steps at once, in a pool keyed by the run's tenant."""
+    handles = [ctx.start("job", {"i": i}, pool="steps", pool_key="input.tenant")
+               for i in range(2)]
+    return [h.result() for h in handles]

@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from cli_helpers import Run
 
-from whimbrel import Whimbrel, WorkflowState
+from whimbrel import DefinitionNotFound, Whimbrel, WorkflowState
 
 WF = """\
 name: crawl
@@ -113,3 +114,37 @@ def test_exec_claim_serves_default_work_before_a_later_priority(
         assert first["activity_exec_id"].startswith(default), first
         second = run.json("exec", "--claim", "jobs", "--json", "--", "true")
         assert second["activity_exec_id"].startswith(last), second
+
+
+KEYED = """\
+name: exports
+activities:
+  - name: export
+    launcher: external
+    pool: export-api
+    pool_key: {key}
+"""
+
+
+def test_a_pool_keyed_by_tenant_from_yaml_and_a_bad_key_exits_4(
+        run: Run, wb: Whimbrel, write_definition: Callable[..., Path]) -> None:
+    """Issue 29 item 5: each tenant runs its own slots; a pool_key that is not JMESPath
+    (or reads a name the document lacks) is refused and registers nothing."""
+    run.json("pools", "set", "export-api", "--slots", "1")
+    for key, says in (("'input.['", "pool_key is not valid JMESPath"),
+                      ("tenant", "pool_key reads tenant")):
+        bad = run("definitions", "register", str(write_definition(KEYED.format(key=key))),
+                  code=4)
+        assert says in bad.stderr
+    with pytest.raises(DefinitionNotFound):
+        wb.get_definition("exports")
+    run("definitions", "register", str(write_definition(KEYED.format(key="input.tenant"))))
+    a1, a2, b1 = (run.json("submit", "exports", "--input", f'{{"tenant": "{t}"}}')
+                  ["workflow_exec_id"] for t in "aab")
+    assert run.json("status", a1)["activities"][0]["pool_slot"] == "export-api~a#0"
+    assert run.json("status", b1)["activities"][0]["pool_slot"] == "export-api~b#0"
+    waiting = run.json("status", a2)["activities"][0]
+    assert waiting["pool_wait"] == "export-api~a" and "pool_slot" not in waiting
+    got = run.json("pools", "get", "export-api~a")  # one tenant's slots and waiters
+    assert (got["slots"], got["in_use"], got["waiting"]) == (1, 1, 1)
+    run("pools", "set", "export-api~a", "--slots", "5", code=4)  # set the pool, not a key

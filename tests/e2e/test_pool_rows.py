@@ -69,3 +69,36 @@ def test_a_row_with_a_bad_priority_is_rejected_and_starts_nothing(
         rejected = rejection_about(rt, request_id)
         assert "priority" in rejected.reason
         assert rt.client.store.get_workflow(workflow_exec_id_for(request_id)) is None
+
+
+KEYED = WorkflowDefinition("rows_keyed", (Act("a", launcher=LauncherSpec.external(),
+                                              pool="row_pool", pool_key="input.tenant"),))
+
+
+def test_request_rows_of_a_keyed_pool_run_one_per_tenant(runtime: LocalRuntime,
+                                                         raw: RawClient) -> None:
+    """Issue 29 item 5 through raw rows: a 1-slot pool keyed by tenant admits one attempt
+    of each tenant; a tenant's second waits for that tenant's slot only."""
+    rt = runtime
+    rt.client.set_pool("row_pool", slots=1, per_second=None)
+    rt.client.register_workflow(KEYED)
+    a1, a2, b1 = (workflow_exec_id_for(raw.request("rows_keyed", {"tenant": t}))
+                  for t in ("a", "a", "b"))
+
+    def slot(wx: str) -> str | None:
+        item = rt.client.store.get_activity(activity_exec_id(wx, "a", 1))
+        return None if item is None else item.pool_slot
+
+    def wait(wx: str) -> str | None:
+        item = rt.client.store.get_activity(activity_exec_id(wx, "a", 1))
+        return None if item is None else item.pool_wait
+
+    assert wait_until(lambda: slot(a1), timeout=15) == "row_pool~a#0"
+    assert wait_until(lambda: slot(b1), timeout=15) == "row_pool~b#0"
+    assert wait_until(lambda: wait(a2), timeout=15) == "row_pool~a"
+    assert slot(a2) is None
+    aeid = activity_exec_id(a1, "a", 1)
+    raw.row("RUNNING", activity_exec_id=aeid)
+    wait_until(lambda: rt.client.get_activity(aeid).state is A.RUNNING, timeout=15)
+    raw.event(aeid, "COMPLETED", output={"ok": 1})
+    assert wait_until(lambda: slot(a2), timeout=15) == "row_pool~a#0"

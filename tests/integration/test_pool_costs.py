@@ -160,3 +160,65 @@ def test_the_ceiling_of_one_pool(wb: Whimbrel) -> None:
     # Each admission writes its slot twice (taken, given back), never another's.
     assert sum(slot_keys.values()) == 2 * runs
     assert hot["slot item"] <= 2 * 2 / slots  # within twice the even share
+
+
+def test_keyed_pools_spread_over_their_keys(wb: Whimbrel) -> None:
+    """Issue 29 item 5: 160 admissions of 40 tenants (4 runs each, started at once) through
+    a pool of 2 slots keyed by tenant: every key has its own slot items and waiter shards,
+    so the hottest item carries a tenant's share, and a keyed admission writes what an
+    unkeyed one does (the key is read from the run's input, no request of its own)."""
+    tenants, per_tenant, slots = 40, 4, 2
+    runs = tenants * per_tenant
+    wb.set_pool("tenants", slots=slots, per_second=None)
+    wb.set_pool("flat", slots=10, per_second=None)
+    wb.register_workflow(WorkflowDefinition("keyed", (ActivityDefinition(
+        "a", launcher=EXT, pool="tenants", pool_key="input.tenant"),)))
+    wb.register_workflow(_defn("flat", pool="flat"))
+    table = specs.POOL.table_name(wb.table_prefix)
+    per_key: Counter[str] = Counter()
+
+    def observe(op: str, params: dict[str, Any], resp: dict[str, Any]) -> None:
+        if params.get("TableName") != table or op not in ("UpdateItem", "PutItem",
+                                                          "DeleteItem"):
+            return
+        key = (params.get("Key") or params.get("Item") or {}).get("pool_key", {}).get("S")
+        cap = (resp or {}).get("ConsumedCapacity") or {}
+        per_key[key] += float((cap.get("Table") or {}).get("CapacityUnits", 0.0))
+
+    def one(name: str, given: Any) -> None:
+        wx = wb.start_workflow(name, given)
+        got = wb.claim(workflow_name=name)
+        assert got is not None and got.workflow_exec_id == wx
+        wb.transition_activity(got.activity_exec_id, Transition.COMPLETED)
+
+    one("flat", None)  # warm: settings cached
+    one("keyed", {"tenant": "warm"})
+    flat_w = _units(wb, lambda: one("flat", None))[0]
+    keyed_w = _units(wb, lambda: one("keyed", {"tenant": "t-new"}))[0]
+    assert keyed_w == flat_w  # the key costs no write
+    wb.store.transport.observers.append(observe)
+    try:
+        started = [wb.start_workflow("keyed", {"tenant": f"t{i % tenants}"})
+                   for i in range(runs)]
+        for _ in range(runs):
+            got = wb.claim(workflow_name="keyed")
+            assert got is not None
+            wb.transition_activity(got.activity_exec_id, Transition.COMPLETED)
+    finally:
+        wb.store.transport.observers.remove(observe)
+    assert {wb.engine.reads.workflow(wx).state for wx in started} == {WorkflowState.COMPLETED}
+    slot_keys = {k: u for k, u in per_key.items() if k and k.startswith("pool#tenants~")
+                 and k.count("#") == 2}
+    waiters = {k: u for k, u in per_key.items() if k and k.startswith("wait#tenants~")}
+    assert len(slot_keys) == tenants * slots and sum(slot_keys.values()) == 2 * runs
+    hot_slot, hot_wait = max(slot_keys.values()), max(waiters.values())
+    print(f"\n{runs} admissions of {tenants} tenants through 2 slots per tenant "
+          f"(a keyed free admission: {keyed_w:g} WRU, unkeyed {flat_w:g}):")
+    print("| key | keys written | WCU, all keys | hottest key | its share |")
+    print("|---|---:|---:|---:|---:|")
+    for what, found, hot in (("slot item", slot_keys, hot_slot),
+                             ("waiter shard", waiters, hot_wait)):
+        total = sum(found.values())
+        print(f"| {what} | {len(found)} | {total:g} | {hot:g} | {hot / total:.1%} |")
+    # A key's slot items take only that key's admissions: 4 runs, 2 writes each.
+    assert hot_slot <= 2 * per_tenant

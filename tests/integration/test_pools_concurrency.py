@@ -163,3 +163,52 @@ def test_max_running_two_never_runs_three_under_concurrent_starts(
     assert launched.doubled() == []
     assert wb.store.pools.held_slots(run_pool("etl"), 2) == []
     assert wb.store.pools.waiter_heads(run_pool("etl")) == []
+
+
+def test_a_keyed_pool_of_two_never_runs_three_of_one_tenant_under_concurrency(
+        wb: Whimbrel, clients: Callable[[], Whimbrel]) -> None:
+    """Issue 29 item 5: 6 clients start runs of 3 tenants and claim at once; each tenant
+    never has more than its 2 slots inside, all tenants together up to 6."""
+    wb.set_pool("export", slots=2, per_second=None)
+    wb.register_workflow(WorkflowDefinition("export", (ActivityDefinition(
+        "a", launcher=LauncherSpec.external(), pool="export", pool_key="input.tenant"),)))
+    engines = [clients() for _ in range(CLIENTS)]
+    runs: dict[str, str] = {}
+    lock = threading.Lock()
+
+    def start(i: int) -> None:
+        for j in range(RUNS_PER_CLIENT):
+            tenant = f"t{(i + j) % 3}"
+            wx = engines[i].start_workflow("export", {"tenant": tenant})
+            with lock:
+                runs[wx] = tenant
+
+    _all(start, CLIENTS)
+    assert [wb.get_pool(f"export~t{k}").in_use for k in range(3)] == [2, 2, 2]
+    gauges = {f"t{k}": Gauge() for k in range(3)}
+    done: list[str] = []
+
+    def work(i: int) -> None:
+        me = engines[i]
+        while True:
+            with lock:
+                if len(done) == len(runs):
+                    return
+            claimed = me.claim(workflow_name="export")
+            if claimed is None:
+                continue
+            gauge = gauges[runs[claimed.workflow_exec_id]]
+            gauge.enter()
+            assert me.get_activity(claimed.activity_exec_id).pool_slot is not None
+            gauge.leave()
+            me.transition_activity(claimed.activity_exec_id, Transition.COMPLETED)
+            with lock:
+                done.append(claimed.activity_exec_id)
+
+    _all(work, CLIENTS)
+    assert max(g.most for g in gauges.values()) <= 2
+    assert len(set(done)) == len(runs) == CLIENTS * RUNS_PER_CLIENT
+    assert {wb.get_workflow(wx).state for wx in runs} == {WorkflowState.COMPLETED}
+    for k in range(3):
+        info = wb.get_pool(f"export~t{k}")
+        assert (info.in_use, info.waiting) == (0, 0)

@@ -68,6 +68,8 @@ class Plan:
     pools: tuple[tuple[str, int], ...] = ()
     #: Called (through ``call``, until it went through) before the run starts.
     before: Events | None = None
+    #: Keyed pools (``<pool>~<key>``) its activities take, checked as ``pools`` are.
+    keyed: tuple[str, ...] = ()
 
 
 @dataclass
@@ -310,6 +312,16 @@ def _one_slot(wb: Whimbrel, wx: str, call: Call) -> bool:
     return False
 
 
+def _one_per_key(wb: Whimbrel, wx: str, call: Call) -> bool:
+    """B and C take the same key of a pool of one slot per key, E another key (issue 29):
+    B and C never both launched at once, whatever crashed; E is not held back by them."""
+    wf = wb.engine.reads.get_workflow(wx)
+    holding = [a.activity_name for a in wf.activities if a.activity_name in ("B", "C")
+               and a.state in _HOLDING]
+    assert len(holding) <= 1, f"key 'a' of a pool of one slot held by {holding}: {wf}"
+    return False
+
+
 def blocker_id(wx: str) -> str:
     return f"blocker-of-{wx}"
 
@@ -405,6 +417,12 @@ def pool_plans() -> list[Plan]:
         Plan("pool", WorkflowDefinition("pooled", (
             act("A"), replace(act("B", "A"), pool="cp"), replace(act("C", "A"), pool="cp"),
             act("D", "B", "C"))), W.COMPLETED, events=_one_slot, pools=(("cp", 1),)),
+        Plan("pool-keyed", WorkflowDefinition("keyed", (
+            act("A"), *(replace(act(n, "A"), pool="kp", pool_key=key)
+                        for n, key in (("B", "input.t1"), ("C", "input.t1"), ("E", "A.ok"))),
+            act("D", "B", "C", "E"))), W.COMPLETED, events=_one_per_key, pools=(("kp", 1),),
+            behaviour=lambda n, a: "hang" if (n, a) == ("B", 1) else "complete",
+            input={"n": 1, "t1": "a"}, keyed=("kp~a", "kp~true")),
         Plan("max-running", WorkflowDefinition("maxrun", (act("A"), act("B", "A")),
                                                max_running=1),
              W.COMPLETED, before=_start_blocker, events=_drive_blocker),

@@ -237,6 +237,27 @@ CORPUS: list[Case] = [
     ("register: a wait in a pool", lambda wb, c: wb.register_workflow(WorkflowDefinition(
         "pooled", (ActivityDefinition("T", launcher=LauncherSpec.timer(5), pool="p"),))),
      InvalidDefinition, "takes no pool slot"),
+    # Issue 29 item 5: per-key pools.
+    ("register: a pool_key that is not JMESPath", lambda wb, c: wb.register_workflow(
+        WorkflowDefinition("pooled", (ActivityDefinition(
+            "A", launcher=EXT, pool="p", pool_key="input.["),))),
+     InvalidDefinition, "pool_key is not valid JMESPath"),
+    ("register: a pool_key without a pool", lambda wb, c: wb.register_workflow(
+        WorkflowDefinition("pooled", (ActivityDefinition(
+            "A", launcher=EXT, pool_key="input.tenant"),))),
+     InvalidDefinition, "pool_key needs a pool"),
+    ("register: a pool_key reading no upstream", lambda wb, c: wb.register_workflow(
+        WorkflowDefinition("pooled", (ActivityDefinition(
+            "A", launcher=EXT, pool="p", pool_key="up.tenant"),))),
+     InvalidDefinition, "pool_key reads up"),
+    ("register: a pool_key that is a number", lambda wb, c: wb.register_workflow(
+        WorkflowDefinition("pooled", (ActivityDefinition(
+            "A", launcher=EXT, pool="p", pool_key=7),))),  # type: ignore[arg-type]
+     InvalidDefinition, "pool_key must be a non-empty JMESPath expression"),
+    ("set_pool: a key's name", lambda wb, c: wb.set_pool("p~t1", slots=1, per_second=None),
+     InvalidInput, "pool name must match"),
+    ("get_pool: a key of an unknown pool", lambda wb, c: wb.get_pool("ghost~t1"),
+     PoolNotFound, "no pool 'ghost~t1'"),
     ("register: priority 10", lambda wb, c: wb.register_workflow(WorkflowDefinition(
         "pooled", (ActivityDefinition("A", launcher=EXT, priority=10),))),
      InvalidDefinition, "priority must be an integer from 0"),

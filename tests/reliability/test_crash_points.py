@@ -78,7 +78,7 @@ def _check(wb: Whimbrel, launcher: RecordingLauncher, plan: Plan, wx: str, why: 
 def _slots_given_back(wb: Whimbrel, plan: Plan, clock: StepClock, why: str) -> None:
     """Issue 22: once the run ended (and the sweep had its look at held slots) no slot
     of its pools is held and nothing waits: none leaked, none counted twice."""
-    pools = [name for name, _ in plan.pools]
+    pools = [name for name, _ in plan.pools] + list(plan.keyed)
     if plan.definition.max_running:
         pools.append(run_pool(plan.definition.name))
     if not pools:

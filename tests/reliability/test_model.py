@@ -19,6 +19,8 @@ of the claimable index), so the model's states stand as they are; the pool is ch
 as invariants on the tables after every step: never two live holders, nothing claimable
 or running without its slot, a slot held only by its holder (or by one that just
 ended, until its release), and a caller's start of an attempt the pool holds refused.
+Since issue 29 every other example keys its pool by the run's input (two keys over its
+runs): the same invariants hold for each key's slots, each key to its own limit.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ from whimbrel.contract.errors import (
     StateConflict,
 )
 from whimbrel.contract.ids import activity_exec_id, workflow_exec_id_for
-from whimbrel.contract.pools import parse_slot_ref
+from whimbrel.contract.pools import keyed_pool, parse_slot_ref
 from whimbrel.contract.states import (
     ACTIVITY_TRANSITIONS,
     ActivityState,
@@ -379,6 +381,8 @@ class WorkflowMachine(RuleBasedStateMachine):
         #: held it when it last changed (they may stay above a lowered limit, no other).
         self.slots = 1
         self.before: set[str] = set()
+        #: Issue 29: every other example keys its pool by the run's input (keys k0, k1).
+        self.keyed = COUNTS["examples"] % 2 == 0
 
     def teardown(self) -> None:
         self.wb.close()
@@ -404,15 +408,18 @@ class WorkflowMachine(RuleBasedStateMachine):
                 f"N{i}", tuple(sorted({f"N{d}" for d in deps if d < i})),
                 launcher=launcher, heartbeat_timeout_seconds=hb if signal is None else None,
                 retry=RetryPolicy(max_attempts=attempts, initial_interval_seconds=interval),
-                pool=self.pool if pooled and signal is None else None))
+                pool=self.pool if pooled and signal is None else None,
+                pool_key="input.k" if pooled and signal is None and self.keyed else None))
         defn = WorkflowDefinition(f"m{COUNTS['examples']}-{self.defs}", tuple(acts))
         self.wb.register_workflow(defn)
         request = f"{defn.name}-req"
-        wx = self.wb.start_workflow(defn.name, {"i": self.defs}, request_id=request)
+        given = {"i": self.defs, "k": f"k{self.defs % 2}"}
+        # str(): the model is deep-copied, and a StartedRun does not copy (see report).
+        wx = str(self.wb.start_workflow(defn.name, given, request_id=request))
         assert wx == workflow_exec_id_for(request)
         self.model.start(wx, defn, self.clock())
         # Starting again with the same request id changes nothing.
-        assert self.wb.start_workflow(defn.name, {"i": self.defs}, request_id=request) == wx
+        assert self.wb.start_workflow(defn.name, given, request_id=request) == wx
 
     def _claimable(self) -> list[tuple[MWorkflow, MAct]]:
         return [(wf, a) for wf, a in self._attempts(A.READY)
@@ -726,7 +733,7 @@ class WorkflowMachine(RuleBasedStateMachine):
         claimable or running without its slot; a slot's holder is a live attempt that
         records it, or one that ended (its release follows the end's write, or it timed
         out while its code may still run)."""
-        live: list[str] = []
+        live: dict[str, list[str]] = {name: [] for name in self._pools()}
         waiting = 0
         for wf in self.model.wfs.values():
             for row in self.wb.store.list_activities(wf.wx):
@@ -738,25 +745,37 @@ class WorkflowMachine(RuleBasedStateMachine):
                     assert row.pool_slot is not None, f"started around its pool: {row}"
                 if row.pool_slot is not None and not row.state.is_terminal:
                     pool, k = parse_slot_ref(row.pool_slot)
-                    assert pool == self.pool and k in (0, 1), row
-                    live.append(row.activity_exec_id)
-        assert len(live) <= self.slots or set(live) <= self.before, \
-            f"{live} hold a pool of {self.slots} slot(s) (held by {self.before} when set)"
-        if live and waiting:  # (printed with the figures: the pool was exercised)
+                    assert pool in live and k in (0, 1), row
+                    live[pool].append(row.activity_exec_id)
+        for pool, holders in live.items():  # each key to its own limit
+            assert len(holders) <= self.slots or set(holders) <= self.before, \
+                f"{holders} hold {pool} of {self.slots} slot(s) (held by {self.before} when set)"
+        if self.keyed:  # (printed with the figures: the keys were exercised)
+            held_keys = sum(1 for h in live.values() if h)
+            if held_keys:
+                tag = f"keyed pool: {held_keys} key(s) held"
+                WAIT_COUNTS[tag] = WAIT_COUNTS.get(tag, 0) + 1
+        if any(live.values()) and waiting:  # (printed with the figures: the pool was exercised)
             WAIT_COUNTS["pool: steps with a waiter"] = WAIT_COUNTS.get(
                 "pool: steps with a waiter", 0) + 1
-        for slot in (self.wb.store.pools.get_slot(self.pool, k) for k in (0, 1)):
-            if slot.holder is None or slot.holder in live:
-                if slot.holder is not None:
-                    row = self.wb.store.get_activity(slot.holder)
-                    assert row is not None and row.pool_slot == f"{self.pool}#{slot.k}", \
-                        (slot, row)
-                continue
-            row = self.wb.store.get_activity(slot.holder)
-            assert row is None or row.state is None or row.state.is_terminal \
-                or row.pool_slot is None, (slot, row)
-        held = {s.holder for s in (self.wb.store.pools.get_slot(self.pool, k) for k in (0, 1))}
-        assert set(live) <= held, (live, held)  # every live holder's slot says so
+        for pool, holders in live.items():
+            for slot in (self.wb.store.pools.get_slot(pool, k) for k in (0, 1)):
+                if slot.holder is None or slot.holder in holders:
+                    if slot.holder is not None:
+                        row = self.wb.store.get_activity(slot.holder)
+                        assert row is not None and row.pool_slot == f"{pool}#{slot.k}", \
+                            (slot, row)
+                    continue
+                row = self.wb.store.get_activity(slot.holder)
+                assert row is None or row.state is None or row.state.is_terminal \
+                    or row.pool_slot is None, (slot, row)
+            held = {s.holder for s in (self.wb.store.pools.get_slot(pool, k) for k in (0, 1))}
+            assert set(holders) <= held, (holders, held)  # every live holder's slot says so
+
+    def _pools(self) -> list[str]:
+        """The pools this example's attempts take: its pool, or its two keys'."""
+        return [keyed_pool(self.pool, k) for k in ("k0", "k1")] if self.keyed \
+            else [self.pool]
 
     @invariant()
     def no_attempt_id_comes_back(self) -> None:

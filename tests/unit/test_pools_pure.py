@@ -11,9 +11,15 @@ from whimbrel.contract.notifications import queued_seconds, workflow_ended
 from whimbrel.contract.pools import (
     MAX_CHECK_SECONDS,
     SLOT_CHECK_SECONDS,
+    PoolKeyFailed,
+    base_pool,
     check_after,
+    evaluate_pool_key,
+    is_keyed_pool,
     is_run_pool,
+    keyed_pool,
     parse_slot_ref,
+    pool_key_problem,
     run_pool,
     slot_ref,
 )
@@ -89,3 +95,51 @@ def test_workflow_ended_says_how_long_a_run_was_queued() -> None:
     assert queued_seconds(never, 130.0) == 30.0
     plain = WorkflowRecord("wx", "etl", 1, W.COMPLETED, history=(Change("RUNNING", 1.0),))
     assert "queued_seconds" not in workflow_ended(plain, previous="RUNNING").detail
+
+
+# -- per-key pools (issue 29) ------------------------------------------------------------
+
+
+def test_a_keyed_pool_names_its_key_or_its_hash_and_maps_back_to_its_pool() -> None:
+    assert keyed_pool("exports", "t-9") == "exports~t-9"
+    assert keyed_pool("exports", "eu.west_1") == "exports~eu.west_1"
+    for awkward in ("a b", "x#1", "tenant/7", "é", "", "k" * 65):
+        name = keyed_pool("exports", awkward)
+        assert name.startswith("exports~~") and len(name) == len("exports~~") + 32
+        assert "#" not in name and name == keyed_pool("exports", awkward)  # stable
+    assert keyed_pool("exports", "a b") != keyed_pool("exports", "a_b")
+    for name in ("exports~t-9", keyed_pool("exports", "x#1")):
+        assert base_pool(name) == "exports" and is_keyed_pool(name)
+        pool, k = parse_slot_ref(slot_ref(name, 3))
+        assert (pool, k) == (name, 3)
+    assert base_pool("exports") == "exports" and not is_keyed_pool("exports")
+    assert not is_keyed_pool(run_pool("w"))
+
+
+@pytest.mark.parametrize(("doc", "key"), [
+    ({"input": {"tenant": "a"}}, "a"), ({"input": {"tenant": 7}}, "7"),
+    ({"input": {"tenant": 7.0}}, "7"), ({"input": {"tenant": 2.5}}, "2.5"),
+    ({"input": {"tenant": True}}, "true")])
+def test_a_key_is_a_string_a_number_or_a_boolean(doc: object, key: str) -> None:
+    assert evaluate_pool_key("input.tenant", doc) == key
+
+
+@pytest.mark.parametrize(("doc", "says"), [
+    ({"input": {}}, "read null"), ({"input": None}, "read null"),
+    ({"input": {"tenant": [1]}}, "read a list"),
+    ({"input": {"tenant": {"a": 1}}}, "read an object")])
+def test_a_key_that_is_not_a_scalar_says_which(doc: object, says: str) -> None:
+    with pytest.raises(PoolKeyFailed, match=says) as err:
+        evaluate_pool_key("input.tenant", doc)
+    assert err.value.error_type == "PoolKeyFailed" and "input.tenant" in str(err.value)
+
+
+def test_pool_key_problems() -> None:
+    assert pool_key_problem("p", None) is None
+    assert pool_key_problem("p", "input.tenant") is None
+    assert pool_key_problem("p", "up.region", ("up",)) is None
+    assert "needs a pool" in (pool_key_problem(None, "input.tenant") or "")
+    assert "not valid JMESPath" in (pool_key_problem("p", "input.[") or "")
+    assert "reads up" in (pool_key_problem("p", "up.region") or "")
+    assert "non-empty" in (pool_key_problem("p", "") or "")
+    assert "non-empty" in (pool_key_problem("p", 3) or "")

@@ -12,6 +12,7 @@ from whimbrel.contract.conditions import Trigger
 from whimbrel.contract.errors import InvalidDefinition
 from whimbrel.contract.launching import LAUNCHER_KINDS, LauncherSpec, RetryPolicy
 from whimbrel.contract.limits import NAME_PATTERN
+from whimbrel.contract.pools import pool_key_problem
 from whimbrel.contract.priority import DEFAULT_PRIORITY
 
 _NAME = re.compile(NAME_PATTERN)
@@ -24,7 +25,8 @@ DEFAULT_START_TIMEOUT_SECONDS = 300.0
 _DATA_FIELDS = ("map_over", "max_concurrency", "tolerated_failures", "on_failure")
 #: The flow-control fields (whimbrel/contract/flow.py) and their defaults: written only
 #: when they differ, so definitions without them keep their canonical JSON.
-FLOW_DEFAULTS: dict[str, Any] = {"pool": None, "priority": DEFAULT_PRIORITY, "when": None,
+FLOW_DEFAULTS: dict[str, Any] = {"pool": None, "pool_key": None,
+                                 "priority": DEFAULT_PRIORITY, "when": None,
                                  "trigger": Trigger.ALL_COMPLETED.value, "input_from": {}}
 
 
@@ -57,6 +59,11 @@ class ActivityDefinition:
             place; ``"continue"``: dependents run, seeing no output.
         pool: the named pool whose slots and rate this activity's attempts take
             (:mod:`whimbrel.contract.pools`); None: no pool.
+        pool_key: with a pool, a JMESPath over ``{"input": ..., "<upstream>": <output>}``
+            whose value (a string, number or boolean) names the key: the pool's limits
+            then apply to each key value separately (a pool of 2 slots keyed by
+            ``input.tenant`` lets every tenant run 2). An attempt whose key reads
+            ``null``, a list or an object fails (``PoolKeyFailed``). None: one pool.
         priority: 0 (first) to 9; pool admission and ``claim`` serve lower numbers
             first, then the oldest, with aging (:mod:`whimbrel.contract.priority`).
         when: a JMESPath condition over ``{"input": ..., "<upstream>": <output>}``;
@@ -83,6 +90,7 @@ class ActivityDefinition:
     tolerated_failures: int = 0
     on_failure: str | None = None
     pool: str | None = None
+    pool_key: str | None = None
     priority: int = DEFAULT_PRIORITY
     when: str | None = None
     trigger: str = Trigger.ALL_COMPLETED.value
@@ -166,6 +174,7 @@ class ActivityDefinition:
             tolerated_failures=data.get("tolerated_failures", 0),
             on_failure=data.get("on_failure"),
             pool=data.get("pool"),
+            pool_key=data.get("pool_key"),
             priority=data.get("priority", DEFAULT_PRIORITY),
             when=data.get("when"),
             trigger=data.get("trigger", Trigger.ALL_COMPLETED.value),
@@ -205,4 +214,7 @@ class ActivityDefinition:
             out.append(f"{where}: input must be a mapping")
         out.extend(dataflow.activity_problems(self, where))
         out.extend(flow.activity_problems(self, where))
+        key_problem = pool_key_problem(self.pool, self.pool_key, self.depends_on)
+        if key_problem:
+            out.append(f"{where}: {key_problem}")
         return out

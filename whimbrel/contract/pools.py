@@ -39,6 +39,14 @@ is admitted until it is raised.
   :func:`run_pool` of ``max_running`` slots per definition name, whose holders are
   workflow executions (a run holds a slot from RUNNING to its end; a start that finds
   none waits QUEUED among the pool's waiters).
+* **Per-key pools** (``ActivityDefinition.pool_key``, issue 29): an attempt of a keyed
+  activity takes its slots and tokens in the *keyed pool* :func:`keyed_pool` — the
+  pool's name, ``~`` and the key's value (hashed when it is not short and plain) — so
+  each key value has its own ``slots`` items, waiters, rate shards and pacer, and every
+  item above is written unchanged under that name: release, wake and the sweep's
+  checks need nothing new. Its settings are the pool's (:func:`base_pool`): one
+  ``set_pool`` limits every key. Keys spread as pools do (each key's ``S`` slots on
+  ``S`` partition keys); a million tenants are a million small pools, never one item.
 """
 
 from __future__ import annotations
@@ -46,8 +54,11 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
+from whimbrel.contract.conditions import INPUT_KEY, compile_expression, expression_problem
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.limits import NAME_PATTERN
 
@@ -314,6 +325,99 @@ def shard_choice(shards: int, seed: str, attempt: int = 0) -> int:
     if attempt == 0 or shards == 1:
         return first
     return (first + 1 + _draw(seed, -2 - attempt) % (shards - 1)) % shards
+
+
+# -- per-key pools ------------------------------------------------------------------------
+
+#: Between a pool's name and its key in a keyed pool's name (in no pool name, nor in a
+#: definition's name: ``run:`` pools never collide either).
+KEY_SEPARATOR = "~"
+#: A key value written as it is: short, plain text (anything else is hashed).
+_PLAIN_KEY = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+#: The error type of an attempt whose ``pool_key`` gave no key (the attempt fails).
+POOL_KEY_ERROR = "PoolKeyFailed"
+
+
+class PoolKeyFailed(InvalidInput):
+    """An attempt's ``pool_key`` gave no usable key on its document (it failed, read
+    ``null``, or read a list or an object): the attempt fails with :data:`POOL_KEY_ERROR`."""
+
+    def __init__(self, message: str, *, expression: str) -> None:
+        super().__init__(message[:500], field="pool_key", expression=expression[:500],
+                         error_type=POOL_KEY_ERROR)
+        self.expression = expression
+        self.error_type = POOL_KEY_ERROR
+
+
+def pool_key_problem(pool: Any, pool_key: Any, depends_on: Iterable[str] = ()) -> str | None:
+    """What is wrong with an activity's ``pool_key``, or None: not JMESPath, or reading a
+    name that is neither ``input`` nor one of ``depends_on`` (it would always read null)."""
+    if pool_key is None:
+        return None
+    if pool is None:
+        return "pool_key needs a pool (it names which of the pool's keys an attempt takes)"
+    problem = expression_problem(pool_key)
+    if problem is None:
+        problem = expression_problem(pool_key, {INPUT_KEY, *depends_on})
+    return None if problem is None else f"pool_key {problem}"[:1000]
+
+
+def key_text(value: Any) -> str:
+    """A key value as text: a string as it is, a number or a boolean as JSON writes it.
+
+    Raises:
+        ValueError: ``null``, a list or an object (saying which).
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    what = "null" if value is None else \
+        "a list" if isinstance(value, list) else "an object" if isinstance(value, dict) \
+        else type(value).__name__
+    raise ValueError(f"read {what}; a key must be a string, a number or a boolean")
+
+
+def evaluate_pool_key(expr: str, doc: Any) -> str:
+    """The key ``expr`` reads from ``doc`` (``{"input": ..., "<upstream>": ...}``), as
+    text (:func:`key_text`).
+
+    Raises:
+        PoolKeyFailed: the expression failed on the document, or read ``null``, a list
+            or an object.
+    """
+    try:
+        value = compile_expression(expr).search(doc)
+        return key_text(value)
+    except ValueError as exc:
+        raise PoolKeyFailed(f"pool_key {expr!r} {exc}", expression=expr) from None
+    except Exception as exc:  # jmespath raises plain errors too (conditions._search)
+        raise PoolKeyFailed(f"pool_key {expr!r} failed on this document: "
+                            f"{type(exc).__name__}: {exc}", expression=expr) from None
+
+
+def keyed_pool(pool: str, key: str) -> str:
+    """The pool an attempt of ``pool`` keyed ``key`` takes: ``<pool>~<key>``, or
+    ``<pool>~~<hash>`` for a key that is not short plain text (``#``, spaces, other
+    scripts, long ids): slot items, waiters and records hold only the name alphabet,
+    and ``#`` separates the parts of the keys they are stored under."""
+    if _PLAIN_KEY.match(key):
+        return f"{pool}{KEY_SEPARATOR}{key}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:32]
+    return f"{pool}{KEY_SEPARATOR}{KEY_SEPARATOR}{digest}"
+
+
+def base_pool(pool: str) -> str:
+    """The pool whose settings ``pool`` has: itself, or a keyed pool's pool."""
+    return pool.split(KEY_SEPARATOR, 1)[0]
+
+
+def is_keyed_pool(pool: str) -> bool:
+    return KEY_SEPARATOR in pool
 
 
 # -- token buckets -------------------------------------------------------------------------

@@ -16,10 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from whimbrel.contract.errors import WorkflowNotFound
-from whimbrel.contract.pools import parse_slot_ref, slot_ref
+from whimbrel.contract.pools import base_pool, parse_slot_ref, slot_ref
 from whimbrel.contract.records import ActivityRecord, Due, WorkflowRecord
 from whimbrel.contract.states import ActivityState
 from whimbrel.engine.engine import Engine
+from whimbrel.engine.pool_keys import lost_pool
 from whimbrel.engine.pools import Pools
 from whimbrel.engine.sweep import SweepReport, fire_timer, reconcile
 
@@ -110,7 +111,7 @@ def _release(engine: Engine, wf: WorkflowRecord, acts: list[ActivityRecord],
             continue  # a live attempt's slot is its own
         ref = _held_slot(engine, act.pool_slot, act.activity_exec_id)
         if ref is None and act.state is A.LOST and act.pool_slot is None:
-            ref = _slot_of_lost(engine, defn.activity(act.activity_name).pool,
+            ref = _slot_of_lost(engine, lost_pool(engine, wf, defn, act),
                                 act.activity_exec_id)
         if ref is not None:
             # The pools' own end hook: releases only this holder's slot (a conditional
@@ -144,7 +145,7 @@ def _slot_of_lost(engine: Engine, pool: str | None, holder: str) -> str | None:
     """The slot of ``pool`` still held by ``holder`` (a lost attempt), if any."""
     if pool is None:
         return None
-    info = engine.store.pools.get_pool_settings(pool)
+    info = engine.store.pools.get_pool_settings(base_pool(pool))  # a key's: its pool's
     high = max(info.slots or 0, info.slots_high or 0) if info is not None else 0
     held = engine.store.pools.held_slots(pool, high) if high else []
     return next((slot_ref(pool, s.k) for s in held if s.holder == holder), None)

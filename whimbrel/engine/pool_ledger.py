@@ -17,6 +17,8 @@ from whimbrel.contract.pools import (
     SLOT_CHECK_SECONDS,
     Bucket,
     PoolInfo,
+    base_pool,
+    is_keyed_pool,
     is_run_pool,
     probe_order,
     rate_shards,
@@ -74,7 +76,9 @@ class Ledger:
     # -- settings ----------------------------------------------------------------------
 
     def settings(self, name: str) -> PoolInfo | None:
-        """A pool's settings, read at most every :data:`SETTINGS_SECONDS`."""
+        """A pool's settings, read at most every :data:`SETTINGS_SECONDS` (a keyed
+        pool's are its pool's: one item, one cache entry, for every key)."""
+        name = base_pool(name)
         now = time.monotonic()
         with self._lock:
             cached = self._settings.get(name)
@@ -156,7 +160,9 @@ class Ledger:
             part = above[start:start + 100]
             if len(self.store.pools.free_among(pool, part)) < len(part):
                 return True
-        if self.store.pools.settle_slots_high(pool, high, slots):
+        # A keyed pool's slots above the limit drain by themselves; its admissions keep
+        # checking them until the pool's own settle (slots_high is one for all keys).
+        if not is_keyed_pool(pool) and self.store.pools.settle_slots_high(pool, high, slots):
             self.forget(pool)
         return False
 

@@ -31,6 +31,7 @@ from whimbrel.contract.states import (
 )
 from whimbrel.engine import admission, flow
 from whimbrel.engine.feature import Core
+from whimbrel.engine.pool_keys import PoolKeyFailed, attempt_pool, fail_keyless
 from whimbrel.engine.pool_ledger import Ledger, Limits, Taken
 from whimbrel.engine.pool_pacer import Pacer
 
@@ -143,8 +144,11 @@ class Queue:
     def admit_pull(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                    spec: ActivityDefinition, item: ActivityRecord) -> str:
         """A waiting pull attempt becomes claimable, its slot recorded in the same write."""
-        assert spec.pool is not None
-        pool = spec.pool
+        try:
+            pool = attempt_pool(self.core, wf, defn, spec, item)
+        except PoolKeyFailed as exc:
+            fail_keyless(self.core, item.activity_exec_id, defn, str(exc))
+            return "gone"
         limits = self.ledger.limits(pool, defn) or (None, None)
         now = self.core.clock()
         taken = self.take(pool, limits, item.activity_exec_id, now)

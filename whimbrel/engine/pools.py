@@ -1,11 +1,10 @@
 """Pools and ``max_running`` (a feature; issue 22; docs/architecture.md, "Pools").
 
 A pool limits the attempts that hold one of its slots (``slots``) and how fast they
-start (``per_second``); a definition's ``max_running`` is the implicit pool
-``run:<workflow_name>`` whose holders are runs. Storage is in
-:mod:`whimbrel.contract.pools` (slot items, waiters, rate shards; no hot key). This
-module holds the hooks; ``pool_ledger.py`` takes slots and tokens, ``pool_queue.py``
-keeps the waiters and wakes them.
+start (``per_second``); ``max_running`` is the implicit pool ``run:<workflow_name>``
+whose holders are runs. Storage: :mod:`whimbrel.contract.pools` (no hot key). Here the
+hooks; ``pool_ledger.py`` takes slots and tokens, ``pool_queue.py`` keeps the waiters
+and wakes them, ``pool_keys.py`` names a keyed attempt's pool (``<pool>~<key>``).
 
 * **Admission** (``admit``): before the write that starts an attempt — QUEUED or RUNNING,
   or READY and claimable for a pull one — or that makes a run RUNNING (a start, a
@@ -42,6 +41,7 @@ from whimbrel.contract.pools import (
     SLOT_CHECK_SECONDS,
     Pool,
     PoolInfo,
+    base_pool,
     is_run_pool,
     parse_slot_ref,
     run_pool,
@@ -60,6 +60,7 @@ from whimbrel.contract.states import (
 from whimbrel.engine import admission
 from whimbrel.engine.feature import Admission, Core, Feature
 from whimbrel.engine.pool_holders import kept_until, next_check
+from whimbrel.engine.pool_keys import PoolKeyFailed, attempt_pool, fail_keyless, keyless
 from whimbrel.engine.pool_ledger import Ledger, PoolNotFound
 from whimbrel.engine.pool_nesting import (
     PoolDeadlock,
@@ -123,22 +124,23 @@ class Pools(Feature):
         return info
 
     def get_pool(self, name: str) -> PoolInfo:
-        """A pool's settings, the slots held now and how many wait for it.
+        """A pool's settings, the slots held now and how many wait for it; of one key
+        with ``<pool>~<key>`` (its pool's settings, the key's slots and waiters).
 
         Raises:
             PoolNotFound: no such pool.
         """
-        Pool(name).validate()
-        info = self.store.pools.get_pool_settings(name)
+        Pool(base_pool(name)).validate()
+        info = self.store.pools.get_pool_settings(base_pool(name))
         if info is None:
             raise PoolNotFound(name)
         high = max(info.slots or 0, info.slots_high or 0)
         in_use = len(self.store.pools.held_slots(name, high)) if high else 0
-        return replace(info, in_use=in_use, waiting=self.store.pools.count_waiters(name))
+        return replace(info, name=name, in_use=in_use,
+                       waiting=self.store.pools.count_waiters(name))
 
     def list_pools(self) -> list[PoolInfo]:
-        """Every pool's settings, by name."""
-        return self.store.pools.list_pool_settings()
+        return self.store.pools.list_pool_settings()  # every pool's settings, by name
 
     # -- registration ------------------------------------------------------------------
 
@@ -165,7 +167,10 @@ class Pools(Feature):
         spec = defn.activity(item.activity_name)
         if spec.pool is None:
             return None
-        pool = spec.pool
+        try:
+            pool = attempt_pool(self.core, wf, defn, spec, item)
+        except PoolKeyFailed as exc:  # held READY, then failed (a crash: reconcile fails it)
+            return keyless(self.core, defn, spec, item.activity_exec_id, exc)
         limits = self.ledger.limits(pool, defn)
         if limits is None:  # no limit: admitted at once (marked, so nothing re-admits it)
             return Admission(True, {"pool_slot": slot_ref(pool, None), "pool_wait": REMOVE})
@@ -240,7 +245,8 @@ class Pools(Feature):
             log.warning("pool follow-up of %s: %s", item.activity_exec_id, exc)
 
     def _give_back_after(self, item: ActivityRecord) -> None:
-        pool = parse_slot_ref(item.pool_slot)[0] if item.pool_slot else self._pool_of(item)
+        pool = parse_slot_ref(item.pool_slot)[0] if item.pool_slot else item.pool_wait \
+            or self._pool_of(item)  # a keyed pool's name is on its attempt
         if pool is None:
             return
         if item.pool_wait is not None and item.pool_slot is None:
@@ -352,10 +358,14 @@ class Pools(Feature):
                     or act.claim_key is not None:
                 continue  # not waiting: admitted (and claimable, for a pull one)
             # Waiting for its pool, or readied while its run was SUSPENDED.
-            self.store.pools.put_waiter(spec.pool, act.activity_exec_id,
+            try:
+                pool = attempt_pool(self.core, wf, defn, spec, act)
+            except PoolKeyFailed as exc:  # its failure was lost to a crash: fail it now
+                repaired |= fail_keyless(self.core, act.activity_exec_id, defn, str(exc))
+                continue
+            self.store.pools.put_waiter(pool, act.activity_exec_id,
                                   admission.claim_order(spec, wf, act.ready_epoch),
-                                  kind="activity",
-                                  expires_epoch=None)
+                                  kind="activity", expires_epoch=None)
             # A push one is advanced by the core's visit; python waits for a worker.
             if spec.launcher.is_pull or spec.launcher.needs_worker:
                 repaired |= self.queue.admit_pull(wf, defn, spec, act) == "admitted"
@@ -382,9 +392,8 @@ class Pools(Feature):
         if info is None or (info.slots is None and info.per_second is None):
             return  # no limit (or its settings vanished): nothing to go past
         fresh = self.store.get_activity(item.activity_exec_id)  # the image may be stale
-        if fresh is None or fresh.state is not state or fresh.pool_slot is not None \
-                or fresh.claim_key is not None:
-            return
-        raise WaitsForPool(activity_exec_id=item.activity_exec_id, pool=spec.pool,
-                           transition=verb.value)
+        if fresh is not None and fresh.state is state and fresh.pool_slot is None \
+                and fresh.claim_key is None:
+            raise WaitsForPool(activity_exec_id=item.activity_exec_id,
+                               pool=fresh.pool_wait or spec.pool, transition=verb.value)
 

@@ -152,11 +152,13 @@ class WorkflowContext:
              heartbeat_timeout_seconds: float | None = None,
              start_to_close_seconds: float | None = None,
              schedule_to_start_seconds: float | None = None, pool: str | None = None,
-             priority: int | None = None) -> Any:
+             pool_key: str | None = None, priority: int | None = None) -> Any:
         """Run one step and return its output. ``fn_or_name`` is a module-level function
         taking one ``ActivityRun`` (``run.input`` is ``input``), run by the ``python``
         launcher, or a name with ``launcher=`` (``external`` when none: a worker in any
         language claims it). The k-th call of a name is the step ``<name>#<k>``.
+        ``pool_key`` keys its ``pool`` (a JMESPath over ``{"input": <the run's input>}``:
+        each key value has the pool's limits to itself; docs/definitions.md).
 
         Raises:
             StepFailed: it ended FAILED, TIMED_OUT or CANCELLED after its retries.
@@ -168,7 +170,7 @@ class WorkflowContext:
             heartbeat_timeout_seconds=heartbeat_timeout_seconds,
             start_to_close_seconds=start_to_close_seconds,
             schedule_to_start_seconds=schedule_to_start_seconds, pool=pool,
-            priority=priority).result()
+            pool_key=pool_key, priority=priority).result()
 
     def start(self, fn_or_name: Callable[..., Any] | str, input: Any = None, *,
               name: str | None = None, launcher: LauncherSpec | None = None,
@@ -176,7 +178,7 @@ class WorkflowContext:
               heartbeat_timeout_seconds: float | None = None,
               start_to_close_seconds: float | None = None,
               schedule_to_start_seconds: float | None = None, pool: str | None = None,
-              priority: int | None = None) -> StepHandle:
+              pool_key: str | None = None, priority: int | None = None) -> StepHandle:
         """Start a step without waiting for it (the same arguments as :meth:`step`);
         ``handle.result()`` waits. Steps started together run in parallel."""
         if self._closed:
@@ -185,7 +187,7 @@ class WorkflowContext:
                      heartbeat_timeout_seconds=heartbeat_timeout_seconds,
                      start_to_close_seconds=start_to_close_seconds,
                      schedule_to_start_seconds=schedule_to_start_seconds, pool=pool,
-                     priority=priority)
+                     pool_key=pool_key, priority=priority)
         self._seq += 1
         self._counts[spec.name] += 1
         step = f"{spec.name}#{self._counts[spec.name]}"
@@ -363,7 +365,7 @@ def _spec(fn_or_name: Callable[..., Any] | str, *, name: str | None,
           launcher: LauncherSpec | None, retry: RetryPolicy | None,
           heartbeat_timeout_seconds: float | None, start_to_close_seconds: float | None,
           schedule_to_start_seconds: float | None, pool: str | None,
-          priority: int | None) -> ActivityDefinition:
+          pool_key: str | None, priority: int | None) -> ActivityDefinition:
     if isinstance(fn_or_name, str):
         base = name or fn_or_name
         how = launcher if launcher is not None else LauncherSpec.external()
@@ -384,7 +386,7 @@ def _spec(fn_or_name: Callable[..., Any] | str, *, name: str | None,
         base, launcher=how, retry=retry or RetryPolicy(),
         heartbeat_timeout_seconds=heartbeat_timeout_seconds,
         start_to_close_seconds=start_to_close_seconds,
-        schedule_to_start_seconds=schedule_to_start_seconds, pool=pool,
+        schedule_to_start_seconds=schedule_to_start_seconds, pool=pool, pool_key=pool_key,
         priority=DEFAULT_PRIORITY if priority is None else priority)
     problems = spec.problems({base})
     if "#" in base:
