@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from types import FrameType
 from typing import Any
 
+from whimbrel.contract.code import CodeDefinition
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import InvalidInput, LaunchError, WhimbrelError
 from whimbrel.engine import Engine
@@ -25,8 +26,11 @@ CLOSE_WAIT_SECONDS = 5.0
 
 
 def python_targets(defn: WorkflowDefinition) -> set[str]:
-    """The ``module:function`` of every python activity of ``defn``."""
-    return {t for a in defn.activities if (t := a.launcher.worker_target)}
+    """The ``module:function`` of every python activity of ``defn``, and a code
+    workflow's ``module:qualname`` (its decisions run where its code is)."""
+    targets = {t for a in defn.activities if (t := a.launcher.worker_target)}
+    return targets | {defn.code} if isinstance(defn, CodeDefinition) and defn.code \
+        else targets
 
 
 class Workers:
@@ -49,7 +53,10 @@ class Workers:
         now on, while it lives: it runs them when it advances their run, and claims
         those other processes left for a worker (a background loop, started with the
         first)."""
-        targets = python_targets(defn) - self._decided  # each target is judged once
+        # Each target is judged once; one served already (a code workflow registered
+        # here, ports.serve_here) needs no import.
+        targets = {t for t in python_targets(defn) - self._decided
+                   if not self._python.scope.covers(t)}
         if not targets or self._python.scope.closed \
                 or self.engine.launchers.get("python") is not self._python:
             return  # nothing to run, closing, or python is another launcher's (a Lambda's)

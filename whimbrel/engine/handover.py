@@ -8,7 +8,8 @@ store keys it under the worker shards by module (store/keys.py), apart from exte
 work. A worker reads the prefixes of its modules, and moves a candidate READY → RUNNING
 in one conditional write (``flow.apply`` with ``claimed``: only while it is still in the
 index), then runs it. ``schedule_to_start_seconds`` bounds the wait as for any READY
-attempt (rules.start_deadline).
+attempt (rules.start_deadline). A code run's decision left for a worker
+(engine/code_handoff.py) is found by the same read and made by the claiming worker.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from whimbrel.contract.outcomes import HANDED_BACK
 from whimbrel.contract.records import ActivityRecord
 from whimbrel.contract.states import ActivityState, Transition
 from whimbrel.engine.claims import CLAIM_CANDIDATES
+from whimbrel.engine.code_handoff import is_decision_entry
+from whimbrel.engine.code_runs import CodeRuns
 from whimbrel.engine.feature import Core
 
 A = ActivityState
@@ -47,14 +50,23 @@ class Handover:
         RUNNING, or None if none waits in a proceeding run. As ``claims.claim``: the priority
         shards and a window at a random offset first, then the other shards."""
         store = self.core.store
+        left: list[ActivityRecord] = []
 
         def read(group: list[str]) -> list[ActivityRecord]:
-            return [hit for prefix in prefixes
+            hits = [hit for prefix in prefixes
                     for hit in store.claimable_among(group, prefix, CLAIM_CANDIDATES)
                     if covers(worker_target(hit))]
+            # Decisions of code runs left for a worker share the read (their key is
+            # the workflow's module:qualname): taken here, not launched.
+            left.extend(hit for hit in hits if is_decision_entry(hit))
+            return [hit for hit in hits if not is_decision_entry(hit)]
 
-        return self.core.claims.claim_from(store.worker_claim_shards,
-                                           store.worker_priority_claim_shards, read, actor)
+        claimed = self.core.claims.claim_from(store.worker_claim_shards,
+                                              store.worker_priority_claim_shards, read, actor)
+        runs = self.core.feature(CodeRuns)
+        for entry in left:
+            runs.take_left(entry, actor=actor)
+        return claimed
 
     def hand_back(self, activity_exec_id: str, why: str) -> bool:
         """End an attempt this process moved to RUNNING but never started (its client is

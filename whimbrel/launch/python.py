@@ -173,6 +173,13 @@ class PythonLauncher:
         thread free to run it."""
         return not self.full and self.scope.covers(str(config.get("target", "")))
 
+    def decides(self, code: str) -> bool:
+        """Whether this process is a worker for the code workflow whose function is
+        ``code`` (``module:qualname``) now: its decisions are made here, else left
+        claimable for a worker (engine/code_handoff.py). Not bounded by ``capacity``:
+        a decision runs on the thread that takes it, not on the activity threads."""
+        return self.scope.covers(code)
+
     @property
     def full(self) -> bool:
         """Whether this process holds ``capacity`` attempts already."""

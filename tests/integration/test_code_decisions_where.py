@@ -1,0 +1,144 @@
+"""A code workflow's decision runs only where the code is (issue 26, "Code runs where the
+code is"): a process that is not a worker for the workflow leaves the decision claimable
+(engine/code_handoff.py); a worker for it — the client that registered it, or
+``run_worker`` for its module — takes it and decides. On DynamoDB Local, two clients of
+the same tables in this process: ``other`` never registers nor starts the workflow, so
+it is no worker for it (its ``WorkerScope`` is empty) even though it could import it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import wb_code_workflows as code
+
+from whimbrel import ActivityState, Whimbrel, WorkflowState
+from whimbrel.engine.code_handoff import entry_id, leave
+from whimbrel.engine.code_runs import CodeRuns
+from whimbrel.testing import wait_until
+
+W = WorkflowState
+A = ActivityState
+
+
+def until(what: Callable[[], Any], seconds: float = 30.0) -> Any:
+    return wait_until(what, timeout=seconds, interval=0.02, message=f"not within {seconds} s")
+
+
+def client(ddb_endpoint: str, table_prefix: str) -> Whimbrel:
+    return Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix)
+
+
+@pytest.fixture
+def other(wb: Whimbrel, ddb_endpoint: str, table_prefix: str) -> Iterator[Whimbrel]:
+    """A second client of ``wb``'s tables that registers and starts nothing."""
+    second = client(ddb_endpoint, table_prefix)
+    yield second
+    second.close()
+
+
+def state_of(wb: Whimbrel, aeid: str) -> ActivityState | None:
+    row = wb.engine.store.get_activity(aeid)
+    return None if row is None else row.state
+
+
+def drive_signals(by: Whimbrel, wx: str) -> None:
+    """What ``code.signals`` waits for, done by ``by``: the gate step completed, then
+    three signals, each sent once its wait is READY (a decision made it)."""
+    gate = f"{wx}:gate#1:1"
+    until(lambda: state_of(by, gate) is A.READY)
+    by.transition_activity(gate, "RUNNING")
+    by.transition_activity(gate, "COMPLETED")
+    until(lambda: state_of(by, f"{wx}:signal-paid#1:1") is A.READY)
+    by.signal(wx, "paid", 1)
+    until(lambda: state_of(by, f"{wx}:signal-shipped#1:1") is A.READY)
+    by.signal(wx, "shipped", 3)
+    until(lambda: state_of(by, f"{wx}:signal-paid#2:1") is A.READY)
+    by.signal(wx, "paid", 2)
+
+
+def test_decisions_another_client_asks_for_run_in_the_client_that_registered(
+        wb: Whimbrel, other: Whimbrel) -> None:
+    wb.register_workflow(code.signals)
+    wx = wb.start_workflow("signals")
+    drive_signals(other, wx)  # each step's end and signal applied in `other`
+    run = until(lambda: (r := wb.get_workflow(wx)).state is W.COMPLETED and r)
+    assert run.output == [1, 2, 3]
+    asked, worker = other.engine.feature(CodeRuns), wb.engine.feature(CodeRuns)
+    assert asked.decisions == 0  # it could import the code, but is no worker for it
+    assert asked.left == 4  # the gate's end, then each of the three signals
+    assert worker.decisions >= 5  # the start, and each decision left for it
+    # the run's listing shows its steps only, not the decisions' entries
+    assert sorted(a.activity_name for a in run.activities) == [
+        "gate#1", "signal-paid#1", "signal-paid#2", "signal-shipped#1"]
+
+
+def test_a_run_with_no_worker_waits_then_completes_when_a_worker_starts(
+        wb: Whimbrel, other: Whimbrel, ddb_endpoint: str, table_prefix: str) -> None:
+    starter = client(ddb_endpoint, table_prefix)
+    starter.register_workflow(code.signals)
+    wx = starter.start_workflow("signals")
+    gate = f"{wx}:gate#1:1"
+    until(lambda: state_of(other, gate) is A.READY)
+    starter.close()  # no longer a worker: nobody is one now
+
+    other.transition_activity(gate, "RUNNING")
+    other.transition_activity(gate, "COMPLETED")
+    entry = entry_id(wx, gate)
+    assert other.engine.feature(CodeRuns).left == 1
+    assert state_of(other, entry) is A.READY  # left claimable for a worker
+    # the run waits, neither failed nor advanced: the code has not decided past the gate
+    assert other.get_workflow(wx).state is W.RUNNING
+    assert state_of(other, f"{wx}:signal-paid#1:1") is None
+    # a redelivered step end leaves no second entry
+    running = other.engine.store.get_workflow(wx)
+    assert running is not None
+    assert not leave(other.engine, running, other.get_definition("signals"),  # type: ignore[arg-type]
+                     gate)
+
+    worker = client(ddb_endpoint, table_prefix)
+    thread = threading.Thread(target=worker.run_worker, args=(["wb_code_workflows"],),
+                              daemon=True)
+    thread.start()
+    try:
+        until(lambda: state_of(other, f"{wx}:signal-paid#1:1") is A.READY)
+        assert state_of(other, entry) is A.COMPLETED  # taken once, by the worker
+        other.signal(wx, "paid", 1)
+        until(lambda: state_of(other, f"{wx}:signal-shipped#1:1") is A.READY)
+        other.signal(wx, "shipped", 3)
+        until(lambda: state_of(other, f"{wx}:signal-paid#2:1") is A.READY)
+        other.signal(wx, "paid", 2)
+        run = until(lambda: (r := other.get_workflow(wx)).state is W.COMPLETED and r)
+        assert run.output == [1, 2, 3]
+        assert other.engine.feature(CodeRuns).decisions == 0
+        assert worker.engine.feature(CodeRuns).decisions >= 4
+    finally:
+        worker.stop()
+        thread.join(30)
+        worker.close()
+    assert not thread.is_alive()
+
+
+def test_a_closing_client_leaves_its_decisions_for_a_worker(
+        wb: Whimbrel, ddb_endpoint: str, table_prefix: str) -> None:
+    """A client whose ``close()`` began is no worker (its scope is closed): what it
+    advances from then on is left, not decided."""
+    starter = client(ddb_endpoint, table_prefix)
+    starter.register_workflow(code.signals)
+    wx = starter.start_workflow("signals")
+    gate = f"{wx}:gate#1:1"
+    until(lambda: state_of(starter, gate) is A.READY)
+    runs = starter.engine.feature(CodeRuns)
+    made = runs.decisions
+    starter._python.scope.close()  # what close() does first
+    starter.transition_activity(gate, "RUNNING")
+    starter.transition_activity(gate, "COMPLETED")
+    assert runs.decisions == made and runs.left == 1
+    starter.close()
+    assert state_of(wb, entry_id(wx, gate)) is A.READY
+    assert state_of(wb, f"{wx}:signal-paid#1:1") is None
+    wb.register_workflow(code.signals)  # a worker for it now: takes what was left
+    until(lambda: state_of(wb, f"{wx}:signal-paid#1:1") is A.READY)
