@@ -142,3 +142,41 @@ def test_a_closing_client_leaves_its_decisions_for_a_worker(
     assert state_of(wb, f"{wx}:signal-paid#1:1") is None
     wb.register_workflow(code.signals)  # a worker for it now: takes what was left
     until(lambda: state_of(wb, f"{wx}:signal-paid#1:1") is A.READY)
+
+
+def test_a_left_decision_is_taken_by_one_of_two_workers_at_once(
+        other: Whimbrel, ddb_endpoint: str, table_prefix: str) -> None:
+    starter = client(ddb_endpoint, table_prefix)
+    starter.register_workflow(code.signals)
+    wx = starter.start_workflow("signals")
+    gate = f"{wx}:gate#1:1"
+    until(lambda: state_of(other, gate) is A.READY)
+    starter.close()
+    other.transition_activity(gate, "RUNNING")
+    other.transition_activity(gate, "COMPLETED")
+    entry = other.engine.store.get_activity(entry_id(wx, gate))
+    assert entry is not None and entry.state is A.READY
+    # Two workers (clients that claim nothing in the background) take it at once.
+    workers = [client(ddb_endpoint, table_prefix) for _ in range(2)]
+    barrier = threading.Barrier(2)
+    took: list[bool] = []
+
+    def take(wb: Whimbrel) -> None:
+        barrier.wait()
+        took.append(wb.engine.feature(CodeRuns).take_left(entry, actor=wb.engine.actor))
+
+    threads = [threading.Thread(target=take, args=(w,)) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    try:
+        assert sorted(took) == [False, True]
+        assert sum(w.engine.feature(CodeRuns).decisions for w in workers) == 1
+        assert state_of(other, entry.activity_exec_id) is A.COMPLETED
+        assert state_of(other, f"{wx}:signal-paid#1:1") is A.READY  # decided once
+        assert [a.activity_name for a in other.get_workflow(wx).activities] == [
+            "gate#1", "signal-paid#1"]
+    finally:
+        for w in workers:
+            w.close()

@@ -42,6 +42,8 @@ class Handover:
 
     def __init__(self, core: Core) -> None:
         self.core = core
+        #: Decisions of code runs left for a worker that this engine took (a count).
+        self.decisions_taken = 0
 
     def claim_for_worker(self, prefixes: Sequence[str], covers: Callable[[str], bool], *,
                          actor: str = "worker") -> ActivityRecord | None:
@@ -65,7 +67,8 @@ class Handover:
                                               store.worker_priority_claim_shards, read, actor)
         runs = self.core.feature(CodeRuns)
         for entry in left:
-            runs.take_left(entry, actor=actor)
+            if runs.take_left(entry, actor=actor):
+                self.decisions_taken += 1
         return claimed
 
     def hand_back(self, activity_exec_id: str, why: str) -> bool:

@@ -1,5 +1,6 @@
 """A python worker's loop: claim the python work other processes left for this one
-(engine/handover.py) and run it, up to ``concurrency`` at once.
+(engine/handover.py) and run it, up to ``concurrency`` at once; the same read takes the
+decisions of code runs left for a worker (engine/code_handoff.py), made on this thread.
 
 The same loop serves a client for the workflows it registered or started (in the
 background, while it lives), ``Whimbrel.run_worker`` (in the foreground, for its modules)
@@ -65,6 +66,7 @@ class ClaimLoop:
         while not self.stopping.is_set() and not scope.closed:
             if not self._slots.acquire(timeout=self.max_wait):
                 continue  # all busy: look again (and at ``stopping``) a little later
+            decided = self.engine.handover.decisions_taken
             try:
                 took = self._claim_one()
             except (WhimbrelError, OSError) as exc:  # throttled, unreachable: back off
@@ -74,6 +76,9 @@ class ClaimLoop:
                 wait = MIN_WAIT_SECONDS
                 continue
             self._slots.release()
+            if self.engine.handover.decisions_taken != decided:
+                wait = MIN_WAIT_SECONDS  # a code run's decision was taken: not idle
+                continue
             if self.stopping.wait(wait):
                 break
             wait = min(wait * 2, self.max_wait)
