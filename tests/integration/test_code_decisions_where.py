@@ -9,6 +9,7 @@ it is no worker for it (its ``WorkerScope`` is empty) even though it could impor
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 import wb_code_workflows as code
 
 from whimbrel import ActivityState, Whimbrel, WorkflowState
+from whimbrel.contract.records import REMOVE
 from whimbrel.engine.code_handoff import entry_id, leave
 from whimbrel.engine.code_runs import CodeRuns
 from whimbrel.testing import wait_until
@@ -180,3 +182,39 @@ def test_a_left_decision_is_taken_by_one_of_two_workers_at_once(
     finally:
         for w in workers:
             w.close()
+
+
+def test_a_worker_that_died_holding_a_decision_is_made_up_for_by_the_reconcile_visit(
+        other: Whimbrel, ddb_endpoint: str, table_prefix: str) -> None:
+    """A worker that took a left decision (READY → RUNNING) and died before deciding:
+    the run's reconcile visit, in a process that is no worker either (the sweep), leaves
+    a new entry of its own; a worker takes that one."""
+    starter = client(ddb_endpoint, table_prefix)
+    starter.register_workflow(code.signals)
+    wx = starter.start_workflow("signals")
+    gate = f"{wx}:gate#1:1"
+    until(lambda: state_of(other, gate) is A.READY)
+    starter.close()
+    other.transition_activity(gate, "RUNNING")
+    other.transition_activity(gate, "COMPLETED")
+    store = other.engine.store
+    store.move_activity(entry_id(wx, gate), A.READY, [A.RUNNING], {"claimable": REMOVE},
+                        now=time.time(), actor="died", claimed=True)
+    running = store.get_workflow(wx)
+    assert running is not None and running.check_epoch is not None
+    other.sweep(now=running.check_epoch + 1)  # the visit: no worker, so it leaves one
+    visit = entry_id(wx, f"check/0/{running.check_epoch}")
+    assert state_of(other, visit) is A.READY
+    assert state_of(other, f"{wx}:signal-paid#1:1") is None
+
+    worker = client(ddb_endpoint, table_prefix)
+    thread = threading.Thread(target=worker.run_worker, args=(["wb_code_workflows"],),
+                              daemon=True)
+    thread.start()
+    try:
+        until(lambda: state_of(other, f"{wx}:signal-paid#1:1") is A.READY)
+        until(lambda: state_of(other, visit) is A.COMPLETED)
+    finally:
+        worker.stop()
+        thread.join(30)
+        worker.close()
