@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import wb_code_workflows as code
 
-from whimbrel import ActivityState, Whimbrel, WorkflowState
+from whimbrel import ActivityState, Whimbrel, WorkflowContext, WorkflowState, workflow
 from whimbrel.contract.records import REMOVE
 from whimbrel.engine.code_handoff import entry_id, leave
 from whimbrel.engine.code_runs import CodeRuns
@@ -107,7 +107,7 @@ def test_a_run_with_no_worker_waits_then_completes_when_a_worker_starts(
     thread.start()
     try:
         until(lambda: state_of(other, f"{wx}:signal-paid#1:1") is A.READY)
-        assert state_of(other, entry) is A.COMPLETED  # taken once, by the worker
+        until(lambda: state_of(other, entry) is A.COMPLETED)  # taken, by the worker
         other.signal(wx, "paid", 1)
         until(lambda: state_of(other, f"{wx}:signal-shipped#1:1") is A.READY)
         other.signal(wx, "shipped", 3)
@@ -218,3 +218,26 @@ def test_a_worker_that_died_holding_a_decision_is_made_up_for_by_the_reconcile_v
         worker.stop()
         thread.join(30)
         worker.close()
+
+
+def test_a_client_that_starts_code_it_cannot_import_leaves_its_decisions(
+        wb: Whimbrel, other: Whimbrel) -> None:
+    """``other`` starts the workflow by name, but its function (defined in this test)
+    cannot be imported by its ``module:qualname``: no worker for it, so even the run's
+    first decision is left, for ``wb``, which registered the function."""
+
+    @workflow("local_chain")
+    def local_chain(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
+        value = {"n": input["n"]}
+        for _ in range(3):
+            value = ctx.step(code.add_one, value)
+        return value
+
+    wb.register_workflow(local_chain)
+    wx = other.start_workflow("local_chain", {"n": 0})
+    run = until(lambda: (r := wb.get_workflow(wx)).state is W.COMPLETED and r)
+    assert run.output == {"n": 3}
+    asked, worker = other.engine.feature(CodeRuns), wb.engine.feature(CodeRuns)
+    assert (asked.decisions, asked.left) == (0, 1)  # its start's decision, left
+    assert worker.decisions >= 4  # that one, and one after each step, all in `wb`
+    assert [code.CALLS[(wx, f"add_one#{k}")] for k in range(1, 4)] == [1, 1, 1]
