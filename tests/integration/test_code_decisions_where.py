@@ -8,6 +8,7 @@ it is no worker for it (its ``WorkerScope`` is empty) even though it could impor
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -204,7 +205,10 @@ def test_a_worker_that_died_holding_a_decision_is_made_up_for_by_the_reconcile_v
     assert running is not None and running.check_epoch is not None
     other.sweep(now=running.check_epoch + 1)  # the visit: no worker, so it leaves one
     visit = entry_id(wx, f"check/0/{running.check_epoch}")
-    assert state_of(other, visit) is A.READY
+    left = store.get_activity(visit)
+    assert left is not None and left.state is A.READY
+    assert json.loads(left.input or "") == {  # the worker decides cold, as the visit would
+        "trigger": f"check/0/{running.check_epoch}", "cold": True}
     assert state_of(other, f"{wx}:signal-paid#1:1") is None
 
     worker = client(ddb_endpoint, table_prefix)

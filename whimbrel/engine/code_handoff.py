@@ -38,9 +38,13 @@ A = ActivityState
 DECISION_MAP = "~decision"
 #: How long an ended entry is kept (it keeps a redelivered trigger from leaving another).
 ENTRY_SECONDS = 86400.0
+#: How long an entry no worker took is kept (then the run's next reconcile visit leaves
+#: another, as long as the run lives; one of a run that ended is no longer needed).
+LEFT_SECONDS = 7 * 86400.0
 
-#: Makes one decision of a run this process took the entry of.
-Decide = Callable[[WorkflowRecord, CodeDefinition], None]
+#: Makes one decision of a run this process took the entry of (``cold``: from the
+#: run's rows, not from a history kept here: what a reconcile visit asked for).
+Decide = Callable[[WorkflowRecord, CodeDefinition, bool], None]
 
 
 def entry_id(workflow_exec_id: str, trigger: str) -> str:
@@ -54,7 +58,8 @@ def is_decision_entry(item: ActivityRecord) -> bool:
     return item.activity_name.startswith(f"{DECISION_MAP}#")
 
 
-def leave(core: Core, wf: WorkflowRecord, defn: CodeDefinition, trigger: str) -> bool:
+def leave(core: Core, wf: WorkflowRecord, defn: CodeDefinition, trigger: str, *,
+          cold: bool = False) -> bool:
     """Leave ``wf``'s next decision for a worker for ``defn.code``; False if an entry
     for ``trigger`` was left before."""
     now = core.clock()
@@ -62,7 +67,8 @@ def leave(core: Core, wf: WorkflowRecord, defn: CodeDefinition, trigger: str) ->
     record = ActivityRecord(
         wf.workflow_exec_id, aeid, aeid.rsplit(":", 2)[-2], wf.workflow_name, 1, A.READY,
         workflow_version=wf.version, created_epoch=now, updated_epoch=now,
-        ready_epoch=now, input=json.dumps({"trigger": trigger}))
+        ready_epoch=now, expires_epoch=now + LEFT_SECONDS,
+        input=json.dumps({"trigger": trigger, "cold": cold}))
     priority = attempt_priority(DEFAULT_PRIORITY, wf.priority)
     left = core.store.create_claimable(record, (order_text(priority, now), priority,
                                                 defn.code))
@@ -75,18 +81,19 @@ def take(core: Core, entry: ActivityRecord, decide: Decide, *, actor: str) -> bo
     """Claim a decision entry (READY → RUNNING, while it is still in the index) and make
     the decision; False if another worker took it first."""
     try:
-        core.store.move_activity(entry.activity_exec_id, A.READY, [A.RUNNING],
-                                 {"claimable": REMOVE, "worker": actor},
-                                 now=core.clock(), actor=actor, claimed=True)
+        taken = core.store.move_activity(entry.activity_exec_id, A.READY, [A.RUNNING],
+                                         {"claimable": REMOVE, "worker": actor},
+                                         now=core.clock(), actor=actor, claimed=True)
     except StateConflict:
         return False
     ended, error = A.COMPLETED, None
     try:
+        asked = json.loads(taken.input or "{}")
         wf = core.store.get_workflow(entry.workflow_exec_id)
         if wf is not None and wf.state is WorkflowState.RUNNING:
             defn = core.definitions.definition_of(wf)
             if isinstance(defn, CodeDefinition):
-                decide(wf, defn)
+                decide(wf, defn, bool(isinstance(asked, dict) and asked.get("cold")))
     except Exception as exc:  # the run's reconcile visit leaves it again
         log.exception("decision of %s failed", entry.workflow_exec_id)
         ended, error = A.FAILED, f"{type(exc).__name__}: {exc}"

@@ -97,7 +97,7 @@ class CodeRuns(Feature):
             return
         if not self.decides_here(defn):
             key = why or (trigger.activity_exec_id if trigger is not None else "decide")
-            if code_handoff.leave(self.core, wf, defn, key):
+            if code_handoff.leave(self.core, wf, defn, key, cold=cold):
                 self.left += 1
             return
         self._decide(wf, defn, trigger, cold=cold)
@@ -118,8 +118,9 @@ class CodeRuns(Feature):
     def take_left(self, entry: ActivityRecord, *, actor: str) -> bool:
         """Take a decision another process left for a worker (``entry``, from the
         claimable index) and make it; False if another worker took it first."""
-        return code_handoff.take(self.core, entry, lambda wf, defn: self._decide(wf, defn),
-                                 actor=actor)
+        return code_handoff.take(
+            self.core, entry, lambda wf, defn, cold: self._decide(wf, defn, cold=cold),
+            actor=actor)
 
     # -- hooks ---------------------------------------------------------------------------
 
