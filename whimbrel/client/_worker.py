@@ -91,9 +91,10 @@ class Workers:
     # -- run_worker ---------------------------------------------------------------------
 
     def run_worker(self, modules: Iterable[str], *, concurrency: int | None = None) -> None:
-        """Run as a worker for the python activities of ``modules`` until SIGTERM,
-        SIGINT or :meth:`stop`: claim the python work other processes left for a worker
-        whose ``module:function`` is in one of ``modules`` (each imported first), and
+        """Run as a worker for the python activities and code workflows of ``modules``
+        until SIGTERM, SIGINT or :meth:`stop`: claim the python work (and the code runs'
+        decisions) other processes left for a worker whose ``module:function`` is in one
+        of ``modules`` (each imported first), and
         run up to ``concurrency`` attempts at once (default: this client's
         ``max_workers``). Idle, it polls with a growing pause (at most 1 s). On stop it
         claims nothing more, waits for what runs to finish (up to

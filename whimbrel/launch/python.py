@@ -71,7 +71,8 @@ def interpreter_exiting() -> bool:
 
 
 class WorkerScope:
-    """What python code this process runs: the targets of the workflows its client
+    """What python code this process runs (python activities, code workflows'
+    decisions): the targets of the workflows its client
     registered or started (``add_targets``), every target of the modules a worker
     serves (``add_modules``: ``run_worker``, ``whimbrel worker --module``), or, with
     ``importable``, any target it can import (``whimbrel dev``). Once closed (the client
