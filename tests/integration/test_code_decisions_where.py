@@ -16,8 +16,18 @@ from typing import Any
 
 import pytest
 import wb_code_workflows as code
+import wb_test_activities as acts
 
-from whimbrel import ActivityState, Whimbrel, WorkflowContext, WorkflowState, workflow
+from whimbrel import (
+    ActivityDefinition,
+    ActivityState,
+    LauncherSpec,
+    Whimbrel,
+    WorkflowContext,
+    WorkflowDefinition,
+    WorkflowState,
+    workflow,
+)
 from whimbrel.contract.records import REMOVE
 from whimbrel.engine.code_handoff import entry_id, leave
 from whimbrel.engine.code_runs import CodeRuns
@@ -245,3 +255,46 @@ def test_a_client_that_starts_code_it_cannot_import_leaves_its_decisions(
     assert (asked.decisions, asked.left) == (0, 1)  # its start's decision, left
     assert worker.decisions >= 4  # that one, and one after each step, all in `wb`
     assert [code.CALLS[(wx, f"add_one#{k}")] for k in range(1, 4)] == [1, 1, 1]
+
+
+@pytest.fixture
+def gate() -> Iterator[None]:
+    acts.GATE.clear()
+    acts.GATED.update(now=0, most=0)
+    yield
+    acts.GATE.set()  # never leave a thread waiting, even when the test failed
+
+
+def test_a_worker_whose_threads_are_all_busy_still_makes_left_decisions(
+        other: Whimbrel, ddb_endpoint: str, table_prefix: str, gate: None) -> None:
+    """A decision runs on the claim loop's thread, not on an activity thread: a worker
+    whose only thread holds a long python activity still takes the decisions left for
+    it."""
+    starter = client(ddb_endpoint, table_prefix)
+    starter.register_workflow(code.signals)
+    wx = starter.start_workflow("signals")
+    gate_step = f"{wx}:gate#1:1"
+    until(lambda: state_of(other, gate_step) is A.READY)
+    starter.close()
+
+    worker = Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix, max_workers=1)
+    worker.register_workflow(WorkflowDefinition(name="hold", activities=[
+        ActivityDefinition(name="hold", launcher=LauncherSpec.python(
+            "wb_test_activities:gated"), heartbeat_timeout_seconds=600)]))
+    held = worker.start_workflow("hold", {})
+    until(lambda: acts.GATED["now"] == 1)  # its one thread is busy from now on
+    thread = threading.Thread(target=worker.run_worker, args=(["wb_code_workflows"],),
+                              kwargs={"concurrency": 1}, daemon=True)
+    thread.start()
+    try:
+        other.transition_activity(gate_step, "RUNNING")
+        other.transition_activity(gate_step, "COMPLETED")  # left for the worker
+        until(lambda: state_of(other, f"{wx}:signal-paid#1:1") is A.READY)
+        assert acts.GATED["now"] == 1  # decided while the activity still held the thread
+        assert worker.engine.feature(CodeRuns).decisions >= 1
+        acts.GATE.set()
+        assert worker.wait(held, timeout=30).state is W.COMPLETED
+    finally:
+        worker.stop()
+        thread.join(30)
+        worker.close()

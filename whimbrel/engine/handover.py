@@ -46,11 +46,15 @@ class Handover:
         self.decisions_taken = 0
 
     def claim_for_worker(self, prefixes: Sequence[str], covers: Callable[[str], bool], *,
-                         actor: str = "worker") -> ActivityRecord | None:
+                         actor: str = "worker",
+                         decisions_only: bool = False) -> ActivityRecord | None:
         """Take one READY python attempt left for a worker whose target ``covers`` accepts,
         among the entries under ``prefixes`` (``<module>/``; "" for every one): READY →
         RUNNING, or None if none waits in a proceeding run. As ``claims.claim``: the priority
-        shards and a window at a random offset first, then the other shards."""
+        shards and a window at a random offset first, then the other shards. The decisions
+        of code runs left for a worker that the read finds are made on the caller's
+        thread; ``decisions_only``: claim no python attempt (every thread is busy), only
+        make those."""
         store = self.core.store
         left: list[ActivityRecord] = []
 
@@ -61,7 +65,8 @@ class Handover:
             # Decisions of code runs left for a worker share the read (their key is
             # the workflow's module:qualname): taken here, not launched.
             left.extend(hit for hit in hits if is_decision_entry(hit))
-            return [hit for hit in hits if not is_decision_entry(hit)]
+            return [] if decisions_only else [hit for hit in hits
+                                              if not is_decision_entry(hit)]
 
         claimed = self.core.claims.claim_from(store.worker_claim_shards,
                                               store.worker_priority_claim_shards, read, actor)

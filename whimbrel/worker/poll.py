@@ -65,7 +65,10 @@ class ClaimLoop:
         scope = self.launcher.scope
         while not self.stopping.is_set() and not scope.closed:
             if not self._slots.acquire(timeout=self.max_wait):
-                continue  # all busy: look again (and at ``stopping``) a little later
+                # All busy: look again (and at ``stopping``) a little later; a code
+                # run's decision runs on this thread, so it need not wait for one.
+                self._decide_only()
+                continue
             decided = self.engine.handover.decisions_taken
             try:
                 took = self._claim_one()
@@ -86,6 +89,7 @@ class ClaimLoop:
     def _claim_one(self) -> bool:
         """Claim one attempt and start it (its slot is released when it ends)."""
         if self.launcher.full:  # launched in process since: claim when one ends
+            self._decide_only()
             return False
         scope = self.launcher.scope
         item = self.engine.handover.claim_for_worker(scope.claim_prefixes(), scope.covers,
@@ -107,6 +111,17 @@ class ClaimLoop:
             return True
         done.add_done_callback(self._release)
         return True
+
+    def _decide_only(self) -> None:
+        """Make the code runs' decisions left for this worker, claiming no attempt."""
+        scope = self.launcher.scope
+        if self.stopping.is_set() or scope.closed:
+            return
+        try:
+            self.engine.handover.claim_for_worker(scope.claim_prefixes(), scope.covers,
+                                                  actor=self.actor, decisions_only=True)
+        except (WhimbrelError, OSError) as exc:  # throttled, unreachable: next time
+            log.warning("worker poll for decisions failed: %s", exc)
 
     def _release(self, _done: Future[None]) -> None:
         self._slots.release()
