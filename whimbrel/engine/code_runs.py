@@ -104,8 +104,10 @@ class CodeRuns(Feature):
 
     def _decide(self, wf: WorkflowRecord, defn: CodeDefinition,
                 trigger: ActivityRecord | None = None, *, cold: bool = False) -> None:
+        if wf.state is not W.RUNNING:
+            return
         fn = self.function(defn)
-        if fn is None or wf.state is not W.RUNNING:
+        if fn is None:
             # A worker for its module without the function (renamed, or gone): the
             # run waits; a worker with the code decides on the run's next visit.
             log.warning("code workflow %s: %s not found in this worker", defn.name,
