@@ -163,8 +163,10 @@ class CodeRuns(Feature):
     def finish_start(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> bool:
         if not isinstance(defn, CodeDefinition):
             return False
-        # Re-derives whatever a crash left (a visit's key: one entry per visit).
-        self.run_decision(wf, defn, cold=True, why=f"check/{wf.redrives}/{wf.check_epoch}")
+        # Re-derives whatever a crash left. Left for a worker under the visit's key (the
+        # check it was due for; a visit with none armed: its time), one entry per visit.
+        visit = wf.check_epoch if wf.check_epoch is not None else self.core.clock()
+        self.run_decision(wf, defn, cold=True, why=f"check/{wf.redrives}/{visit}")
         return True
 
     def ended(self, wf: WorkflowRecord) -> None:
