@@ -72,8 +72,9 @@ def leave(core: Core, wf: WorkflowRecord, defn: CodeDefinition, trigger: str, *,
     priority = attempt_priority(DEFAULT_PRIORITY, wf.priority)
     left = core.store.create_claimable(record, (order_text(priority, now), priority,
                                                 defn.code))
-    log.info("code run %s: no worker for %s here; decision (%s) left for one",
-             wf.workflow_exec_id, defn.code, trigger)
+    if left:
+        log.info("code run %s: no worker for %s here; decision (%s) left for one",
+                 wf.workflow_exec_id, defn.code, trigger)
     return left
 
 
