@@ -14,6 +14,7 @@ attempt (rules.start_deadline). A code run's decision left for a worker
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 from whimbrel.contract.errors import StateConflict, WhimbrelError
@@ -26,6 +27,8 @@ from whimbrel.engine.code_runs import CodeRuns
 from whimbrel.engine.feature import Core
 
 A = ActivityState
+
+log = logging.getLogger("whimbrel.engine.handover")
 
 
 def worker_target(item: ActivityRecord) -> str:
@@ -53,8 +56,9 @@ class Handover:
         RUNNING, or None if none waits in a proceeding run. As ``claims.claim``: the priority
         shards and a window at a random offset first, then the other shards. The decisions
         of code runs left for a worker that the read finds are made on the caller's
-        thread; ``decisions_only``: claim no python attempt (every thread is busy), only
-        make those."""
+        thread when it claimed no attempt (one claimed is started first: the caller polls
+        again at once); ``decisions_only``: claim no python attempt (every thread is
+        busy), only make those."""
         store = self.core.store
         left: list[ActivityRecord] = []
 
@@ -70,11 +74,16 @@ class Handover:
 
         claimed = self.core.claims.claim_from(store.worker_claim_shards,
                                               store.worker_priority_claim_shards, read, actor)
+        if claimed is not None:
+            return claimed  # started first (it is RUNNING); the next poll decides
         runs = self.core.feature(CodeRuns)
         for entry in left:
-            if runs.take_left(entry, actor=actor):
-                self.decisions_taken += 1
-        return claimed
+            try:
+                if runs.take_left(entry, actor=actor):
+                    self.decisions_taken += 1
+            except (WhimbrelError, OSError) as exc:  # throttled: the next poll finds it
+                log.warning("left decision %s not taken: %s", entry.activity_exec_id, exc)
+        return None
 
     def hand_back(self, activity_exec_id: str, why: str) -> bool:
         """End an attempt this process moved to RUNNING but never started (its client is
