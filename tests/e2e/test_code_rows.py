@@ -5,14 +5,17 @@ the stream handlers make its decisions, importing the function by its module:qua
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import wb_code_workflows as code
 from e2e_support import RawClient, wait_workflow
 
 from whimbrel import ActivityState as A
+from whimbrel import Whimbrel, WorkflowContext, workflow
 from whimbrel import WorkflowState as W
 from whimbrel.contract.ids import workflow_exec_id_for
+from whimbrel.engine.code_runs import CodeRuns
 from whimbrel.local.runtime import LocalRuntime
 from whimbrel.testing import wait_until
 
@@ -60,3 +63,27 @@ def test_a_request_row_runs_a_map(runtime: LocalRuntime, raw: RawClient) -> None
                         timeout=60)
     assert run.state is W.COMPLETED, run
     assert run.output == [0, 0.5, 1, None, 2, 2.5]
+
+
+def test_decisions_whimbrel_dev_cannot_make_are_left_for_the_client_with_the_code(
+        runtime: LocalRuntime, raw: RawClient, ddb_endpoint: str, table_prefix: str) -> None:
+    """The workflow's function is defined here, in a test: the local runtime (a worker
+    for what it can import) cannot import it, so it leaves each decision — the first,
+    after the request row, too — for ``owner``, the client that registered it."""
+
+    @workflow("local_rows")
+    def local_rows(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
+        value = {"n": input["n"]}
+        for _ in range(2):
+            value = ctx.step(code.add_one, value)
+        return value
+
+    with Whimbrel(endpoint_url=ddb_endpoint, table_prefix=table_prefix) as owner:
+        owner.register_workflow(local_rows)
+        run = wait_workflow(runtime, raw.request("local_rows", {"n": 1}), timeout=60)
+        assert run.state is W.COMPLETED, run
+        assert run.output == {"n": 3}
+        assert owner.engine.feature(CodeRuns).decisions >= 3
+    handlers = runtime.engine.feature(CodeRuns)  # the stream handlers' engine
+    assert handlers.decisions == 0
+    assert handlers.left >= 1  # the start's decision, at least

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from types import FrameType
 from typing import Any
 
+from whimbrel.contract.code import CodeDefinition
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import InvalidInput, LaunchError, WhimbrelError
 from whimbrel.engine import Engine
@@ -25,8 +26,11 @@ CLOSE_WAIT_SECONDS = 5.0
 
 
 def python_targets(defn: WorkflowDefinition) -> set[str]:
-    """The ``module:function`` of every python activity of ``defn``."""
-    return {t for a in defn.activities if (t := a.launcher.worker_target)}
+    """The ``module:function`` of every python activity of ``defn``, and a code
+    workflow's ``module:qualname`` (its decisions run where its code is)."""
+    targets = {t for a in defn.activities if (t := a.launcher.worker_target)}
+    return targets | {defn.code} if isinstance(defn, CodeDefinition) and defn.code \
+        else targets
 
 
 class Workers:
@@ -49,7 +53,10 @@ class Workers:
         now on, while it lives: it runs them when it advances their run, and claims
         those other processes left for a worker (a background loop, started with the
         first)."""
-        targets = python_targets(defn) - self._decided  # each target is judged once
+        # Each target is judged once; one served already (a code workflow registered
+        # here, ports.serve_here) needs no import.
+        targets = {t for t in python_targets(defn) - self._decided
+                   if not self._python.scope.covers(t)}
         if not targets or self._python.scope.closed \
                 or self.engine.launchers.get("python") is not self._python:
             return  # nothing to run, closing, or python is another launcher's (a Lambda's)
@@ -84,9 +91,10 @@ class Workers:
     # -- run_worker ---------------------------------------------------------------------
 
     def run_worker(self, modules: Iterable[str], *, concurrency: int | None = None) -> None:
-        """Run as a worker for the python activities of ``modules`` until SIGTERM,
-        SIGINT or :meth:`stop`: claim the python work other processes left for a worker
-        whose ``module:function`` is in one of ``modules`` (each imported first), and
+        """Run as a worker for the python activities and code workflows of ``modules``
+        until SIGTERM, SIGINT or :meth:`stop`: claim the python work (and the code runs'
+        decisions) other processes left for a worker whose ``module:function`` is in one
+        of ``modules`` (each imported first), and
         run up to ``concurrency`` attempts at once (default: this client's
         ``max_workers``). Idle, it polls with a growing pause (at most 1 s). On stop it
         claims nothing more, waits for what runs to finish (up to

@@ -182,6 +182,16 @@ def runs_here(launcher: Launcher, config: Mapping[str, object]) -> bool:
     return True if runs is None else bool(runs(config))
 
 
+def decides_here(launcher: Launcher | None, code: str) -> bool | None:
+    """Whether this process makes the decisions of the code workflow whose function is
+    ``code`` (``module:qualname``): the python launcher's ``decides(code)`` (its
+    ``WorkerScope``: the client that registered or started it while it lives,
+    ``run_worker``'s modules, ``whimbrel dev``). None: the launcher keeps no scope (a
+    process given the code some other way decides if it can import it)."""
+    decides = getattr(launcher, "decides", None)
+    return None if decides is None else bool(decides(code))
+
+
 def serve_here(launcher: Launcher | None, config: Mapping[str, object]) -> None:
     """Make this process a worker for the code ``config`` names, if its launcher keeps
     such a list (``serve(config)``): a code workflow's decision made here asked for that

@@ -71,7 +71,8 @@ def interpreter_exiting() -> bool:
 
 
 class WorkerScope:
-    """What python code this process runs: the targets of the workflows its client
+    """What python code this process runs (python activities, code workflows'
+    decisions): the targets of the workflows its client
     registered or started (``add_targets``), every target of the modules a worker
     serves (``add_modules``: ``run_worker``, ``whimbrel worker --module``), or, with
     ``importable``, any target it can import (``whimbrel dev``). Once closed (the client
@@ -172,6 +173,13 @@ class PythonLauncher:
         """Whether this process is a worker for the target in ``config`` now and has a
         thread free to run it."""
         return not self.full and self.scope.covers(str(config.get("target", "")))
+
+    def decides(self, code: str) -> bool:
+        """Whether this process is a worker for the code workflow whose function is
+        ``code`` (``module:qualname``) now: its decisions are made here, else left
+        claimable for a worker (engine/code_handoff.py). Not bounded by ``capacity``:
+        a decision runs on the thread that takes it, not on the activity threads."""
+        return self.scope.covers(code)
 
     @property
     def full(self) -> bool:

@@ -1,5 +1,6 @@
 """A python worker's loop: claim the python work other processes left for this one
-(engine/handover.py) and run it, up to ``concurrency`` at once.
+(engine/handover.py) and run it, up to ``concurrency`` at once; the same read takes the
+decisions of code runs left for a worker (engine/code_handoff.py), made on this thread.
 
 The same loop serves a client for the workflows it registered or started (in the
 background, while it lives), ``Whimbrel.run_worker`` (in the foreground, for its modules)
@@ -64,7 +65,11 @@ class ClaimLoop:
         scope = self.launcher.scope
         while not self.stopping.is_set() and not scope.closed:
             if not self._slots.acquire(timeout=self.max_wait):
-                continue  # all busy: look again (and at ``stopping``) a little later
+                # All busy: look again (and at ``stopping``) a little later; a code
+                # run's decision runs on this thread, so it need not wait for one.
+                self._decide_only()
+                continue
+            decided = self.engine.handover.decisions_taken
             try:
                 took = self._claim_one()
             except (WhimbrelError, OSError) as exc:  # throttled, unreachable: back off
@@ -74,6 +79,9 @@ class ClaimLoop:
                 wait = MIN_WAIT_SECONDS
                 continue
             self._slots.release()
+            if self.engine.handover.decisions_taken != decided:
+                wait = MIN_WAIT_SECONDS  # a code run's decision was taken: not idle
+                continue
             if self.stopping.wait(wait):
                 break
             wait = min(wait * 2, self.max_wait)
@@ -81,6 +89,7 @@ class ClaimLoop:
     def _claim_one(self) -> bool:
         """Claim one attempt and start it (its slot is released when it ends)."""
         if self.launcher.full:  # launched in process since: claim when one ends
+            self._decide_only()
             return False
         scope = self.launcher.scope
         item = self.engine.handover.claim_for_worker(scope.claim_prefixes(), scope.covers,
@@ -102,6 +111,17 @@ class ClaimLoop:
             return True
         done.add_done_callback(self._release)
         return True
+
+    def _decide_only(self) -> None:
+        """Make the code runs' decisions left for this worker, claiming no attempt."""
+        scope = self.launcher.scope
+        if self.stopping.is_set() or scope.closed:
+            return
+        try:
+            self.engine.handover.claim_for_worker(scope.claim_prefixes(), scope.covers,
+                                                  actor=self.actor, decisions_only=True)
+        except (WhimbrelError, OSError) as exc:  # throttled, unreachable: next time
+            log.warning("worker poll for decisions failed: %s", exc)
 
     def _release(self, _done: Future[None]) -> None:
         self._slots.release()
