@@ -14,7 +14,7 @@ from whimbrel.contract.priority import attempt_priority, order_text
 from whimbrel.contract.records import REMOVE, ActivityRecord, Changes, WorkflowRecord
 from whimbrel.contract.states import ACTIVITY_STARTING, ActivityState
 from whimbrel.engine.feature import Admission, Core, Feature
-from whimbrel.engine.ports import runs_here
+from whimbrel.engine.ports import runs_here, takes_here
 
 
 def claim_order(spec: ActivityDefinition, wf: WorkflowRecord, since: float | None) -> str:
@@ -84,11 +84,25 @@ def ready_changes(engine: Core, spec: ActivityDefinition, wf: WorkflowRecord, no
     return out
 
 
-def leaves_for_worker(engine: Core, spec: ActivityDefinition) -> bool:
+def leaves_for_worker(engine: Core, spec: ActivityDefinition, *, launch: bool = True) -> bool:
     """Whether this process leaves an attempt of ``spec`` READY and claimable for a
     worker instead of launching it: code only a worker runs (python) that this
     process is not a worker for now (``ports.runs_here``), or has no launcher for."""
     if not spec.launcher.needs_worker:
         return False
     launcher = engine.launchers.get(spec.launcher.kind)
-    return launcher is None or not runs_here(launcher, spec.launcher.config)
+    if launcher is None:
+        return True
+    config = spec.launcher.config
+    # ``launch``: a launch follows a no, so a thread is promised to it (``takes_here``);
+    # else only whether this process is a worker for the code at all.
+    return not (takes_here(launcher, config) if launch else runs_here(launcher, config))
+
+
+def unpromise(engine: Core, spec: ActivityDefinition) -> None:
+    """Give back the thread ``leaves_for_worker`` promised to a launch that did not
+    happen (its write was lost, or a pool held it)."""
+    launcher = engine.launchers.get(spec.launcher.kind)
+    unreserve = getattr(launcher, "unreserve", None)
+    if unreserve is not None and spec.launcher.needs_worker:
+        unreserve()

@@ -31,7 +31,13 @@ from whimbrel.contract.states import (
     WorkflowState,
 )
 from whimbrel.engine import rules, written
-from whimbrel.engine.admission import admission, leaves_for_worker, ready_changes, starts
+from whimbrel.engine.admission import (
+    admission,
+    leaves_for_worker,
+    ready_changes,
+    starts,
+    unpromise,
+)
 from whimbrel.engine.feature import Admission, Core, Feature, RunRead, RunRows
 from whimbrel.engine.ports import runs_in_process
 
@@ -270,6 +276,13 @@ class Flow:
         path = self.plan(wf, defn, name, source)
         if not path:
             return
+        if not self._move_on(wf, defn, name, attempt, source, path) and A.RUNNING in path:
+            unpromise(self.core, defn.activity(name))  # the thread ``plan`` promised it
+
+    def _move_on(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
+                 attempt: int, source: ActivityState, path: tuple[ActivityState, ...],
+                 ) -> bool:
+        """``advance``'s write and launch: True once it was handed to its launcher."""
         spec = defn.activity(name)
         aeid = activity_exec_id(wf.workflow_exec_id, name, attempt)
         now = self.core.clock()
@@ -293,19 +306,20 @@ class Flow:
                 changes = {**changes, **ask.changes}
             if ask is not None and not path:  # held where it is: nothing to write
                 ask.landed(item)
-                return
+                return False
         try:
             moved = self.core.known.move(aeid, source, path, changes)
         except StateConflict as lost:
             if ask is not None:
                 ask.lost(lost.current)  # what the admission took is given back
-            return
+            return False
         if ask is not None:
             ask.landed(moved)
         if path[-1] in ACTIVITY_STARTING:
             self.core.launches.launch(wf, defn, moved)
-        else:
-            self.core.hooks.observe(Feature.readied, wf, defn, moved)
+            return True
+        self.core.hooks.observe(Feature.readied, wf, defn, moved)
+        return False
 
     def rows(self, wx: str) -> RunRows:
         """The run's attempt rows, listed when first asked (never, if nothing needs them)."""

@@ -182,6 +182,14 @@ def runs_here(launcher: Launcher, config: Mapping[str, object]) -> bool:
     return True if runs is None else bool(runs(config))
 
 
+def takes_here(launcher: Launcher, config: Mapping[str, object]) -> bool:
+    """Whether this process launches an attempt of the code ``config`` names now: the
+    launcher's ``takes(config)`` if it has one (a worker for it with a thread free,
+    promised to this launch), else :func:`runs_here`. Asked once per launch decision."""
+    takes = getattr(launcher, "takes", None)
+    return runs_here(launcher, config) if takes is None else bool(takes(config))
+
+
 def decides_here(launcher: Launcher | None, code: str) -> bool | None:
     """Whether this process makes the decisions of the code workflow whose function is
     ``code`` (``module:qualname``): the python launcher's ``decides(code)`` (its

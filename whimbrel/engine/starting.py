@@ -285,7 +285,9 @@ class Starting:
         record = self.core.flow.new_attempt(wf, defn, name, 1, now)
         launcher = self.core.launchers.get(spec.launcher.kind)
         # Code this process is no worker for is created READY, claimable by a worker.
-        pushed = spec.launcher.is_push and not leaves_for_worker(self.core, spec)
+        # (The launch itself is decided when the REQUESTED root is advanced.)
+        pushed = spec.launcher.is_push and not leaves_for_worker(self.core, spec,
+                                                                 launch=False)
         if (pushed and launcher is not None and runs_in_process(launcher)) \
                 or self.driven(spec, name):  # a map expands when advanced (maps.py)
             return A.REQUESTED if self.core.store.create_activity(record) else None

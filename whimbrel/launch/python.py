@@ -14,6 +14,7 @@ import logging
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor, Future, wait
 from typing import Any
@@ -26,6 +27,9 @@ log = logging.getLogger("whimbrel.launch.python")
 #: Runs one activity to its end: (request, function) -> None. Supplied by the client,
 #: which wires it to the worker helpers (launch sits below worker in the layers).
 Runner = Callable[[LaunchRequest, Callable[..., Any]], None]
+
+#: How long a thread promised to a launch stays promised when no start follows.
+PROMISE_SECONDS = 10.0
 
 #: How long a target found not importable is not tried again (``whimbrel dev``'s scope).
 IMPORT_RETRY_SECONDS = 30.0
@@ -168,11 +172,39 @@ class PythonLauncher:
         self.failures = 0
         self._lock = threading.Lock()
         self._held: dict[Future[None], str] = {}
+        #: Threads promised to launches decided but not started yet (monotonic times):
+        #: the check and the start are a write apart, and a run's roots are decided in
+        #: parallel. A promise not kept (the write was lost) lapses after a while.
+        self._promised: deque[float] = deque()
 
     def runs(self, config: Mapping[str, object]) -> bool:
-        """Whether this process is a worker for the target in ``config`` now and has a
-        thread free to run it."""
-        return not self.full and self.scope.covers(str(config.get("target", "")))
+        """Whether this process is a worker for the target in ``config`` now."""
+        return self.scope.covers(str(config.get("target", "")))
+
+    def takes(self, config: Mapping[str, object]) -> bool:
+        """Whether this process launches an attempt of the target in ``config`` now: a
+        worker for it with a thread free, which is promised to that launch (``start``
+        keeps the promise)."""
+        return self.runs(config) and self.reserve()
+
+    def reserve(self) -> bool:
+        """Promise a thread to an attempt about to start here; False when full."""
+        if self.capacity is None:
+            return True
+        with self._lock:
+            now = time.monotonic()
+            while self._promised and self._promised[0] < now - PROMISE_SECONDS:
+                self._promised.popleft()
+            if len(self._held) + len(self._promised) >= self.capacity:
+                return False
+            self._promised.append(now)
+            return True
+
+    def unreserve(self) -> None:
+        """Take back a promise that no start follows (nothing was claimed)."""
+        with self._lock:
+            if self._promised:
+                self._promised.popleft()
 
     def decides(self, code: str) -> bool:
         """Whether this process is a worker for the code workflow whose function is
@@ -183,8 +215,11 @@ class PythonLauncher:
 
     @property
     def full(self) -> bool:
-        """Whether this process holds ``capacity`` attempts already."""
-        return self.capacity is not None and self.held >= self.capacity
+        """Whether this process holds (or has promised) ``capacity`` attempts already."""
+        if self.capacity is None:
+            return False
+        with self._lock:
+            return len(self._held) + len(self._promised) >= self.capacity
 
     def serve(self, config: Mapping[str, object]) -> None:
         """Be a worker for the target in ``config`` from now on (a step that a code
@@ -207,6 +242,8 @@ class PythonLauncher:
         with self._lock:
             done = self.executor.submit(self._run, request, func)
             self._held[done] = request.activity_exec_id
+            if self._promised:
+                self._promised.popleft()  # the promise made for it is kept
         done.add_done_callback(self._forget)
         return done
 

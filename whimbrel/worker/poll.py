@@ -88,13 +88,18 @@ class ClaimLoop:
 
     def _claim_one(self) -> bool:
         """Claim one attempt and start it (its slot is released when it ends)."""
-        if self.launcher.full:  # launched in process since: claim when one ends
+        if not self.launcher.reserve():  # launched in process since: claim when one ends
             self._decide_only()
             return False
         scope = self.launcher.scope
-        item = self.engine.handover.claim_for_worker(scope.claim_prefixes(), scope.covers,
-                                         actor=self.actor)
+        try:
+            item = self.engine.handover.claim_for_worker(scope.claim_prefixes(), scope.covers,
+                                                         actor=self.actor)
+        except BaseException:
+            self.launcher.unreserve()
+            raise
         if item is None:
+            self.launcher.unreserve()
             return False
         self.claimed += 1
         defn = self.engine.definitions.definition_of(item)
@@ -102,6 +107,7 @@ class ClaimLoop:
         try:
             done = self.launcher.start(request)
         except (LaunchError, RuntimeError) as exc:  # the function is gone, or the pool
+            self.launcher.unreserve()
             self._slots.release()
             if isinstance(exc, LaunchError):
                 self.engine.launches.fail_attempt(item, f"{LAUNCH_FAILED}{exc}",
