@@ -29,7 +29,7 @@ from whimbrel.engine.intake.decode import image_of, native, row_payload, written
 from whimbrel.engine.intake.items import ActivityEventItem
 from whimbrel.engine.intake.result import IntakeResult, Outcome
 from whimbrel.engine.intake.rows import ROWS, actor_of, target
-from whimbrel.engine.intake.skeleton import SOURCE_ACTIVITY_EVENT, Seen, Skeleton
+from whimbrel.engine.intake.skeleton import SOURCE_ACTIVITY_EVENT, Handler, Seen
 
 #: Suffix of the actor of a RUNNING move implied by a COMPLETED or FAILED report (see
 #: ``Intake._end_ahead_of_running``).
@@ -44,24 +44,12 @@ _ENDS = frozenset(t for (s, t), n in ACTIVITY_TRANSITIONS.items()
                   if s is A.RUNNING and n.is_terminal and t is not Transition.TIME_OUT)
 
 
-class EventRows:
+class EventRows(Handler):
     """Applies each inserted ``activity_event`` row (the row kinds' context, rows.py)."""
 
     source = SOURCE_ACTIVITY_EVENT
     id_field = "activity_event_id"
     marks_applied = True
-
-    def __init__(self, skeleton: Skeleton) -> None:
-        self.skeleton = skeleton
-        self.engine = skeleton.engine
-
-    def handle(self, record: Mapping[str, Any]) -> IntakeResult:
-        """Apply the transition (or command) an inserted event reports, with follow-ups.
-
-        Raises:
-            WhimbrelError: only retryable ones (the record should be retried).
-        """
-        return self.skeleton.take(self, record)
 
     def mark(self, row_id: str, result: IntakeResult, record: Mapping[str, Any]) -> None:
         self.skeleton.marks.event(row_id, result, record)

@@ -19,30 +19,18 @@ from whimbrel.engine import tracing
 from whimbrel.engine.intake.decode import image_of, row_payload
 from whimbrel.engine.intake.items import WorkflowRequestItem
 from whimbrel.engine.intake.result import IntakeResult, Outcome
-from whimbrel.engine.intake.skeleton import SOURCE_WORKFLOW_REQUEST, Seen, Skeleton
+from whimbrel.engine.intake.skeleton import SOURCE_WORKFLOW_REQUEST, Handler, Seen
 
 #: How far in the future a request row's ``when_epoch`` may lie (writers' clock skew).
 WHEN_SLACK_SECONDS = 300.0
 
 
-class RequestRows:
+class RequestRows(Handler):
     """Starts the run each inserted ``workflow_request`` row asks for."""
 
     source = SOURCE_WORKFLOW_REQUEST
     id_field = "workflow_request_id"
     marks_applied = False
-
-    def __init__(self, skeleton: Skeleton) -> None:
-        self.skeleton = skeleton
-        self.engine = skeleton.engine
-
-    def handle(self, record: Mapping[str, Any]) -> IntakeResult:
-        """Start the workflow an inserted request asks for.
-
-        Raises:
-            WhimbrelError: only retryable ones (the record should be retried).
-        """
-        return self.skeleton.take(self, record)
 
     def mark(self, row_id: str, result: IntakeResult, record: Mapping[str, Any]) -> None:
         self.skeleton.marks.request(row_id, result, record)

@@ -163,3 +163,33 @@ def _same(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
         return json.dumps({k: v for k, v in image.items() if k not in BOOKKEEPING},
                           sort_keys=True, default=str)
     return strip(old) == strip(new)
+
+
+
+class Handler:
+    """What both stream handlers share: the skeleton they run on and ``handle``; each
+    says its stream (``source``, ``id_field``, ``marks_applied``), ``mark`` and ``apply``
+    (:class:`StreamRows`)."""
+
+    source: str
+    id_field: str
+    marks_applied: bool
+
+    def __init__(self, skeleton: Skeleton) -> None:
+        self.skeleton = skeleton
+        self.engine = skeleton.engine
+
+    def handle(self, record: Mapping[str, Any]) -> IntakeResult:
+        """Apply an inserted row (and its follow-ups), or reject it with a recorded
+        message.
+
+        Raises:
+            WhimbrelError: only retryable ones (the record should be retried).
+        """
+        return self.skeleton.take(self, record)
+
+    def mark(self, row_id: str, result: IntakeResult, record: Mapping[str, Any]) -> None:
+        raise NotImplementedError
+
+    def apply(self, record: Mapping[str, Any], seen: Seen) -> IntakeResult:
+        raise NotImplementedError
