@@ -130,8 +130,10 @@ def test_retry_after_backoff_driven_by_clock(wb: Whimbrel, clock: Callable[[], f
 
 def test_cancel_while_running(wb: Whimbrel) -> None:
     defn = WorkflowDefinition("cancel", (
+        # A heartbeat asks whether to stop at most every third of its time-out
+        # (engine/heartbeats.py): 3 s makes the cancel heard within about a second.
         Act("slow", launcher=LauncherSpec.python("wb_test_activities:wait_for_stop"),
-            heartbeat_timeout_seconds=30),
+            heartbeat_timeout_seconds=3),
         Act("after", ("slow",), launcher=ECHO)))
     wb.register_workflow(defn)
     wx = wb.start_workflow("cancel")
