@@ -242,12 +242,13 @@ class Flow:
     # -- moving an attempt on --------------------------------------------------------------
 
     def plan(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
-             source: ActivityState) -> tuple[ActivityState, ...]:
-        """How far this actor may move an attempt of ``name`` from ``source`` now."""
+             source: ActivityState, *, take: bool = False) -> tuple[ActivityState, ...]:
+        """How far this actor may move an attempt of ``name`` from ``source`` now
+        (``take``: the move follows, so a thread is promised to its launch)."""
         spec = defn.activity(name)
         # Code this process is no worker for waits READY for one (engine/handover.py).
         launching = spec.launcher.is_push and wf.state is W.RUNNING \
-            and not leaves_for_worker(self.core, spec)
+            and not leaves_for_worker(self.core, spec, launch=take)
         # REQUESTED -> QUEUED directly for a dependency-free attempt launched now (the
         # contract's own shortcut); READY first for everything else.
         steps: list[ActivityState] = (
@@ -273,7 +274,7 @@ class Flow:
         rows = rows or self.rows(wf.workflow_exec_id)
         if self.core.hooks.take_over(Feature.advance, wf, defn, name, attempt, source, rows):
             return
-        path = self.plan(wf, defn, name, source)
+        path = self.plan(wf, defn, name, source, take=True)
         if not path:
             return
         if not self._move_on(wf, defn, name, attempt, source, path) and A.RUNNING in path:

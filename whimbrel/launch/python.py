@@ -176,6 +176,10 @@ class PythonLauncher:
         #: the check and the start are a write apart, and a run's roots are decided in
         #: parallel. A promise not kept (the write was lost) lapses after a while.
         self._promised: deque[float] = deque()
+        #: Attempts whose function has not returned yet (submitted or running): what
+        #: ``capacity`` bounds. Its end's write and follow-ups (which may launch the next
+        #: attempt: a map's lane, a chain's next step) no longer count.
+        self._busy: set[str] = set()
 
     def runs(self, config: Mapping[str, object]) -> bool:
         """Whether this process is a worker for the target in ``config`` now."""
@@ -195,7 +199,7 @@ class PythonLauncher:
             now = time.monotonic()
             while self._promised and self._promised[0] < now - PROMISE_SECONDS:
                 self._promised.popleft()
-            if len(self._held) + len(self._promised) >= self.capacity:
+            if len(self._busy) + len(self._promised) >= self.capacity:
                 return False
             self._promised.append(now)
             return True
@@ -219,7 +223,7 @@ class PythonLauncher:
         if self.capacity is None:
             return False
         with self._lock:
-            return len(self._held) + len(self._promised) >= self.capacity
+            return len(self._busy) + len(self._promised) >= self.capacity
 
     def serve(self, config: Mapping[str, object]) -> None:
         """Be a worker for the target in ``config`` from now on (a step that a code
@@ -242,6 +246,7 @@ class PythonLauncher:
         with self._lock:
             done = self.executor.submit(self._run, request, func)
             self._held[done] = request.activity_exec_id
+            self._busy.add(request.activity_exec_id)
             if self._promised:
                 self._promised.popleft()  # the promise made for it is kept
         done.add_done_callback(self._forget)
@@ -274,12 +279,25 @@ class PythonLauncher:
 
     def _forget(self, done: Future[None]) -> None:
         with self._lock:
-            self._held.pop(done, None)
+            aeid = self._held.pop(done, None)
+            self._busy.discard(aeid or "")
+
+    def _returned(self, aeid: str) -> None:
+        with self._lock:
+            self._busy.discard(aeid)
 
     def _run(self, request: LaunchRequest, func: Callable[..., Any]) -> None:
+        aeid = request.activity_exec_id
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self._returned(aeid)
+
         try:
-            self.runner(request, func)
+            self.runner(request, counted)
         except BaseException:  # the runner recorded the failure; keep the pool alive
             with self._lock:
                 self.failures += 1
-            log.exception("python activity %s raised", request.activity_exec_id)
+            log.exception("python activity %s raised", aeid)
