@@ -135,7 +135,10 @@ class Queue:
             return "skip"  # SUSPENDED: its resume's reconcile visit admits it
         defn = self.core.definitions.definition_of(wf)
         spec = defn.activity(item.activity_name)
-        if spec.launcher.is_pull or admission.leaves_for_worker(self.core, spec):
+        # Only whether this process is a worker for it: ``advance`` decides the launch
+        # (and promises its thread) itself.
+        if spec.launcher.is_pull or admission.leaves_for_worker(self.core, spec,
+                                                                launch=False):
             return self.admit_pull(wf, defn, spec, item)  # claimable, its slot held
         self.core.flow.advance(wf, defn, item.activity_name, item.attempt, item.state)
         fresh = self.store.get_activity(aeid)
