@@ -88,17 +88,19 @@ def test_a_row_is_judged_by_its_stream_records_creation_time(ddb_endpoint: str,
     """The engine's clock is a StepClock; the rows' times are DynamoDB's own
     (``ApproximateCreationDateTime`` on the local runtime's stream events). No sweep runs:
     what decides is the row's time against the deadline, not when it is applied."""
-    clock = StepClock(start=time.time() - 100)
+    # A stream record's time may be rounded down by up to a minute (DynamoDB Local's
+    # were, one run in three): the deadlines lie well clear of it on both sides.
+    clock = StepClock(start=time.time() - 200)
     with LocalRuntime(ddb_endpoint, table_prefix, heartbeat_rate_seconds=0, clock=clock,
                       lambda_log_level="WARNING", exclusive=False) as rt:
         rt.client.register_workflow(ON_TIME)
         wx = rt.client.start_workflow("on_time_row")
         late = rt.client.claim(workflow_name="on_time_row", activity_name="late")
-        assert late is not None  # its deadline: 40 s before the rows are written
-        clock.advance(100)
+        assert late is not None  # its deadline: 140 s before the rows are written
+        clock.advance(180)
         in_time = rt.client.claim(workflow_name="on_time_row", activity_name="in_time")
-        assert in_time is not None  # its deadline: about 60 s after the rows are written
-        clock.advance(100)  # the engine's now is past both deadlines and their grace
+        assert in_time is not None  # its deadline: about 40 s after the rows are written
+        clock.advance(200)  # the engine's now is past both deadlines and their grace
         done = event_row(rt, raw.event(in_time.activity_exec_id, "COMPLETED", output=1))
         assert (done["outcome"]["S"], done["result_state"]["S"]) == ("APPLIED", "COMPLETED")
         kept = event_row(rt, raw.event(late.activity_exec_id, "COMPLETED", output=2))
