@@ -30,6 +30,7 @@ from typing import Any
 import boto3
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from whimbrel import WorkflowExec
@@ -213,7 +214,7 @@ def _run(endpoint_url: str | None, console: Console, timeout: float, work_second
                       f"workflow_request_id={request_id}")
         console.print(f"payloads over 16 KB: s3://{s3.bucket}" + (
             f" (moto's S3 server, {s3.server.url})" if s3.server else "")
-            if large else s3.note)
+            if large else escape(s3.note))  # its "[local]" is no markup
         wx = workflow_exec_id_for(request_id)
         # The display polls with its own client, so the meter counts only the workflow.
         viewer = Whimbrel(endpoint_url=rt.endpoint_url, table_prefix=prefix,
