@@ -19,12 +19,12 @@ Trees (plain tuples, cheap to build and walk):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from whimbrel.store.memory.names import Names
 from whimbrel.store.memory.reserved import RESERVED
-from whimbrel.store.memory.values import DynamoError, invalid, sort_key, validate_value
+from whimbrel.store.memory.values import DynamoError, invalid, sort_key
 
 __all__ = ["Names", "Update", "parse_condition", "parse_projection", "parse_update"]
 
@@ -36,41 +36,6 @@ _FUNCTIONS = ("attribute_exists", "attribute_not_exists", "attribute_type", "beg
               "contains", "size")
 _KEYWORDS = frozenset({"AND", "OR", "NOT", "BETWEEN", "IN"})
 _CLAUSES = ("SET", "REMOVE", "ADD", "DELETE")
-
-
-@dataclass
-class Names:
-    """One request's ``ExpressionAttributeNames``/``Values`` and which were used."""
-
-    names: Mapping[str, str] = field(default_factory=dict)
-    values: Mapping[str, Any] = field(default_factory=dict)
-    used_names: set[str] = field(default_factory=set)
-    used_values: set[str] = field(default_factory=set)
-
-    def name(self, token: str) -> str:
-        if token not in self.names:
-            raise invalid("An expression attribute name used in the document path is not "
-                          f"defined; attribute name: {token}")
-        self.used_names.add(token)
-        return str(self.names[token])
-
-    def value(self, token: str) -> dict[str, Any]:
-        if token not in self.values:
-            raise invalid("An expression attribute value used in expression is not defined; "
-                          f"attribute value: {token}")
-        self.used_values.add(token)
-        return validate_value(self.values[token], token)
-
-    def check_all_used(self) -> None:
-        """ValidationException for a name or value defined but unused."""
-        unused_names = sorted(set(self.names) - self.used_names)
-        if unused_names:
-            raise invalid("Value provided in ExpressionAttributeNames unused in expressions: "
-                          f"keys: {{{', '.join(unused_names)}}}")
-        unused_values = sorted(set(self.values) - self.used_values)
-        if unused_values:
-            raise invalid("Value provided in ExpressionAttributeValues unused in expressions: "
-                          f"keys: {{{', '.join(unused_values)}}}")
 
 
 class _Parser:
