@@ -258,10 +258,7 @@ def apply_update(old: Mapping[str, Any] | None, update: Update) -> dict[str, Any
             _put(base, path, left_set)
     # Remove list elements from the highest index down, so earlier indexes still hold.
     for path in sorted([*update.removes, *removals], key=_removal_order, reverse=True):
-        try:
-            container = _parent(base, path)
-        except Exception:
-            continue  # removing what is not there is no error
+        container = _parent(base, path)  # a nested path must lead somewhere
         last = path[-1]
         if isinstance(last, int):
             if last < len(container):

@@ -19,12 +19,12 @@ Trees (plain tuples, cheap to build and walk):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from whimbrel.store.memory.names import Names
 from whimbrel.store.memory.reserved import RESERVED
-from whimbrel.store.memory.values import DynamoError, invalid, validate_value
+from whimbrel.store.memory.values import DynamoError, invalid, sort_key
 
 __all__ = ["Names", "Update", "parse_condition", "parse_projection", "parse_update"]
 
@@ -36,41 +36,6 @@ _FUNCTIONS = ("attribute_exists", "attribute_not_exists", "attribute_type", "beg
               "contains", "size")
 _KEYWORDS = frozenset({"AND", "OR", "NOT", "BETWEEN", "IN"})
 _CLAUSES = ("SET", "REMOVE", "ADD", "DELETE")
-
-
-@dataclass
-class Names:
-    """One request's ``ExpressionAttributeNames``/``Values`` and which were used."""
-
-    names: Mapping[str, str] = field(default_factory=dict)
-    values: Mapping[str, Any] = field(default_factory=dict)
-    used_names: set[str] = field(default_factory=set)
-    used_values: set[str] = field(default_factory=set)
-
-    def name(self, token: str) -> str:
-        if token not in self.names:
-            raise invalid("An expression attribute name used in the document path is not "
-                          f"defined; attribute name: {token}")
-        self.used_names.add(token)
-        return str(self.names[token])
-
-    def value(self, token: str) -> dict[str, Any]:
-        if token not in self.values:
-            raise invalid("An expression attribute value used in expression is not defined; "
-                          f"attribute value: {token}")
-        self.used_values.add(token)
-        return validate_value(self.values[token], token)
-
-    def check_all_used(self) -> None:
-        """ValidationException for a name or value defined but unused."""
-        unused_names = sorted(set(self.names) - self.used_names)
-        if unused_names:
-            raise invalid("Value provided in ExpressionAttributeNames unused in expressions: "
-                          f"keys: {{{', '.join(unused_names)}}}")
-        unused_values = sorted(set(self.values) - self.used_values)
-        if unused_values:
-            raise invalid("Value provided in ExpressionAttributeValues unused in expressions: "
-                          f"keys: {{{', '.join(unused_values)}}}")
 
 
 class _Parser:
@@ -165,6 +130,8 @@ class _Parser:
                 self.take(")")
                 if text == "if_not_exists":
                     return ("if_not_exists", first, second)
+                for side in (first, second):
+                    self.literal_type(side, "list_append", ("L",))
                 return ("list_append", first, second)
             raise self.error(f"Invalid function name; function: {text}")
         return ("path", self.path())
@@ -210,12 +177,31 @@ class _Parser:
         op = self.peek()[1]
         if op in _COMPARATORS:
             self.at += 1
-            return ("cmp", op, left, self.operand())
+            right = self.operand()
+            if right == left and left[0] != "value":
+                raise self.error("The first operand must be distinct from the remaining "
+                                 f"operands for this operator or function; operator: {op}, "
+                                 f"first operand: {_show_operand(left)}")
+            if op not in ("=", "<>"):
+                for side in (left, right):
+                    self.literal_type(side, op, ("N", "S", "B"))
+            return ("cmp", op, left, right)
         if self.word() == "BETWEEN":
             self.at += 1
             low = self.operand()
             self.take("AND")
-            return ("between", left, low, self.operand())
+            high = self.operand()
+            for side in (left, low, high):
+                self.literal_type(side, "BETWEEN", ("N", "S", "B"))
+            if low[0] == high[0] == "value" and next(iter(low[1])) != next(iter(high[1])):
+                raise self.error("The BETWEEN operator requires same data type for lower and "
+                                 f"upper bounds; lower bound operand: AttributeValue: {low[1]}, "
+                                 f"upper bound operand: AttributeValue: {high[1]}")
+            if low[0] == high[0] == "value" and _descending(low[1], high[1]):
+                raise self.error("The BETWEEN operator requires upper bound to be greater than "
+                                 "or equal to lower bound; lower bound operand: AttributeValue: "
+                                 f"{low[1]}, upper bound operand: AttributeValue: {high[1]}")
+            return ("between", left, low, high)
         if self.word() == "IN":
             self.at += 1
             self.take("(")
@@ -238,6 +224,12 @@ class _Parser:
         if args[0][0] != "path":
             raise self.error(f"Operator or function requires a document path; operator or "
                              f"function: {name}")
+        if name in ("begins_with", "contains") and args[1] == args[0]:
+            raise self.error("The first operand must be distinct from the remaining operands "
+                             f"for this operator or function; operator: {name}, first "
+                             f"operand: {_show_operand(args[0])}")
+        if name == "begins_with":
+            self.literal_type(args[1], name, ("S", "B"))
         if name == "attribute_type":
             kind = args[1][1] if args[1][0] == "value" else None
             if not kind or "S" not in kind or kind["S"] not in (
@@ -256,8 +248,18 @@ class _Parser:
         op = self.peek()[1]
         if op in ("+", "-"):
             self.at += 1
-            return (op, left, self.set_operand())
+            right = self.set_operand()
+            for side in (left, right):
+                self.literal_type(side, op, ("N",))
+            return (op, left, right)
         return left
+
+    def literal_type(self, node: tuple[Any, ...], operator: str,
+                     allowed: tuple[str, ...]) -> None:
+        """A literal operand of the wrong type is refused before anything is read."""
+        if node[0] == "value" and next(iter(node[1])) not in allowed:
+            raise self.error("Incorrect operand type for operator or function; operator or "
+                             f"function: {operator}, operand type: {next(iter(node[1]))}")
 
     def update(self) -> Update:
         result = Update()
@@ -284,7 +286,11 @@ class _Parser:
                         raise self.error(f"Syntax error; token: \"{text}\", near: \"{text}\"")
                     self.at += 1
                     target = result.adds if clause == "ADD" else result.deletes
-                    target.append((path, self.names.value(text)))
+                    value = self.names.value(text)
+                    self.literal_type(("value", value), clause,
+                                      ("N", "SS", "NS", "BS") if clause == "ADD"
+                                      else ("SS", "NS", "BS"))
+                    target.append((path, value))
                 if self.peek()[1] != ",":
                     break
                 self.at += 1
@@ -345,6 +351,18 @@ def parse_projection(text: str, names: Names) -> list[tuple[str | int, ...]]:
         paths.append(parser.path())
     parser.done()
     return paths
+
+
+def _show_operand(node: tuple[Any, ...]) -> str:
+    return _show(node[1]) if node[0] == "path" else str(node[1])
+
+
+def _descending(low: dict[str, Any], high: dict[str, Any]) -> bool:
+    """Whether two literal bounds of one orderable type are the wrong way round."""
+    kind = next(iter(low))
+    if kind != next(iter(high)) or kind not in ("N", "S", "B"):
+        return False
+    return bool(sort_key(low) > sort_key(high))
 
 
 def _show(path: tuple[str | int, ...]) -> str:
