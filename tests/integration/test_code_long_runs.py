@@ -5,7 +5,6 @@ curve at 100 / 1,000 / 10,000 steps is the ``code`` benchmark's, docs/benchmarks
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from typing import Any
 
@@ -15,6 +14,7 @@ import wb_code_workflows as code
 from whimbrel import ActivityState, Whimbrel, WorkflowContext, WorkflowState, workflow
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.engine.code_runs import CodeRuns
+from whimbrel.testing import wait_until
 
 READS = ("GetItem", "Query", "BatchGetItem", "Scan")
 
@@ -78,10 +78,9 @@ def ticks(ctx: WorkflowContext, input: dict[str, Any]) -> int:
 
 
 def _ready(wb: Whimbrel, aeid: str) -> None:
-    deadline = time.monotonic() + 30
-    while (act := wb.store.get_activity(aeid)) is None or act.state is not ActivityState.READY:
-        assert time.monotonic() < deadline, f"{aeid} never READY: {act}"
-        time.sleep(0.02)
+    wait_until(lambda: (act := wb.store.get_activity(aeid)) is not None
+               and act.state is ActivityState.READY, timeout=30,
+               message=lambda: f"{aeid} never READY: {wb.store.get_activity(aeid)}")
 
 
 def test_two_processes_deciding_in_turn_schedule_each_step_once(

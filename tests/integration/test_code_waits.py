@@ -3,14 +3,12 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import wb_code_workflows as code
 
 from whimbrel import ActivityState, Whimbrel, WorkflowState
 from whimbrel.engine.code_runs import CodeRuns
-from whimbrel.testing import CodeRunner, StepClock
+from whimbrel.testing import CodeRunner, StepClock, wait_until
 
 #: The engine rules here run on the in-memory twin too (``pytest -m twin``).
 TWIN = True
@@ -27,10 +25,9 @@ def cwb(wb: Whimbrel, request: pytest.FixtureRequest) -> Whimbrel:
 
 
 def _state(wb: Whimbrel, aeid: str, state: ActivityState) -> None:
-    deadline = time.monotonic() + 30
-    while (act := wb.engine.store.get_activity(aeid)) is None or act.state is not state:
-        assert time.monotonic() < deadline, act
-        time.sleep(0.02)
+    wait_until(lambda: (act := wb.engine.store.get_activity(aeid)) is not None
+               and act.state is state, timeout=30,
+               message=lambda: f"{aeid}: {wb.engine.store.get_activity(aeid)}")
 
 
 def test_a_sleep_of_a_day_ends_when_the_sweep_finds_it_due(

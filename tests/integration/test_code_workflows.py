@@ -3,7 +3,6 @@ attempts, decisions replay the function."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
@@ -11,6 +10,7 @@ import wb_code_workflows as code
 
 from whimbrel import ActivityState, Whimbrel, WorkflowState
 from whimbrel.engine.code_runs import CodeRuns
+from whimbrel.testing import wait_until
 
 #: The engine rules here run on the in-memory twin too (``pytest -m twin``).
 TWIN = True
@@ -83,10 +83,9 @@ def test_steps_are_named_by_name_and_occurrence(cwb: Whimbrel) -> None:
 
 
 def _ready(wb: Whimbrel, aeid: str) -> None:
-    deadline = time.monotonic() + 30
-    while (act := wb.engine.store.get_activity(aeid)) is None or act.state is not A.READY:
-        assert time.monotonic() < deadline, act
-        time.sleep(0.02)
+    wait_until(lambda: (act := wb.engine.store.get_activity(aeid)) is not None
+               and act.state is A.READY, timeout=30,
+               message=lambda: f"{aeid}: {wb.engine.store.get_activity(aeid)}")
 
 
 def _complete(wb: Whimbrel, aeid: str, output: Any) -> None:

@@ -29,6 +29,7 @@ from whimbrel import (
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.engine.tracing import headers
 from whimbrel.local.runtime import LambdaContext
+from whimbrel.testing import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # lambdas/ sits next to whimbrel/ in the checkout
@@ -77,12 +78,14 @@ def by_name(exported: tuple[ReadableSpan, ...]) -> dict[str, list[ReadableSpan]]
 
 def wait_for_spans(exporter: InMemorySpanExporter, name: str, count: int,
                    timeout: float = 30.0) -> dict[str, list[ReadableSpan]]:
-    deadline = time.monotonic() + timeout
-    while True:
+    def enough() -> dict[str, list[ReadableSpan]] | None:
         got = by_name(exporter.get_finished_spans())
-        if len(got.get(name, [])) >= count or time.monotonic() > deadline:
-            return got
-        time.sleep(0.02)  # polls the exporter (the run's last span comes at its end)
+        return got if len(got.get(name, [])) >= count else None
+
+    try:  # polls the exporter (the run's last span comes at its end)
+        return wait_until(enough, timeout=timeout)
+    except AssertionError:  # the caller's assertions say what is missing
+        return by_name(exporter.get_finished_spans())
 
 
 def check_run_trace(got: dict[str, list[ReadableSpan]], trace_id: int,

@@ -10,6 +10,7 @@ from typing import Any
 from whimbrel import Whimbrel
 from whimbrel.contract.errors import WhimbrelError
 from whimbrel.contract.states import Transition
+from whimbrel.testing import wait_until
 
 
 def claim_until_done(endpoint: str, prefix: str, workflow_name: str,
@@ -19,15 +20,25 @@ def claim_until_done(endpoint: str, prefix: str, workflow_name: str,
     claimed: list[str] = []
     barrier.wait()
     deadline = time.monotonic() + deadline_s
+
+    def work_or_done() -> Any:
+        """Something claimed, "done" once every workflow has finished, else None."""
+        got = wb.claim(workflow_name=workflow_name)
+        if got is not None:
+            return got
+        return "done" if all(
+            wb.engine.reads.get_workflow(wx, with_activities=False).state.is_terminal
+            for wx in workflow_ids) else None
+
     try:
-        while time.monotonic() < deadline:
-            got = wb.claim(workflow_name=workflow_name)
-            if got is None:
-                if all(wb.engine.reads.get_workflow(wx, with_activities=False).state.is_terminal
-                       for wx in workflow_ids):
-                    break
-                time.sleep(0.01)  # poll interval of an idle worker, not a wait for a result
-                continue
+        while True:
+            try:  # an idle worker polls every 10 ms until its deadline
+                got = wait_until(work_or_done, timeout=max(0.0, deadline - time.monotonic()),
+                                 interval=0.01)
+            except AssertionError:
+                break  # the deadline: the caller's assertions say what is missing
+            if got == "done":
+                break
             claimed.append(got.activity_exec_id)
             wb.transition_activity(got.activity_exec_id, Transition.COMPLETED, output=len(claimed))
     finally:
