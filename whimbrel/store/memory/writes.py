@@ -79,6 +79,17 @@ def _condition(params: Mapping[str, Any], names: Names) -> tuple[Any, ...] | Non
     return parse_condition(text, names) if text is not None else None
 
 
+def _current(params: Mapping[str, Any], table: Table, key_id: KeyId, names: Names,
+             cond: tuple[Any, ...] | None) -> dict[str, Any] | None:
+    """The item under ``key_id`` once every name and value was used and the condition
+    holds on it; else the lost condition, with the item when asked for (ALL_OLD)."""
+    names.check_all_used()
+    old = table.get(key_id)
+    if not matches(old, cond):
+        raise _lost(params, old)
+    return old
+
+
 def _lost(params: Mapping[str, Any], old: Mapping[str, Any] | None) -> DynamoError:
     item = (copy_value(dict(old)) if old is not None
             and params.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" else None)
@@ -107,11 +118,7 @@ def prepare_put(db: MemoryDynamoDB, params: Mapping[str, Any]) -> Prepared:
     item = validate_item(params.get("Item") or {})
     key_id = table.item_key_id(item)
     names = _names(params)
-    cond = _condition(params, names)
-    names.check_all_used()
-    old = table.get(key_id)
-    if not matches(old, cond):
-        raise _lost(params, old)
+    old = _current(params, table, key_id, names, _condition(params, names))
     return Prepared(table, key_id, old, item)
 
 
@@ -123,15 +130,12 @@ def prepare_update(db: MemoryDynamoDB, params: Mapping[str, Any]) -> Prepared:
     text = params.get("UpdateExpression")
     update = parse_update(text, names) if text is not None else None
     cond = _condition(params, names)
-    names.check_all_used()
     if update is not None:
         for path in update.paths():
             if path[0] in table.key_names:
                 raise invalid("One or more parameter values were invalid: Cannot update "
                               f"attribute {path[0]}. This attribute is part of the key")
-    old = table.get(key_id)
-    if not matches(old, cond):
-        raise _lost(params, old)
+    old = _current(params, table, key_id, names, cond)
     base = old if old is not None else {n: copy_value(key[n]) for n in table.key_names}
     new = apply_update(base, update) if update is not None else copy_value(base)
     if item_size(new) > MAX_ITEM_BYTES:
@@ -145,11 +149,7 @@ def prepare_delete(db: MemoryDynamoDB, params: Mapping[str, Any]) -> Prepared:
     table = db.table(params.get("TableName"))
     key_id = table.key_id(params.get("Key") or {})
     names = _names(params)
-    cond = _condition(params, names)
-    names.check_all_used()
-    old = table.get(key_id)
-    if not matches(old, cond):
-        raise _lost(params, old)
+    old = _current(params, table, key_id, names, _condition(params, names))
     return Prepared(table, key_id, old, None)
 
 
@@ -159,11 +159,7 @@ def prepare_check(db: MemoryDynamoDB, params: Mapping[str, Any]) -> Prepared:
     names = _names(params)
     if params.get("ConditionExpression") is None:
         raise invalid("The ConditionExpression parameter is required for ConditionCheck")
-    cond = _condition(params, names)
-    names.check_all_used()
-    old = table.get(key_id)
-    if not matches(old, cond):
-        raise _lost(params, old)
+    old = _current(params, table, key_id, names, _condition(params, names))
     return Prepared(table, key_id, old, old)
 
 
