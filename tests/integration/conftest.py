@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -72,3 +73,23 @@ def wb(request: pytest.FixtureRequest, store_kind: str, table_prefix: str,
     client.close()
     client.store.delete_tables()  # keep the shared server small and fast
 
+
+
+@pytest.fixture
+def spans() -> Iterator[Any]:
+    """An in-memory span exporter behind a fresh global tracer provider (the tracing
+    tests'), reset after the test."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from tracing_support import reset_trace_globals
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reset_trace_globals()
+    trace.set_tracer_provider(provider)
+    yield exporter
+    provider.shutdown()
+    reset_trace_globals()

@@ -8,16 +8,13 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import boto3
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.util._once import Once
 
 from whimbrel import (
     ActivityDefinition,
@@ -35,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # lambdas/ sits next to whimbrel/ in the checkout
     sys.path.append(str(ROOT))
 
+from tracing_support import reset_trace_globals  # noqa: E402
+
 from lambdas import workflow_request  # noqa: E402
 
 TRACED = LauncherSpec.python("wb_test_activities:traced")
@@ -42,25 +41,6 @@ FLOW = WorkflowDefinition("traced", (
     ActivityDefinition("A", launcher=TRACED),
     ActivityDefinition("B", ("A",), launcher=TRACED),
 ))
-
-
-def _reset_globals() -> None:
-    # OpenTelemetry's global provider may be set once per process; its own tests reset it
-    # like this (opentelemetry.test.globals_test.reset_trace_globals).
-    trace._TRACER_PROVIDER_SET_ONCE = Once()  # type: ignore[attr-defined]
-    trace._TRACER_PROVIDER = None  # type: ignore[attr-defined]
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    _reset_globals()
-    trace.set_tracer_provider(provider)
-    yield exporter
-    provider.shutdown()
-    _reset_globals()
 
 
 @pytest.fixture
@@ -172,7 +152,7 @@ def test_a_raw_request_row_carries_its_traceparent_through_the_handlers(
 
 
 def test_nothing_is_recorded_without_a_tracer_provider(traced_wb: Whimbrel) -> None:
-    _reset_globals()
+    reset_trace_globals()
     wx = traced_wb.start_workflow("traced")
     assert traced_wb.wait(wx, timeout=30).state is WorkflowState.COMPLETED
     row = traced_wb.store.get_workflow(wx)

@@ -9,17 +9,13 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
-import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from test_tracing import _reset_globals, wait_for_spans
+from test_tracing import wait_for_spans
 
 from whimbrel import (
     ActivityDefinition,
@@ -38,18 +34,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FLAKY = WorkflowDefinition("flaky_traced", (ActivityDefinition(
     "A", launcher=LauncherSpec.python("wb_test_activities:flaky"),
     retry=RetryPolicy(max_attempts=2, initial_interval_seconds=600)),))
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    _reset_globals()
-    trace.set_tracer_provider(provider)
-    yield exporter
-    provider.shutdown()
-    _reset_globals()
 
 
 def test_a_retry_launched_by_the_sweep_joins_the_runs_trace(
