@@ -93,3 +93,15 @@ def spans() -> Iterator[Any]:
     yield exporter
     provider.shutdown()
     reset_trace_globals()
+
+
+@pytest.fixture
+def gate() -> Iterator[None]:
+    """``wb_test_activities.gated`` activities run until the test opens ``GATE`` (and
+    their count starts from zero)."""
+    import wb_test_activities as acts
+
+    acts.GATE.clear()
+    acts.GATED.update(now=0, most=0)
+    yield
+    acts.GATE.set()  # never leave a thread waiting, even when the test failed

@@ -257,14 +257,6 @@ def test_a_client_that_starts_code_it_cannot_import_leaves_its_decisions(
     assert [code.CALLS[(wx, f"add_one#{k}")] for k in range(1, 4)] == [1, 1, 1]
 
 
-@pytest.fixture
-def gate() -> Iterator[None]:
-    acts.GATE.clear()
-    acts.GATED.update(now=0, most=0)
-    yield
-    acts.GATE.set()  # never leave a thread waiting, even when the test failed
-
-
 def test_a_worker_whose_threads_are_all_busy_still_makes_left_decisions(
         other: Whimbrel, ddb_endpoint: str, table_prefix: str, gate: None) -> None:
     """A decision runs on the claim loop's thread, not on an activity thread: a worker

@@ -9,9 +9,8 @@ soak's "unplanned time-outs", 26 of 436 activities on an idle machine.)
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
-import pytest
 import wb_test_activities as acts
 
 from whimbrel import (
@@ -29,14 +28,6 @@ from whimbrel.testing import wait_until
 #: check and the start of each are apart in time: a thread is promised at the check.
 WIDTH = 8
 CAPACITY = 2
-
-
-@pytest.fixture
-def gate() -> Iterator[None]:
-    acts.GATE.clear()
-    acts.GATED.update(now=0, most=0)
-    yield
-    acts.GATE.set()  # never leave a thread waiting, even when the test failed
 
 
 def test_a_full_process_leaves_attempts_claimable_not_queued(
