@@ -76,6 +76,17 @@ def _vs(engine: str, shape: int) -> Callable[[Results], tuple[str, float]]:
     return measure
 
 
+def _code_vs(engine: str, shape: int) -> Callable[[Results], tuple[str, float]]:
+    def measure(r: Results) -> tuple[str, float]:
+        from benchmarks.bench_peers import ms_per_step
+
+        key = r["peers"]["shapes"][shape]["key"]
+        code, theirs = (ms_per_step(r["peers"], e, key) for e in ("whimbrel_code", engine))
+        return f"{code / theirs:.2f}× (code {code:.1f} ms vs {theirs:.1f} ms per step)", \
+            code / theirs
+    return measure
+
+
 def _push(field: str) -> Callable[[Results], tuple[str, float]]:
     return lambda r: (f"{(v := r['latency']['paths']['push'][field]):.1f}", v)
 
@@ -126,6 +137,15 @@ TARGETS = [
            "DBOS's steps are a few PostgreSQL statements on a local socket"),
     Target("1→1,000 map (20 lanes): ≤ 4 writes per item and to any one row (issue 14)", 4.0,
            _map, "an item's row is written once per move; a hot row would be a counter"),
+    Target("Code chain of 50: ≤ 0.5× Temporal's ms per step (issue 26; same run)", 0.5,
+           _code_vs("temporal", 0), "a code step is a DAG step's round trips plus a "
+           "decision"),
+    Target("Code fan-out 1→100→1: ≤ 1.0× Temporal's ms per step (issue 26)", 1.0,
+           _code_vs("temporal", 1), "every step is several requests to one DynamoDB Local "
+           "JVM sharing 2 cores"),
+    Target("Code fan-out 1→100→1: ≤ 1.0× DBOS's ms per step (issue 26)", 1.0,
+           _code_vs("dbos", 1), "DBOS's steps are a few PostgreSQL statements on a local "
+           "socket"),
     Target("Code chain of 50: ≤ 1.2× the DAG chain's ms per step (issue 26)", 1.2,
            _code_vs_dag(0), "each code step adds a decision (a hand-off to the function's "
            "thread) to the DAG's follow-up; timings on a loaded machine vary run to run"),

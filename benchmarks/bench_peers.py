@@ -25,6 +25,7 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from benchmarks.code_shapes import code_chain, code_fan
 from benchmarks.common import Ctx, Workers, bars, free_port, median, round_trip, timed, wait_end
 from benchmarks.shapes import EXTERNAL, NOOP, Shape, chain, fan
 
@@ -35,12 +36,15 @@ IDLE_POLL = 0.005
 TEMPORAL_DEFAULT = {"history.transferProcessorMaxPollRPS": 20}
 TEMPORAL_TUNED = {"history.transferProcessorMaxPollRPS": 1000}
 ENGINES = {"whimbrel_push": "Whimbrel push (python launcher)", "whimbrel_pull": "Whimbrel "
-           "pull (external workers)", "temporal": "Temporal (tuned)", "temporal_default":
-           "Temporal (default config)", "dbos": "DBOS on PostgreSQL"}
+           "pull (external workers)", "whimbrel_code": "Whimbrel code workflow (push)",
+           "temporal": "Temporal (tuned)", "temporal_default": "Temporal (default config)",
+           "dbos": "DBOS on PostgreSQL"}
 
 
 def whimbrel(ctx: Ctx, mode: str, shapes: list[Shape]) -> dict[str, Any]:
     """ms per step of each shape, pushed (``python`` launcher) or pulled (claims)."""
+    if mode == "code":
+        return whimbrel_code(ctx, shapes)
     out: dict[str, Any] = {}
     with ctx.client(max_workers=INFLIGHT) as wb:
         for shape in shapes:
@@ -54,6 +58,27 @@ def whimbrel(ctx: Ctx, mode: str, shapes: list[Shape]) -> dict[str, Any]:
                 end = float(wait_end(wb, wb.start_workflow(name)).ended_epoch or 0)
                 runs += [(end - t0) * 1000 / shape.steps] if i else []
             workers.close()
+            out[shape.key] = {"ms_per_step": median(runs), "runs": runs}
+    return out
+
+
+def whimbrel_code(ctx: Ctx, shapes: list[Shape]) -> dict[str, Any]:
+    """ms per step of each shape written as a code workflow (``code_shapes.py``: the
+    chain as ``ctx.step`` in a loop, the fan-out as ``ctx.start`` then each ``result()``),
+    ``python`` no-op steps: the same code style as Temporal's and DBOS's below."""
+    out: dict[str, Any] = {}
+    with ctx.client(max_workers=INFLIGHT) as wb:
+        wb.register_workflow(code_chain)
+        wb.register_workflow(code_fan)
+        for shape in shapes:
+            wide = max(shape.stages)
+            name, input = (("code_chain", {"steps": shape.steps}) if wide == 1 else
+                           ("code_fan", {"width": wide}))
+            runs = []
+            for i in range(ctx.repeats + 1):  # the first run is a warm-up
+                t0 = time.time()
+                end = float(wait_end(wb, wb.start_workflow(name, input)).ended_epoch or 0)
+                runs += [(end - t0) * 1000 / shape.steps] if i else []
             out[shape.key] = {"ms_per_step": median(runs), "runs": runs}
     return out
 
@@ -205,7 +230,8 @@ def run(ctx: Ctx) -> dict[str, Any]:
     for key, job in {
         **{f"whimbrel_{m}": lambda m=m: {"shapes": whimbrel(ctx, m, shapes), "unit": {
             "name": "DynamoDB Local GetItem/UpdateItem through botocore",
-            "p50_ms": round_trip(ctx.endpoint, 200)["p50_ms"]}} for m in ("push", "pull")},
+            "p50_ms": round_trip(ctx.endpoint, 200)["p50_ms"]}}
+           for m in ("push", "pull", "code")},
         "temporal": lambda: temporal(shapes, ctx.repeats, TEMPORAL_TUNED),
         "temporal_default": lambda: temporal(shapes, ctx.repeats, TEMPORAL_DEFAULT),
         "dbos": lambda: dbos(shapes, ctx.repeats),
