@@ -113,3 +113,10 @@ def branchy(ctx: WorkflowContext, input: Any) -> Any:
         ctx.step(add, 0, name="express")
     first = ctx.step(add, 1)
     return ctx.step(add, first)
+
+
+@workflow("fork_parent")
+def parent(ctx: WorkflowContext, input: Any) -> Any:
+    """A child run, then a step that fails while ``BROKEN["ship"]``."""
+    child = ctx.child("fork_loop", {"start": 0, "steps": 1})
+    return ctx.step(ship, child["total"], retry=ONCE)

@@ -69,6 +69,13 @@ def test_a_loop_forked_from_its_third_step_reuses_the_first_two(
     assert [(v["uuid"], v["random"]) for v in after] == [
         (v["uuid"], v["random"]) for v in source.output["seen"][3:]]
     assert after[0]["now"] == pytest.approx(source.output["seen"][3]["now"] + 100)
+    # A fork of the fork replays the first run's sequences too (and the fork's times).
+    again = cwb.wait(cwb.fork_workflow(new, from_activity="add#5"), timeout=30)
+    assert again.state is W.COMPLETED, again
+    assert again.activity("add#3").reused_from == activity_exec_id(new, "add#3", 1)
+    assert again.output["seen"][:5] == run.output["seen"][:5]
+    assert [fork.calls(again.workflow_exec_id, f"add#{k}") for k in range(1, 6)] == [
+        0, 0, 0, 0, 1]
 
 
 def test_a_saga_forked_from_its_failed_charge_with_fixed_code_completes(
@@ -79,6 +86,11 @@ def test_a_saga_forked_from_its_failed_charge_with_fixed_code_completes(
     failed = cwb.get_workflow(src)
     assert "cents must be a whole number" in (failed.error or ""), failed.error
     assert failed.properties == {"stage": "released"}
+    # Forked before the fix, it fails the same way: the compensation runs again.
+    same = cwb.wait(cwb.fork_workflow(src, from_activity="charge"), timeout=30)
+    assert same.state is W.FAILED and same.properties == {"stage": "released"}, same
+    assert fork.calls(same.workflow_exec_id, "release#1") == 1
+    assert fork.calls(same.workflow_exec_id, "reserve#1") == 0
     assert cwb.register_workflow(fork.saga_fixed) == 2  # the fix is deployed
     new = cwb.fork_workflow(src, from_activity="charge#1", version=2)
     run = cwb.wait(new, timeout=30)
@@ -120,6 +132,25 @@ def test_a_fork_after_a_signal_and_a_sleep_waits_for_neither(
         "signal-paid#1", "sleep#1"}
     assert run.activity("signal-paid#1").output == {"eur": 12}
     assert fork.calls(new, "ship#1") == 1
+
+
+def test_a_child_run_before_the_fork_point_is_kept_not_started_again(
+        wb: Whimbrel) -> None:
+    wb.register_workflow(fork.loop)
+    wb.register_workflow(fork.parent)
+    src = wb.start_workflow("fork_parent")
+    _ended(wb, src, W.FAILED)
+    children = wb.count_workflows(name="fork_loop")
+    fork.BROKEN["ship"] = False
+    try:
+        run = wb.wait(wb.fork_workflow(src, from_activity="ship#1"), timeout=30)
+    finally:
+        fork.BROKEN["ship"] = True
+    assert run.state is W.COMPLETED and run.output == {"shipped": 1}, run
+    kept = run.activity("child-fork_loop#1")
+    assert kept.reused_from == activity_exec_id(src, "child-fork_loop#1", 1)
+    assert kept.output == {"total": 1, "seen": kept.output["seen"]}
+    assert wb.count_workflows(name="fork_loop") == children  # no second child
 
 
 def test_a_new_input_that_takes_another_path_is_a_non_determinism(wb: Whimbrel) -> None:
