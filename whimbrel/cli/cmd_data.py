@@ -91,7 +91,8 @@ def fork(
     cli: Cli,
     workflow_exec_id: Annotated[str, typer.Argument(help="The run to fork.")],
     from_activity: Annotated[str, typer.Option(
-        "--from", help="The activity to run again, with everything after it.")],
+        "--from", help="The activity to run again, with everything after it (of a code "
+        "run: the step NAME#K).")],
     input: Annotated[str | None, typer.Option(
         "--input", "-i", help="A new input, JSON or @file (default: the run's).")] = None,
     version: Annotated[int | None, typer.Option(
@@ -106,6 +107,9 @@ def fork(
     Activities that do not depend on it keep the run's completed outputs (shown as
     "reused from …"; they never run); the new run's status says "forked from …". An
     activity the definition lacks is refused (exit code 4) and nothing is written.
+
+    A code run is forked from a step NAME#K (a bare NAME is NAME#1): the steps that
+    completed before it in the code's order are reused and its code replays over them.
     """
     new = cli.wb.fork_workflow(workflow_exec_id, from_activity=from_activity,
                                input=parse_input(input), version=version)

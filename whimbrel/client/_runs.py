@@ -233,11 +233,17 @@ class Runs:
         input (None: the same). The same ``request_id`` always yields the same fork.
         Maps, child runs and failure handlers always run again.
 
+        A code run is forked from a step ``name#k`` (a bare ``name``: ``name#1``): the
+        steps that completed at an earlier position in the code's order of calls are
+        reused, and the new run's code replays over them with its source's
+        ``ctx.now``/``uuid4``/``random`` (docs/code-workflows.md, "Fork from a step").
+
         Raises:
             WorkflowNotFound: no such run.
             DefinitionNotFound: no such ``version``.
-            InvalidInput: ``from_activity`` is not an activity of the definition (nothing
-                is written), a bad input, or a request id used for another run.
+            InvalidInput: ``from_activity`` is not an activity of the definition (of a
+                code run: not a step it has, or not ``name#k``; nothing is written), a
+                bad input, or a request id used for another run.
             NotAllowedNow: ``max_running`` runs of the definition are running.
         """
         return fork(self.engine, workflow_exec_id, from_activity=from_activity,

@@ -201,6 +201,12 @@ class WorkflowRecord:
     forked_from: str | None = None
     #: The caller's attributes (JSON text of a mapping; contract/attributes.py).
     attributes: str | None = None
+    #: A fork of a code run (engine/fork_code.py): the id that seeds its ``ctx.uuid4``
+    #: and ``ctx.random`` (its source's seed) and the time its ``ctx.now()`` starts from
+    #: (its source's), so that its code computes before the fork point what the
+    #: source's did. None: the run's own id and start.
+    code_seed: str | None = None
+    code_epoch: float | None = None
 
     @property
     def redrives(self) -> int:

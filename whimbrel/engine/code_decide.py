@@ -193,7 +193,8 @@ def decide(core: Core, histories: Histories, fn: CodeFn, wf: WorkflowRecord,
                 history.put(state)
         facts = RunFacts(wx, wf.workflow_name,
                          decode_payload(core.reads.run_input(wf), field="input"),
-                         wf.running_since, core.store.payload_limits)
+                         wf.running_since if wf.code_epoch is None else wf.code_epoch,
+                         core.store.payload_limits, seed=wf.code_seed)
         histories.keep(wx, history)
 
         def run_on() -> Decision:

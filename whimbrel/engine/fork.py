@@ -15,6 +15,10 @@ redrive's ``finish_start``; ``roots_ready`` is on the item from its creation, so
 start repair creates a root the fork reused), or at once by the same call again (same
 ``request_id``), which makes that visit; a crash before it, by the same call again.
 Maps, child runs and failure handlers are never reused: they run again.
+
+A code run is forked from a step ``name#k`` (engine/fork_code.py): its completed steps
+before that one are the reused attempts, and the new run's first decision replays its
+code over them (the redrive's follow-ups of a code run make that decision).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 
 from whimbrel.contract import attributes as run_attributes
 from whimbrel.contract import checks
+from whimbrel.contract.code.definition import CodeDefinition
 from whimbrel.contract.dataflow import handlers
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import InvalidInput, NotAllowedNow
@@ -39,7 +44,7 @@ from whimbrel.contract.records import (
     latest_of,
 )
 from whimbrel.contract.states import ActivityState, WorkflowState
-from whimbrel.engine import rules
+from whimbrel.engine import fork_code, rules
 from whimbrel.engine.admission import admission
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.feature import Feature
@@ -77,14 +82,16 @@ def reusable(defn: WorkflowDefinition, latest: dict[str, ActivityRecord],
 def fork(engine: Engine, source: str, *, from_activity: str, input: Any = None,
          version: int | None = None, request_id: str | None = None,
          actor: str | None = None) -> str:
-    """Start the fork of run ``source`` from ``from_activity``; returns its execution id.
-    Idempotent for one ``request_id`` (a new one when None).
+    """Start the fork of run ``source`` from ``from_activity`` (of a code run: a step
+    ``name#k``); returns its execution id. Idempotent for one ``request_id`` (a new one
+    when None).
 
     Raises:
         WorkflowNotFound: no run ``source``.
         DefinitionNotFound: no such ``version`` of its definition.
-        InvalidInput: ``from_activity`` is not an activity of the definition, a bad
-            input, or ``request_id`` already used for another run.
+        InvalidInput: ``from_activity`` is not an activity of the definition (of a code
+            run: not a step it has), a bad input, or ``request_id`` already used for
+            another run.
         NotAllowedNow: ``max_running`` runs of the definition are running.
     """
     checks.text(source, "workflow_exec_id")
@@ -92,16 +99,20 @@ def fork(engine: Engine, source: str, *, from_activity: str, input: Any = None,
     src = engine.reads.workflow(source)
     version, defn = engine.definitions.definition(src.workflow_name,
                                       src.version if version is None else version)
-    if from_activity not in defn.names:
+    code = isinstance(defn, CodeDefinition)
+    if not code and from_activity not in defn.names:
         raise InvalidInput(
             f"workflow {src.workflow_name!r} version {version} has no activity "
-            f"{from_activity!r}; its activities: {', '.join(defn.names)}",
-            field="from_activity")
+            f"{from_activity!r}; its activities: {', '.join(defn.names)}" + (
+                " ('<name>#<k>' names a step of a code workflow's run)"
+                if "#" in from_activity else ""), field="from_activity")
     payload = engine.reads.run_input(src) if input is None else encode_payload(
         input, field="input", max_bytes=MAX_INPUT_BYTES)
+    rows = engine.store.list_activities(source)
+    kept = fork_code.kept_steps(src, rows, from_activity) if code else \
+        reusable(defn, latest_of(rows), from_activity)
     request_id = new_request_id() if request_id is None else request_id
     wx = workflow_exec_id_for(request_id)
-    kept = reusable(defn, latest_of(engine.store.list_activities(source)), from_activity)
     now = engine.clock()
     actor = actor or engine.actor
     record = WorkflowRecord(
@@ -114,6 +125,8 @@ def fork(engine: Engine, source: str, *, from_activity: str, input: Any = None,
         redrive_count=1, roots_ready=now, forked_from=source, priority=src.priority,
         attributes=src.attributes,
         history=(Change(W.REQUESTED.value, now, actor), Change(W.RUNNING.value, now, actor)))
+    if code:  # its code replays the source's ctx.uuid4/random/now (engine/fork_code.py)
+        record = replace(record, **fork_code.seeded(src))
     record = engine.hooks.shape(Feature.begin, record)
     ask = admission(engine, record, defn, None, {})
     if ask is not None and not ask.go:
@@ -164,6 +177,8 @@ def _reuse(engine: Engine, wf: WorkflowRecord, defn: WorkflowDefinition,
         started_epoch=now, ended_epoch=now, output=src.output, redrive_count=0,
         traceparent=wf.traceparent,
         history=(Change(A.COMPLETED.value, now, REUSED + src.activity_exec_id),))
+    if src.step is not None:  # a code run's step (engine/fork_code.py)
+        record = record.with_changes(**fork_code.reused_fields(src, now))
     # attribute_not_exists: a replayed fork finds it there and writes nothing.
     engine.store.create_activity(record)
 

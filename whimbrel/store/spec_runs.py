@@ -33,7 +33,8 @@ WORKFLOW_EXEC = TableSpec(
         "check_shard check_epoch:N request_expires_epoch:N history:H expires_epoch:N "
         "parent_activity_exec_id redrive_count:I redriven_epoch:N redrive_ready:I roots_ready:N "
         "ended_by ending_by output:J traceparent input_apart:BOOL priority:I pool_slot "
-        "forked_from attributes:J properties:J continued_as input_digest"),
+        "forked_from attributes:J properties:J continued_as input_digest code_seed "
+        "code_epoch:N"),
     indexes=(
         IndexSpec(
             "by_day",

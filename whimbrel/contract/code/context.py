@@ -131,7 +131,8 @@ class WorkflowContext:
         self._seq = 0
         self._counts: Counter[str] = Counter()
         self._uuids = 0
-        self._rng = _random.Random(facts.workflow_exec_id)
+        self._seed = facts.seed or facts.workflow_exec_id
+        self._rng = _random.Random(self._seed)
         self.new_steps: list[NewStep] = []
         self.waiting_on: list[str] = []
         self.nondeterminism: NonDeterminism | None = None
@@ -352,9 +353,10 @@ class WorkflowContext:
         return datetime.fromtimestamp(self._now, UTC)
 
     def uuid4(self) -> uuid.UUID:
-        """A random-looking UUID, the same on every replay (derived from the run)."""
+        """A random-looking UUID, the same on every replay (derived from the run; in a
+        fork, the sequence of the run it was forked from)."""
         self._uuids += 1
-        return uuid.uuid5(_NAMESPACE, f"{self.workflow_exec_id}:{self._uuids}")
+        return uuid.uuid5(_NAMESPACE, f"{self._seed}:{self._uuids}")
 
     def random(self) -> float:
         """A number in [0, 1), the same sequence on every replay (seeded by the run)."""

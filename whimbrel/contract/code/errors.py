@@ -41,9 +41,10 @@ class WaitTimedOut(WhimbrelError):
 
 class NonDeterminism(WhimbrelError):
     """The replay asked for another step than the run's history holds at that point: the
-    code changed under a running run (or reads time, randomness or ids other than from
-    its context). Nothing was scheduled; the run fails with this error, and a redrive
-    after the fix continues from the completed steps.
+    code changed under a running run, a fork's new input or code took another path before
+    the fork point than its source did (engine/fork_code.py), or the code reads time,
+    randomness or ids other than from its context. Nothing was scheduled; the run fails
+    with this error, and a redrive after the fix continues from the completed steps.
 
     Attributes:
         position: where in the run's sequence of steps (1 first).
@@ -54,7 +55,8 @@ class NonDeterminism(WhimbrelError):
     def __init__(self, *, position: int, expected: str, actual: str) -> None:
         super().__init__(
             f"non-determinism at step {position}: the history holds {expected}, the code "
-            f"asked for {actual} (the workflow's code changed under a running run, or it "
+            f"asked for {actual} (the workflow's code changed under a running run, a "
+            "fork's new input or code took another path than its source's, or the code "
             "reads the clock, randomness or ids other than through its context)",
             position=position, expected=expected, actual=actual)
         self.position = position

@@ -22,6 +22,9 @@ class RunFacts:
     #: How large a step's input, a child's input and the run's output may be: the
     #: store's (with a payload bucket, its maximum; larger values go to S3).
     limits: PayloadLimits = NO_BUCKET
+    #: Seeds ``ctx.uuid4`` and ``ctx.random`` (None: the run's own id). A fork's is its
+    #: source's, so its code computes the values the source's did (engine/fork_code.py).
+    seed: str | None = None
 
 
 @dataclass(frozen=True)
