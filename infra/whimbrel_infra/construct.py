@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -71,6 +72,7 @@ class Whimbrel(Construct):
             ARCHITECTURE,
             source_root=self.props.source_root,
             cache_dir=self.props.bundle_cache_dir,
+            workflow_code=Path(self.props.workflow_code) if self.props.workflow_code else None,
         )
         self.tables: Mapping[str, dynamodb.Table] = build_tables(self, self.props)
         code = lambda_code(self.bundle, runtime)
