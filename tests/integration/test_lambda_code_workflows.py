@@ -5,9 +5,9 @@ workflows' decisions; a Lambda without it leaves them for a worker.
 The real handlers (``workflow_request``, ``activity_event``, ``heartbeat``) are called
 in-process as on AWS — a context without a client, so each builds its container's client
 from the environment — and fed the records of DynamoDB Local's real streams by the local
-runtime's pump, with the consumers' filters. The rows are written with plain PutItems,
-as a worker in any language writes them; the test's own client is no worker for the
-workflows (it neither registers nor starts them).
+runtime's pump, with the consumers' filters, every batch delivered twice. The rows are
+written with plain PutItems, as a worker in any language writes them; the test's own
+client is no worker for the workflows (it neither registers nor starts them).
 """
 
 from __future__ import annotations
@@ -86,8 +86,11 @@ class Deployed:
         def dead_letter(records: list[dict[str, Any]], reason: str, error_type: str) -> None:
             raise AssertionError(f"dead-lettered: {reason}")
 
+        # Every batch twice, as Lambda may deliver it: a decision redelivered schedules
+        # nothing twice.
         return StreamPump(consumer, streams=streams, stream_arn=arn, invoke=invoke,
-                          dead_letter=dead_letter, stop=threading.Event())
+                          dead_letter=dead_letter, stop=threading.Event(),
+                          deliver_twice=True)
 
     def deliver(self) -> None:
         """Feed the handlers every record written so far (and those their work wrote)."""
@@ -186,6 +189,12 @@ def test_lambdas_given_the_code_make_its_decisions(
     runs = lambda_client().engine.feature(CodeRuns)
     assert runs.decisions >= 3 and runs.left == 0
     assert wb.engine.feature(CodeRuns).decisions == 0
+    # Each step was scheduled once, though every record came twice.
+    assert [(a.activity_name, a.attempt) for a in done.activities] == [
+        ("reserve#1", 1), ("signal-paid#1", 1), ("ship#1", 1)]
+    # The container runs no thread of its own that would outlive an invocation (a claim
+    # loop of a client that registered workflows): Lambda freezes it after each.
+    assert lambda_client()._background is None
 
 
 def test_a_lambda_runs_no_python_step_of_the_code_it_was_given(
