@@ -1,13 +1,14 @@
 """The user's code a deployed Lambda is given (``WHIMBREL_MODULES``) in the tests of
-tests/integration/test_lambda_code_workflows.py: a code workflow whose steps are
-``external`` (claimed and completed with rows, by a worker in any language) and a
-signal, and one with a python step (which a Lambda never runs)."""
+tests/integration/test_lambda_code_workflows.py: a code workflow with an ``external``
+step (claimed and completed with rows, by a worker in any language), a signal and an
+``sqs`` step (pushed by the Lambda that decided it; its consumer reports with rows),
+and one with a python step (which a Lambda never runs)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from whimbrel import ActivityRun, WorkflowContext, workflow
+from whimbrel import ActivityRun, LauncherSpec, WorkflowContext, workflow
 
 
 @workflow("deployed_order")
@@ -15,7 +16,8 @@ def deployed_order(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any
     reserved = ctx.step("reserve", {"id": input["id"]})  # external: rows complete it
     ctx.properties["stage"] = "reserved"
     paid = ctx.wait_signal("paid")
-    shipped = ctx.step("ship", {"id": input["id"], "eur": paid["eur"]})
+    shipped = ctx.step("ship", {"id": input["id"], "eur": paid["eur"]},
+                       launcher=LauncherSpec("sqs", {"queue_url": input["queue"]}))
     ctx.properties["stage"] = "shipped"
     return {"reserved": reserved, "paid": paid, "shipped": shipped}
 

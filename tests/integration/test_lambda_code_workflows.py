@@ -28,6 +28,7 @@ import wb_deployed_workflows
 from whimbrel import ActivityState, InvalidInput, Whimbrel, WorkflowState
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.engine.code_runs import CodeRuns
+from whimbrel.local.s3 import LocalS3
 from whimbrel.local.streams import StreamPump
 from whimbrel.settings import ENV_MODULES
 from whimbrel.store import specs
@@ -119,6 +120,22 @@ class Deployed:
                    output=output_json)
 
 
+class Queue:
+    """The SQS queue of the ``sqs`` steps (moto's server), and what its consumer does."""
+
+    def __init__(self, url: str, endpoint: str) -> None:
+        self.url = url
+        self.sqs = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1")
+
+    def take(self) -> dict[str, Any]:
+        """The one message waiting: what the Lambda's launch sent."""
+        got = self.sqs.receive_message(QueueUrl=self.url, MaxNumberOfMessages=10)
+        (message,) = got.get("Messages", [])
+        self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=message["ReceiptHandle"])
+        body: dict[str, Any] = json.loads(message["Body"])
+        return body
+
+
 def lambda_client() -> Whimbrel:
     """The client the handlers built for this container (from the environment)."""
     assert _shared._client is not None, "no handler ran yet"
@@ -158,13 +175,27 @@ def wb(monkeypatch: pytest.MonkeyPatch, ddb_endpoint: str,
     client.store.delete_tables()
 
 
+@pytest.fixture
+def queue(local_s3: LocalS3, monkeypatch: pytest.MonkeyPatch, table_prefix: str) -> Queue:
+    """A queue on moto's server, where the Lambdas' ``sqs`` launcher sends (the
+    container's clients read ``AWS_ENDPOINT_URL_SQS`` at its cold start)."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SQS", local_s3.url)
+    sqs = boto3.client("sqs", endpoint_url=local_s3.url, region_name="us-east-1")
+    url = sqs.create_queue(QueueName=f"{table_prefix}ship".replace("_", "-"))["QueueUrl"]
+    return Queue(url, local_s3.url)
+
+
+def order_input(order_id: int, queue: Queue) -> str:
+    return json.dumps({"id": order_id, "queue": queue.url})
+
+
 def test_lambdas_given_the_code_make_its_decisions(
-        wb: Whimbrel, monkeypatch: pytest.MonkeyPatch) -> None:
+        wb: Whimbrel, queue: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_MODULES, MODULE)
     deployed = Deployed(wb)
     # Nobody registered "deployed_order": the Lambda did at its cold start, so a
     # request row alone starts it.
-    wx = deployed.request("order-1", "deployed_order", '{"id": 7}')
+    wx = deployed.request("order-1", "deployed_order", order_input(7, queue))
     assert wb.get_definition("deployed_order").code == f"{MODULE}:deployed_order"
     reserve = step(wb, wx, "reserve#1")
     assert reserve.state is A.READY  # decided by the Lambda: the first step, claimable
@@ -172,11 +203,14 @@ def test_lambdas_given_the_code_make_its_decisions(
     run = wb.get_workflow(wx)
     assert run.state is W.RUNNING and run.properties == {"stage": "reserved"}
 
-    # The signal, as a row: the wait ends, the Lambda decides the next step.
+    # The signal, as a row: the wait ends, the Lambda decides the next step and, the
+    # winner of its QUEUED write, pushes it onto the queue.
     deployed.event(workflow_exec_id=wx, transition="SIGNAL", signal="paid",
                    payload='{"eur": 12}')
     ship = step(wb, wx, "ship#1")
-    assert ship.state is A.READY
+    assert ship.state is A.QUEUED
+    message = queue.take()
+    assert message["whimbrel"]["activity_exec_id"] == ship.activity_exec_id
     assert step_input(wb, ship.activity_exec_id) == {"id": 7, "eur": 12}
     deployed.complete(ship.activity_exec_id, '"shipped"')
 
@@ -223,10 +257,10 @@ def test_a_lambda_runs_no_python_step_of_the_code_it_was_given(
 
 
 def test_the_heartbeat_takes_decisions_left_by_other_processes(
-        wb: Whimbrel, monkeypatch: pytest.MonkeyPatch) -> None:
+        wb: Whimbrel, queue: Queue, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_MODULES, MODULE)
     deployed = Deployed(wb)
-    wx = deployed.request("order-2", "deployed_order", '{"id": 8}')
+    wx = deployed.request("order-2", "deployed_order", order_input(8, queue))
     deployed.complete(step(wb, wx, "reserve#1").activity_exec_id, '{"room": 3}')
     # A process without the code (a script, the CLI) sends the signal with the Full
     # Logic API: it applies it, but is no worker for the code, so it leaves the decision.
@@ -238,7 +272,8 @@ def test_the_heartbeat_takes_decisions_left_by_other_processes(
     report = heartbeat.handler({"source": "aws.events"}, AwsContext())
     assert report["decisions_taken"] == 1
     ship = step(wb, wx, "ship#1")
-    assert ship.state is A.READY
+    assert ship.state is A.QUEUED
+    assert queue.take()["whimbrel"]["activity_exec_id"] == ship.activity_exec_id
     assert step_input(wb, ship.activity_exec_id) == {"id": 8, "eur": 30}
     # The next pass finds nothing more to take (the entry is done).
     assert heartbeat.handler({"source": "aws.events"}, AwsContext())["decisions_taken"] == 0
@@ -253,7 +288,7 @@ def test_a_lambda_without_the_code_leaves_the_decisions_for_a_worker(
     with Whimbrel(endpoint_url=wb.endpoint_url, table_prefix=wb.table_prefix) as script:
         script.register_workflow(wb_deployed_workflows.deployed_order)
     deployed = Deployed(wb)
-    wx = deployed.request("order-3", "deployed_order", '{"id": 9}')
+    wx = deployed.request("order-3", "deployed_order", '{"id": 9, "queue": "unused"}')
     # This process can import the module, but the Lambda was not given it: it does not
     # decide; the run waits, RUNNING, nothing failed, its first decision left.
     runs = lambda_client().engine.feature(CodeRuns)
