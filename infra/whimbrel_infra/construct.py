@@ -45,6 +45,9 @@ class Whimbrel(Construct):
         engine.worker_policy  # attach to your activity workers' roles
         engine.grant_activity_worker(my_worker_function)
 
+        # Your code workflows, decided by the functions (python steps: a worker runs them)
+        WhimbrelProps(workflow_code=Path("src"), workflow_modules=["shop.workflows"])
+
     Attributes:
         props: The props this instance was built with (defaults filled in).
         tables: Every table, keyed by its logical name in ``whimbrel.store.specs``.
