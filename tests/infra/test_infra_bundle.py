@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -83,16 +84,35 @@ def host_asset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, LambdaBu
     the real asset holds the same files built for arm64.
     """
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    # With workflow code, as a user's deployment may be given: the test's own module.
+    code = tmp_path_factory.mktemp("workflow_code")
+    shutil.copy(ROOT / "tests" / f"{USER_MODULE}.py", code)
     bundle = LambdaBundle(
         source_root=ROOT,
         python_version=version,
         platforms=host_platforms(),
         cache_dir=default_cache_dir(ROOT),
+        workflow_code=code,
     )
     asset = tmp_path_factory.mktemp("asset")
     bundle.build(asset)
     return asset, bundle
 
+
+#: The user's module bundled into the host asset (a code workflow module of the tests).
+USER_MODULE = "wb_deployed_workflows"
+
+#: Runs in `python -I -S` like _IMPORT_CHECK: what a cold start with WHIMBREL_MODULES
+#: does first (lambdas/_shared.py), from the asset alone.
+_USER_CODE_CHECK = """
+import json, sys
+asset, sdk, module = json.loads(sys.argv[1])
+sys.path[:0] = [asset, sdk]
+from whimbrel.launch.modules import code_workflows, import_modules, module_names
+(found,) = import_modules(module_names(module), what="WHIMBREL_MODULES")
+print(json.dumps({"file": found.__file__,
+                  "workflows": [wf.name for wf in code_workflows([found])]}))
+"""
 
 #: What the runtime's copy of the SDK imports, which /var/runtime holds beside it (the
 #: asset has none of them: nothing in it depends on botocore, which is pruned).
@@ -141,6 +161,21 @@ def test_each_handler_imports_in_a_clean_interpreter(
         assert top_level.get(name, name.replace("-", "_")) in origins, requirement
     for top_level in ("pydantic", "pydantic_core"):  # the parser extra's native part
         assert top_level in origins, top_level
+
+
+def test_the_users_modules_import_from_the_asset_root(
+    host_asset: tuple[Path, LambdaBundle], tmp_path: Path
+) -> None:
+    asset, _ = host_asset
+    argument = json.dumps([str(asset), str(_sdk_only(tmp_path)), USER_MODULE])
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _USER_CODE_CHECK, argument],
+        capture_output=True, text=True, cwd=tmp_path, check=False, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    assert found["file"] == str(asset / f"{USER_MODULE}.py")
+    assert found["workflows"] == ["deployed_order", "deployed_python"]
 
 
 def test_bundle_pins_what_this_environment_runs() -> None:
