@@ -181,7 +181,7 @@ def take_left_decisions(client: Whimbrel, context: Any) -> int:
     return handover.decisions_taken - before
 
 
-#: Reads of the worker shards one heartbeat pass makes at most for left decisions.
+#: Rounds of reads of the worker shards one heartbeat pass makes at most for left decisions.
 LEFT_DECISION_ROUNDS = 20
 #: Seconds left in the invocation under which no further round starts.
 TIME_MARGIN = 10.0

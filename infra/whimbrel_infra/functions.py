@@ -104,6 +104,9 @@ def build_functions(
         fn = functions.get(name)
         if fn is None:
             notify = name == NOTIFY_FUNCTION
+            # notify decides nothing: the bus is its only setting of its own.
+            environment = ({ENV_EVENT_BUS: bus.event_bus_arn} if bus else {}) if notify \
+                else workflow_environment(props)
             fn = make_function(
                 scope,
                 name,
@@ -112,8 +115,7 @@ def build_functions(
                 props,
                 code,
                 runtime,
-                environment=({ENV_EVENT_BUS: bus.event_bus_arn} if bus else {}) if notify
-                else workflow_environment(props),
+                environment=environment,
             )
             if notify:
                 assert bus is not None  # notify consumers are deployed with events only
