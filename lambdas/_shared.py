@@ -8,6 +8,13 @@ Configuration comes from the environment through ``Whimbrel.from_env`` (``whimbr
 ``WHIMBREL_RETENTION_DAYS``, ``WHIMBREL_METRICS``). The local runtime passes its own client
 on the invocation context (attribute ``whimbrel_client``) so several runtimes can share one
 process.
+
+``WHIMBREL_MODULES`` (the CDK construct's ``workflow_modules``: the user's code, bundled
+with the Lambdas) makes a container a worker for the code workflows of those modules
+(docs/contract.md, "Who runs code"): imported at cold start, the code workflows in them
+registered, their decisions made in the stream handlers, and the decisions other
+processes left for a worker taken by the heartbeat's scheduled pass. Their ``python``
+steps are not run here (:class:`InProcessRefused`): they wait, claimable, for a worker.
 """
 
 from __future__ import annotations
@@ -35,6 +42,9 @@ from whimbrel.engine import (
     tracing,
 )
 from whimbrel.launch.aws import aws_launchers
+from whimbrel.launch.modules import code_workflows, import_modules, module_names
+from whimbrel.launch.python import WorkerScope
+from whimbrel.settings import ENV_MODULES
 
 SERVICE = "whimbrel"
 logger = Logger(service=SERVICE)
@@ -73,17 +83,29 @@ class InProcessRefused:
     """Stands in for an in-process launcher in a Lambda: an activity started there would
     run on a thread of a Lambda container that is frozen, or gone, once the handler
     returns. The launch fails, so the engine fails the attempt with this message on the
-    activity (its ``error``, the run's error, the console), and the record is done."""
+    activity (its ``error``, the run's error, the console), and the record is done.
+
+    For ``python`` it also answers which code workflows' decisions this container makes
+    (``scope``: the modules of ``WHIMBREL_MODULES``); a decision runs on the handler's
+    own thread, within the invocation, so it is safe where a step is not."""
 
     in_process = False  # nothing runs here: the engine queues the attempt as for a push
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, scope: WorkerScope | None = None) -> None:
         self.kind = kind
+        self.scope = scope or WorkerScope()
 
     def runs(self, config: Any) -> bool:
-        """A Lambda is no worker for python code it was not given: a python attempt is
-        left READY and claimable for a worker (docs/contract.md, "Who runs code")."""
+        """A Lambda runs no python step, not even of the code it was given: a python
+        attempt is left READY and claimable for a worker (docs/contract.md, "Who runs
+        code")."""
         return False
+
+    def decides(self, code: str) -> bool:
+        """Whether this container makes the decisions of the code workflow ``code``
+        (``module:qualname``): only for the modules it was given, never for what it
+        merely could import; the others are left for a worker (engine/code_handoff.py)."""
+        return self.scope.covers(code)
 
     def launch(self, request: LaunchRequest) -> None:
         raise LaunchError(
@@ -94,9 +116,35 @@ class InProcessRefused:
             "Logic API from a process that runs it")
 
 
-def lambda_launchers() -> dict[str, Launcher]:
-    """The launchers of a deployed Lambda: AWS's push launchers; in-process ones refused."""
-    return {**aws_launchers(), **{k: InProcessRefused(k) for k in IN_PROCESS_KINDS}}
+def lambda_launchers(scope: WorkerScope | None = None) -> dict[str, Launcher]:
+    """The launchers of a deployed Lambda: AWS's push launchers; in-process ones refused
+    (``python``'s deciding for the code workflows of ``scope``)."""
+    return {**aws_launchers(), **{k: InProcessRefused(k, scope if k == "python" else None)
+                                  for k in IN_PROCESS_KINDS}}
+
+
+def deployed_client() -> Whimbrel:
+    """This container's client, from the environment: a worker for the code workflows of
+    ``WHIMBREL_MODULES`` (imported now; each ``@workflow`` found registered, so a request
+    row can start it with no other process having registered it).
+
+    Raises:
+        InvalidInput: a malformed setting, or a module that cannot be imported (the
+            invocation fails; Lambda retries its records).
+    """
+    names = module_names(os.environ.get(ENV_MODULES, ""), field=ENV_MODULES)
+    scope = WorkerScope()
+    client = Whimbrel.from_env(launchers=lambda_launchers(scope), actor="lambda")
+    try:
+        for wf in code_workflows(import_modules(names, what=ENV_MODULES, field=ENV_MODULES)):
+            client.register_workflow(wf)
+    except BaseException:
+        client.close()
+        raise
+    scope.add_modules(names)
+    if names:
+        logger.info("worker for the code workflows of %s", ", ".join(names))
+    return client
 
 
 def client_for(context: Any) -> Whimbrel:
@@ -107,8 +155,41 @@ def client_for(context: Any) -> Whimbrel:
     global _client
     with _lock:
         if _client is None:
-            _client = Whimbrel.from_env(launchers=lambda_launchers(), actor="lambda")
+            _client = deployed_client()
         return _client
+
+
+def take_left_decisions(client: Whimbrel, context: Any) -> int:
+    """Make the decisions other processes left for a worker (a one-shot command, a client
+    that only sent a signal) of the code workflows this container serves, while the
+    invocation has time; the number taken. The heartbeat's scheduled pass calls it:
+    nothing else deployed reads the worker shards, and without it such a decision would
+    wait for a worker that never comes."""
+    launcher = client.engine.launchers.get("python")
+    scope = launcher.scope if isinstance(launcher, InProcessRefused) else None
+    prefixes = scope.claim_prefixes() if scope is not None else []
+    if scope is None or not prefixes:
+        return 0
+    handover = client.engine.handover
+    before = handover.decisions_taken
+    for _ in range(LEFT_DECISION_ROUNDS):
+        taken = handover.decisions_taken
+        handover.claim_for_worker(prefixes, scope.covers, actor=client.engine.actor,
+                                  decisions_only=True)
+        if handover.decisions_taken == taken or _remaining_seconds(context) < TIME_MARGIN:
+            break  # none left (or another worker takes them), or out of time
+    return handover.decisions_taken - before
+
+
+#: Rounds of reads of the worker shards one heartbeat pass makes at most for left decisions.
+LEFT_DECISION_ROUNDS = 20
+#: Seconds left in the invocation under which no further round starts.
+TIME_MARGIN = 10.0
+
+
+def _remaining_seconds(context: Any) -> float:
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    return remaining() / 1000 if callable(remaining) else float("inf")
 
 
 def count(result: IntakeResult) -> None:

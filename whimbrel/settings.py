@@ -30,6 +30,10 @@ ENV_EVENTS_FILE = "WHIMBREL_EVENTS_FILE"
 #: The store's transport: ``auto`` (the lean client unless it cannot honour the botocore
 #: config; default), ``lean`` or ``botocore`` (docs/operations.md, "The transport").
 ENV_TRANSPORT = "WHIMBREL_TRANSPORT"
+#: The modules of the user's code a deployed Lambda imports at cold start and is a
+#: worker for (comma-separated; the CDK construct's ``workflow_modules``): it makes the
+#: decisions of their code workflows (lambdas/_shared.py).
+ENV_MODULES = "WHIMBREL_MODULES"
 #: The S3 bucket for payloads over the threshold (unset: none; today's size limits).
 ENV_PAYLOAD_BUCKET = "WHIMBREL_PAYLOAD_BUCKET"
 #: The start of every key Whimbrel writes in that bucket (``whimbrel/``).

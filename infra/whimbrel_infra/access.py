@@ -146,6 +146,17 @@ def grant_engine_access(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.T
         grant_partiql_select(grantee, tables)
 
 
+#: Given the user's workflow code, the engine functions register its code workflows at
+#: cold start (lambdas/_shared.py): a new version's item and the latest-version copies
+#: (whimbrel/store/cold.py: a conditional PutItem, UpdateItems), nothing else there.
+REGISTER_ACTIONS = ("dynamodb:PutItem", "dynamodb:UpdateItem")
+
+
+def grant_registering(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.Table]) -> None:
+    """Let an engine function given workflow code register its code workflows."""
+    tables[WORKFLOW_DEFINITION.logical_name].grant(grantee, *REGISTER_ACTIONS)
+
+
 def grant_notify_access(grantee: iam.IGrantable, tables: Mapping[str, dynamodb.Table]) -> None:
     """What the notify function needs on the tables (see the constants above)."""
     for name in NOTIFY_READS:

@@ -17,6 +17,10 @@ Context keys (``cdk deploy -c whimbrel:tablePrefix=orders_`` or ``cdk.json``):
 ``whimbrel:eventBusArn``          an EventBridge bus for the events (default bus)
 ``whimbrel:launchTargets``        Lambda / SQS ARNs activities are launched on
                                   (comma-separated, or a JSON list in cdk.json)
+``whimbrel:workflowCode``         a directory of your code bundled with the functions
+                                  (relative to where ``cdk`` runs)
+``whimbrel:workflowModules``      its modules the functions import and decide for
+                                  (comma-separated, or a JSON list in cdk.json)
 ================================  ==================================================
 """
 
@@ -29,6 +33,8 @@ from typing import Any
 
 from aws_cdk import App, Duration, Environment, RemovalPolicy, Validations
 from cdk_nag import AwsSolutionsChecks
+
+from whimbrel.launch.modules import module_names
 
 from .props import WhimbrelProps
 from .stack import WhimbrelStack
@@ -101,6 +107,8 @@ _CONTEXT_KEYS = tuple(
         "launchTargets",
         "events",
         "eventBusArn",
+        "workflowCode",
+        "workflowModules",
     )
 )
 
@@ -132,6 +140,12 @@ def props_from_context(ctx: Mapping[str, Any]) -> WhimbrelProps:
         kwargs["managed_policies"] = _flag(policies)
     if (publish := ctx.get(f"{_PREFIX}events")) is not None:
         kwargs["events"] = _flag(publish)
+    if code := ctx.get(f"{_PREFIX}workflowCode"):
+        kwargs["workflow_code"] = Path(str(code))
+    if modules := ctx.get(f"{_PREFIX}workflowModules"):
+        kwargs["workflow_modules"] = module_names(
+            modules if isinstance(modules, list) else str(modules),
+            field=f"{_PREFIX}workflowModules")
     return WhimbrelProps(**kwargs)
 
 

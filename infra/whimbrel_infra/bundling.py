@@ -2,19 +2,22 @@
 
 The asset is ``whimbrel/`` + ``lambdas/`` + the project's runtime dependencies,
 installed by pip as binary wheels for the Lambda platform (arm64, the runtime's
-Python). pip can do that from any host: ``--platform/--python-version
---only-binary=:all:`` selects wheels instead of building anything.
+Python), + the user's workflow code when the construct is given some (its directory's
+content at the asset's root, where the functions import ``WHIMBREL_MODULES`` from).
+pip can do that from any host: ``--platform/--python-version --only-binary=:all:``
+selects wheels instead of building anything.
 
 Installing dependencies is the slow part, so the installed ``site-packages`` folder
 is cached by a key of (pinned requirements, platform, Python version). The sources
 are copied fresh on every bundle, so editing ``whimbrel/`` never re-runs pip. The
-asset hash is computed from that key plus the sources, so CDK re-bundles exactly
-when either changes.
+asset hash is computed from that key plus the sources (the user's code included), so
+CDK re-bundles exactly when either changes.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import hashlib
 import importlib.metadata
 import os
@@ -43,6 +46,10 @@ RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer"})
 
 #: The folders copied from the source root into the asset, next to the dependencies.
 SOURCE_PACKAGES = ("whimbrel", "lambdas")
+
+#: What of the user's workflow code is not bundled: caches, and hidden entries (a
+#: ``.git``, a ``.venv``), and a cloud assembly (``cdk.out``, which holds this asset).
+_NOT_BUNDLED = ("__pycache__", "*.pyc", ".*", "cdk.out")
 
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?")
 
@@ -127,6 +134,8 @@ class LambdaBundle:
         platforms: pip ``--platform`` tags, e.g. ``("manylinux2014_aarch64",)``.
         cache_dir: Where installed dependency folders are kept between builds.
         requirements: Pinned requirements; empty means :func:`runtime_requirements`.
+        workflow_code: The user's code directory, copied to the asset's root (None:
+            none).
     """
 
     source_root: Path
@@ -134,6 +143,7 @@ class LambdaBundle:
     platforms: Sequence[str]
     cache_dir: Path
     requirements: Sequence[str] = field(default_factory=tuple)
+    workflow_code: Path | None = None
 
     @classmethod
     def for_lambda(
@@ -143,6 +153,7 @@ class LambdaBundle:
         *,
         source_root: Path | None = None,
         cache_dir: Path | None = None,
+        workflow_code: Path | None = None,
     ) -> LambdaBundle:
         root = (source_root or default_source_root()).resolve()
         return cls(
@@ -150,6 +161,7 @@ class LambdaBundle:
             python_version=runtime_python_version(runtime),
             platforms=lambda_platforms(architecture),
             cache_dir=cache_dir or default_cache_dir(root),
+            workflow_code=workflow_code,
         )
 
     def __post_init__(self) -> None:
@@ -173,8 +185,8 @@ class LambdaBundle:
     def asset_hash(self) -> str:
         """Changes exactly when the bundle's content would: dependencies or sources."""
         digest = hashlib.sha256(self.dependencies_key.encode())
-        for path in self._source_files():
-            digest.update(str(path.relative_to(self.source_root)).encode() + b"\0")
+        for root, path in self._source_files():
+            digest.update(str(path.relative_to(root)).encode() + b"\0")
             digest.update(path.read_bytes() + b"\0")
         return digest.hexdigest()
 
@@ -191,6 +203,9 @@ class LambdaBundle:
                 ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
                 dirs_exist_ok=True,
             )
+        if self.workflow_code is not None:
+            shutil.copytree(self.workflow_code, output_dir,
+                            ignore=shutil.ignore_patterns(*_NOT_BUNDLED), dirs_exist_ok=True)
 
     def dependencies_dir(self) -> Path:
         """The cached folder of installed dependencies, installing it on first use."""
@@ -229,11 +244,20 @@ class LambdaBundle:
                 f"$ {' '.join(command)}\n{result.stdout}{result.stderr}"
             )
 
-    def _source_files(self) -> Iterator[Path]:
+    def _source_files(self) -> Iterator[tuple[Path, Path]]:
+        """(root, file) of every source file bundled: Whimbrel's, then the user's (the
+        paths relative to their root are where they land in the asset)."""
         for package in SOURCE_PACKAGES:
             for path in sorted((self.source_root / package).rglob("*")):
                 if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-                    yield path
+                    yield self.source_root, path
+        if self.workflow_code is not None:
+            for path in sorted(self.workflow_code.rglob("*")):
+                parts = path.relative_to(self.workflow_code).parts
+                if path.is_file() and not any(
+                        fnmatch.fnmatch(part, pattern) for part in parts
+                        for pattern in _NOT_BUNDLED):
+                    yield self.workflow_code, path
 
 
 def default_cache_dir(source_root: Path) -> Path:

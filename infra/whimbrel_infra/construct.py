@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -44,6 +45,9 @@ class Whimbrel(Construct):
         engine.worker_policy  # attach to your activity workers' roles
         engine.grant_activity_worker(my_worker_function)
 
+        # Your code workflows, decided by the functions (python steps: a worker runs them)
+        WhimbrelProps(workflow_code=Path("src"), workflow_modules=["shop.workflows"])
+
     Attributes:
         props: The props this instance was built with (defaults filled in).
         tables: Every table, keyed by its logical name in ``whimbrel.store.specs``.
@@ -71,6 +75,7 @@ class Whimbrel(Construct):
             ARCHITECTURE,
             source_root=self.props.source_root,
             cache_dir=self.props.bundle_cache_dir,
+            workflow_code=Path(self.props.workflow_code) if self.props.workflow_code else None,
         )
         self.tables: Mapping[str, dynamodb.Table] = build_tables(self, self.props)
         code = lambda_code(self.bundle, runtime)

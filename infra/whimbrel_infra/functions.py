@@ -25,7 +25,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from whimbrel.settings import ENV_EVENT_BUS, ENV_METRICS
+from whimbrel.settings import ENV_EVENT_BUS, ENV_METRICS, ENV_MODULES
 from whimbrel.store.consumers import (
     ENGINE_CONSUMERS,
     HEARTBEAT_HANDLER,
@@ -34,7 +34,7 @@ from whimbrel.store.consumers import (
     StreamConsumerSpec,
 )
 
-from .access import grant_engine_access, grant_notify_access
+from .access import grant_engine_access, grant_notify_access, grant_registering
 from .props import (
     DLQ_RETENTION_DAYS,
     HEARTBEAT_FUNCTION_TIMEOUT_SECONDS,
@@ -104,6 +104,9 @@ def build_functions(
         fn = functions.get(name)
         if fn is None:
             notify = name == NOTIFY_FUNCTION
+            # notify decides nothing: the bus is its only setting of its own.
+            environment = ({ENV_EVENT_BUS: bus.event_bus_arn} if bus else {}) if notify \
+                else workflow_environment(props)
             fn = make_function(
                 scope,
                 name,
@@ -112,7 +115,7 @@ def build_functions(
                 props,
                 code,
                 runtime,
-                environment={ENV_EVENT_BUS: bus.event_bus_arn} if notify and bus else None,
+                environment=environment,
             )
             if notify:
                 assert bus is not None  # notify consumers are deployed with events only
@@ -120,6 +123,8 @@ def build_functions(
                 bus.grant_put_events_to(fn)
             else:
                 grant_engine_access(fn, tables)
+                if props.workflow_modules:
+                    grant_registering(fn, tables)
             functions[name] = fn
         fn.add_event_source(stream_source(consumer, tables[consumer.table.logical_name], dlq,
                                            props.parallelization_factor))
@@ -136,8 +141,11 @@ def build_functions(
         # A failed tick is not retried: the next tick sweeps and reconciles everything
         # again, and the errors alarm reports the failure.
         retry_attempts=0,
+        environment=workflow_environment(props),
     )
     grant_engine_access(heartbeat, tables, sweeps=True)
+    if props.workflow_modules:
+        grant_registering(heartbeat, tables)
     functions[HEARTBEAT_NAME] = heartbeat
     rule = events.Rule(
         scope,
@@ -149,6 +157,14 @@ def build_functions(
     )
     return EngineFunctions(by_name=functions, dead_letter_queue=dlq, heartbeat_rule=rule,
                            consumers=fed, event_bus=bus)
+
+
+def workflow_environment(props: WhimbrelProps) -> dict[str, str]:
+    """What makes an engine function a worker for the user's code workflows: the modules
+    it imports at cold start (lambdas/_shared.py); nothing without workflow code."""
+    if not props.workflow_modules:
+        return {}
+    return {ENV_MODULES: ",".join(props.workflow_modules)}
 
 
 def make_function(

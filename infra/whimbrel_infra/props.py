@@ -9,6 +9,7 @@ sizes, timeouts, retention — so they live here and nowhere else.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,9 +21,12 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
 
+from whimbrel.launch.modules import module_names
 from whimbrel.settings import DEFAULT_PAYLOAD_PREFIX
 from whimbrel.store.consumers import HEARTBEAT_RATE_SECONDS_AWS
 from whimbrel.store.specs import DEFAULT_TABLE_PREFIX, TABLES
+
+from .bundling import SOURCE_PACKAGES
 
 # --- deployment-only defaults (not part of the engine contract) -------------------
 
@@ -94,6 +98,14 @@ class WhimbrelProps:
         payload_expiry_days: Days an object lives (the lifecycle rule on
             ``<payload_prefix>runs/``): above the retention plus your longest run.
             ``None`` means ``DEFAULT_PAYLOAD_EXPIRY_DAYS``.
+        workflow_code: A local directory of your code (your code workflows' modules and
+            what they import), bundled with the functions' code at the asset's root
+            (``/var/task``). ``None``: the functions have Whimbrel's code only and make
+            no code workflow's decisions (each is left for a worker).
+        workflow_modules: The modules of ``workflow_code`` the functions import at cold
+            start (``WHIMBREL_MODULES``): they register the code workflows (``@workflow``)
+            found there and make their decisions (docs/code-workflows.md, "Deployed").
+            Their ``python`` steps still run in a worker.
     """
 
     table_prefix: str = DEFAULT_TABLE_PREFIX
@@ -117,8 +129,11 @@ class WhimbrelProps:
     payload_bucket: s3.IBucket | None = None
     payload_prefix: str = DEFAULT_PAYLOAD_PREFIX
     payload_expiry_days: int | None = None
+    workflow_code: Path | str | None = None
+    workflow_modules: Sequence[str] = ()
 
     def __post_init__(self) -> None:
+        self._check_workflow_code()
         if not _TABLE_NAME_CHARS.match(self.table_prefix):
             raise ValueError(
                 f"table_prefix {self.table_prefix!r} may only contain letters, digits, "
@@ -135,6 +150,34 @@ class WhimbrelProps:
         if not 1 <= self.parallelization_factor <= 10:  # Lambda's bounds
             raise ValueError("parallelization_factor must be 1..10, not "
                              f"{self.parallelization_factor}")
+
+    def _check_workflow_code(self) -> None:
+        """At synth, not at the first cold start: the directory is there, each module is
+        a dotted name found in it, and nothing in it would replace Whimbrel's own code."""
+        modules = module_names(self.workflow_modules, field="workflow_modules")
+        object.__setattr__(self, "workflow_modules", modules)
+        if self.workflow_code is None:
+            if modules:
+                raise ValueError(f"workflow_modules {list(modules)} need workflow_code: the "
+                                 "directory holding them, bundled with the functions")
+            return
+        code = Path(self.workflow_code).expanduser().resolve()
+        object.__setattr__(self, "workflow_code", code)
+        if not code.is_dir():
+            raise ValueError(f"workflow_code {str(code)!r} is not a directory")
+        if not modules:
+            raise ValueError(f"workflow_code {str(code)!r} needs workflow_modules: the "
+                             "modules the functions import at cold start")
+        for reserved in SOURCE_PACKAGES:
+            if (code / reserved).exists() or (code / f"{reserved}.py").exists():
+                raise ValueError(f"workflow_code {str(code)!r} holds {reserved!r}, which "
+                                 "would replace Whimbrel's own code in the bundle")
+        for module in modules:
+            path = code.joinpath(*module.split("."))
+            if not (path.with_suffix(".py").is_file() or path.is_dir()):
+                raise ValueError(f"workflow_modules: {module!r} is not in workflow_code "
+                                 f"{str(code)!r} (no {module.replace('.', '/')}.py, nor a "
+                                 "package of that name)")
 
     @property
     def effective_payload_expiry_days(self) -> int:

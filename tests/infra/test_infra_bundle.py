@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -82,16 +84,35 @@ def host_asset(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, LambdaBu
     the real asset holds the same files built for arm64.
     """
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    # With workflow code, as a user's deployment may be given: the test's own module.
+    code = tmp_path_factory.mktemp("workflow_code")
+    shutil.copy(ROOT / "tests" / f"{USER_MODULE}.py", code)
     bundle = LambdaBundle(
         source_root=ROOT,
         python_version=version,
         platforms=host_platforms(),
         cache_dir=default_cache_dir(ROOT),
+        workflow_code=code,
     )
     asset = tmp_path_factory.mktemp("asset")
     bundle.build(asset)
     return asset, bundle
 
+
+#: The user's module bundled into the host asset (a code workflow module of the tests).
+USER_MODULE = "wb_deployed_workflows"
+
+#: Runs in `python -I -S` like _IMPORT_CHECK: what a cold start with WHIMBREL_MODULES
+#: does first (lambdas/_shared.py), from the asset alone.
+_USER_CODE_CHECK = """
+import json, sys
+asset, sdk, module = json.loads(sys.argv[1])
+sys.path[:0] = [asset, sdk]
+from whimbrel.launch.modules import code_workflows, import_modules, module_names
+(found,) = import_modules(module_names(module), what="WHIMBREL_MODULES")
+print(json.dumps({"file": found.__file__,
+                  "workflows": [wf.name for wf in code_workflows([found])]}))
+"""
 
 #: What the runtime's copy of the SDK imports, which /var/runtime holds beside it (the
 #: asset has none of them: nothing in it depends on botocore, which is pruned).
@@ -140,6 +161,21 @@ def test_each_handler_imports_in_a_clean_interpreter(
         assert top_level.get(name, name.replace("-", "_")) in origins, requirement
     for top_level in ("pydantic", "pydantic_core"):  # the parser extra's native part
         assert top_level in origins, top_level
+
+
+def test_the_users_modules_import_from_the_asset_root(
+    host_asset: tuple[Path, LambdaBundle], tmp_path: Path
+) -> None:
+    asset, _ = host_asset
+    argument = json.dumps([str(asset), str(_sdk_only(tmp_path)), USER_MODULE])
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _USER_CODE_CHECK, argument],
+        capture_output=True, text=True, cwd=tmp_path, check=False, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    found = json.loads(result.stdout)
+    assert found["file"] == str(asset / f"{USER_MODULE}.py")
+    assert found["workflows"] == ["deployed_order", "deployed_python"]
 
 
 def test_bundle_pins_what_this_environment_runs() -> None:
@@ -228,3 +264,75 @@ def test_launch_targets_from_context() -> None:
     assert _import_launch_target(stack, "Q", queue).queue_arn == queue
     with pytest.raises(ValueError, match="neither a Lambda function nor an SQS queue"):
         _import_launch_target(stack, "T", "arn:aws:sns:eu-west-1:111122223333:topic")
+
+
+# --- the user's workflow code (issue 26, "Deployed") -------------------------------------
+
+
+def _user_code(root: Path) -> Path:
+    (root / "shop").mkdir(parents=True)
+    (root / "shop" / "__init__.py").write_text("")
+    (root / "shop" / "workflows.py").write_text("ORDER = 1\n")
+    (root / "steps.py").write_text("")
+    return root
+
+
+def test_workflow_code_and_modules_are_checked_at_synth(tmp_path: Path) -> None:
+    code = _user_code(tmp_path / "code")
+    props = WhimbrelProps(workflow_code=str(code), workflow_modules=["shop.workflows", "steps"])
+    assert props.workflow_code == code.resolve()
+    assert props.workflow_modules == ("shop.workflows", "steps")
+    assert WhimbrelProps(workflow_code=code, workflow_modules=["shop"]).workflow_modules == (
+        "shop",)  # a package
+    assert WhimbrelProps().workflow_modules == () and WhimbrelProps().workflow_code is None
+
+
+@pytest.mark.parametrize(("kwargs", "says"), [
+    ({"workflow_code": "missing", "workflow_modules": ["shop.workflows"]},
+     "/missing' is not a directory"),
+    ({"workflow_code": "code", "workflow_modules": ["shop/workflows"]},
+     "'shop/workflows' is not a module name"),
+    ({"workflow_code": "code", "workflow_modules": ["shop.orders"]},
+     "'shop.orders' is not in workflow_code"),
+    ({"workflow_modules": ["shop.workflows"]}, "need workflow_code"),
+    ({"workflow_code": "code"}, "needs workflow_modules"),
+    ({"workflow_code": "whimbrel_inside", "workflow_modules": ["steps"]},
+     "holds 'whimbrel', which would replace Whimbrel's own code"),
+])
+def test_bad_workflow_code_is_refused_with_the_reason(
+        tmp_path: Path, kwargs: dict[str, object], says: str) -> None:
+    _user_code(tmp_path / "code")
+    (_user_code(tmp_path / "whimbrel_inside") / "whimbrel").mkdir()
+    if "workflow_code" in kwargs:
+        kwargs = {**kwargs, "workflow_code": tmp_path / str(kwargs["workflow_code"])}
+    with pytest.raises(ValueError, match=re.escape(says)):
+        WhimbrelProps(**kwargs)  # type: ignore[arg-type]
+
+
+def test_workflow_code_from_context(tmp_path: Path) -> None:
+    code = _user_code(tmp_path / "code")
+    props = props_from_context({"whimbrel:workflowCode": str(code),
+                                "whimbrel:workflowModules": "shop.workflows, steps"})
+    assert props.workflow_modules == ("shop.workflows", "steps")
+    assert props_from_context({"whimbrel:workflowCode": str(code),
+                               "whimbrel:workflowModules": ["steps"]}).workflow_modules == (
+        "steps",)
+    with pytest.raises(ValueError, match="whimbrel:workflowModules: 'a b/c' "):
+        props_from_context({"whimbrel:workflowModules": ["a b/c"]})
+
+
+def test_asset_hash_follows_the_users_code(tmp_path: Path) -> None:
+    code = _user_code(tmp_path / "code")
+    runtime = newest_python_runtime()
+
+    def bundle(workflow_code: Path | None) -> LambdaBundle:
+        return LambdaBundle.for_lambda(runtime, lambda_.Architecture.ARM_64,
+                                       cache_dir=tmp_path, workflow_code=workflow_code)
+
+    without, before = bundle(None).asset_hash(), bundle(code).asset_hash()
+    assert before != without
+    (code / "shop" / "__pycache__").mkdir()
+    (code / "shop" / "__pycache__" / "x.pyc").write_text("cache")
+    assert bundle(code).asset_hash() == before  # what is not bundled does not count
+    (code / "steps.py").write_text("def charge(run):\n    return 1\n")
+    assert bundle(code).asset_hash() != before

@@ -1,7 +1,8 @@
 """The construct embedded in someone else's stack, with every optional prop changed.
 
 One more synthesis (a few seconds): a user's app with its own customer-managed key,
-a custom prefix, data that is destroyed with the stack, and no optional parts.
+a custom prefix, data that is destroyed with the stack, no optional parts, and its own
+workflow code bundled with the functions (issue 26, "Deployed").
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from cdk_nag import AwsSolutionsChecks
 from whimbrel_infra import Whimbrel, WhimbrelProps
 from whimbrel_infra.functions import TABLE_PREFIX_ENV
 
-from whimbrel.settings import ENV_EVENT_BUS
+from whimbrel.settings import ENV_EVENT_BUS, ENV_MODULES
 from whimbrel.store.consumers import NOTIFY_HANDLER, PAYLOAD_EXPIRY_CONSUMER
 from whimbrel.store.specs import TABLES
 
@@ -32,9 +33,34 @@ ACTIVITY_FUNCTION = "arn:aws:lambda:eu-west-1:111122223333:function:resize-image
 ACTIVITY_QUEUE = "arn:aws:sqs:eu-west-1:111122223333:render-jobs"
 
 
+WORKFLOW_MODULES = ("shop.workflows", "shop_steps")
+
+#: The user's code directory: two modules, and what must not be bundled with them.
+USER_CODE = {
+    "shop/__init__.py": "",
+    "shop/workflows.py": (
+        "from whimbrel import WorkflowContext, workflow\n\n\n"
+        "@workflow('order')\n"
+        "def order(ctx: WorkflowContext, input: dict) -> dict:\n"
+        "    return ctx.step('charge', input)\n"),
+    "shop_steps.py": "def charge(run):\n    return run.input\n",
+    "shop/__pycache__/workflows.cpython-314.pyc": "",
+    ".git/HEAD": "ref: refs/heads/main\n",
+    "cdk.out/manifest.json": "{}",
+}
+
+
+def write_user_code(root: Path) -> Path:
+    for name, text in USER_CODE.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
 @pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
     outdir = tmp_path_factory.mktemp("embedded.out")
+    code = write_user_code(tmp_path_factory.mktemp("user_code"))
     app = App(outdir=str(outdir), builtin_cloud_formation_validation=False)
     stack = Stack(app, "UserStack")
     key = kms.Key(stack, "UserKey", enable_key_rotation=True)
@@ -53,6 +79,8 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             alarms=False,
             managed_policies=False,
             event_bus=bus,
+            workflow_code=code,
+            workflow_modules=WORKFLOW_MODULES,
         ),
     )
     # Activities the engine launches: the user's function and queue.
@@ -84,7 +112,12 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     app.synth()  # raises on any unacknowledged cdk-nag finding
     loaded: dict[str, Any] = json.loads((Path(outdir) / "UserStack.template.json").read_text())
-    return loaded
+    return Path(outdir), loaded
+
+
+@pytest.fixture(scope="module")
+def template(synthesized: tuple[Path, dict[str, Any]]) -> dict[str, Any]:
+    return synthesized[1]
 
 
 def _index_ack(stack: Stack, engine: Whimbrel, name: str) -> Acknowledgment:
@@ -203,3 +236,50 @@ def test_events_go_to_the_users_bus(template: dict[str, Any]) -> None:
     resources = json.dumps([s["Resource"] for s in statements])
     assert ACTIVITY_FUNCTION not in resources and ACTIVITY_QUEUE not in resources
     assert "lambda:InvokeFunction" not in {a for s in statements for a in _actions(s)}
+
+
+# --- the user's workflow code (issue 26, "Deployed") -------------------------------------
+
+
+def _engine_functions(template: dict[str, Any]) -> list[dict[str, Any]]:
+    return [r for r in _of_type(template, "AWS::Lambda::Function")
+            if r["Properties"]["Handler"] not in (NOTIFY_HANDLER, PAYLOAD_EXPIRY_CONSUMER.handler)]
+
+
+def test_the_users_code_is_bundled_with_the_functions(
+        synthesized: tuple[Path, dict[str, Any]]) -> None:
+    outdir, template = synthesized
+    [code] = {json.dumps(r["Properties"]["Code"])
+              for r in _of_type(template, "AWS::Lambda::Function")}
+    asset = outdir / f"asset.{json.loads(code)['S3Key'].removesuffix('.zip')}"
+    # At the asset's root, beside Whimbrel's own code: importable as named.
+    assert (asset / "shop" / "workflows.py").read_text() == USER_CODE["shop/workflows.py"]
+    assert (asset / "shop_steps.py").is_file() and (asset / "shop" / "__init__.py").is_file()
+    assert (asset / "lambdas" / "workflow_request.py").is_file()
+    assert (asset / "whimbrel" / "__init__.py").is_file()
+    # Caches, hidden folders and a cloud assembly stay behind.
+    for left_out in ("shop/__pycache__", ".git", "cdk.out"):
+        assert not (asset / left_out).exists(), left_out
+
+
+def test_the_engine_functions_import_the_modules_and_may_register_them(
+        template: dict[str, Any]) -> None:
+    engine = _engine_functions(template)
+    assert len(engine) == 3  # workflow_request, activity_event, heartbeat
+    definitions = _logical_id(template, "EngineWorkflowDefinition", "AWS::DynamoDB::Table")
+    for fn in engine:
+        variables = fn["Properties"]["Environment"]["Variables"]
+        assert variables[ENV_MODULES] == "shop.workflows,shop_steps"
+        # They register the code workflows found there at cold start.
+        role_id = fn["Properties"]["Role"]["Fn::GetAtt"][0]
+        [policy] = [p for p in _of_type(template, "AWS::IAM::Policy")
+                    if p["Properties"]["Roles"] == [{"Ref": role_id}]]
+        writes = {a for s in policy["Properties"]["PolicyDocument"]["Statement"]
+                  if definitions in json.dumps(s["Resource"])
+                  for a in _actions(s)}
+        assert {"dynamodb:PutItem", "dynamodb:UpdateItem"} <= writes
+        assert "dynamodb:DeleteItem" not in writes
+    # notify decides nothing: no modules for it.
+    [notify] = [r for r in _of_type(template, "AWS::Lambda::Function")
+                if r["Properties"]["Handler"] == NOTIFY_HANDLER]
+    assert ENV_MODULES not in notify["Properties"]["Environment"]["Variables"]

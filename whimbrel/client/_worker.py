@@ -4,7 +4,6 @@ finishes or hands back what the client holds (docs/contract.md, "Who runs code")
 
 from __future__ import annotations
 
-import importlib
 import logging
 import signal
 import threading
@@ -16,6 +15,7 @@ from whimbrel.contract.code import CodeDefinition
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import InvalidInput, LaunchError, WhimbrelError
 from whimbrel.engine import Engine
+from whimbrel.launch.modules import import_modules
 from whimbrel.launch.python import PythonLauncher, resolve_target
 from whimbrel.worker.poll import ClaimLoop
 
@@ -82,6 +82,8 @@ class Workers:
         self._serve_in_background()
 
     def _serve_in_background(self) -> None:
+        if self.engine.launchers.get("python") is not self._python:
+            return  # python is another launcher's (a Lambda's): no thread claims here
         with self._serve_lock:
             if self._background is None and not self._python.scope.closed:
                 self._background = ClaimLoop(self.engine, self._python,
@@ -111,12 +113,7 @@ class Workers:
         if concurrency is not None and (isinstance(concurrency, bool) or concurrency < 1):
             raise InvalidInput(f"concurrency must be a whole number of at least 1, "
                                f"not {concurrency!r}")
-        for name in names:
-            try:
-                importlib.import_module(name)
-            except ImportError as exc:
-                raise InvalidInput(f"run_worker: cannot import module {name!r}: {exc}",
-                                   field="modules") from exc
+        import_modules(names, what="run_worker")
         self._python.scope.add_modules(names)
         loop = ClaimLoop(self.engine, self._python,
                          concurrency=concurrency or self._max_workers,
