@@ -74,12 +74,12 @@ def _free_port() -> int:
 
 @contextmanager
 def dev_server(env: dict[str, str], log: Path, *args: str,
-               pids: list[int] | None = None) -> Iterator[str]:
-    """``whimbrel dev ARGS`` in a child process; yields its banner, stops it with SIGTERM.
-    Its pid is appended to ``pids``."""
+               pids: list[int] | None = None, cwd: Path | None = None) -> Iterator[str]:
+    """``whimbrel dev ARGS`` in a child process (in ``cwd``); yields its banner, stops it
+    with SIGTERM. Its pid is appended to ``pids``."""
     with log.open("w") as err:
         proc = subprocess.Popen([WHIMBREL, "dev", "--heartbeat-rate", "1", *args], env=env,
-                                stdout=subprocess.PIPE, stderr=err, text=True)
+                                stdout=subprocess.PIPE, stderr=err, text=True, cwd=cwd)
         if pids is not None:
             pids.append(proc.pid)
         # A dev that never prints its banner must not hang the suite.

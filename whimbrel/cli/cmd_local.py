@@ -12,7 +12,7 @@ import typer
 
 from whimbrel.cli.app import Cli, CliError, ExitCode, app, command
 from whimbrel.local.credentials import is_local_endpoint, supply_local_credentials
-from whimbrel.local.dev import run_dev
+from whimbrel.local.dev import import_dev_modules, run_dev
 from whimbrel.local.dynamodb_local import LOOPBACK, DynamoDBLocalError, PortInUse
 from whimbrel.local.runtime import DEV_PORT
 from whimbrel.local.s3 import DEV_S3_PORT, S3PortInUse
@@ -60,6 +60,12 @@ def dev(
     no_s3: Annotated[bool, typer.Option(
         "--no-s3", help="Serve no S3: payloads keep today's limits (128 KB inputs, 64 KB "
                         "outputs).")] = False,
+    module: Annotated[list[str] | None, typer.Option(
+        "--module", "-m", metavar="MODULE", show_default=False,
+        help="Import this module (from the current folder or PYTHONPATH) before anything "
+             "starts and register the code workflows (@workflow) it defines, so a request "
+             "row can start them; repeatable. Dev runs any python code it can import "
+             "either way.")] = None,
 ) -> None:
     """Run the serverless side locally until Ctrl-C: DynamoDB Local streams feed the real
     Lambda handlers, and the heartbeat listener sweeps on a schedule.
@@ -72,6 +78,7 @@ def dev(
     cli.check_settings()
     if events_file is not None:
         _check_writable(events_file)
+    modules = import_dev_modules(module or [])
     endpoint = _dev_endpoint(cli, own_server=port is not None or data_dir is not None
                              or host != LOOPBACK)
     port = DEV_PORT if port is None else port
@@ -83,7 +90,7 @@ def dev(
     try:
         run_dev(endpoint, cli.table_prefix or "whimbrel_", heartbeat_rate,
                 port=port, data_dir=data_dir, events_file=events_file, host=host,
-                s3_port=None if no_s3 else s3_port)
+                s3_port=None if no_s3 else s3_port, modules=modules)
     except PortInUse as exc:
         raise CliError(f"{exc}; choose another with `whimbrel dev --port N`, or use the "
                        f"server already there with --endpoint-url http://127.0.0.1:{port}",

@@ -19,7 +19,6 @@ from whimbrel.cli.options import attributes_of, parse_input
 from whimbrel.cli.render import status_view, timeline_table, workflows_table
 from whimbrel.cli.shapes import timeline, workflow_dict
 from whimbrel.client.query import cursor_anchor, parse_time
-from whimbrel.contract.code.definition import CodeDefinition
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.states import WorkflowState
 
@@ -158,8 +157,6 @@ def status(
     workflow_exec_id = _run_id(cli, workflow_exec_id, request_id)
     wf = cli.wb.get_workflow(workflow_exec_id)
     defn = definition_of(cli, wf.workflow_name, wf.version)
-    if isinstance(defn, CodeDefinition):
-        defn = None  # a code run's steps come as they ran (their specs are on their rows)
     if watch:
         wf = follow(cli, workflow_exec_id, defn, interval=interval, timeout=timeout,
                     view=view.value)

@@ -10,17 +10,20 @@ from rich.live import Live
 from whimbrel import WorkflowExec
 from whimbrel.cli.app import Cli, CliError, ExitCode
 from whimbrel.cli.render import status_view
+from whimbrel.contract.code.definition import CodeDefinition
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.states import WorkflowState
 
 
 def definition_of(cli: Cli, name: str, version: int) -> WorkflowDefinition | None:
     """The definition a run started with, to show its activities in the DAG's order;
-    None when it cannot be read (the views then fall back on creation order)."""
+    None when it cannot be read, or for a code workflow, whose steps come as they ran
+    (their specs are on their rows): the views then fall back on creation order."""
     try:
-        return cli.wb.get_definition(name, version)
+        defn = cli.wb.get_definition(name, version)
     except Exception:  # a display aid only: the run itself was read fine
         return None
+    return None if isinstance(defn, CodeDefinition) else defn
 
 
 def poll(cli: Cli, wx: str, *, interval: float,

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from whimbrel.engine import tracing
+from whimbrel.launch.modules import code_workflows, import_modules, module_names
 from whimbrel.local.dynamodb_local import (
     LOOPBACK,
     DynamoDBLocal,
@@ -19,13 +23,27 @@ from whimbrel.local.runtime import DEV_PORT, LocalRuntime
 from whimbrel.local.s3 import DEFAULT_DEV_BUCKET, LocalS3, MotoMissing
 from whimbrel.settings import ENV_PAYLOAD_BUCKET
 
-__all__ = ["run_dev"]
+__all__ = ["import_dev_modules", "run_dev"]
+
+
+def import_dev_modules(names: Sequence[str]) -> list[ModuleType]:
+    """Import ``whimbrel dev --module`` modules, from the current folder first (a console
+    script's ``sys.path`` starts at its own folder: dev runs the python code of the
+    project it was started in, as ``whimbrel worker`` and ``python -m`` do).
+
+    Raises:
+        InvalidInput: a name that is no module name, or a module that cannot be imported.
+    """
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    return import_modules(module_names(names, field="--module"), what="whimbrel dev "
+                          "--module", field="--module")
 
 
 def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds: float, *,
             port: int = DEV_PORT, data_dir: Path | None = None,
             events_file: Path | None = None, host: str = LOOPBACK,
-            s3_port: int | None = None) -> None:
+            s3_port: int | None = None, modules: Sequence[ModuleType] = ()) -> None:
     """Run the local runtime until Ctrl-C or SIGTERM (``whimbrel dev``).
 
     Without ``endpoint_url`` it serves DynamoDB Local on ``port``; with ``data_dir`` the
@@ -35,7 +53,8 @@ def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds:
     consumers append every event to it as JSON lines. It also serves S3 (moto's server,
     on loopback, ``s3_port``; 0: any free port) with the bucket ``whimbrel-payloads`` for
     large payloads, unless ``s3_port`` is None or moto is not installed (then payloads
-    keep today's limits, and it says so).
+    keep today's limits, and it says so). The code workflows defined in ``modules``
+    (:func:`import_dev_modules`) are registered once the tables are there.
 
     Raises:
         PortInUse: ``port`` is taken.
@@ -74,6 +93,9 @@ def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds:
                           lambda_log_level="WARNING", events_file=events_file,
                           sleep=stop.wait, say=lambda text: print(text, flush=True),
                           payload_bucket=bucket) as rt:
+            flows = code_workflows(modules)
+            for flow in flows:
+                rt.client.register_workflow(flow)
             print(f"whimbrel dev: DynamoDB at {rt.endpoint_url}, tables {table_prefix}*")
             print(f"  export WHIMBREL_ENDPOINT_URL={rt.endpoint_url}")
             print(f"  export WHIMBREL_TABLE_PREFIX={table_prefix}")
@@ -98,6 +120,9 @@ def run_dev(endpoint_url: str | None, table_prefix: str, heartbeat_rate_seconds:
                     "every table"))
                 print(f"  data: {data_dir} (kept across restarts)" if data_dir else
                       "  data: in memory, gone when this stops (keep it with --data-dir DIR)")
+            if modules:
+                print(f"  modules: {', '.join(m.__name__ for m in modules)} (code workflows "
+                      f"registered: {', '.join(f.name for f in flows) or 'none'})")
             if traced:
                 print(f"  tracing: spans exported ({tracing.describe_export()})")
             print(f"  streams: {', '.join(rt.pumps)}; heartbeat every "
