@@ -37,7 +37,6 @@ from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import NotAllowedNow, WhimbrelError
 from whimbrel.contract.pools import (
-    RATE_ENTRY,
     SLOT_CHECK_SECONDS,
     Pool,
     PoolInfo,
@@ -59,7 +58,7 @@ from whimbrel.contract.states import (
 )
 from whimbrel.engine import admission
 from whimbrel.engine.feature import Admission, Core, Feature
-from whimbrel.engine.pool_holders import kept_until, next_check
+from whimbrel.engine.pool_holders import kept_until, sweep_shard
 from whimbrel.engine.pool_keys import PoolKeyFailed, attempt_pool, fail_keyless, keyless
 from whimbrel.engine.pool_ledger import Ledger, PoolNotFound
 from whimbrel.engine.pool_nesting import (
@@ -307,39 +306,8 @@ class Pools(Feature):
             seen = {shard for shard, read in zip(shards, reads, strict=True) if read.result()}
         for shard in shards:
             if shard in seen and leases.hold(shard):
-                self._sweep_shard(now, shard)
-
-    def _sweep_shard(self, now: float, shard: str) -> None:
-        for pool, kind, number in self.pool_port.due_pool_checks(now, 1000, shard):
-            try:
-                if kind == RATE_ENTRY:
-                    self._pace(pool, now)
-                else:
-                    self._check_slot(pool, number, now)
-            except Exception as exc:  # one bad item never stops the pass (as sweep.py)
-                log.warning("pool check %s#%s: %s: %s", pool, number, type(exc).__name__,
-                            exc)
-
-    def _pace(self, pool: str, now: float) -> None:
-        seen = self.pool_port.get_pacer(pool)
-        if seen is None or seen > now or not self.pool_port.disarm_pacer(pool, seen):
-            return
-        self.queue.wake(pool, None)
-
-    def _check_slot(self, pool: str, k: int, now: float) -> None:
-        slot = self.pool_port.get_slot(pool, k)
-        if slot.holder is None or slot.token is None or slot.check_epoch is None \
-                or slot.check_epoch > now:
-            return
-        since = slot.since if slot.since is not None else now
-        later = next_check(self.core, pool, k, slot.holder, now, now - since,
-                           IN_FLIGHT_SECONDS)
-        if later is not None:
-            self.pool_port.recheck_slot(pool, k, slot.holder, slot.token, later)
-            return
-        log.info("pool %s: slot %d freed (holder %s is gone)", pool, k, slot.holder)
-        if self.pool_port.release_slot(pool, k, slot.holder, slot.token):
-            self.queue.wake(pool, k)
+                sweep_shard(self.core, self.pool_port, self.queue.wake, now, shard,
+                            IN_FLIGHT_SECONDS)
 
     def reconcile(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                   acts: list[ActivityRecord], now: float) -> bool:
