@@ -126,9 +126,9 @@ def test_tables_from_before_without_the_lease_table_name_the_command(
     wb.start_workflow("legacy")
     act = wb.claim(workflow_name="legacy")
     assert act is not None
-    wb.store.botocore.delete_table(TableName=specs.LEASE.table_name(wb.store.table_prefix))
+    wb.store.botocore.delete_table(TableName=specs.table_spec("lease").table_name(wb.store.table_prefix))
     wb.store.botocore.get_waiter("table_not_exists").wait(
-        TableName=specs.LEASE.table_name(wb.store.table_prefix))
+        TableName=specs.table_spec("lease").table_name(wb.store.table_prefix))
     # Nothing due: a sweep takes no lease, and works.
     assert wb.sweep(clock()).timed_out == []
     # Something due: the sweep needs its lease and says what to run.
@@ -137,5 +137,5 @@ def test_tables_from_before_without_the_lease_table_name_the_command(
         wb.sweep(clock())
     assert missing.value.aws_code == "ResourceNotFoundException"
     assert wb.get_activity(act.activity_exec_id).state is A.RUNNING  # nothing changed
-    assert wb.create_tables() == [specs.LEASE.table_name(wb.store.table_prefix)]
+    assert wb.create_tables() == [specs.table_spec("lease").table_name(wb.store.table_prefix)]
     assert wb.sweep(clock()).timed_out == [act.activity_exec_id]

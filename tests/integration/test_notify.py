@@ -27,7 +27,7 @@ from whimbrel.contract.ids import activity_exec_id
 from whimbrel.contract.notifications import DetailType
 from whimbrel.local.runtime import LambdaContext
 from whimbrel.observe import EmfMetrics, MemoryPublisher, NotifyOutcome, PublishError
-from whimbrel.store.notifications import Claim
+from whimbrel.store.parts.notifications import Claim
 from whimbrel.testing import Crash, FaultInjector
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -115,7 +115,7 @@ def test_the_ceiling_of_one_pool(wb: Whimbrel) -> None:
     wb.register_workflow(_defn("wide", pool="wide"))
     per_key: Counter[str] = Counter()
     per_index_key: Counter[str] = Counter()
-    table = specs.POOL.table_name(wb.table_prefix)
+    table = specs.table_spec("pool").table_name(wb.table_prefix)
 
     def observe(op: str, params: dict[str, Any], resp: dict[str, Any]) -> None:
         if params.get("TableName") != table or op not in ("UpdateItem", "PutItem",
@@ -174,7 +174,7 @@ def test_keyed_pools_spread_over_their_keys(wb: Whimbrel) -> None:
     wb.register_workflow(WorkflowDefinition("keyed", (ActivityDefinition(
         "a", launcher=EXT, pool="tenants", pool_key="input.tenant"),)))
     wb.register_workflow(_defn("flat", pool="flat"))
-    table = specs.POOL.table_name(wb.table_prefix)
+    table = specs.table_spec("pool").table_name(wb.table_prefix)
     per_key: Counter[str] = Counter()
 
     def observe(op: str, params: dict[str, Any], resp: dict[str, Any]) -> None:

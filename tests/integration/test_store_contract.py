@@ -143,7 +143,7 @@ def test_signals_and_notification_markers(store: Store) -> None:
     assert not store.signals.bind_signal(WX, "s1", "a2")
     assert store.signals.release_signal(WX, "s1", "a1")
     assert store.signals.list_signals(WX) == [sig]
-    from whimbrel.store.notifications import Claim
+    from whimbrel.store.parts.notifications import Claim
     assert store.markers.claim_notification("ev", detail_type="t", workflow_exec_id=WX,
                                             now=1.0) is Claim.NEW
     store.markers.mark_notification_sent("ev", now=2.0)

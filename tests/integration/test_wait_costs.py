@@ -58,7 +58,7 @@ def _units(wb: Whimbrel, wait: LauncherSpec | None, event: str, n: int) -> tuple
     assert wb.engine.reads.workflow(wx).state is WorkflowState.COMPLETED
     # The sweep's lease writes (2 per pass and shard with something due, shared by all
     # that is due there) are the pass's, not the wait's.
-    lease = specs.LEASE.table_name(wb.table_prefix)
+    lease = specs.table_spec("lease").table_name(wb.table_prefix)
     return (wb.meter.total_write_units - wb.meter.write_units.get(lease, 0.0),
             wb.meter.total_read_units - wb.meter.read_units.get(lease, 0.0))
 

@@ -34,31 +34,16 @@ FEATURE_MODULES = {"code_runs", "conditions", "maps", "children", "handlers", "r
                    "suspend", "waits", "lost", "pools", "schedules", "tracing"}
 
 
-#: The one module whose TYPE_CHECKING imports may close a cycle: ``Core`` (feature.py)
-#: names the types of the engine's parts, and each part is typed over ``Core``.
-CORE_PROTOCOL = "whimbrel.engine.feature"
-
-
-def _typing_only(tree: ast.Module) -> set[int]:
-    """Ids of the import nodes under ``if TYPE_CHECKING:`` in ``tree``."""
-    return {id(n) for top in tree.body if isinstance(top, ast.If)
-            and isinstance(top.test, ast.Name) and top.test.id == "TYPE_CHECKING"
-            for n in ast.walk(top)}
-
-
-def _imports(*, core_typing: bool = True) -> dict[str, set[str]]:
-    """Each engine module's imports of other engine modules (TYPE_CHECKING ones too;
-    ``core_typing`` False: but the core protocol's)."""
+def _imports() -> dict[str, set[str]]:
+    """Each engine module's imports of other engine modules, TYPE_CHECKING ones too: a
+    type-only import closes a circle as surely as any (``Core`` names the parts by their
+    protocols in core_parts.py, so no part's module is imported back)."""
     graph: dict[str, set[str]] = {}
     for path in (PACKAGE / "engine").rglob("*.py"):
         name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
         name = name.removesuffix(".__init__")
         deps: set[str] = set()
-        tree = ast.parse(path.read_text())
-        skip = _typing_only(tree) if name == CORE_PROTOCOL and not core_typing else set()
-        for node in ast.walk(tree):
-            if id(node) in skip:
-                continue
+        for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module \
                     and node.module.startswith("whimbrel.engine"):
                 for alias in node.names:
@@ -70,7 +55,7 @@ def _imports(*, core_typing: bool = True) -> dict[str, set[str]]:
 
 
 def test_no_import_cycle_in_the_engine() -> None:
-    graph = _imports(core_typing=False)
+    graph = _imports()
     seen: dict[str, int] = {}  # 1: on the current path, 2: done
 
     def visit(node: str, path: list[str]) -> None:

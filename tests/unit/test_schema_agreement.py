@@ -41,8 +41,8 @@ RECORDS: list[tuple[type, specs.TableSpec]] = [
     (EventRecord, specs.ACTIVITY_EVENT),
     (DefinitionRecord, specs.WORKFLOW_DEFINITION),
     (RejectionRecord, specs.REJECTION),
-    (SignalRecord, specs.SIGNAL),
-    (LeaseRecord, specs.LEASE),
+    (SignalRecord, specs.table_spec("signal")),
+    (LeaseRecord, specs.table_spec("lease")),
 ]
 
 #: Attributes the store writes that no record field carries, and why.
@@ -115,7 +115,7 @@ def test_every_record_field_is_declared_with_a_matching_kind(record: type,
 
 
 def test_tables_without_a_record_declare_exactly_what_the_store_writes() -> None:
-    for spec in (specs.NOTIFICATION, specs.ACTIVITY_EXEC_DEPENDENCY):
+    for spec in (specs.table_spec("notification"), specs.ACTIVITY_EXEC_DEPENDENCY):
         assert set(spec.attributes) == STORE_ONLY[spec.logical_name]
 
 

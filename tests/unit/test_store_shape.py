@@ -9,6 +9,8 @@ import inspect
 from pathlib import Path
 from typing import Protocol
 
+import pytest
+
 import whimbrel
 from whimbrel.engine.cold_port import ColdPort
 from whimbrel.engine.lease_port import LeasePort
@@ -17,25 +19,25 @@ from whimbrel.engine.ports import StorePort
 from whimbrel.engine.schedule_port import SchedulePort
 from whimbrel.engine.signal_port import SignalPort
 from whimbrel.observe.notify import MarkerStore
+from whimbrel.store import specs
 from whimbrel.store.attempts import Attempts
 from whimbrel.store.cold import Cold
-from whimbrel.store.leases import Leases
-from whimbrel.store.notifications import Markers
+from whimbrel.store.memory import MemoryDynamoDB
+from whimbrel.store.part import parts
+from whimbrel.store.parts.pools import Pools
+from whimbrel.store.parts.signals import Signals
 from whimbrel.store.plumbing import Tables
-from whimbrel.store.pools import Pools
-from whimbrel.store.schedules import Schedules
-from whimbrel.store.signals import Signals
 from whimbrel.store.store import Store
 
 STORE = Path(whimbrel.__file__).parent / "store"
-#: Each feature part of ``Store`` and the port the engine sees it through.
-PARTS: dict[str, type] = {"cold": ColdPort, "signals": SignalPort, "markers": MarkerStore,
-                          "schedules": SchedulePort, "leases": LeasePort, "pools": PoolPort}
+#: The port the engine (or the notify consumer) sees each part through, by its name.
+PORTS: dict[str, type] = {p.__name__: p for p in (SignalPort, MarkerStore, SchedulePort,
+                                                  LeasePort, PoolPort)}
 
 
 def _classes() -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for path in STORE.glob("*.py"):
+    for path in STORE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ClassDef):
                 out[node.name] = [ast.unparse(b) for b in node.bases]
@@ -51,10 +53,12 @@ def test_no_class_in_the_store_is_deeper_than_two() -> None:
     assert max(depth(c) for c in classes) <= 2, {c: classes[c] for c in classes
                                                  if depth(c) > 2}
     assert classes["Tables"] == [], "the plumbing is held by the parts, not inherited"
+    assert classes["Part"] == [], "a part inherits only Part"
 
 
 def test_no_store_module_over_500_lines() -> None:
-    sizes = {p.name: len(p.read_text().splitlines()) for p in STORE.glob("*.py")}
+    sizes = {str(p.relative_to(STORE)): len(p.read_text().splitlines())
+             for p in STORE.rglob("*.py")}
     assert max(sizes.values()) <= 500, sizes
 
 
@@ -63,29 +67,49 @@ def _members(port: type) -> set[str]:
             if not n.startswith("_") and (inspect.isfunction(v) or isinstance(v, property))}
 
 
-def test_the_core_port_is_small_and_each_part_has_its_own() -> None:
-    core = _members(StorePort) - set(PARTS)
+def test_the_core_port_is_small_and_names_no_feature() -> None:
+    core = _members(StorePort)
     assert len(core) <= 40, sorted(core)
-    for name, port in PARTS.items():
+    # A feature's tables are reached by its port (store.part(PoolPort)), never by a
+    # property of the core port: a new feature's table adds no line to StorePort.
+    assert "part" in core and "cold" in core
+    assert not core & {"signals", "markers", "schedules", "leases", "pools"}
+    for port in (ColdPort, *PORTS.values()):
         assert issubclass(port, Protocol)  # type: ignore[arg-type]
-        assert not _members(port) & core, (name, _members(port) & core)
-        if name != "markers":  # the notify consumer is handed store.markers, not the store
-            assert name in _members(StorePort), name
+        assert not _members(port) & (core - {"part"}), (port, _members(port) & core)
 
 
-def test_each_part_holds_the_one_tables_and_implements_its_port() -> None:
+def test_every_part_is_found_declares_its_tables_and_implements_its_port() -> None:
+    found = parts()
+    assert {cls.PORT for cls in found} == set(PORTS)
+    assert [cls.__module__ for cls in found] == sorted(cls.__module__ for cls in found)
+    # Every part's tables are in specs.TABLES (create_tables, CDK), once, after the core's.
+    part_tables = [spec for cls in found for spec in cls.TABLES]
+    assert specs.CORE_TABLES + tuple(part_tables) == specs.TABLES
+    assert len({s.logical_name for s in specs.TABLES}) == len(specs.TABLES)
     # Structure only: no request is sent, so the transport is never called.
     tables = Tables(client=None, prefix="shape-",  # type: ignore[arg-type]
                     write=lambda op, table, fn: fn())
-    parts = {"cold": Cold(tables), "signals": Signals(tables), "markers": Markers(tables),
-             "schedules": Schedules(tables), "leases": Leases(tables),
-             "pools": Pools(tables, Attempts(tables))}
-    assert set(parts) == set(PARTS)
-    for name, part in parts.items():
+    for cls in found:
+        part = cls(tables, Attempts(tables))
         assert part.tables is tables
-        port = PARTS[name]
+        port = PORTS[cls.PORT]
         wanted = _members(port) | {a for a in getattr(port, "__annotations__", {})
                                    if not a.startswith("_")}
-        assert not {m for m in wanted if not hasattr(part, m)}, name
-    core = _members(StorePort) - set(PARTS)
-    assert not {m for m in core if not hasattr(Store, m)}
+        assert not {m for m in wanted if not hasattr(part, m)}, cls
+    cold = Cold(tables)
+    assert not {m for m in _members(ColdPort) if not hasattr(cold, m)}
+    assert not {m for m in _members(StorePort) - {"cold"} if not hasattr(Store, m)}
+
+
+def test_the_store_gives_each_part_by_its_port_and_names_a_missing_one() -> None:
+    store = Store(transport=MemoryDynamoDB())
+    assert isinstance(store.part(PoolPort), Pools)
+    assert store.part(PoolPort) is store.pools  # one instance, whichever way it is reached
+    assert isinstance(store.part(SignalPort), Signals)
+
+    class NoSuchPort(Protocol):
+        def nothing(self) -> None: ...
+
+    with pytest.raises(LookupError, match=r"NoSuchPort.*PoolPort"):
+        store.part(NoSuchPort)

@@ -84,7 +84,7 @@ class Schedules:
 
     def list_schedules(self) -> list[ScheduleInfo]:
         """Every schedule, by id."""
-        return sorted(self.engine.store.schedules.list_schedules(), key=lambda i: i.schedule_id)
+        return self._schedules.listed()
 
     def backfill_schedule(self, schedule_id: str, start: float | datetime,
                           end: float | datetime) -> list[str]:

@@ -17,13 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from whimbrel.contract import checks
-
-if TYPE_CHECKING:
-    from whimbrel.contract.activities import ActivityDefinition
-    from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.shapes import ActivityShape, WorkflowShape
 
 #: Separates a map's name from an item's index in the item's activity name.
 ITEM_MARK = "#"
@@ -54,12 +51,12 @@ def is_item(name: str) -> bool:
     return split_item(name)[1] is not None
 
 
-def is_map_node(spec: ActivityDefinition, name: str) -> bool:
+def is_map_node(spec: ActivityShape, name: str) -> bool:
     """True for a map's own row (not one of its items)."""
     return spec.map_over is not None and split_item(name)[1] is None
 
 
-def lanes(spec: ActivityDefinition, size: int) -> int:
+def lanes(spec: ActivityShape, size: int) -> int:
     """How many lanes a map of ``size`` items runs in (``max_concurrency``)."""
     return min(spec.max_concurrency or size, size)
 
@@ -133,7 +130,7 @@ def select(value: Any, source: MapSource) -> list[Any]:
 
 # -- checks -----------------------------------------------------------------------------------
 
-def activity_problems(spec: ActivityDefinition, where: str) -> list[str]:
+def activity_problems(spec: ActivityShape, where: str) -> list[str]:
     """Problems of one activity's data-driven fields, on their own."""
     out: list[str] = []
     if spec.map_over is not None:
@@ -159,7 +156,7 @@ def activity_problems(spec: ActivityDefinition, where: str) -> list[str]:
     return out
 
 
-def handlers(defn: WorkflowDefinition) -> dict[str, str]:
+def handlers(defn: WorkflowShape) -> dict[str, str]:
     """Failure handlers of ``defn``: handler name -> the activity it handles.
 
     Kept on the (immutable) definition, as ``functools.cached_property`` keeps a value:
@@ -172,7 +169,7 @@ def handlers(defn: WorkflowDefinition) -> dict[str, str]:
     return cached
 
 
-def definition_problems(defn: WorkflowDefinition) -> list[str]:
+def definition_problems(defn: WorkflowShape) -> list[str]:
     """Problems that involve several activities: map sources, handlers."""
     out: list[str] = []
     names = {a.name for a in defn.activities}
@@ -220,7 +217,7 @@ def definition_problems(defn: WorkflowDefinition) -> list[str]:
     return out
 
 
-def _handler_cycles(defn: WorkflowDefinition, handled: Mapping[str, str]) -> list[str]:
+def _handler_cycles(defn: WorkflowShape, handled: Mapping[str, str]) -> list[str]:
     """Handlers that (through other handlers) handle themselves."""
     for start in handled:
         path, cur = [start], handled.get(start)
@@ -232,7 +229,7 @@ def _handler_cycles(defn: WorkflowDefinition, handled: Mapping[str, str]) -> lis
     return []
 
 
-def uses_data_flow(activities: Sequence[ActivityDefinition]) -> bool:
+def uses_data_flow(activities: Sequence[ActivityShape]) -> bool:
     """True when any activity is a map, has a failure handler or starts a child."""
     return any(a.map_over is not None or a.on_failure is not None
                or a.launcher.kind == "workflow" for a in activities)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 
@@ -79,6 +79,17 @@ class WorkflowDefinition:
     timeout_seconds: float | None = None
     retention_days: float | Literal["default"] | None = "default"
     max_running: int | None = None
+
+    #: The subclasses stored with a key of their own (a code workflow's ``code``), by
+    #: that key: ``from_dict`` builds the one whose key the data holds. Each enters as it
+    #: is defined (``class CodeDefinition(WorkflowDefinition, stored_as="code")``), so
+    #: this module names none of them; ``whimbrel/contract/__init__.py`` imports them.
+    _STORED_AS: ClassVar[dict[str, type[WorkflowDefinition]]] = {}
+
+    def __init_subclass__(cls, *, stored_as: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if stored_as is not None:
+            WorkflowDefinition._STORED_AS[stored_as] = cls
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "activities", tuple(self.activities))
@@ -291,9 +302,10 @@ class WorkflowDefinition:
         """
         if not isinstance(data, Mapping):
             raise InvalidDefinition("?", ["a definition must be a mapping"])
-        if "code" in data and cls is WorkflowDefinition:  # a code workflow (@workflow)
-            from whimbrel.contract.code.definition import CodeDefinition
-            return CodeDefinition.from_dict(data)
+        if cls is WorkflowDefinition:  # a subclass's own form: a code workflow's ``code``
+            for key, stored in WorkflowDefinition._STORED_AS.items():
+                if key in data:
+                    return stored.from_dict(data)
         if json_depth(data, MAX_DEFINITION_DEPTH) > MAX_DEFINITION_DEPTH:
             raise InvalidDefinition(str(data.get("name", "?"))[:200], [_TOO_DEEP])
         # Each value takes at least two bytes of JSON: refuse an alias bomb before

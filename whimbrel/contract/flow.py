@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from whimbrel.contract import conditions, waits
 from whimbrel.contract.dataflow import handlers
 from whimbrel.contract.limits import NAME_PATTERN
 from whimbrel.contract.priority import DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY
-
-if TYPE_CHECKING:
-    from whimbrel.contract.activities import ActivityDefinition
-    from whimbrel.contract.definitions import WorkflowDefinition
+from whimbrel.contract.shapes import ActivityShape, WorkflowShape
 
 _NAME = re.compile(NAME_PATTERN)
 #: The most runs of one definition that ``max_running`` may allow at once.
@@ -30,7 +26,7 @@ MAX_INPUT_FROM_KEYS = 100
 MAX_INPUT_KEY_CHARS = 256
 
 
-def activity_problems(spec: ActivityDefinition, where: str) -> list[str]:
+def activity_problems(spec: ActivityShape, where: str) -> list[str]:
     """Problems of one activity's flow-control fields, on their own."""
     out: list[str] = []
     pool = spec.pool
@@ -59,7 +55,7 @@ def activity_problems(spec: ActivityDefinition, where: str) -> list[str]:
     return out
 
 
-def _input_from_problems(spec: ActivityDefinition, where: str) -> list[str]:
+def _input_from_problems(spec: ActivityShape, where: str) -> list[str]:
     mapping = spec.input_from
     if not isinstance(mapping, Mapping):
         return [f"{where}: input_from must be a mapping of input keys to JMESPath "
@@ -79,7 +75,7 @@ def _input_from_problems(spec: ActivityDefinition, where: str) -> list[str]:
     return out
 
 
-def definition_problems(defn: WorkflowDefinition) -> list[str]:
+def definition_problems(defn: WorkflowShape) -> list[str]:
     """Problems that involve the graph: names an expression reads, triggers, handlers."""
     out: list[str] = []
     mr = defn.max_running
@@ -111,7 +107,7 @@ def definition_problems(defn: WorkflowDefinition) -> list[str]:
     return out
 
 
-def _expressions(act: ActivityDefinition) -> list[tuple[str, str]]:
+def _expressions(act: ActivityShape) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     if isinstance(act.when, str):
         out.append(("when", act.when))
@@ -121,7 +117,7 @@ def _expressions(act: ActivityDefinition) -> list[tuple[str, str]]:
     return out
 
 
-def fields_used(defn: WorkflowDefinition) -> list[tuple[str, str]]:
+def fields_used(defn: WorkflowShape) -> list[tuple[str, str]]:
     """The flow-control fields ``defn`` sets to something other than their default, as
     ``(field, where)`` pairs (``("pool", "activity 'charge': pool")``)."""
     used: list[tuple[str, str]] = []

@@ -14,13 +14,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from whimbrel.contract.errors import InvalidInput
 from whimbrel.contract.limits import WORKFLOW_NAME_PATTERN
-
-if TYPE_CHECKING:
-    from whimbrel.contract.activities import ActivityDefinition
+from whimbrel.contract.shapes import ActivityShape
 
 _PY_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _WORKFLOW_NAME = re.compile(WORKFLOW_NAME_PATTERN)
@@ -77,7 +75,7 @@ class LauncherKind:
         """What this kind checks of its settings beyond ``required``/``settings``."""
         return []
 
-    def definition_problems(self, spec: ActivityDefinition) -> list[str]:
+    def definition_problems(self, spec: ActivityShape) -> list[str]:
         """What an activity of this kind may not have that others may."""
         return []
 

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 from whimbrel.contract.errors import InvalidInput, NotAllowedNow
 from whimbrel.contract.kinds import How, LauncherKind
 from whimbrel.contract.limits import NAME_PATTERN
+from whimbrel.contract.shapes import ActivityShape
 
 if TYPE_CHECKING:
-    from whimbrel.contract.activities import ActivityDefinition
     from whimbrel.contract.records import ActivityRecord
 
 TIMER = "timer"
@@ -82,29 +82,29 @@ class WaitKind(LauncherKind):
             return [f"{where}: {self.name} launcher timeout_seconds must be a number > 0"]
         return []
 
-    def definition_problems(self, spec: ActivityDefinition) -> list[str]:
+    def definition_problems(self, spec: ActivityShape) -> list[str]:
         return [f"activity {spec.name!r}: a {self.name} wait cannot have {key} "
                 "(nothing runs it; a signal or approval takes its own timeout_seconds)"
                 for key in _RUNNER_SETTINGS if getattr(spec, key) is not None]
 
-    def deadline(self, spec: ActivityDefinition, ready_at: float,
+    def deadline(self, spec: ActivityShape, ready_at: float,
                  activity_input: Any) -> float | None:
         """When a wait that became READY at ``ready_at`` falls due (None: never)."""
         timeout = spec.launcher.config.get("timeout_seconds")
         return ready_at + float(timeout) if timeout is not None else None
 
-    def waiting_for(self, spec: ActivityDefinition, due: float | None) -> str:
+    def waiting_for(self, spec: ActivityShape, due: float | None) -> str:
         """What it says it waits for (``waiting_for``): its kind's name, then what; a kind
         a signal ends says ``<kind>:<signal name>`` (:func:`signal_waited` reads it)."""
         if self.ends is Ends.SIGNAL:
             return f"{self.name}:{self.signal_name(spec)}"
         return self.name
 
-    def timeout_reason(self, spec: ActivityDefinition) -> str:
+    def timeout_reason(self, spec: ActivityShape) -> str:
         return (f"no {self.name} event within its timeout_seconds "
                 f"({spec.launcher.config.get('timeout_seconds')} s)")
 
-    def signal_name(self, spec: ActivityDefinition) -> str | None:
+    def signal_name(self, spec: ActivityShape) -> str | None:
         """The signal it takes (kinds that end by a signal)."""
         return None
 
@@ -129,7 +129,7 @@ class Timer(WaitKind):
                        "activity's input")
         return out
 
-    def deadline(self, spec: ActivityDefinition, ready_at: float,
+    def deadline(self, spec: ActivityShape, ready_at: float,
                  activity_input: Any) -> float | None:
         """A timer whose input holds no time is due at once, and fails when it fires
         (``timer_until`` says why)."""
@@ -141,7 +141,7 @@ class Timer(WaitKind):
         except InvalidInput:
             return ready_at
 
-    def waiting_for(self, spec: ActivityDefinition, due: float | None) -> str:
+    def waiting_for(self, spec: ActivityShape, due: float | None) -> str:
         return f"{self.name}:{iso(due) if due is not None else '?'}"
 
 
@@ -158,12 +158,12 @@ class Signal(WaitKind):
             out.append(f"{where}: signal launcher needs a 'name' matching {NAME_PATTERN}")
         return out
 
-    def timeout_reason(self, spec: ActivityDefinition) -> str:
+    def timeout_reason(self, spec: ActivityShape) -> str:
         config = spec.launcher.config
         return (f"no signal {config.get('name')!r} within its timeout_seconds "
                 f"({config.get('timeout_seconds')} s)")
 
-    def signal_name(self, spec: ActivityDefinition) -> str | None:
+    def signal_name(self, spec: ActivityShape) -> str | None:
         return str(spec.launcher.config.get("name"))
 
 
@@ -183,7 +183,7 @@ class Approval(WaitKind):
                        f"{MAX_APPROVERS} names")
         return out
 
-    def timeout_reason(self, spec: ActivityDefinition) -> str:
+    def timeout_reason(self, spec: ActivityShape) -> str:
         return (f"no decision on the approval within its timeout_seconds "
                 f"({spec.launcher.config.get('timeout_seconds')} s)")
 
@@ -197,12 +197,12 @@ WAIT_KINDS: dict[str, WaitKind] = {kind.name: kind for kind in (
 )}
 
 
-def wait_kind(spec: ActivityDefinition) -> WaitKind | None:
+def wait_kind(spec: ActivityShape) -> WaitKind | None:
     """The wait kind of an activity; None when it is not a wait (a run kind)."""
     return WAIT_KINDS.get(spec.launcher.kind)
 
 
-def _kind(spec: ActivityDefinition) -> WaitKind:
+def _kind(spec: ActivityShape) -> WaitKind:
     kind = wait_kind(spec)
     if kind is None:
         raise InvalidInput(f"activity {spec.name!r} is not a wait (its launcher is "
@@ -264,7 +264,7 @@ def merge_input(workflow_input: Any, static: Mapping[str, Any] | None) -> Any:
     return {**workflow_input, **static} if isinstance(workflow_input, dict) else dict(static)
 
 
-def timer_until(spec: ActivityDefinition, activity_input: Any) -> float:
+def timer_until(spec: ActivityShape, activity_input: Any) -> float:
     """The time a ``timer(until_input=...)`` fires at.
 
     Raises:
@@ -280,7 +280,7 @@ def timer_until(spec: ActivityDefinition, activity_input: Any) -> float:
     return when
 
 
-def check_input(activities: Sequence[ActivityDefinition], workflow_input: Any) -> None:
+def check_input(activities: Sequence[ActivityShape], workflow_input: Any) -> None:
     """Refuse a start whose input lacks a time a ``timer(until_input=...)`` needs.
 
     Raises:
@@ -291,7 +291,7 @@ def check_input(activities: Sequence[ActivityDefinition], workflow_input: Any) -
             timer_until(spec, merge_input(workflow_input, spec.input))
 
 
-def deadline(spec: ActivityDefinition, ready_at: float, activity_input: Any) -> float | None:
+def deadline(spec: ActivityShape, ready_at: float, activity_input: Any) -> float | None:
     """When a wait that became READY at ``ready_at`` falls due: a timer fires, a signal or
     approval times out (None: it waits for ever).
 
@@ -306,23 +306,23 @@ def iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def waiting_for(spec: ActivityDefinition, due: float | None) -> str:
+def waiting_for(spec: ActivityShape, due: float | None) -> str:
     """What a READY wait waits for: ``timer:<time>``, ``signal:<name>``, ``approval``…"""
     return _kind(spec).waiting_for(spec, due)
 
 
-def timeout_reason(spec: ActivityDefinition) -> str:
+def timeout_reason(spec: ActivityShape) -> str:
     """Why a wait TIMED_OUT."""
     return _kind(spec).timeout_reason(spec)
 
 
-def signal_name(spec: ActivityDefinition) -> str | None:
+def signal_name(spec: ActivityShape) -> str | None:
     """The signal an activity waits for; None when it does not end by a signal."""
     kind = wait_kind(spec)
     return kind.signal_name(spec) if kind is not None else None
 
 
-def decided(spec: ActivityDefinition) -> bool:
+def decided(spec: ActivityShape) -> bool:
     """Whether the activity is a wait a person's decision ends (approve/reject)."""
     kind = wait_kind(spec)
     return kind is not None and kind.ends is Ends.DECISION
@@ -330,7 +330,7 @@ def decided(spec: ActivityDefinition) -> bool:
 
 # -- approvals -----------------------------------------------------------------------------
 
-def approvers(spec: ActivityDefinition) -> tuple[str, ...]:
+def approvers(spec: ActivityShape) -> tuple[str, ...]:
     return tuple(spec.launcher.config.get("approvers") or ())
 
 
@@ -359,7 +359,7 @@ def rejection_error(by: str, comment: str) -> str:
     return f"rejected by {by}" + (f": {comment}" if comment else "")
 
 
-def rejected(spec: ActivityDefinition, item: ActivityRecord) -> bool:
+def rejected(spec: ActivityShape, item: ActivityRecord) -> bool:
     """A rejected approval: a decision, not a fault, so its retry policy does not apply."""
     return decided(spec) and item.error_type == REJECTED
 

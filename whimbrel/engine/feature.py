@@ -27,81 +27,52 @@ its slot when it became claimable, so a worker polling a full pool writes nothin
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    ParamSpec,
+    Protocol,
+    TypeVar,
+    runtime_checkable,
+)
 
 from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition
+from whimbrel.engine.run_reads import RunRead as RunRead  # re-exported for the features
+from whimbrel.engine.run_reads import RunRows as RunRows
 
 if TYPE_CHECKING:
-    from whimbrel.engine.claims import Claims
+    # The core's parts by their protocols (core_parts.py), never their modules: each part
+    # imports this one, so naming a part's class here would close a circle.
     from whimbrel.engine.code_steps import StepSpecs
-    from whimbrel.engine.definitions import Definitions
-    from whimbrel.engine.ending import Ending
-    from whimbrel.engine.flow import Flow
-    from whimbrel.engine.handover import Handover
-    from whimbrel.engine.heartbeats import Heartbeats
-    from whimbrel.engine.hooks import Hooks
-    from whimbrel.engine.inputs import Inputs
-    from whimbrel.engine.known import Known
+    from whimbrel.engine.core_parts import (
+        ClaimsPart,
+        DefinitionsPart,
+        EndingPart,
+        FlowPart,
+        HandoverPart,
+        HeartbeatsPart,
+        InputsPart,
+        KnownPart,
+        LaunchesPart,
+        MovesPart,
+        ReadsPart,
+        StartingPart,
+    )
     from whimbrel.engine.latest import LatestVersions
-    from whimbrel.engine.launches import Launches
     from whimbrel.engine.leases import SweepLeases
     from whimbrel.engine.metrics import EngineMetrics, Incidents
-    from whimbrel.engine.moves import Moves
     from whimbrel.engine.ports import Launcher, StorePort
-    from whimbrel.engine.reads import Reads
-    from whimbrel.engine.starting import Starting
     from whimbrel.engine.threads import Threads
 
 T = TypeVar("T")
+P = ParamSpec("P")
 R = TypeVar("R")
-
-
-class RunRead:
-    """The workflow item of an attempt's run, read at most once (or taken from a read
-    started ahead): the hooks after a move share it, so no feature reads it again."""
-
-    def __init__(self, read: Callable[[], WorkflowRecord],
-                 started: Future[WorkflowRecord] | None = None) -> None:
-        self._read = read
-        self._started = started
-        self._value: WorkflowRecord | None = None
-
-    def get(self) -> WorkflowRecord:
-        if self._value is None:
-            self._value = self._started.result() if self._started is not None \
-                else self._read()
-        return self._value
-
-    def cancel(self) -> None:
-        """Not needed after all: a read started ahead is cancelled."""
-        if self._started is not None and self._value is None:
-            self._started.cancel()
-
-
-class RunRows:
-    """A run's attempt rows, listed at most once for the moves that share it: the
-    dependents one completion releases (``flow.after_completed``) are each decided by
-    a ``when`` from one listing, however many they are. Taken after every release of
-    that completion, it holds each released dependent's upstreams as they ended (a
-    dependent released with it is never one of them: its edge would still be there)."""
-
-    def __init__(self, read: Callable[[], list[ActivityRecord]]) -> None:
-        self._read = read
-        self._lock = threading.Lock()  # parallel dependents wait for the one listing
-        self._rows: list[ActivityRecord] | None = None
-
-    def get(self) -> list[ActivityRecord]:
-        with self._lock:
-            if self._rows is None:
-                self._rows = self._read()
-            return self._rows
 
 
 def _nothing(_: Any) -> None:
@@ -128,14 +99,35 @@ class Admission:
     lost: Callable[[Any], None] = _nothing
 
 
+class HooksPart(Protocol):
+    """``hooks.py``'s ``Hooks``: the features' hooks, asked of their takers in the order
+    of ``FEATURES`` (declared here, beside ``Feature``, since hooks.py imports it)."""
+
+    features: tuple[Feature, ...]
+
+    def take_over(self, hook: Callable[Concatenate[Feature, P], bool],
+                  *args: P.args, **kwargs: P.kwargs) -> bool: ...
+    def first_answer(self, hook: Callable[Concatenate[Feature, P], T | None],
+                     *args: P.args, **kwargs: P.kwargs) -> T | None: ...
+    def observe(self, hook: Callable[Concatenate[Feature, P], T],
+                *args: P.args, **kwargs: P.kwargs) -> list[T]: ...
+    def shape(self, hook: Callable[Concatenate[Feature, P], T],
+              *args: P.args, **kwargs: P.kwargs) -> T: ...
+    def takers(self, hook: str) -> tuple[Feature, ...]: ...
+    def table(self) -> str: ...
+
+
 class Core(Protocol):
     """What a feature (and each part) sees of the engine: its settings and its parts.
     Every move runs the features' hooks, so a feature that calls one is itself seen by
-    the others. A part's operations are reached one way: ``core.<part>.op(…)``."""
+    the others. A part's operations are reached one way: ``core.<part>.op(…)``; each
+    part is typed by its protocol (core_parts.py), read-only, so this module imports no
+    part's module and no part closes a circle through it."""
 
     store: StorePort
     #: The features' hooks, asked in the order of ``FEATURES`` (hooks.py).
-    hooks: Hooks
+    @property
+    def hooks(self) -> HooksPart: ...
     clock: Callable[[], float]
     actor: str
     launchers: dict[str, Launcher]
@@ -152,20 +144,32 @@ class Core(Protocol):
     starting_hooks: list[Callable[[WorkflowDefinition], None]]
 
     # -- plumbing
-    definitions: Definitions
-    reads: Reads
-    known: Known
+    @property
+    def definitions(self) -> DefinitionsPart: ...
+    @property
+    def reads(self) -> ReadsPart: ...
+    @property
+    def known(self) -> KnownPart: ...
     threads: Threads
     # -- the core's moves
-    starting: Starting
-    moves: Moves
-    flow: Flow
-    launches: Launches
-    ending: Ending
-    heartbeats: Heartbeats
-    claims: Claims
-    handover: Handover
-    inputs: Inputs
+    @property
+    def starting(self) -> StartingPart: ...
+    @property
+    def moves(self) -> MovesPart: ...
+    @property
+    def flow(self) -> FlowPart: ...
+    @property
+    def launches(self) -> LaunchesPart: ...
+    @property
+    def ending(self) -> EndingPart: ...
+    @property
+    def heartbeats(self) -> HeartbeatsPart: ...
+    @property
+    def claims(self) -> ClaimsPart: ...
+    @property
+    def handover(self) -> HandoverPart: ...
+    @property
+    def inputs(self) -> InputsPart: ...
 
     def feature(self, kind: type[T]) -> T: ...
 

@@ -5,7 +5,8 @@ actor may.
 Moves made in one write (docs/contract.md): an actor makes, in one conditional write,
 consecutive moves that nobody else can make in between — a push activity whose last
 upstream just completed goes REQUESTED → READY → QUEUED, and, for an in-process
-launcher, on to RUNNING. Each state still lands in the item's history.
+launcher, on to RUNNING. Each state still lands in the item's history. This module
+decides the moves (``plan``) and what follows them; ``writing.py`` writes them.
 """
 
 from __future__ import annotations
@@ -14,15 +15,12 @@ import logging
 from concurrent.futures import Future
 
 from whimbrel.contract.definitions import WorkflowDefinition
-from whimbrel.contract.errors import StateConflict, StoreError, WhimbrelError
+from whimbrel.contract.errors import StoreError, WhimbrelError
 from whimbrel.contract.ids import END_NODE, activity_exec_id, unit_random
 from whimbrel.contract.outcomes import HANDED_BACK, carry, open_activities
-from whimbrel.contract.payloads import clip_error
 from whimbrel.contract.records import ActivityRecord, Change, WorkflowRecord, latest_of
 from whimbrel.contract.states import (
     ACTIVITY_FAILED,
-    ACTIVITY_NOT_LAUNCHED,
-    ACTIVITY_STARTING,
     ACTIVITY_TRANSITIONS,
     WORKFLOW_LIVE,
     WORKFLOW_PROCEEDING,
@@ -30,16 +28,14 @@ from whimbrel.contract.states import (
     Transition,
     WorkflowState,
 )
-from whimbrel.engine import rules, written
+from whimbrel.engine import rules
 from whimbrel.engine.admission import (
-    admission,
     leaves_for_worker,
-    ready_changes,
-    starts,
     unpromise,
 )
-from whimbrel.engine.feature import Admission, Core, Feature, RunRead, RunRows
+from whimbrel.engine.feature import Core, Feature, RunRead, RunRows
 from whimbrel.engine.ports import runs_in_process
+from whimbrel.engine.writing import write_path, write_verb
 
 log = logging.getLogger("whimbrel.engine")
 
@@ -277,50 +273,9 @@ class Flow:
         path = self.plan(wf, defn, name, source, take=True)
         if not path:
             return
-        if not self._move_on(wf, defn, name, attempt, source, path) and A.RUNNING in path:
+        if not write_path(self.core, wf, defn, name, attempt, source, path) \
+                and A.RUNNING in path:
             unpromise(self.core, defn.activity(name))  # the thread ``plan`` promised it
-
-    def _move_on(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
-                 attempt: int, source: ActivityState, path: tuple[ActivityState, ...],
-                 ) -> bool:
-        """``advance``'s write and launch: True once it was handed to its launcher."""
-        spec = defn.activity(name)
-        aeid = activity_exec_id(wf.workflow_exec_id, name, attempt)
-        now = self.core.clock()
-        changes = rules.changes_for(spec, source, path[-1], now=now,
-                                    workflow_name=wf.workflow_name,
-                                    retention=self.core.definitions.retention(defn))
-        if path[-1] is A.READY:
-            changes = ready_changes(self.core, spec, wf, now, changes)
-        ask: Admission | None = None
-        if source in ACTIVITY_NOT_LAUNCHED and starts(path, changes):
-            # A pool may hold it READY, out of the claimable index (engine/pools.py).
-            item = ActivityRecord(wf.workflow_exec_id, aeid, name, wf.workflow_name, attempt,
-                                  source, workflow_version=wf.version)
-            ask = admission(self.core, wf, defn, item, changes)
-            if ask is not None and not ask.go:
-                path = (A.READY,) if source is A.REQUESTED else ()
-                changes = ready_changes(self.core, spec, wf, now, rules.changes_for(
-                    spec, source, A.READY, now=now, workflow_name=wf.workflow_name,
-                    retention=self.core.definitions.retention(defn))) if path else {}
-            if ask is not None:
-                changes = {**changes, **ask.changes}
-            if ask is not None and not path:  # held where it is: nothing to write
-                ask.landed(item)
-                return False
-        try:
-            moved = self.core.known.move(aeid, source, path, changes)
-        except StateConflict as lost:
-            if ask is not None:
-                ask.lost(lost.current)  # what the admission took is given back
-            return False
-        if ask is not None:
-            ask.landed(moved)
-        if path[-1] in ACTIVITY_STARTING:
-            self.core.launches.launch(wf, defn, moved)
-            return True
-        self.core.hooks.observe(Feature.readied, wf, defn, moved)
-        return False
 
     def rows(self, wx: str) -> RunRows:
         """The run's attempt rows, listed when first asked (never, if nothing needs them)."""
@@ -358,40 +313,10 @@ class Flow:
                                                        transition)
         wf_read = self.core.threads.in_background(self.core.reads.workflow, item.workflow_exec_id) \
             if ahead else None
-        current: ActivityRecord = item
         try:
-            while True:
-                source = current.state
-                target = ACTIVITY_TRANSITIONS.get((source, transition)) if source else None
-                if source is None or target is None:
-                    raise StateConflict(expected=[s.value for (s, t) in ACTIVITY_TRANSITIONS
-                                                  if t is transition],
-                                        actual=source.value if source else None,
-                                        activity_exec_id=item.activity_exec_id,
-                                        transition=transition.value, current=current)
-                now = self.core.clock()
-                changes = rules.changes_for(
-                    spec, source, target, now=now, workflow_name=item.workflow_name,
-                    retention=self.core.definitions.retention(defn), output=output,
-                    error=clip_error(error), error_type=error_type)
-                at = (written_epoch if written_epoch is not None else now) \
-                    if written.judged(source, transition) else None
-                try:
-                    moved = self.core.known.move(item.activity_exec_id, source, (target,), changes,
-                                        actor=actor, claimed=claimed, written_by=at)
-                    break
-                except StateConflict as lost:
-                    late = lost.current
-                    if at is not None and late is not None \
-                            and late.state == source and written.came_late(late, at):
-                        current, timed_out = written.time_out_late(self.core, defn, late, at)
-                        if timed_out:
-                            self.after(current)
-                        continue
-                    if lost.current is None or lost.current.state == source:
-                        raise
-                    current = lost.current
-                    self.core.known.remember(current)
+            moved = write_verb(self.core, defn, spec, item, transition, output=output,
+                               error=error, error_type=error_type, actor=actor,
+                               claimed=claimed, written_epoch=written_epoch)
         except BaseException:
             if wf_read is not None:
                 wf_read.cancel()

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from whimbrel.contract.errors import StoreError
 from whimbrel.contract.records import LeaseRecord
+from whimbrel.engine.lease_port import LeasePort
 from whimbrel.engine.ports import StorePort
 
 __all__ = ["SWEEP_LEASE_SECONDS", "SweepLeases", "lease_owner"]
@@ -55,7 +56,7 @@ class SweepLeases:
 
     def __init__(self, store: StorePort, clock: Callable[[], float], *,
                  seconds: float = SWEEP_LEASE_SECONDS, owner: str | None = None) -> None:
-        self.store = store
+        self.lease_port = store.part(LeasePort)
         self.clock = clock
         self.seconds = seconds
         self.owner = owner or lease_owner()
@@ -75,7 +76,7 @@ class SweepLeases:
         """Whether this pass holds the lease of index shard ``shard`` (taking it now if
         nobody else does). False for a lease held elsewhere or lost in this pass: the
         caller leaves that shard alone."""
-        lease_id = self.store.leases.sweep_lease_id(str(shard))
+        lease_id = self.lease_port.sweep_lease_id(str(shard))
         if lease_id in self._until:
             return self.keep(lease_id)
         if lease_id in self.elsewhere or lease_id in self.lost:
@@ -86,7 +87,7 @@ class SweepLeases:
         wanted = LeaseRecord(lease_id, self.owner, until_epoch=now + self.seconds,
                              acquired_epoch=now, host=self._host, pid=os.getpid())
         try:
-            got = self.store.leases.acquire_lease(wanted, now)
+            got = self.lease_port.acquire_lease(wanted, now)
         except StoreError as exc:
             if not exc.retryable:
                 raise  # no lease table, no access: no pass can work; say so
@@ -110,7 +111,7 @@ class SweepLeases:
         if until - now >= self.seconds / 2:
             return True
         try:
-            renewed = self.store.leases.renew_lease(lease_id, self.owner, now + self.seconds)
+            renewed = self.lease_port.renew_lease(lease_id, self.owner, now + self.seconds)
         except StoreError as exc:
             if not exc.retryable:
                 raise
@@ -136,7 +137,7 @@ class SweepLeases:
         back now expires by itself."""
         for lease_id in list(self._until):
             try:
-                self.store.leases.release_lease(lease_id, self.owner)
+                self.lease_port.release_lease(lease_id, self.owner)
             except StoreError as exc:
                 log.warning("sweep lease %s: could not give it back (it expires in %s s): "
                             "%s", lease_id, self.seconds, exc)

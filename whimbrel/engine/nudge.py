@@ -21,6 +21,7 @@ from whimbrel.contract.records import ActivityRecord, Due, WorkflowRecord
 from whimbrel.contract.states import ActivityState
 from whimbrel.engine.engine import Engine
 from whimbrel.engine.pool_keys import lost_pool
+from whimbrel.engine.pool_port import PoolPort
 from whimbrel.engine.pools import Pools
 from whimbrel.engine.sweep import SweepReport, fire_timer, reconcile
 
@@ -136,7 +137,7 @@ def _held_slot(engine: Engine, ref: str | None, holder: str) -> str | None:
     if not ref:
         return None
     pool, k = parse_slot_ref(ref)
-    if k is None or engine.store.pools.get_slot(pool, k).holder != holder:
+    if k is None or engine.store.part(PoolPort).get_slot(pool, k).holder != holder:
         return None
     return ref
 
@@ -145,7 +146,7 @@ def _slot_of_lost(engine: Engine, pool: str | None, holder: str) -> str | None:
     """The slot of ``pool`` still held by ``holder`` (a lost attempt), if any."""
     if pool is None:
         return None
-    info = engine.store.pools.get_pool_settings(base_pool(pool))  # a key's: its pool's
+    info = engine.store.part(PoolPort).get_pool_settings(base_pool(pool))  # a key's: its pool's
     high = max(info.slots or 0, info.slots_high or 0) if info is not None else 0
-    held = engine.store.pools.held_slots(pool, high) if high else []
+    held = engine.store.part(PoolPort).held_slots(pool, high) if high else []
     return next((slot_ref(pool, s.k) for s in held if s.holder == holder), None)

@@ -1,9 +1,14 @@
-"""Whether a slot's holder still holds it (engine/pools.py): the sweep's check of a held
-slot, and the rule for a holder the system gave up on while its code may still run."""
+"""Whether a slot's holder still holds it (engine/pools.py): the sweep's pass over one
+shard of due slot checks and rate pacers, its check of a held slot, and the rule for a
+holder the system gave up on while its code may still run."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+
 from whimbrel.contract.pools import (
+    RATE_ENTRY,
     check_after,
     held_after_time_out,
     is_run_pool,
@@ -12,6 +17,9 @@ from whimbrel.contract.pools import (
 from whimbrel.contract.records import ActivityRecord
 from whimbrel.contract.states import ACTIVITY_NOT_LAUNCHED, WORKFLOW_WAITING, ActivityState
 from whimbrel.engine.feature import Core
+from whimbrel.engine.pool_port import PoolPort
+
+log = logging.getLogger("whimbrel.pools")
 
 A = ActivityState
 
@@ -55,3 +63,42 @@ def next_check(core: Core, pool: str, k: int, holder: str, now: float,
         return later if item.state in ACTIVITY_NOT_LAUNCHED and held_for < in_flight \
             else None
     return later if item.pool_slot == ref else None
+
+
+def sweep_shard(core: Core, port: PoolPort, wake: Callable[[str, int | None], None],
+                now: float, shard: str, in_flight: float) -> None:
+    """One due shard of the ``pool_checks`` index in a sweep pass: a rate's pacer looks
+    whether a token is there for its waiters, a held slot whose holder is gone is freed
+    (:func:`next_check`); ``wake(pool, k)`` lets the next waiter in."""
+    for pool, kind, number in port.due_pool_checks(now, 1000, shard):
+        try:
+            if kind == RATE_ENTRY:
+                _pace(port, wake, pool, now)
+            else:
+                _check_slot(core, port, wake, pool, number, now, in_flight)
+        except Exception as exc:  # one bad item never stops the pass (as sweep.py)
+            log.warning("pool check %s#%s: %s: %s", pool, number, type(exc).__name__, exc)
+
+
+def _pace(port: PoolPort, wake: Callable[[str, int | None], None], pool: str,
+          now: float) -> None:
+    seen = port.get_pacer(pool)
+    if seen is None or seen > now or not port.disarm_pacer(pool, seen):
+        return
+    wake(pool, None)
+
+
+def _check_slot(core: Core, port: PoolPort, wake: Callable[[str, int | None], None],
+                pool: str, k: int, now: float, in_flight: float) -> None:
+    slot = port.get_slot(pool, k)
+    if slot.holder is None or slot.token is None or slot.check_epoch is None \
+            or slot.check_epoch > now:
+        return
+    since = slot.since if slot.since is not None else now
+    later = next_check(core, pool, k, slot.holder, now, now - since, in_flight)
+    if later is not None:
+        port.recheck_slot(pool, k, slot.holder, slot.token, later)
+        return
+    log.info("pool %s: slot %d freed (holder %s is gone)", pool, k, slot.holder)
+    if port.release_slot(pool, k, slot.holder, slot.token):
+        wake(pool, k)

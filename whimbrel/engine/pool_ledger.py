@@ -28,6 +28,7 @@ from whimbrel.contract.pools import (
     take,
     wait_seconds,
 )
+from whimbrel.engine.pool_port import PoolPort
 from whimbrel.engine.ports import StorePort
 
 log = logging.getLogger("whimbrel.pools")
@@ -68,7 +69,7 @@ class Ledger:
     """
 
     def __init__(self, store: StorePort, wake: Callable[[str, int | None], None]) -> None:
-        self.store = store
+        self.pool_port = store.part(PoolPort)
         self._wake = wake
         self._lock = threading.Lock()
         self._settings: dict[str, tuple[float, PoolInfo | None]] = {}
@@ -84,7 +85,7 @@ class Ledger:
             cached = self._settings.get(name)
         if cached is not None and now - cached[0] < SETTINGS_SECONDS:
             return cached[1]
-        info = self.store.pools.get_pool_settings(name)
+        info = self.pool_port.get_pool_settings(name)
         with self._lock:
             self._settings[name] = (now, info)
         return info
@@ -130,10 +131,10 @@ class Ledger:
             def candidates() -> Iterator[int]:
                 yield order[0]
                 if order[1:]:
-                    yield from self.store.pools.free_among(pool, order[1:])
+                    yield from self.pool_port.free_among(pool, order[1:])
 
             for cand in candidates() if order else ():
-                if self.store.pools.acquire_slot(pool, cand, holder, token, now,
+                if self.pool_port.acquire_slot(pool, cand, holder, token, now,
                                                  now + SLOT_CHECK_SECONDS):
                     k = cand
                     break
@@ -143,7 +144,7 @@ class Ledger:
             wait = self.take_token(pool, per_second, holder, now)
             if wait > 0:
                 if k is not None:
-                    self.store.pools.release_slot(pool, k, holder, token)
+                    self.pool_port.release_slot(pool, k, holder, token)
                 return Taken(False, retry_at=now + wait)
         return Taken(True, k, token)
 
@@ -158,11 +159,11 @@ class Ledger:
         above = list(range(slots, high))
         for start in range(0, len(above), 100):  # BatchGetItem takes 100 keys
             part = above[start:start + 100]
-            if len(self.store.pools.free_among(pool, part)) < len(part):
+            if len(self.pool_port.free_among(pool, part)) < len(part):
                 return True
         # A keyed pool's slots above the limit drain by themselves; its admissions keep
         # checking them until the pool's own settle (slots_high is one for all keys).
-        if not is_keyed_pool(pool) and self.store.pools.settle_slots_high(pool, high, slots):
+        if not is_keyed_pool(pool) and self.pool_port.settle_slots_high(pool, high, slots):
             self.forget(pool)
         return False
 
@@ -174,12 +175,12 @@ class Ledger:
         for choice in range(2 if shards > 1 else 1):
             j = shard_choice(shards, holder, choice)
             for _ in range(TAKE_TRIES):
-                seen = self.store.pools.get_bucket(pool, j)
+                seen = self.pool_port.get_bucket(pool, j)
                 ok, after = take(seen or Bucket(capacity, now), now, rate, capacity)
                 if not ok:
                     wait = min(wait, wait_seconds(after, now, rate, capacity))
                     break
-                if self.store.pools.put_bucket(pool, j, after, seen):
+                if self.pool_port.put_bucket(pool, j, after, seen):
                     return 0.0
         return wait if math.isfinite(wait) else 1.0 / rate
 
@@ -188,5 +189,5 @@ class Ledger:
         (another actor admitting the same holder) recorded this very slot."""
         if taken.k is None or recorded == slot_ref(pool, taken.k):
             return
-        if self.store.pools.release_slot(pool, taken.k, holder, taken.token):
+        if self.pool_port.release_slot(pool, taken.k, holder, taken.token):
             self._wake(pool, taken.k)

@@ -1,12 +1,12 @@
 """The ``pool`` table as the pools feature (``engine/pools.py`` and its helpers
 ``pool_*.py``) uses it: settings, slots, pacers, waiters, rate buckets, and admitting a
-waiting attempt. Implemented by ``whimbrel.store.pools.Pools`` (``store.pools``).
+waiting attempt. Implemented by ``whimbrel.store.parts.pools.Pools`` (``store.part(PoolPort)``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from whimbrel.contract.pools import Bucket, Pool, PoolInfo, Slot, Waiter
 from whimbrel.contract.records import ActivityRecord, Changes
@@ -15,7 +15,7 @@ __all__ = ["PoolPort"]
 
 
 class PoolPort(Protocol):
-    """Concurrency and rate pools (``StorePort.pools``)."""
+    """Concurrency and rate pools (``store.part(PoolPort)``)."""
 
     #: Partitions of the sparse pool-check index; a sweep asks them all at once.
     pool_check_shards: tuple[str, ...]
@@ -47,3 +47,9 @@ class PoolPort(Protocol):
     def get_bucket(self, pool: str, j: int) -> Bucket | None: ...
     def put_bucket(self, pool: str, j: int, new: Bucket, seen: Bucket | None) -> bool: ...
     def admit_waiting(self, activity_exec_id: str, changes: Changes) -> ActivityRecord: ...
+
+
+if TYPE_CHECKING:  # mypy checks that the store's part implements this port
+    from whimbrel.store.parts.pools import Pools
+
+    _PART: type[PoolPort] = Pools

@@ -34,6 +34,7 @@ from whimbrel.engine.feature import Core
 from whimbrel.engine.pool_keys import PoolKeyFailed, attempt_pool, fail_keyless
 from whimbrel.engine.pool_ledger import Ledger, Limits, Taken
 from whimbrel.engine.pool_pacer import Pacer
+from whimbrel.engine.pool_port import PoolPort
 
 A = ActivityState
 W = WorkflowState
@@ -49,6 +50,7 @@ class Queue:
     def __init__(self, core: Core, ledger: Ledger) -> None:
         self.core = core
         self.store = core.store
+        self.pool_port = core.store.part(PoolPort)
         self.ledger = ledger
         self._lock = threading.Lock()
         #: holder -> the slot a release hands it (tried first by its admission).
@@ -78,7 +80,7 @@ class Queue:
             self.ledger.give_back(pool, taken, wf.workflow_exec_id,
                                   getattr(lost.current, "pool_slot", None))
             return False
-        self.store.pools.delete_waiter(self.waiter(pool, wf.workflow_exec_id, self.run_order(wf)))
+        self.pool_port.delete_waiter(self.waiter(pool, wf.workflow_exec_id, self.run_order(wf)))
         self.core.starting.resume_start(moved, defn)  # its rows, then its roots (starting.py)
         return True
 
@@ -96,15 +98,15 @@ class Queue:
     def wait(self, pool: str, holder: str, order: str, kind: str, retry_at: float | None,
              retry: Callable[[], Any]) -> None:
         """Enter ``holder`` among ``pool``'s waiters; then (a fresh wait) look once more."""
-        self.store.pools.put_waiter(pool, holder, order, kind=kind, expires_epoch=None)
+        self.pool_port.put_waiter(pool, holder, order, kind=kind, expires_epoch=None)
         if retry_at is not None:
-            self.store.pools.arm_pacer(pool, retry_at)  # the sweep looks when a token is there
+            self.pool_port.arm_pacer(pool, retry_at)  # the sweep looks when a token is there
             self.pacer.arm(pool, retry_at)  # and so does this process, while it lives
             return
         if getattr(self._local, "quiet", False):
             return  # re-held by a wake or by this very look: no second look
         probes = self.probes(pool, holder)
-        if probes and self.store.pools.free_among(pool, probes):
+        if probes and self.pool_port.free_among(pool, probes):
             self._local.quiet = True
             try:
                 retry()
@@ -165,13 +167,13 @@ class Queue:
             changes["claimable"] = (wf.workflow_name, spec.name, *admission.claim_intent(
                 spec, wf, item.ready_epoch))
         try:
-            moved = self.store.pools.admit_waiting(item.activity_exec_id, changes)
+            moved = self.pool_port.admit_waiting(item.activity_exec_id, changes)
         except StateConflict as lost:
             self.ledger.give_back(pool, taken, item.activity_exec_id,
                                   getattr(lost.current, "pool_slot", None))
             return "gone"
         self.core.known.remember(moved)
-        self.store.pools.delete_waiter(self.waiter(pool, item.activity_exec_id, order))
+        self.pool_port.delete_waiter(self.waiter(pool, item.activity_exec_id, order))
         return "admitted"
 
     def retry_run(self, wx: str) -> str:
@@ -195,7 +197,7 @@ class Queue:
         if wf is None or item.pool_wait is None:
             return
         spec = self.core.definitions.definition_of(wf).activity(item.activity_name)
-        self.store.pools.delete_waiter(self.waiter(item.pool_wait, item.activity_exec_id,
+        self.pool_port.delete_waiter(self.waiter(item.pool_wait, item.activity_exec_id,
                                              admission.claim_order(spec, wf,
                                                                    item.ready_epoch)))
 
@@ -218,7 +220,7 @@ class Queue:
             self._local.quiet = quiet
 
     def _wake_once(self, pool: str, freed: int | None) -> None:
-        for waiter in self.store.pools.waiter_heads(pool)[:WAKE_TRIES]:
+        for waiter in self.pool_port.waiter_heads(pool)[:WAKE_TRIES]:
             if freed is not None:
                 with self._lock:
                     self._prefer[waiter.holder] = freed
@@ -229,7 +231,7 @@ class Queue:
                 with self._lock:
                     self._prefer.pop(waiter.holder, None)
             if outcome == "gone":
-                self.store.pools.delete_waiter(waiter)  # admitted or ended meanwhile
+                self.pool_port.delete_waiter(waiter)  # admitted or ended meanwhile
                 continue
             if outcome == "skip":
                 continue  # its run is SUSPENDED: the next one may go

@@ -37,7 +37,6 @@ from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import NotAllowedNow, WhimbrelError
 from whimbrel.contract.pools import (
-    RATE_ENTRY,
     SLOT_CHECK_SECONDS,
     Pool,
     PoolInfo,
@@ -59,7 +58,7 @@ from whimbrel.contract.states import (
 )
 from whimbrel.engine import admission
 from whimbrel.engine.feature import Admission, Core, Feature
-from whimbrel.engine.pool_holders import kept_until, next_check
+from whimbrel.engine.pool_holders import kept_until, sweep_shard
 from whimbrel.engine.pool_keys import PoolKeyFailed, attempt_pool, fail_keyless, keyless
 from whimbrel.engine.pool_ledger import Ledger, PoolNotFound
 from whimbrel.engine.pool_nesting import (
@@ -69,6 +68,7 @@ from whimbrel.engine.pool_nesting import (
     nesting_problems,
     run_held_above,
 )
+from whimbrel.engine.pool_port import PoolPort
 from whimbrel.engine.pool_queue import Queue
 
 if TYPE_CHECKING:
@@ -105,6 +105,8 @@ class Pools(Feature):
     def __init__(self, core: Core) -> None:
         self.core = core
         self.store = core.store
+        #: The pool table: the store's part for this feature's port.
+        self.pool_port = core.store.part(PoolPort)
         self.ledger = Ledger(core.store, lambda pool, k: self.queue.wake(pool, k))
         self.queue = Queue(core, self.ledger)
 
@@ -117,9 +119,9 @@ class Pools(Feature):
             InvalidInput: a bad name, slots or rate.
         """
         pool.validate()
-        info = self.store.pools.put_pool(pool, self.core.clock())
+        info = self.pool_port.put_pool(pool, self.core.clock())
         self.ledger.forget(pool.name)
-        if self.store.pools.waiter_heads(pool.name, 1):
+        if self.pool_port.waiter_heads(pool.name, 1):
             self.queue.wake(pool.name, None)  # room made, perhaps: waiters go in while it lasts
         return info
 
@@ -131,16 +133,16 @@ class Pools(Feature):
             PoolNotFound: no such pool.
         """
         Pool(base_pool(name)).validate()
-        info = self.store.pools.get_pool_settings(base_pool(name))
+        info = self.pool_port.get_pool_settings(base_pool(name))
         if info is None:
             raise PoolNotFound(name)
         high = max(info.slots or 0, info.slots_high or 0)
-        in_use = len(self.store.pools.held_slots(name, high)) if high else 0
+        in_use = len(self.pool_port.held_slots(name, high)) if high else 0
         return replace(info, name=name, in_use=in_use,
-                       waiting=self.store.pools.count_waiters(name))
+                       waiting=self.pool_port.count_waiters(name))
 
     def list_pools(self) -> list[PoolInfo]:
-        return self.store.pools.list_pool_settings()  # every pool's settings, by name
+        return self.pool_port.list_pool_settings()  # every pool's settings, by name
 
     # -- registration ------------------------------------------------------------------
 
@@ -150,9 +152,9 @@ class Pools(Feature):
         that wait for a slot (of a pool, or of its ``max_running``) their parent holds
         (engine/pool_nesting.py)."""
         out = nesting_problems(defn, lambda name, version: self.core.definitions.definition(
-            name, version)[1], self.store.pools.get_pool_settings)
+            name, version)[1], self.pool_port.get_pool_settings)
         for name in sorted({a.pool for a in defn.activities if a.pool is not None}):
-            if self.store.pools.get_pool_settings(name) is None:
+            if self.pool_port.get_pool_settings(name) is None:
                 users = ", ".join(repr(a.name) for a in defn.activities if a.pool == name)
                 out.append(f"activity {users}: pool {name!r} does not exist; create it "
                            f"first (Whimbrel.set_pool, `whimbrel pools set {name}`)")
@@ -185,7 +187,7 @@ class Pools(Feature):
 
             def landed(_moved: ActivityRecord) -> None:
                 if item.state is A.READY:  # it waited: leave the queue
-                    self.store.pools.delete_waiter(self.queue.waiter(pool, item.activity_exec_id,
+                    self.pool_port.delete_waiter(self.queue.waiter(pool, item.activity_exec_id,
                                                           order))
 
             return Admission(True, go, landed=landed, lost=lambda cur: self.ledger.give_back(
@@ -257,11 +259,11 @@ class Pools(Feature):
             # Timed out while its code may still run: the slot stays its own until the
             # code stops (its late report gives it back: engine/late.py) or shows no
             # sign of life; the slot's check comes then.
-            slot = self.store.pools.get_slot(pool, k)
+            slot = self.pool_port.get_slot(pool, k)
             if slot.holder == item.activity_exec_id and slot.token is not None:
-                self.store.pools.recheck_slot(pool, k, slot.holder, slot.token, until)
+                self.pool_port.recheck_slot(pool, k, slot.holder, slot.token, until)
             return
-        if k is not None and self.store.pools.release_slot(pool, k, item.activity_exec_id):
+        if k is not None and self.pool_port.release_slot(pool, k, item.activity_exec_id):
             self.queue.wake(pool, k)
             return
         if self._rated(pool):
@@ -281,11 +283,11 @@ class Pools(Feature):
         try:  # best effort, as after an attempt's end (the sweep repairs)
             pool, k = parse_slot_ref(wf.pool_slot) if wf.pool_slot else ("", None)
             if k is not None:
-                if self.store.pools.release_slot(pool, k, wf.workflow_exec_id):
+                if self.pool_port.release_slot(pool, k, wf.workflow_exec_id):
                     self.queue.wake(pool, k)
             elif any(h.state in {s.value for s in WORKFLOW_WAITING} for h in wf.history):
                 # Cancelled or timed out while QUEUED: it leaves the queue.
-                self.store.pools.delete_waiter(self.queue.waiter(
+                self.pool_port.delete_waiter(self.queue.waiter(
                     run_pool(wf.workflow_name), wf.workflow_exec_id, self.queue.run_order(wf)))
         except WhimbrelError as exc:
             self.core.incidents.count("pool_followup_failed")
@@ -296,47 +298,16 @@ class Pools(Feature):
     def sweep(self, now: float, leases: SweepLeases) -> None:
         """Held slots whose check is due (free the dead ones), and pacer looks: of the
         ``pool_checks`` shards with something due whose lease this pass holds."""
-        seen = self.store.pools.due_pool_check_shards(now)
-        shards = self.store.pools.pool_check_shards
+        seen = self.pool_port.due_pool_check_shards(now)
+        shards = self.pool_port.pool_check_shards
         if seen is None:  # ask each shard
-            reads = [self.core.threads.submit(self.store.pools.due_pool_checks, now, 1, shard)
+            reads = [self.core.threads.submit(self.pool_port.due_pool_checks, now, 1, shard)
                      for shard in shards]
             seen = {shard for shard, read in zip(shards, reads, strict=True) if read.result()}
         for shard in shards:
             if shard in seen and leases.hold(shard):
-                self._sweep_shard(now, shard)
-
-    def _sweep_shard(self, now: float, shard: str) -> None:
-        for pool, kind, number in self.store.pools.due_pool_checks(now, 1000, shard):
-            try:
-                if kind == RATE_ENTRY:
-                    self._pace(pool, now)
-                else:
-                    self._check_slot(pool, number, now)
-            except Exception as exc:  # one bad item never stops the pass (as sweep.py)
-                log.warning("pool check %s#%s: %s: %s", pool, number, type(exc).__name__,
-                            exc)
-
-    def _pace(self, pool: str, now: float) -> None:
-        seen = self.store.pools.get_pacer(pool)
-        if seen is None or seen > now or not self.store.pools.disarm_pacer(pool, seen):
-            return
-        self.queue.wake(pool, None)
-
-    def _check_slot(self, pool: str, k: int, now: float) -> None:
-        slot = self.store.pools.get_slot(pool, k)
-        if slot.holder is None or slot.token is None or slot.check_epoch is None \
-                or slot.check_epoch > now:
-            return
-        since = slot.since if slot.since is not None else now
-        later = next_check(self.core, pool, k, slot.holder, now, now - since,
-                           IN_FLIGHT_SECONDS)
-        if later is not None:
-            self.store.pools.recheck_slot(pool, k, slot.holder, slot.token, later)
-            return
-        log.info("pool %s: slot %d freed (holder %s is gone)", pool, k, slot.holder)
-        if self.store.pools.release_slot(pool, k, slot.holder, slot.token):
-            self.queue.wake(pool, k)
+                sweep_shard(self.core, self.pool_port, self.queue.wake, now, shard,
+                            IN_FLIGHT_SECONDS)
 
     def reconcile(self, wf: WorkflowRecord, defn: WorkflowDefinition,
                   acts: list[ActivityRecord], now: float) -> bool:
@@ -346,7 +317,7 @@ class Pools(Feature):
             if not defn.max_running:
                 return False
             pool = run_pool(wf.workflow_name)
-            self.store.pools.put_waiter(pool, wf.workflow_exec_id, self.queue.run_order(wf),
+            self.pool_port.put_waiter(pool, wf.workflow_exec_id, self.queue.run_order(wf),
                                   kind="run", expires_epoch=None)
             return self.queue.retry_run(wf.workflow_exec_id) == "admitted"
         if wf.state is not W.RUNNING:
@@ -363,7 +334,7 @@ class Pools(Feature):
             except PoolKeyFailed as exc:  # its failure was lost to a crash: fail it now
                 repaired |= fail_keyless(self.core, act.activity_exec_id, defn, str(exc))
                 continue
-            self.store.pools.put_waiter(pool, act.activity_exec_id,
+            self.pool_port.put_waiter(pool, act.activity_exec_id,
                                   admission.claim_order(spec, wf, act.ready_epoch),
                                   kind="activity", expires_epoch=None)
             # A push one is advanced by the core's visit; python waits for a worker.

@@ -8,18 +8,20 @@ write that loses raises :class:`~whimbrel.contract.errors.StateConflict` whose
 ``current`` holds the record as it is now (None if it does not exist), so the engine
 never reads an item back after losing a race.
 
-``StorePort`` is the core port (runs, attempts, fan-in edges, timers, claims). A feature
-with tables of its own declares its port beside itself (``cold_port.py``,
-``signal_port.py``, ``schedule_port.py``, ``lease_port.py``, ``pool_port.py``) and
-reaches them only through the store's part, which ``StorePort`` declares as a read-only
-property typed by that port (``store.pools`` is a ``PoolPort``).
+``StorePort`` is the core port (runs, attempts, fan-in edges, timers, claims, and the
+core's other tables, ``cold``: ``cold_port.py``). A feature with tables of its own declares
+its port beside itself (``signal_port.py``, ``schedule_port.py``, ``lease_port.py``,
+``pool_port.py``) and asks the store for it by that type, ``store.part(PoolPort)``: the
+store finds the part implementing it (``whimbrel/store/parts/``) by the port's name, and
+the port's module checks, for mypy, that the part implements it. No line here names a
+feature.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from whimbrel.contract.payloads import PayloadLimits
 from whimbrel.contract.records import (
@@ -31,37 +33,28 @@ from whimbrel.contract.records import (
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.settings import activity_environment
 
-if TYPE_CHECKING:  # the feature ports are declared beside their features
+if TYPE_CHECKING:
     from whimbrel.engine.cold_port import ColdPort
-    from whimbrel.engine.lease_port import LeasePort
-    from whimbrel.engine.pool_port import PoolPort
-    from whimbrel.engine.schedule_port import SchedulePort
-    from whimbrel.engine.signal_port import SignalPort
 
 Clock = Callable[[], float]
+P = TypeVar("P")
 
 
 class StorePort(Protocol):
     """The core tables as the engine uses them: runs, attempts, fan-in edges, timers and
     claims. Implemented by ``whimbrel.store.Store``, whose own methods these are.
 
-    A feature's tables are reached through its part, typed by that feature's own port
-    (declared beside the feature): ``store.pools`` is a :class:`PoolPort`, and so on. A
-    feature is given only its port; a new feature with a table of its own adds one part
-    to the store and one property here.
+    A feature's tables are reached through its part, asked for by the feature's own
+    port (declared beside the feature): ``store.part(PoolPort)``. A new feature with a
+    table of its own adds a part to the store and its port, and nothing here.
     """
 
-    # -- the features' parts (read-only: a port per feature) ----------------------------
+    # -- the core's other tables, and the door to every feature's ------------------------
     @property
     def cold(self) -> ColdPort: ...
-    @property
-    def signals(self) -> SignalPort: ...
-    @property
-    def schedules(self) -> SchedulePort: ...
-    @property
-    def leases(self) -> LeasePort: ...
-    @property
-    def pools(self) -> PoolPort: ...
+    def part(self, port: Callable[..., P]) -> P:
+        """The store's part implementing the feature port ``port`` (``PoolPort``, …)."""
+        ...
 
     endpoint_url: str | None
     table_prefix: str

@@ -1,11 +1,11 @@
 """The ``schedule`` table as the schedules feature (``engine/schedules.py``) uses it.
-Implemented by ``whimbrel.store.schedules.Schedules`` (``store.schedules``).
+Implemented by ``whimbrel.store.parts.schedules.Schedules`` (``store.part(SchedulePort)``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from whimbrel.contract.records import Changes
 from whimbrel.contract.schedule_info import ScheduleInfo
@@ -14,7 +14,7 @@ __all__ = ["SchedulePort"]
 
 
 class SchedulePort(Protocol):
-    """Schedules (``StorePort.schedules``)."""
+    """Schedules (``store.part(SchedulePort)``)."""
 
     #: Partitions of the sparse ``due_schedules`` index; a sweep asks them all at once.
     schedule_shards: tuple[str, ...]
@@ -27,3 +27,9 @@ class SchedulePort(Protocol):
     def update_schedule(self, schedule_id: str, changes: Changes, *,
                         expect: Mapping[str, object]) -> ScheduleInfo | None: ...
     def delete_schedule(self, schedule_id: str) -> bool: ...
+
+
+if TYPE_CHECKING:  # mypy checks that the store's part implements this port
+    from whimbrel.store.parts.schedules import Schedules
+
+    _PART: type[SchedulePort] = Schedules

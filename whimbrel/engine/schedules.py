@@ -58,6 +58,7 @@ from whimbrel.contract.states import WORKFLOW_LIVE
 from whimbrel.contract.waits import check_input
 from whimbrel.engine.feature import Core, Feature
 from whimbrel.engine.metrics import report_sweep_error
+from whimbrel.engine.schedule_port import SchedulePort
 
 if TYPE_CHECKING:
     from whimbrel.engine.leases import SweepLeases
@@ -87,6 +88,8 @@ class Schedules(Feature):
 
     def __init__(self, core: Core) -> None:
         self.core = core
+        #: The schedule table: the store's part for this feature's port.
+        self.schedule_port = core.store.part(SchedulePort)
         #: Due schedules one sweep pass takes from each shard's first page.
         self.due_per_shard = DUE_PER_SHARD
 
@@ -105,7 +108,7 @@ class Schedules(Feature):
         _, defn = self.core.definitions.definition(schedule.workflow_name)  # refuses an unknown one
         check_input(defn.activities, schedule.input)  # what every firing's start checks
         now = self.core.clock()
-        existing = self.core.store.schedules.get_schedule(schedule.schedule_id)
+        existing = self.schedule_port.get_schedule(schedule.schedule_id)
         if existing is None:
             first = next_fire(schedule, now)
             if first is None:
@@ -113,10 +116,10 @@ class Schedules(Feature):
                                    f"now (end_at {schedule.end_at})", field="end_at")
             info = ScheduleInfo(schedule=schedule, status=S.ACTIVE.value, last_fire_epoch=now,
                                 next_fire_epoch=first, created_epoch=now)
-            if self.core.store.schedules.put_schedule(info, now):
+            if self.schedule_port.put_schedule(info, now):
                 return info
             # a racing create
-            existing = self.core.store.schedules.get_schedule(schedule.schedule_id)
+            existing = self.schedule_port.get_schedule(schedule.schedule_id)
         if existing is not None and existing.schedule.to_dict() == schedule.to_dict():
             return existing  # the same create again: nothing to do
         raise ScheduleConflict(
@@ -124,10 +127,14 @@ class Schedules(Feature):
             "create it again to change it", schedule_id=schedule.schedule_id)
 
     def get(self, schedule_id: str) -> ScheduleInfo:
-        info = self.core.store.schedules.get_schedule(checked_id(schedule_id))
+        info = self.schedule_port.get_schedule(checked_id(schedule_id))
         if info is None:
             raise ScheduleNotFound(schedule_id)
         return info
+
+    def listed(self) -> list[ScheduleInfo]:
+        """Every schedule, by id."""
+        return sorted(self.schedule_port.list_schedules(), key=lambda i: i.schedule_id)
 
     def pause(self, schedule_id: str) -> ScheduleInfo:
         """Take an ACTIVE schedule out of the due index (idempotent; a buffered firing
@@ -139,7 +146,7 @@ class Schedules(Feature):
             if info.starting:  # firings decided before the pause start first
                 self._record_starts(info)
                 continue
-            done = self.core.store.schedules.update_schedule(schedule_id, {
+            done = self.schedule_port.update_schedule(schedule_id, {
                 "status": S.PAUSED.value, "next_fire_epoch": REMOVE,
                 "updated_epoch": self.core.clock()},
                 # Still ACTIVE, and no firing decided meanwhile (it would wait unstarted).
@@ -168,7 +175,7 @@ class Schedules(Feature):
                 changes.update(status=S.ENDED.value)
             else:
                 changes.update(status=S.ACTIVE.value, next_fire_epoch=look)
-            done = self.core.store.schedules.update_schedule(schedule_id, changes,
+            done = self.schedule_port.update_schedule(schedule_id, changes,
                                                    expect={"status": S.PAUSED.value})
             if done is not None:
                 return done
@@ -179,7 +186,7 @@ class Schedules(Feature):
         Raises:
             ScheduleNotFound: no such schedule.
         """
-        if not self.core.store.schedules.delete_schedule(checked_id(schedule_id)):
+        if not self.schedule_port.delete_schedule(checked_id(schedule_id)):
             raise ScheduleNotFound(schedule_id)
 
     def backfill(self, schedule_id: str, start: float, end: float) -> list[str]:
@@ -204,10 +211,10 @@ class Schedules(Feature):
     # -- firing ----------------------------------------------------------------------------
 
     def sweep(self, now: float, leases: SweepLeases) -> None:
-        store = self.core.store
-        seen = store.schedules.due_schedule_shards(now)  # one request (None: ask each shard)
-        shards = [k for k in store.schedules.schedule_shards if seen is None or k in seen]
-        reads = [self.core.threads.submit(store.schedules.due_schedules, shard, now,
+        port = self.schedule_port
+        seen = port.due_schedule_shards(now)  # one request (None: ask each shard)
+        shards = [k for k in port.schedule_shards if seen is None or k in seen]
+        reads = [self.core.threads.submit(port.due_schedules, shard, now,
                                           self.due_per_shard)
                  for shard in shards]
         for shard, read in zip(shards, reads, strict=True):
@@ -243,7 +250,7 @@ class Schedules(Feature):
                     or limit >= MAX_PAGES_PER_SHARD * self.due_per_shard:
                 return
             limit += left_due
-            due = self.core.store.schedules.due_schedules(shard, now, limit)
+            due = self.schedule_port.due_schedules(shard, now, limit)
 
     def fire(self, schedule_id: str, now: float) -> list[str]:
         """Start what of one schedule is due at ``now`` and advance it; the run ids
@@ -259,7 +266,7 @@ class Schedules(Feature):
 
     def _fire(self, schedule_id: str, now: float) -> list[str] | None:
         """``fire``; None when the schedule was left due: its stored item is odd."""
-        info = self.core.store.schedules.get_schedule(schedule_id)
+        info = self.schedule_port.get_schedule(schedule_id)
         if info is None or info.next_fire_epoch is None or info.next_fire_epoch > now:
             return []  # gone, paused, ended or advanced since the index read
         if info.problem is not None:
@@ -274,7 +281,7 @@ class Schedules(Feature):
             return []
         if info.starting:  # decided, by this or another sweeper (maybe one that died)
             return self._record_starts(info)
-        decided = self.core.store.schedules.update_schedule(
+        decided = self.schedule_port.update_schedule(
             schedule_id, self._decide(info, now),
             # From exactly the fire this sweeper read, and with no decision pending: one
             # sweeper's decision lands.
@@ -343,7 +350,7 @@ class Schedules(Feature):
             changes["next_fire_epoch"] = info.next_after_start
         # Only the decision these runs belong to (its look, still pending): of several
         # sweepers recording it, one writes.
-        self.core.store.schedules.update_schedule(info.schedule_id, changes, expect={
+        self.schedule_port.update_schedule(info.schedule_id, changes, expect={
             "status": S.ACTIVE.value, "next_fire_epoch": info.next_fire_epoch,
             "last_fire_epoch": info.last_fire_epoch, "starting": info.starting_attribute()})
         return started

@@ -49,6 +49,7 @@ from whimbrel.contract.records import (
 )
 from whimbrel.contract.states import ACTIVITY_FAILED, WORKFLOW_PROCEEDING, ActivityState, Transition
 from whimbrel.engine import rules
+from whimbrel.engine.signal_port import SignalPort
 from whimbrel.settings import DAY_SECONDS
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
             f"no activity of workflow {wf.workflow_name!r} waits for signal {name!r}"
             + (f" (it waits for: {', '.join(known)})" if known else
                " (it waits for no signal)"), field="name")
-    kept = engine.store.signals.get_signal(workflow_exec_id, signal_id)
+    kept = engine.store.part(SignalPort).get_signal(workflow_exec_id, signal_id)
     if kept is not None:  # sent before: the same signal, or refused
         _same(engine, kept, name, text)
         return _offer(engine, defn, kept, engine.store.list_activities(workflow_exec_id),
@@ -139,9 +140,9 @@ def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
     record = SignalRecord(workflow_exec_id, signal_id, name, now, text,
                           consumed_by=bound.activity_exec_id if bound else None,
                           expires_epoch=_expiry(engine, defn, now))
-    if not engine.store.signals.put_signal(record):
+    if not engine.store.part(SignalPort).put_signal(record):
         # Sent at the same moment by another sender: its item decides.
-        found = engine.store.signals.get_signal(workflow_exec_id, signal_id)
+        found = engine.store.part(SignalPort).get_signal(workflow_exec_id, signal_id)
         if found is None:  # expired between the two writes: nothing to compare with
             raise waits.SignalRefused(
                 f"signal_id {signal_id!r} is being sent to {workflow_exec_id} by another "
@@ -160,7 +161,7 @@ def send(engine: Core, workflow_exec_id: str, name: Any, payload: Any = None, *,
         except StateConflict as lost:
             if lost.current is not None and _has_tag(lost.current, signal_id):
                 return SignalOutcome(signal_id, bound.activity_exec_id)
-            engine.store.signals.release_signal(workflow_exec_id, signal_id,
+            engine.store.part(SignalPort).release_signal(workflow_exec_id, signal_id,
                                                 bound.activity_exec_id)
             record = SignalRecord(workflow_exec_id, signal_id, name, now, text,
                                   expires_epoch=record.expires_epoch)
@@ -212,7 +213,7 @@ def after_ready(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
     if name is None or item.state is not A.READY:
         return False
     aeid = item.activity_exec_id
-    kept = [s for s in engine.store.signals.list_signals(wf.workflow_exec_id)
+    kept = [s for s in engine.store.part(SignalPort).list_signals(wf.workflow_exec_id)
             if s.signal_name == name]
     # One already given to this attempt first (a hand-over that died half-way), then the
     # free ones oldest first, then those given to attempts that may have ended.
@@ -241,7 +242,7 @@ def _give(engine: Core, defn: WorkflowDefinition, signal: SignalRecord,
             return False  # a live attempt's (its hand-over is repaired), or received
         taking = signal.consumed_by
     now = engine.clock()
-    if not engine.store.signals.bind_signal(wx, sid, aeid, taking_from=taking,
+    if not engine.store.part(SignalPort).bind_signal(wx, sid, aeid, taking_from=taking,
                                             expires_epoch=_expiry(engine, defn, now)):
         return False  # another wait got it first
     try:
@@ -250,7 +251,8 @@ def _give(engine: Core, defn: WorkflowDefinition, signal: SignalRecord,
     except StateConflict as lost:
         if lost.current is not None and _has_tag(lost.current, sid):
             return True  # a replay of this very hand-over completed it
-        engine.store.signals.release_signal(wx, sid, aeid)  # cancelled or timed out: free it
+        # cancelled or timed out: free it
+        engine.store.part(SignalPort).release_signal(wx, sid, aeid)
         return False
     return True
 
@@ -271,9 +273,9 @@ def repair(engine: Core, wf: WorkflowRecord, defn: WorkflowDefinition,
     retention = engine.definitions.retention(defn)
     if retention is not None:
         guard = min(DAY_SECONDS, retention / 2)
-        for signal in engine.store.signals.list_signals(wf.workflow_exec_id):
+        for signal in engine.store.part(SignalPort).list_signals(wf.workflow_exec_id):
             if signal.expires_epoch is not None and signal.expires_epoch < now + guard:
-                engine.store.signals.expire_signal(wf.workflow_exec_id, signal.signal_id,
+                engine.store.part(SignalPort).expire_signal(wf.workflow_exec_id, signal.signal_id,
                                                    _expiry(engine, defn, now) or now)
     return changed
 
@@ -294,7 +296,7 @@ def undelivered(engine: Core, wf: WorkflowRecord) -> list[SignalRecord]:
     if not any(waits.signal_name(a) is not None for a in defn.activities):
         return []
     left = []
-    for signal in engine.store.signals.list_signals(wf.workflow_exec_id):
+    for signal in engine.store.part(SignalPort).list_signals(wf.workflow_exec_id):
         if signal.consumed_by is not None:
             holder = engine.store.get_activity(signal.consumed_by)
             if holder is not None and _has_tag(holder, signal.signal_id):

@@ -35,6 +35,7 @@ from whimbrel.contract.states import (
 from whimbrel.contract.waits import check_input
 from whimbrel.engine import rules
 from whimbrel.engine.admission import admission, leaves_for_worker, ready_changes
+from whimbrel.engine.core_parts import StartedRun
 from whimbrel.engine.feature import Core, Feature
 from whimbrel.engine.ports import runs_in_process
 
@@ -52,23 +53,6 @@ def record_fields(changes: dict[str, Any]) -> dict[str, Any]:
     wait's ``waiting_for``) for a root created READY; the deadline is set apart."""
     return {k: tuple(v) if isinstance(v, list) else v for k, v in changes.items()
             if k in _FIELDS and k != "timer_epoch"}
-
-
-class StartedRun(str):
-    """What a start returns: the run's ``workflow_exec_id`` (a ``str``, as every caller
-    uses it), saying whether this very start ``created`` the run (False: it was there,
-    from an earlier delivery of the same request) — known from the conditional create,
-    so a caller needs no read of its own (a request row's outcome: intake)."""
-
-    created: bool
-
-    def __new__(cls, workflow_exec_id: str, created: bool = False) -> StartedRun:
-        run = super().__new__(cls, workflow_exec_id)
-        run.created = created
-        return run
-
-    def __reduce__(self) -> tuple[type[str], tuple[str]]:
-        return str, (str(self),)  # pickled (another process, a copy): the plain id
 
 
 def other_request(existing: WorkflowRecord, asked: WorkflowRecord) -> str | None:

@@ -33,7 +33,7 @@ from whimbrel.contract.waits import WAIT_KINDS
 from whimbrel.engine import Engine, ddb_part, failed_for_good, record_rejection
 from whimbrel.observe.publishers import Publisher
 from whimbrel.store.codec import activity_record, workflow_record
-from whimbrel.store.notifications import Claim
+from whimbrel.store.parts.notifications import Claim
 
 __all__ = ["SOURCE_NOTIFY", "MarkerStore", "Notifier", "NotifyOutcome", "NotifyResult"]
 
@@ -50,7 +50,7 @@ _FAILED = frozenset(s.value for s in FAILURE_STATES)
 
 class MarkerStore(Protocol):
     """The ``notification`` table: the notify feature's port (implemented by
-    ``whimbrel.store.notifications.Markers``, ``store.markers``)."""
+    ``whimbrel.store.parts.notifications.Markers``, ``store.markers``)."""
 
     def claim_notification(self, event_id: str, *, detail_type: str, workflow_exec_id: str,
                            now: float) -> Claim: ...

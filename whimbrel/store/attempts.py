@@ -31,7 +31,7 @@ from whimbrel.contract.errors import StateConflict
 from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.records import ActivityRecord, Change, Changes, Due
 from whimbrel.contract.states import ActivityState
-from whimbrel.store import specs
+from whimbrel.store import spec_core
 from whimbrel.store.codec import Expression, Item, activity_record, record_item, to_ddb
 from whimbrel.store.errors import ConditionLost
 from whimbrel.store.keys import WORKER_SHARD_PREFIX, fan_out, index_changes, item_partition
@@ -57,7 +57,7 @@ class Attempts:
     engine's core ``StorePort``). Thread-safe."""
 
     #: Shards of the sparse ``timers`` index (of both tables).
-    timer_shards: tuple[str, ...] = tuple(str(i) for i in range(specs.TIMER_SHARDS))
+    timer_shards: tuple[str, ...] = tuple(str(i) for i in range(spec_core.TIMER_SHARDS))
 
     def __init__(self, tables: Tables) -> None:
         self.tables = tables
@@ -120,7 +120,7 @@ class Attempts:
         params: dict[str, Any] = {
             "TableName": self.tables.item_table, "ConsistentRead": True,
             "KeyConditionExpression": "item_partition = :k",
-            "ExpressionAttributeValues": {":k": {"S": specs.map_item_key(wx, map_name, k)}}}
+            "ExpressionAttributeValues": {":k": {"S": spec_core.map_item_key(wx, map_name, k)}}}
         if prefix:
             params["KeyConditionExpression"] += " AND begins_with(activity_exec_id, :p)"
             params["ExpressionAttributeValues"][":p"] = {"S": f"{wx}:{prefix}"}
@@ -173,8 +173,8 @@ class Attempts:
         base, mark, rest = (prefix or "").partition("#")
         if prefix and mark:  # a map's items, or one item's attempts
             index, colon, _ = rest.partition(":")
-            parts = [int(index) % specs.MAP_ITEM_PARTITIONS] if colon and index.isdigit() \
-                else range(min(specs.MAP_ITEM_PARTITIONS, specs.MAP_ITEM_PARTITIONS
+            parts = [int(index) % spec_core.MAP_ITEM_PARTITIONS] if colon and index.isdigit() \
+                else range(min(spec_core.MAP_ITEM_PARTITIONS, spec_core.MAP_ITEM_PARTITIONS
                                if map_size is None else max(map_size, 0)))
             reads: list[dict[str, Any]] = [self._part_query(wx, base, k, prefix)
                                            for k in parts]
@@ -194,7 +194,7 @@ class Attempts:
                 sizes[name] = max(sizes.get(name, 0), row.map_size)
         reads = [self._part_query(wx, name, k) for name, size in sizes.items()
                  if self._known_beside(wx, name) is not True
-                 for k in range(min(specs.MAP_ITEM_PARTITIONS, size))]
+                 for k in range(min(spec_core.MAP_ITEM_PARTITIONS, size))]
         items = self._records(reads)
         for name in beside:
             self._learn_beside(wx, name, True)
@@ -330,7 +330,7 @@ class Attempts:
         found: set[str] = set()
         for table, shards in ((self.tables.activity_table, self.timer_shards),
                               (self.tables.item_table,
-                               self.timer_shards[:specs.MAP_ITEM_INDEX_SHARDS])):
+                               self.timer_shards[:spec_core.MAP_ITEM_INDEX_SHARDS])):
             got = self.tables.due_keys(table, "timers", "timer_shard", "timer_epoch", shards, now)
             if got is None:
                 return None
@@ -341,7 +341,7 @@ class Attempts:
         """The tables whose ``timers``/``claimable`` index has shard ``shard``: both for a
         priority shard or one of ``map_item``'s fewer shards, else ``activity_exec``."""
         shard = shard.removeprefix(WORKER_SHARD_PREFIX)  # a worker's shard: as its twin's
-        if not shard.isdigit() or int(shard) < specs.MAP_ITEM_INDEX_SHARDS:
+        if not shard.isdigit() or int(shard) < spec_core.MAP_ITEM_INDEX_SHARDS:
             return self.tables.activity_table, self.tables.item_table
         return (self.tables.activity_table,)
 

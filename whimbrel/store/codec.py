@@ -20,7 +20,7 @@ from whimbrel.contract.ddbjson import from_ddb, number
 from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.records import REMOVE, ActivityRecord, Change, WorkflowRecord
 from whimbrel.contract.states import ActivityState, WorkflowState
-from whimbrel.store import specs
+from whimbrel.store import spec_core
 
 AttrValue = dict[str, Any]
 Item = dict[str, AttrValue]
@@ -86,7 +86,7 @@ def decode_value(kind: str, av: AttrValue) -> Any:
     return value
 
 
-def decode_fields(spec: specs.TableSpec, item: Mapping[str, AttrValue],
+def decode_fields(spec: spec_core.TableSpec, item: Mapping[str, AttrValue],
                   fields: Iterable[str]) -> dict[str, Any]:
     """The ``fields`` an item of ``spec``'s table holds, decoded by the schema (absent
     and NULL ones left out)."""
@@ -116,7 +116,7 @@ def encode_fields(record: Any, *, skip: Iterable[str] = ()) -> Item:
 def activity_record(item: Mapping[str, AttrValue]) -> ActivityRecord:
     """An ``activity_exec`` or ``map_item`` item (whole, or as an index projects it) as
     a record."""
-    data = decode_fields(specs.ACTIVITY_EXEC, item, _ACTIVITY_FIELDS)
+    data = decode_fields(spec_core.ACTIVITY_EXEC, item, _ACTIVITY_FIELDS)
     if "workflow_exec_id" not in data and "activity_exec_id" in data:
         # An index entry of map_item projects its keys, which do not hold the run's id
         # as such; the attempt's id does.
@@ -130,7 +130,7 @@ def activity_record(item: Mapping[str, AttrValue]) -> ActivityRecord:
 
 
 def workflow_record(item: Mapping[str, AttrValue]) -> WorkflowRecord:
-    data = decode_fields(specs.WORKFLOW_EXEC, item, _WORKFLOW_FIELDS)
+    data = decode_fields(spec_core.WORKFLOW_EXEC, item, _WORKFLOW_FIELDS)
     return WorkflowRecord(
         workflow_exec_id=data.pop("workflow_exec_id"),
         workflow_name=data.pop("workflow_name", ""),

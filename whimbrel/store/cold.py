@@ -25,7 +25,7 @@ from whimbrel.contract.records import (
     RejectionRecord,
     RequestRecord,
 )
-from whimbrel.store import specs
+from whimbrel.store import spec_core
 from whimbrel.store.codec import Expression, Item, decode_fields, encode_fields
 from whimbrel.store.errors import ConditionLost
 from whimbrel.store.keys import fan_out, latest_key, rejection_key
@@ -44,13 +44,13 @@ class Cold:
         self.tables = tables
 
 
-    def _table(self, spec: specs.TableSpec) -> str:
+    def _table(self, spec: spec_core.TableSpec) -> str:
         return spec.table_name(self.tables.prefix)
 
-    def _put_row(self, spec: specs.TableSpec, item: Item, key_attr: str) -> bool:
+    def _put_row(self, spec: spec_core.TableSpec, item: Item, key_attr: str) -> bool:
         return self.tables.put_new(self._table(spec), spec.logical_name, item, key_attr)
 
-    def _mark_row(self, spec: specs.TableSpec, key: Item, changes: Changes,
+    def _mark_row(self, spec: spec_core.TableSpec, key: Item, changes: Changes,
                   also: str | None = None, expr: Expression | None = None) -> None:
         expr = expr or Expression()
         # Only an existing row: a record replayed after the row expired is not revived.
@@ -69,7 +69,7 @@ class Cold:
 
     def _definitions(self, params: dict[str, Any],
                      limit: int | None = None) -> Iterator[DefinitionRecord]:
-        spec = specs.WORKFLOW_DEFINITION
+        spec = spec_core.WORKFLOW_DEFINITION
         for item in self.tables.query({"TableName": self._table(spec), **params}, limit=limit):
             yield DefinitionRecord(**decode_fields(spec, item, _DEFINITION_FIELDS))
 
@@ -82,7 +82,7 @@ class Cold:
         return None
 
     def get_definition(self, name: str, version: int) -> DefinitionRecord | None:
-        spec = specs.WORKFLOW_DEFINITION
+        spec = spec_core.WORKFLOW_DEFINITION
         item = self.tables.get(self._table(spec), {"workflow_name": {"S": name},
                                                    "version": {"N": str(int(version))}})
         return DefinitionRecord(**decode_fields(spec, item, _DEFINITION_FIELDS)) \
@@ -94,9 +94,9 @@ class Cold:
         or a name never registered). The version it names may not exist: a register
         points the copies first and writes the version after (see :meth:`point_latest`).
         """
-        spec = specs.WORKFLOW_DEFINITION
+        spec = spec_core.WORKFLOW_DEFINITION
         item = self.tables.get(self._table(spec), {
-            "workflow_name": {"S": latest_key(name, random.randrange(specs.LATEST_COPIES))},
+            "workflow_name": {"S": latest_key(name, random.randrange(spec_core.LATEST_COPIES))},
             "version": {"N": "0"}})
         return int(item["latest"]["N"]) if item and "latest" in item else None
 
@@ -106,8 +106,8 @@ class Cold:
         so a start that reads the new number before the version exists falls back to the
         name's partition and starts the previous one: never a version newer than a
         finished register, never an older one after it returned."""
-        spec = specs.WORKFLOW_DEFINITION
-        for copy in range(specs.LATEST_COPIES):
+        spec = spec_core.WORKFLOW_DEFINITION
+        for copy in range(spec_core.LATEST_COPIES):
             params: dict[str, Any] = {
                 "TableName": self._table(spec),
                 "Key": {"workflow_name": {"S": latest_key(name, copy)}, "version": {"N": "0"}},
@@ -122,14 +122,14 @@ class Cold:
     def put_definition(self, record: DefinitionRecord) -> bool:
         """Write a new version; False if that version exists already."""
         item = encode_fields(record)
-        item["catalog"] = {"S": specs.CATALOG}
+        item["catalog"] = {"S": spec_core.CATALOG}
         # Versions are immutable: never overwrite one (a concurrent register of the same
         # version loses here and retries with the next number).
-        return self._put_row(specs.WORKFLOW_DEFINITION, item, "version")
+        return self._put_row(spec_core.WORKFLOW_DEFINITION, item, "version")
 
     def list_definitions(self) -> Iterator[DefinitionRecord]:
         """All versions of all definitions (an operator listing, not a per-run path)."""
-        spec = specs.WORKFLOW_DEFINITION
+        spec = spec_core.WORKFLOW_DEFINITION
         params: dict[str, Any] = {"TableName": self._table(spec), **CAPACITY}
         while True:
             resp = self.tables.client.call("Scan", params)
@@ -148,11 +148,11 @@ class Cold:
 
     def workflow_names(self) -> list[str]:
         """Every registered workflow name (one Query of the catalog index)."""
-        spec = specs.WORKFLOW_DEFINITION
+        spec = spec_core.WORKFLOW_DEFINITION
         return sorted({hit["workflow_name"]["S"] for hit in self.tables.query({
             "TableName": self._table(spec), "IndexName": "all_names",
             "KeyConditionExpression": "#c = :c", "ExpressionAttributeNames": {"#c": "catalog"},
-            "ExpressionAttributeValues": {":c": {"S": specs.CATALOG}}})})
+            "ExpressionAttributeValues": {":c": {"S": spec_core.CATALOG}}})})
 
     # -- requests, events, rejections ----------------------------------------------------
 
@@ -160,10 +160,10 @@ class Cold:
         item = encode_fields(record, skip=("outcome", "reason", "processed_epoch"))
         item.setdefault("manual", {"BOOL": False})
         # A request id names one request forever; a retry of the same put is a no-op.
-        return self._put_row(specs.WORKFLOW_REQUEST, item, "workflow_request_id")
+        return self._put_row(spec_core.WORKFLOW_REQUEST, item, "workflow_request_id")
 
     def get_request(self, request_id: str) -> RequestRecord | None:
-        spec = specs.WORKFLOW_REQUEST
+        spec = spec_core.WORKFLOW_REQUEST
         item = self.tables.get(self._table(spec), {"workflow_request_id": {"S": request_id}})
         if not item:
             return None
@@ -177,14 +177,14 @@ class Cold:
         expr = Expression()
         # Only a client's row (never a Full Logic trace, whose run is its record).
         also = f"{expr.missing('manual')} OR {expr.equals('manual', False)}"
-        self._mark_row(specs.WORKFLOW_REQUEST, {"workflow_request_id": {"S": request_id}},
+        self._mark_row(spec_core.WORKFLOW_REQUEST, {"workflow_request_id": {"S": request_id}},
                        changes, also, expr)
 
     def expire_request(self, request_id: str, expires_epoch: float) -> None:
         """Give a request row its expiry (its run ended). A row too close to DynamoDB's
         400 KB limit to take even that gives up its largest attributes, named in its
         ``reason`` (``contract.marks.fit``; issue 31): else the run could never end."""
-        spec = specs.WORKFLOW_REQUEST
+        spec = spec_core.WORKFLOW_REQUEST
         key: Item = {"workflow_request_id": {"S": request_id}}
         try:
             self._mark_row(spec, key, {"expires_epoch": expires_epoch})
@@ -199,13 +199,13 @@ class Cold:
     def put_event(self, record: EventRecord) -> bool:
         item = encode_fields(record, skip=("extra",))
         # Event ids are unique; a retried put must not create a second event.
-        return self._put_row(specs.ACTIVITY_EVENT, item, "activity_event_id")
+        return self._put_row(spec_core.ACTIVITY_EVENT, item, "activity_event_id")
 
     def mark_event(self, event_id: str, changes: Changes) -> None:
-        self._mark_row(specs.ACTIVITY_EVENT, {"activity_event_id": {"S": event_id}}, changes)
+        self._mark_row(spec_core.ACTIVITY_EVENT, {"activity_event_id": {"S": event_id}}, changes)
 
     def put_rejection(self, record: RejectionRecord) -> None:
-        spec = specs.REJECTION
+        spec = spec_core.REJECTION
         item = encode_fields(record)
         # Write-sharded by the id: a storm of bad rows of one day spreads over
         # REJECTION_SHARDS keys instead of one.
@@ -219,7 +219,7 @@ class Cold:
         """Rejections of ``day``, newest (highest id) first: every write shard of the
         day, read at once and merged, and the unsharded key rows written before issue 19
         went to (rejections expire; no migration moves them)."""
-        spec = specs.REJECTION
+        spec = spec_core.REJECTION
 
         def shard(key: str) -> list[RejectionRecord]:
             return [RejectionRecord(**{**decode_fields(spec, item, _REJECTION_FIELDS),
@@ -228,7 +228,7 @@ class Cold:
                         "TableName": self._table(spec), "ScanIndexForward": False,
                         "KeyConditionExpression": "rejection_day = :d",
                         "ExpressionAttributeValues": {":d": {"S": key}}}, limit=limit)]
-        keys = [day] + [specs.day_key(day, k) for k in range(specs.REJECTION_SHARDS)]
+        keys = [day] + [spec_core.day_key(day, k) for k in range(spec_core.REJECTION_SHARDS)]
         out = sorted((r for part in fan_out(shard, keys) for r in part),
                      key=lambda r: r.rejection_id, reverse=True)
         return out if limit is None else out[:limit]

@@ -4,7 +4,7 @@ A change set carrying ``timer_epoch`` arms the sparse ``timers`` index (its shar
 added), ``check_epoch`` the ``reconcile`` index, and ``claimable`` (``(workflow_name,
 activity_name[, order, priority])`` or ``REMOVE``) the ``claimable`` index; a run's
 state change moves its ``by_name_state`` key. Every key that many items share carries a
-write shard derived from the item's id (``specs.*_SHARDS``), so no one key value takes a
+write shard derived from the item's id (``spec_core.*_SHARDS``), so no one key value takes a
 hot share of its index (docs/architecture.md, "Scale").
 """
 
@@ -18,7 +18,7 @@ from whimbrel.contract.dataflow import split_item
 from whimbrel.contract.ids import parse_activity_exec_id, shard_of
 from whimbrel.contract.priority import DEFAULT_PRIORITY
 from whimbrel.contract.records import REMOVE, Changes
-from whimbrel.store import specs
+from whimbrel.store import spec_core
 
 __all__ = ["day_key", "fan_out", "index_changes", "item_partition", "latest_key",
            "name_state_key", "rejection_key"]
@@ -28,19 +28,19 @@ def name_state_key(workflow_name: str, state: str, workflow_exec_id: str) -> str
     """The ``by_name_state`` hash key of run ``workflow_exec_id`` of ``workflow_name`` in
     ``state``: its write shard is fixed by its id, so a state change moves it between
     keys of the same shard."""
-    return specs.name_state_key(workflow_name, state,
-                                shard_of(workflow_exec_id, specs.NAME_STATE_SHARDS))
+    return spec_core.name_state_key(workflow_name, state,
+                                shard_of(workflow_exec_id, spec_core.NAME_STATE_SHARDS))
 
 
 def state_key(state: str, workflow_exec_id: str) -> str:
     """The ``by_state`` hash key of run ``workflow_exec_id`` in ``state`` (its write shard
     fixed by its id, as for ``by_name_state``)."""
-    return specs.state_key(state, shard_of(workflow_exec_id, specs.STATE_SHARDS))
+    return spec_core.state_key(state, shard_of(workflow_exec_id, spec_core.STATE_SHARDS))
 
 
 def day_key(workflow_exec_id: str) -> str:
     """The ``by_day`` hash key of a run (its write shard; the day is not in it)."""
-    return specs.by_day_key(shard_of(workflow_exec_id, specs.BY_DAY_SHARDS))
+    return spec_core.by_day_key(shard_of(workflow_exec_id, spec_core.BY_DAY_SHARDS))
 
 
 def latest_key(workflow_name: str, copy: int) -> str:
@@ -51,13 +51,13 @@ def latest_key(workflow_name: str, copy: int) -> str:
 
 def rejection_key(day: str, rejection_id: str) -> str:
     """The ``rejection`` table's hash key of a rejection of ``day``."""
-    return specs.day_key(day, shard_of(rejection_id, specs.REJECTION_SHARDS))
+    return spec_core.day_key(day, shard_of(rejection_id, spec_core.REJECTION_SHARDS))
 
 
 def item_partition(workflow_exec_id: str, map_name: str, index: int) -> str:
     """The ``map_item`` hash key of item ``index`` of a run's map (all its attempts):
     consecutive items, which run at the same time, land on different keys."""
-    return specs.map_item_key(workflow_exec_id, map_name, index % specs.MAP_ITEM_PARTITIONS)
+    return spec_core.map_item_key(workflow_exec_id, map_name, index % spec_core.MAP_ITEM_PARTITIONS)
 
 
 def index_changes(changes: Changes, activity_exec_id: str | None = None,
@@ -69,10 +69,10 @@ def index_changes(changes: Changes, activity_exec_id: str | None = None,
     out = dict(changes)
     if "timer_epoch" in out and activity_exec_id:
         out["timer_shard"] = (REMOVE if out["timer_epoch"] is REMOVE
-                              else attempt_shard(activity_exec_id, specs.TIMER_SHARDS))
+                              else attempt_shard(activity_exec_id, spec_core.TIMER_SHARDS))
     if "check_epoch" in out and workflow_exec_id:
         out["check_shard"] = (REMOVE if out["check_epoch"] is REMOVE
-                              else shard_of(workflow_exec_id, specs.RECONCILE_SHARDS))
+                              else shard_of(workflow_exec_id, spec_core.RECONCILE_SHARDS))
     if "claimable" in out:
         claim = out.pop("claimable")
         if claim is REMOVE or not claim or not activity_exec_id:
@@ -83,7 +83,7 @@ def index_changes(changes: Changes, activity_exec_id: str | None = None,
             ordered = len(rest) > 1 and rest[1] != DEFAULT_PRIORITY
             target = rest[2] if len(rest) > 2 else None
             shard = priority_claim_shard(activity_exec_id) if ordered \
-                else attempt_shard(activity_exec_id, specs.CLAIM_SHARDS)
+                else attempt_shard(activity_exec_id, spec_core.CLAIM_SHARDS)
             if target:
                 # Code for a worker (python): its own shards, keyed by module and
                 # function, so an external claim never takes it and a worker reads
@@ -107,7 +107,7 @@ def attempt_shard(activity_exec_id: str, shards: int) -> str:
     except ValueError:
         name = ""  # not an id the engine makes: no map item
     if split_item(name)[1] is not None:
-        shards = specs.MAP_ITEM_INDEX_SHARDS
+        shards = spec_core.MAP_ITEM_INDEX_SHARDS
     return shard_of(activity_exec_id, shards)
 
 
@@ -128,7 +128,7 @@ WORKER_SHARD_PREFIX = "w"
 def priority_claim_shard(activity_exec_id: str) -> str:
     """The ``claimable`` shard of an attempt whose priority is not the default (one of
     those every claim reads)."""
-    return f"p{shard_of(activity_exec_id, specs.PRIORITY_CLAIM_SHARDS)}"
+    return f"p{shard_of(activity_exec_id, spec_core.PRIORITY_CLAIM_SHARDS)}"
 
 
 _T = TypeVar("_T")

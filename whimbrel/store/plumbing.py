@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from whimbrel.contract.errors import StoreError
-from whimbrel.store import specs
+from whimbrel.store import spec_core
 from whimbrel.store.codec import Expression, Item, to_ddb
 from whimbrel.store.errors import ConditionLost
 from whimbrel.store.lean import RequestObserver, RetryObserver
@@ -52,12 +52,12 @@ class Tables:
         #: Runs the write hooks around one write (``Write``).
         self.write = write
         self.prefix = prefix
-        self.workflow_table = specs.WORKFLOW_EXEC.table_name(prefix)
-        self.data_table = specs.WORKFLOW_EXEC_DATA.table_name(prefix)
-        self.activity_table = specs.ACTIVITY_EXEC.table_name(prefix)
-        self.item_table = specs.MAP_ITEM.table_name(prefix)
-        self.edge_table = specs.ACTIVITY_EXEC_DEPENDENCY.table_name(prefix)
-        self.attribute_table = specs.WORKFLOW_ATTRIBUTE.table_name(prefix)
+        self.workflow_table = spec_core.WORKFLOW_EXEC.table_name(prefix)
+        self.data_table = spec_core.WORKFLOW_EXEC_DATA.table_name(prefix)
+        self.activity_table = spec_core.ACTIVITY_EXEC.table_name(prefix)
+        self.item_table = spec_core.MAP_ITEM.table_name(prefix)
+        self.edge_table = spec_core.ACTIVITY_EXEC_DEPENDENCY.table_name(prefix)
+        self.attribute_table = spec_core.WORKFLOW_ATTRIBUTE.table_name(prefix)
         #: False once PartiQL was refused here (no ``dynamodb:PartiQLSelect``): Queries.
         self.partiql = True
 

@@ -17,7 +17,7 @@ from whimbrel.contract.errors import StateConflict
 from whimbrel.contract.ids import shard_of
 from whimbrel.contract.records import REMOVE, Change, Changes, WorkflowRecord
 from whimbrel.contract.states import WorkflowState
-from whimbrel.store import specs
+from whimbrel.store import spec_core
 from whimbrel.store.codec import (
     Expression,
     payload_text,
@@ -50,7 +50,7 @@ class Runs:
     ``Store``'s own (the engine's core ``StorePort``). Thread-safe."""
 
     #: Shards of the sparse ``reconcile`` index (``timer_shards``: ``Attempts``).
-    check_shards: tuple[str, ...] = tuple(str(i) for i in range(specs.RECONCILE_SHARDS))
+    check_shards: tuple[str, ...] = tuple(str(i) for i in range(spec_core.RECONCILE_SHARDS))
 
     def __init__(self, tables: Tables) -> None:
         self.tables = tables
@@ -60,14 +60,14 @@ class Runs:
     def create_workflow(self, record: WorkflowRecord) -> bool:
         if record.check_epoch is not None and record.check_shard is None:
             record = replace(record, check_shard=shard_of(record.workflow_exec_id,
-                                                          specs.RECONCILE_SHARDS))
+                                                          spec_core.RECONCILE_SHARDS))
         item = record_item(record)
         item["name_state"] = {"S": name_state_key(record.workflow_name, record.state.value,
                                                   record.workflow_exec_id)}
         item["state_key"] = {"S": state_key(record.state.value, record.workflow_exec_id)}
         if record.created_day:
             item["created_day"] = {"S": day_key(record.workflow_exec_id)}
-        if record.input is not None and len(record.input.encode()) > specs.INLINE_INPUT_BYTES:
+        if record.input is not None and len(record.input.encode()) > spec_core.INLINE_INPUT_BYTES:
             # A large input is kept apart, written first: whoever reads the run's item
             # (which says input_apart) finds it. attribute_not_exists: a replayed start
             # writes nothing, and a request id re-used for another run cannot replace the
@@ -219,7 +219,7 @@ class Runs:
         ``by_day``): newest first, ``low <= created_epoch <= high`` (either bound may be
         None), at most ``limit`` entries. Reads only index keys (the listing indexes are
         KEYS_ONLY). Pass ``start_key`` (the previous page's ``last_key``) to go on."""
-        spec = specs.WORKFLOW_ATTRIBUTE if index == "by_attribute" else specs.WORKFLOW_EXEC
+        spec = spec_core.WORKFLOW_ATTRIBUTE if index == "by_attribute" else spec_core.WORKFLOW_EXEC
         key_attr = spec.index(index).hash_key.name
         cond = f"{key_attr} = :k"
         values: dict[str, Any] = {":k": {"S": hash_key}}
@@ -233,7 +233,7 @@ class Runs:
             cond += " AND created_epoch <= :b"
             values[":b"] = to_ddb(high)
         params: dict[str, Any] = {
-            "TableName": self.tables.attribute_table if spec is specs.WORKFLOW_ATTRIBUTE
+            "TableName": self.tables.attribute_table if spec is spec_core.WORKFLOW_ATTRIBUTE
             else self.tables.workflow_table, "IndexName": index, "Limit": limit,
             "KeyConditionExpression": cond, "ExpressionAttributeValues": values,
             "ScanIndexForward": False, **_CAPACITY}
@@ -250,10 +250,10 @@ class Runs:
         (``values``: each spelled as its index key spells it). Unconditional puts of
         what only this run's id can name: a replayed start writes the same items."""
         wx = record.workflow_exec_id
-        shard = shard_of(wx, specs.ATTRIBUTE_SHARDS)
+        shard = shard_of(wx, spec_core.ATTRIBUTE_SHARDS)
         items = [{"PutRequest": {"Item": {
             "workflow_exec_id": {"S": wx}, "attribute": {"S": name},
-            "attr_key": {"S": specs.attribute_key(name, text, shard)},
+            "attr_key": {"S": spec_core.attribute_key(name, text, shard)},
             "created_epoch": to_ddb(record.created_epoch),
             "workflow_name": {"S": record.workflow_name},
             **({"expires_epoch": to_ddb(expires_epoch)} if expires_epoch else {})}}}

@@ -3,158 +3,44 @@ the CDK construct (``infra/``) read this module; nothing else spells a key or an
 name. Why the keys are what they are: ``docs/architecture.md``; the streams' consumers:
 :mod:`whimbrel.store.consumers`.
 
-The descriptions are split by what they describe: the vocabulary (``spec_types.py``),
-how keys are spread and spelled (``spec_shards.py``), the tables of runs
-(``spec_runs.py``), of attempts (``spec_attempts.py``), of the Simple API's rows
-(``spec_rows.py``) and of single features (``spec_features.py``). This module gathers
-them: callers read every spec from here, and :data:`TABLES` lists every table once.
+The descriptions are split by what they describe: the vocabulary, the keys and the core's
+tables (:mod:`whimbrel.store.spec_core`, which the store's own modules read) and each
+feature's tables, declared by that feature's store part (``Part.TABLES`` in
+``whimbrel/store/parts/``). This module gathers them: callers outside the store read
+every spec from here, and :data:`TABLES` lists every table once — the core's, then each
+part's, found by :func:`whimbrel.store.part.parts` — so a new part's table needs no line
+here.
 """
 
 from __future__ import annotations
 
-from whimbrel.settings import DEFAULT_TABLE_PREFIX
-from whimbrel.store.spec_attempts import (
-    ACTIVITY_EXEC,
-    ACTIVITY_EXEC_DEPENDENCY,
-    MAP_ITEM,
-)
-from whimbrel.store.spec_features import (
-    LEASE,
-    NOTIFICATION,
-    NOTIFICATION_RETENTION_SECONDS,
-    POOL,
-    SCHEDULE,
-    SIGNAL,
-)
-from whimbrel.store.spec_rows import (
-    ACTIVITY_EVENT,
-    REJECTION,
-    WORKFLOW_REQUEST,
-)
-from whimbrel.store.spec_runs import (
-    WORKFLOW_ATTRIBUTE,
-    WORKFLOW_DEFINITION,
-    WORKFLOW_EXEC,
-    WORKFLOW_EXEC_DATA,
-)
-from whimbrel.store.spec_shards import (
-    ATTRIBUTE_SHARDS,
-    BY_DAY_SHARDS,
-    CATALOG,
-    CLAIM_SHARDS,
-    DEV_LEASE_ID,
-    INLINE_INPUT_BYTES,
-    LATEST_COPIES,
-    MAP_ITEM_INDEX_SHARDS,
-    MAP_ITEM_PARTITIONS,
-    NAME_STATE_SHARDS,
-    POOL_CATALOG,
-    POOL_CHECK_SHARDS,
-    PRIORITY_CLAIM_SHARDS,
-    RECONCILE_SHARDS,
-    REJECTION_SHARDS,
-    SCHEDULE_SHARDS,
-    STATE_SHARDS,
-    SWEEP_LEASES,
-    TIMER_SHARDS,
-    attribute_key,
-    by_day_key,
-    day_key,
-    map_item_key,
-    name_state_key,
-    state_key,
-    sweep_lease_id,
-)
-from whimbrel.store.spec_types import (
-    ATTR_KINDS,
-    TTL_ATTRIBUTE,
-    AttrKind,
-    AttrType,
-    IndexSpec,
-    Key,
-    Projection,
-    TableSpec,
-    attributes,
-    create_table_request,
-)
+from whimbrel.store.part import parts
+from whimbrel.store.parts.leases import LEASE
+from whimbrel.store.parts.notifications import NOTIFICATION, NOTIFICATION_RETENTION_SECONDS
+from whimbrel.store.parts.pools import POOL
+from whimbrel.store.parts.schedules import SCHEDULE
+from whimbrel.store.parts.signals import SIGNAL
+from whimbrel.store.spec_core import *  # noqa: F403 - this module re-exports the vocabulary
+from whimbrel.store.spec_core import CORE_TABLES, TableSpec
+from whimbrel.store.spec_core import __all__ as _CORE_NAMES
 
-__all__ = [
-    "ACTIVITY_EVENT",
-    "ACTIVITY_EXEC",
-    "ACTIVITY_EXEC_DEPENDENCY",
-    "ATTRIBUTE_SHARDS",
-    "ATTR_KINDS",
-    "AttrKind",
-    "AttrType",
-    "BY_DAY_SHARDS",
-    "CATALOG",
-    "CLAIM_SHARDS",
-    "DEFAULT_TABLE_PREFIX",
-    "DEV_LEASE_ID",
-    "INLINE_INPUT_BYTES",
-    "IndexSpec",
-    "Key",
-    "LATEST_COPIES",
-    "LEASE",
-    "MAP_ITEM",
-    "MAP_ITEM_INDEX_SHARDS",
-    "MAP_ITEM_PARTITIONS",
-    "NAME_STATE_SHARDS",
-    "NOTIFICATION",
-    "NOTIFICATION_RETENTION_SECONDS",
-    "POOL",
-    "POOL_CATALOG",
-    "POOL_CHECK_SHARDS",
-    "PRIORITY_CLAIM_SHARDS",
-    "Projection",
-    "RECONCILE_SHARDS",
-    "REJECTION",
-    "REJECTION_SHARDS",
-    "SCHEDULE",
-    "SCHEDULE_SHARDS",
-    "SIGNAL",
-    "STATE_SHARDS",
-    "SWEEP_LEASES",
-    "TABLES",
-    "TIMER_SHARDS",
-    "TTL_ATTRIBUTE",
-    "TableSpec",
-    "WORKFLOW_ATTRIBUTE",
-    "WORKFLOW_DEFINITION",
-    "WORKFLOW_EXEC",
-    "WORKFLOW_EXEC_DATA",
-    "WORKFLOW_REQUEST",
-    "attribute_key",
-    "attributes",
-    "by_day_key",
-    "create_table_request",
-    "day_key",
-    "map_item_key",
-    "name_state_key",
-    "state_key",
-    "sweep_lease_id",
-    "table_spec",
-]
+# The parts' tables that were named here before the parts declared them stay importable
+# by name (infra/whimbrel_infra/access.py grants by them); a new part's table needs no
+# line here: it is in TABLES, and ``table_spec(name)`` finds it.
+__all__ = [*_CORE_NAMES, "LEASE", "NOTIFICATION", "NOTIFICATION_RETENTION_SECONDS", "POOL",
+           "SCHEDULE", "SIGNAL", "TABLES", "table_spec"]
 
-TABLES: tuple[TableSpec, ...] = (
-    WORKFLOW_DEFINITION,
-    WORKFLOW_REQUEST,
-    WORKFLOW_EXEC,
-    WORKFLOW_ATTRIBUTE,
-    WORKFLOW_EXEC_DATA,
-    ACTIVITY_EXEC,
-    MAP_ITEM,
-    ACTIVITY_EXEC_DEPENDENCY,
-    ACTIVITY_EVENT,
-    REJECTION,
-    NOTIFICATION,
-    SIGNAL,
-    SCHEDULE,
-    LEASE,
-    POOL,
-)
+#: Every table: the core's, then the parts' (``whimbrel/store/parts/``, by module name).
+TABLES: tuple[TableSpec, ...] = CORE_TABLES + tuple(
+    spec for part in parts() for spec in part.TABLES)
+
 
 def table_spec(logical_name: str) -> TableSpec:
+    """The table whose logical name (``TableSpec.logical_name``) is ``logical_name``.
+
+    Raises:
+        KeyError: no table has that name.
+    """
     for spec in TABLES:
         if spec.logical_name == logical_name:
             return spec

@@ -10,10 +10,12 @@ The tables are parts by concern, each a plain class holding that one ``Tables``:
 * the core parts, runs and edges (:mod:`~whimbrel.store.runs`) and attempts, timers and
   claims (:mod:`~whimbrel.store.attempts`), whose methods are ``Store``'s own: the
   engine's core ``StorePort``;
-* one attribute per feature, each the implementation of that feature's port:
-  ``store.cold`` (definitions, requests, events, rejections), ``store.signals``,
-  ``store.markers`` (notification markers), ``store.schedules``, ``store.leases`` and
-  ``store.pools``.
+* ``store.cold`` (definitions, requests, events, rejections), the core's too;
+* one part per feature with tables of its own, each a module of ``whimbrel/store/parts/``
+  implementing that feature's port, found there (:func:`whimbrel.store.part.parts`) and
+  reached one way, by the port: ``store.part(PoolPort)``. The parts there before that
+  door (``signals``, ``markers``, ``schedules``, ``leases``, ``pools``) are also typed
+  attributes, for the client and the tests; a new part needs no line here.
 
 The engine speaks intent; index keys are derived in :func:`whimbrel.store.runs.index_changes`.
 """
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from whimbrel.contract.errors import StoreError
 from whimbrel.contract.ids import END_NODE
@@ -35,14 +37,15 @@ from whimbrel.store.blobs import OffloadingTransport, PayloadBlobs
 from whimbrel.store.cold import Cold
 from whimbrel.store.errors import translate
 from whimbrel.store.keys import index_changes
-from whimbrel.store.leases import Leases
 from whimbrel.store.meter import CapacityMeter
-from whimbrel.store.notifications import Markers
+from whimbrel.store.part import Part, parts
+from whimbrel.store.parts.leases import Leases
+from whimbrel.store.parts.notifications import Markers
+from whimbrel.store.parts.pools import Pools
+from whimbrel.store.parts.schedules import Schedules
+from whimbrel.store.parts.signals import Signals
 from whimbrel.store.plumbing import Tables
-from whimbrel.store.pools import Pools
 from whimbrel.store.runs import Runs, WorkflowKeyPage
-from whimbrel.store.schedules import Schedules
-from whimbrel.store.signals import Signals
 from whimbrel.store.transport import (
     BotocoreTransport,
     Transport,
@@ -57,6 +60,8 @@ if TYPE_CHECKING:
 
 __all__ = ["END_NODE", "Store", "WorkflowKeyPage", "WriteHook", "index_changes"]
 
+P = TypeVar("P")
+
 
 class WriteHook(Protocol):
     """Called around every write: ``phase`` is ``"before"`` or ``"after"``.
@@ -70,9 +75,9 @@ class WriteHook(Protocol):
 class Store(Runs, Attempts):
     """Tables of one prefix at one endpoint. Safe to share between threads.
 
-    Its own methods are the core parts' (runs, edges, attempts, timers, claims); each
-    feature's tables are an attribute (``cold``, ``signals``, ``markers``, ``schedules``,
-    ``leases``, ``pools``), all over one ``Tables``.
+    Its own methods are the core parts' (runs, edges, attempts, timers, claims), and
+    ``cold`` the core's other tables; a feature's tables are its part, reached by its
+    port (``store.part(PoolPort)``), all over one ``Tables``.
 
     Args:
         endpoint_url: DynamoDB endpoint; None: what botocore resolves (AWS, or
@@ -151,11 +156,31 @@ class Store(Runs, Attempts):
         Runs.__init__(self, self.tables)
         Attempts.__init__(self, self.tables)
         self.cold = Cold(self.tables)
-        self.signals = Signals(self.tables)
-        self.markers = Markers(self.tables)
-        self.schedules = Schedules(self.tables)
-        self.leases = Leases(self.tables)
-        self.pools = Pools(self.tables, self)
+        #: One instance of every part (whimbrel/store/parts/), by the port it implements.
+        self._parts: dict[str, Part] = {cls.PORT: cls(self.tables, self) for cls in parts()}
+        self.signals = cast(Signals, self._parts[Signals.PORT])
+        self.markers = cast(Markers, self._parts[Markers.PORT])
+        self.schedules = cast(Schedules, self._parts[Schedules.PORT])
+        self.leases = cast(Leases, self._parts[Leases.PORT])
+        self.pools = cast(Pools, self._parts[Pools.PORT])
+
+    def part(self, port: Callable[..., P]) -> P:
+        """This store's part implementing the engine's protocol ``port`` (a part in
+        ``whimbrel/store/parts/`` whose ``PORT`` is the protocol's name): the one door to a
+        feature's tables. The port's module checks, for mypy, that the part implements it.
+
+        ``port`` is typed as a callable returning the port, not ``type[P]``: mypy refuses
+        a protocol class where ``type[P]`` is asked (``type-abstract``).
+
+        Raises:
+            LookupError: no part implements ``port``.
+        """
+        name = getattr(port, "__name__", repr(port))
+        found = self._parts.get(name)
+        if found is None:
+            raise LookupError(f"no store part implements {name}; the parts implement "
+                              f"{sorted(self._parts)}")
+        return cast(P, found)
 
     @property
     def payload_limits(self) -> PayloadLimits:

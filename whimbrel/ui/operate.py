@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qsl, quote
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from whimbrel.contract.errors import InvalidInput, NotFound, WhimbrelError
@@ -25,7 +25,8 @@ from whimbrel.ui import present
 from whimbrel.ui.security import CSRF_FIELD
 
 if TYPE_CHECKING:
-    from whimbrel.ui.app import Console
+    from whimbrel.client.whimbrel import Whimbrel
+    from whimbrel.ui.security import Guard
 
 #: Pools whose held and waiting counts a view reads (one pool's are a few reads).
 MAX_POOLS = 100
@@ -37,10 +38,26 @@ SCHEDULE_VERBS: dict[str, tuple[str, str]] = {
 }
 
 
+class Pages(Protocol):
+    """What these pages use of the console that holds them (``app.Console``): its client,
+    its token checks and its page plumbing. Declared here so this module does not import
+    the console, which imports it."""
+
+    wb: Whimbrel
+    guard: Guard
+
+    def page(self, request: Request, template: str, status: int = 200,
+             **context: Any) -> HTMLResponse: ...
+    def error(self, request: Request, status: int, title: str,
+              message: str) -> HTMLResponse: ...
+    def guarded(self, fn: Callable[[Request], Response]) -> Callable[[Request], Response]: ...
+    def names(self) -> list[str]: ...
+
+
 class Operate:
     """Pools, search, start and schedule actions of one console."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Pages) -> None:
         self.c = console
 
     def routes(self) -> list[Route]:

@@ -32,7 +32,7 @@ StepLookup = Callable[[str], ActivityDefinition]
 
 
 @dataclass(frozen=True)
-class CodeDefinition(WorkflowDefinition):
+class CodeDefinition(WorkflowDefinition, stored_as="code"):
     """The registered form of a code workflow (see :func:`whimbrel.workflow`).
 
     It stands where a DAG's definition does (the engine, the tables, the CLI): no

@@ -8,11 +8,11 @@ import hashlib
 import math
 import re
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from whimbrel.store.memory.evaluate import matches, project
 from whimbrel.store.memory.parse import Names, parse_condition, parse_projection
-from whimbrel.store.memory.tables import Index, Table
+from whimbrel.store.memory.tables import Database, Index, Table, capacity
 from whimbrel.store.memory.values import (
     DynamoError,
     invalid,
@@ -20,10 +20,6 @@ from whimbrel.store.memory.values import (
     sort_key,
     validate_value,
 )
-from whimbrel.store.memory.writes import capacity
-
-if TYPE_CHECKING:
-    from whimbrel.store.memory.dynamodb import MemoryDynamoDB
 
 __all__ = ["READS"]
 
@@ -46,7 +42,7 @@ def _projection(params: Mapping[str, Any], names: Names) -> list[Any] | None:
     return parse_projection(text, names) if text is not None else None
 
 
-def get_item(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, Any]:
+def get_item(db: Database, params: Mapping[str, Any]) -> dict[str, Any]:
     table = db.table(params.get("TableName"))
     key_id = table.key_id(params.get("Key") or {})
     names = _names(params)
@@ -61,7 +57,7 @@ def get_item(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, Any]:
     return response
 
 
-def batch_get_item(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, Any]:
+def batch_get_item(db: Database, params: Mapping[str, Any]) -> dict[str, Any]:
     requests = params.get("RequestItems") or {}
     if sum(len(r.get("Keys") or []) for r in requests.values()) > 100:
         raise invalid("Too many items requested for the BatchGetItem call")
@@ -90,7 +86,7 @@ def batch_get_item(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, A
     return response
 
 
-def transact_get_items(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, Any]:
+def transact_get_items(db: Database, params: Mapping[str, Any]) -> dict[str, Any]:
     entries = params.get("TransactItems") or []
     if not entries or len(entries) > 100:
         raise invalid("Member must have length less than or equal to 100")
@@ -158,7 +154,7 @@ def _start_key(table: Table, index: Index | None, start: Mapping[str, Any] | Non
     return tuple(sort_key(validate_value(start[n])) for n in names[1:] or names)
 
 
-def _page(db: MemoryDynamoDB, params: Mapping[str, Any], table: Table,
+def _page(db: Database, params: Mapping[str, Any], table: Table,
           index: Index | None, source: Iterable[dict[str, Any]],
           names: Names, *, forward: bool = True) -> dict[str, Any]:
     """One page of a Query or Scan over ``source`` (already in reading order)."""
@@ -204,7 +200,7 @@ def _page(db: MemoryDynamoDB, params: Mapping[str, Any], table: Table,
     return response
 
 
-def query(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, Any]:
+def query(db: Database, params: Mapping[str, Any]) -> dict[str, Any]:
     table = db.table(params.get("TableName"))
     index = _index(table, params)
     names = _names(params)
@@ -227,7 +223,7 @@ def query(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, Any]:
     return _page(db, params, table, index, source, names, forward=forward)
 
 
-def scan(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, Any]:
+def scan(db: Database, params: Mapping[str, Any]) -> dict[str, Any]:
     table = db.table(params.get("TableName"))
     index = _index(table, params)
     names = _names(params)
@@ -261,7 +257,7 @@ _SELECT = re.compile(
     r'|begins_with\(\s*"(?P<prefixed>[^"]+)"\s*,\s*\?\s*\)))?\s*$', re.IGNORECASE)
 
 
-def execute_statement(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, Any]:
+def execute_statement(db: Database, params: Mapping[str, Any]) -> dict[str, Any]:
     """``SELECT`` with ``IN`` on an index's partition key (``Tables.select_in``): a Query
     of each key, as DynamoDB answers it. Any other statement is refused the way
     DynamoDB refuses a statement it cannot run, so the store falls back to Queries."""

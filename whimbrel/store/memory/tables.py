@@ -8,7 +8,7 @@ import hashlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from whimbrel.store.memory.values import (
     attr_size,
@@ -20,7 +20,7 @@ from whimbrel.store.memory.values import (
     sort_key,
 )
 
-__all__ = ["Index", "Table"]
+__all__ = ["Database", "Index", "Table", "capacity"]
 
 #: The largest partition key and sort key value DynamoDB accepts (bytes).
 MAX_HASH_KEY_BYTES = 2048
@@ -266,3 +266,29 @@ class Table:
             desc["LatestStreamLabel"] = str(self.stream_arn).rpartition("/")[2]
         return desc
 
+
+class Database(Protocol):
+    """What the request handlers (``reads.py``, ``writes.py``) use of the twin
+    (:class:`~whimbrel.store.memory.dynamodb.MemoryDynamoDB`, which dispatches to them):
+    its tables by name and its clock. Declared here, below both, so neither imports it."""
+
+    clock: Callable[[], float]
+
+    def table(self, name: object) -> Table: ...
+
+
+def capacity(params: Mapping[str, Any], table: str, units: float,
+             indexes: Mapping[str, float] | None = None, *, write: bool) -> dict[str, Any]:
+    """The ``ConsumedCapacity`` a response carries (nothing unless asked for)."""
+    mode = params.get("ReturnConsumedCapacity", "NONE")
+    if mode not in ("TOTAL", "INDEXES"):
+        return {}
+    side = "WriteCapacityUnits" if write else "ReadCapacityUnits"
+    total = units + sum((indexes or {}).values())
+    entry: dict[str, Any] = {"TableName": table, "CapacityUnits": total, side: total}
+    if mode == "INDEXES":
+        entry["Table"] = {"CapacityUnits": units, side: units}
+        if indexes:
+            entry["GlobalSecondaryIndexes"] = {
+                name: {"CapacityUnits": u, side: u} for name, u in indexes.items()}
+    return {"ConsumedCapacity": entry}

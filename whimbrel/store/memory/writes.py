@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from whimbrel.store.memory.evaluate import apply_update, matches
 from whimbrel.store.memory.parse import Names, parse_condition, parse_update
-from whimbrel.store.memory.tables import KeyId, Table
+from whimbrel.store.memory.tables import Database, KeyId, Table, capacity
 from whimbrel.store.memory.values import (
     MAX_ITEM_BYTES,
     DynamoError,
@@ -20,31 +20,11 @@ from whimbrel.store.memory.values import (
     validate_item,
 )
 
-if TYPE_CHECKING:
-    from whimbrel.store.memory.dynamodb import MemoryDynamoDB
-
-__all__ = ["WRITES", "capacity"]
+__all__ = ["WRITES"]
 
 
 def _units(size: int, per: int) -> float:
     return float(max(1, math.ceil(size / per)))
-
-
-def capacity(params: Mapping[str, Any], table: str, units: float,
-             indexes: Mapping[str, float] | None = None, *, write: bool) -> dict[str, Any]:
-    """The ``ConsumedCapacity`` a response carries (nothing unless asked for)."""
-    mode = params.get("ReturnConsumedCapacity", "NONE")
-    if mode not in ("TOTAL", "INDEXES"):
-        return {}
-    side = "WriteCapacityUnits" if write else "ReadCapacityUnits"
-    total = units + sum((indexes or {}).values())
-    entry: dict[str, Any] = {"TableName": table, "CapacityUnits": total, side: total}
-    if mode == "INDEXES":
-        entry["Table"] = {"CapacityUnits": units, side: units}
-        if indexes:
-            entry["GlobalSecondaryIndexes"] = {
-                name: {"CapacityUnits": u, side: u} for name, u in indexes.items()}
-    return {"ConsumedCapacity": entry}
 
 
 def write_units(table: Table, old: Mapping[str, Any] | None,
@@ -113,7 +93,7 @@ class Prepared:
             table, key_id, old, new, touched)
 
 
-def prepare_put(db: MemoryDynamoDB, params: Mapping[str, Any]) -> Prepared:
+def prepare_put(db: Database, params: Mapping[str, Any]) -> Prepared:
     table = db.table(params.get("TableName"))
     item = validate_item(params.get("Item") or {})
     key_id = table.item_key_id(item)
@@ -122,7 +102,7 @@ def prepare_put(db: MemoryDynamoDB, params: Mapping[str, Any]) -> Prepared:
     return Prepared(table, key_id, old, item)
 
 
-def prepare_update(db: MemoryDynamoDB, params: Mapping[str, Any]) -> Prepared:
+def prepare_update(db: Database, params: Mapping[str, Any]) -> Prepared:
     table = db.table(params.get("TableName"))
     key = params.get("Key") or {}
     key_id = table.key_id(key)
@@ -145,7 +125,7 @@ def prepare_update(db: MemoryDynamoDB, params: Mapping[str, Any]) -> Prepared:
     return Prepared(table, key_id, old, new, touched)
 
 
-def prepare_delete(db: MemoryDynamoDB, params: Mapping[str, Any]) -> Prepared:
+def prepare_delete(db: Database, params: Mapping[str, Any]) -> Prepared:
     table = db.table(params.get("TableName"))
     key_id = table.key_id(params.get("Key") or {})
     names = _names(params)
@@ -153,7 +133,7 @@ def prepare_delete(db: MemoryDynamoDB, params: Mapping[str, Any]) -> Prepared:
     return Prepared(table, key_id, old, None)
 
 
-def prepare_check(db: MemoryDynamoDB, params: Mapping[str, Any]) -> Prepared:
+def prepare_check(db: Database, params: Mapping[str, Any]) -> Prepared:
     table = db.table(params.get("TableName"))
     key_id = table.key_id(params.get("Key") or {})
     names = _names(params)
@@ -163,7 +143,7 @@ def prepare_check(db: MemoryDynamoDB, params: Mapping[str, Any]) -> Prepared:
     return Prepared(table, key_id, old, old)
 
 
-def _apply(db: MemoryDynamoDB, op: Prepared, params: Mapping[str, Any], *,
+def _apply(db: Database, op: Prepared, params: Mapping[str, Any], *,
            factor: float = 1.0) -> dict[str, Any]:
     units, indexes = write_units(op.table, op.old, op.new)
     op.table.write(op.key_id, op.new, db.clock())
@@ -171,7 +151,7 @@ def _apply(db: MemoryDynamoDB, op: Prepared, params: Mapping[str, Any], *,
                     {k: v * factor for k, v in indexes.items()}, write=True)
 
 
-def put_item(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, Any]:
+def put_item(db: Database, params: Mapping[str, Any]) -> dict[str, Any]:
     returns = _return_values(params, ("NONE", "ALL_OLD"))
     op = prepare_put(db, params)
     response = _apply(db, op, params)
@@ -180,7 +160,7 @@ def put_item(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, Any]:
     return response
 
 
-def delete_item(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, Any]:
+def delete_item(db: Database, params: Mapping[str, Any]) -> dict[str, Any]:
     returns = _return_values(params, ("NONE", "ALL_OLD"))
     op = prepare_delete(db, params)
     response = _apply(db, op, params)
@@ -189,7 +169,7 @@ def delete_item(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, Any]
     return response
 
 
-def update_item(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, Any]:
+def update_item(db: Database, params: Mapping[str, Any]) -> dict[str, Any]:
     returns = _return_values(params, ("NONE", "ALL_OLD", "UPDATED_OLD", "ALL_NEW",
                                       "UPDATED_NEW"))
     op = prepare_update(db, params)
@@ -203,7 +183,7 @@ def update_item(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, Any]
     return response
 
 
-def batch_write_item(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, Any]:
+def batch_write_item(db: Database, params: Mapping[str, Any]) -> dict[str, Any]:
     requests = params.get("RequestItems") or {}
     total = sum(len(v) for v in requests.values())
     if not total or total > 25:
@@ -247,7 +227,7 @@ _TRANSACT = {"Put": prepare_put, "Update": prepare_update, "Delete": prepare_del
              "ConditionCheck": prepare_check}
 
 
-def transact_write_items(db: MemoryDynamoDB, params: Mapping[str, Any]) -> dict[str, Any]:
+def transact_write_items(db: Database, params: Mapping[str, Any]) -> dict[str, Any]:
     """All or nothing: every condition is checked before anything is written; a lost
     one cancels the transaction with a reason per item, as DynamoDB reports them."""
     entries = params.get("TransactItems") or []

@@ -3,8 +3,9 @@
 two takers exactly one gets it, and a holder that stopped renewing loses it once its
 ``until_epoch`` has passed (docs/architecture.md, "Scale").
 
-The store's ``leases`` part (``store.leases``, holding its ``Tables``); the sweep and
-the dev lease see it as ``LeasePort`` (``whimbrel/engine/lease_port.py``).
+The store's part for the ``lease`` table (``store.part(LeasePort)``, also ``store.leases``;
+holding its ``Tables``); the sweep and the dev lease see it as ``LeasePort``
+(``whimbrel/engine/lease_port.py``).
 
 A lease never guards correctness (every move of the engine stays a conditional write);
 it keeps processes from doing the same work twice.
@@ -16,10 +17,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from whimbrel.contract.records import LeaseRecord
-from whimbrel.store import specs
+from whimbrel.store import spec_core
 from whimbrel.store.codec import Expression, Item, decode_fields, encode_fields, to_ddb
 from whimbrel.store.errors import ConditionLost
-from whimbrel.store.plumbing import CAPACITY, Tables
+from whimbrel.store.part import Part
+from whimbrel.store.plumbing import CAPACITY
+from whimbrel.store.spec_types import Key, TableSpec, attributes
 
 __all__ = ["LEASE_KEEP_SECONDS", "Leases", "lease_record"]
 
@@ -32,19 +35,33 @@ _FIELDS = tuple(LeaseRecord.__dataclass_fields__)
 
 def lease_record(item: Mapping[str, Any]) -> LeaseRecord:
     """A ``lease`` item as a record."""
-    return LeaseRecord(**decode_fields(specs.LEASE, item, _FIELDS))
+    return LeaseRecord(**decode_fields(LEASE, item, _FIELDS))
 
 
-class Leases:
-    """Leases of one table prefix. A part of ``Store`` (``store.leases``)."""
+LEASE = TableSpec(
+    "lease",
+    Key("lease_id"),
+    attributes=attributes("lease_id owner host pid:I acquired_epoch:N until_epoch:N "
+                          "endpoint expires_epoch:N"),
+    purpose="Leases that divide work between processes: 'sweep#<k>' (SWEEP_LEASES of them) "
+    "gives one sweeper shard k of every sparse index (timers, reconcile, due_schedules: "
+    "index shard j belongs to lease j % SWEEP_LEASES) for one pass; 'dev' is held by the "
+    "one `whimbrel dev` that pumps this prefix's streams. Taken with a conditional write "
+    "when absent, expired (until_epoch passed) or already the taker's; renewed while "
+    "held; deleted at the end. Leases divide work, they do not guard it: every move stays "
+    "a conditional write, so two holders (clocks apart) only waste reads.",
+)
 
-    def __init__(self, tables: Tables) -> None:
-        self.tables = tables
 
+class Leases(Part):
+    """Leases of one table prefix: the engine's ``LeasePort`` (``store.part(LeasePort)``)."""
+
+    PORT = "LeasePort"
+    TABLES = (LEASE,)
 
     @property
     def _lease_table(self) -> str:
-        return specs.LEASE.table_name(self.tables.prefix)
+        return LEASE.table_name(self.tables.prefix)
 
     @staticmethod
     def _lease_key(lease_id: str) -> Item:
@@ -53,7 +70,7 @@ class Leases:
     @staticmethod
     def sweep_lease_id(shard: str) -> str:
         """The lease whose holder sweeps shard ``shard`` of every sparse index."""
-        return specs.sweep_lease_id(int(shard))
+        return spec_core.sweep_lease_id(int(shard))
 
     def acquire_lease(self, lease: LeaseRecord, now: float, *,
                       replacing: str | None = None) -> LeaseRecord:

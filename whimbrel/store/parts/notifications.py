@@ -1,7 +1,8 @@
 """The ``notification`` table: one marker per published event, so none goes out twice.
 
-The store's ``markers`` part (``store.markers``, holding its ``Tables``); the notify
-consumer sees it as ``MarkerStore`` (``whimbrel/observe/notify.py``).
+The store's part for the ``notification`` table (``store.markers``, holding its
+``Tables``); the notify consumer is handed it as a ``MarkerStore``
+(``whimbrel/observe/notify.py``).
 
 The notify consumer claims an event's marker before it publishes and marks it sent
 after (docs/events.md, "Exactly once"):
@@ -22,16 +23,16 @@ from enum import StrEnum
 from typing import Any
 
 from whimbrel.contract.errors import StoreError
-from whimbrel.store import specs
 from whimbrel.store.codec import Expression, Item
 from whimbrel.store.errors import ConditionLost
-from whimbrel.store.plumbing import CAPACITY, Tables
+from whimbrel.store.part import Part
+from whimbrel.store.plumbing import CAPACITY
+from whimbrel.store.spec_types import Key, TableSpec, attributes
 
 __all__ = ["Claim", "Markers"]
 
 PENDING = "PENDING"
 SENT = "SENT"
-_TABLE = specs.NOTIFICATION.logical_name
 
 
 class Claim(StrEnum):
@@ -45,16 +46,32 @@ class Claim(StrEnum):
     SENT = "SENT"
 
 
-class Markers:
-    """The marker writes, on the store's lean client. A part of ``Store``
-    (``store.markers``)."""
+#: How long an event's marker is kept: longer than a stream record can be redelivered
+#: (DynamoDB Streams keep records 24 hours).
+NOTIFICATION_RETENTION_SECONDS = 2 * 86_400
 
-    def __init__(self, tables: Tables) -> None:
-        self.tables = tables
+NOTIFICATION = TableSpec(
+    "notification",
+    Key("event_id"),
+    attributes=attributes("event_id detail_type workflow_exec_id status attempts:I "
+                          "claimed_epoch:N sent_epoch:N expires_epoch:N"),
+    purpose="One marker per event the notify consumer publishes, created (attribute_not_"
+    "exists) before the event is sent and marked sent after: a redelivered stream record "
+    "publishes nothing twice. Expires NOTIFICATION_RETENTION_SECONDS after it was written.",
+)
+_TABLE = NOTIFICATION.logical_name
+
+
+class Markers(Part):
+    """The marker writes, on the store's lean client: the notify consumer's
+    ``MarkerStore`` (``observe/notify.py``; ``store.markers``)."""
+
+    PORT = "MarkerStore"
+    TABLES = (NOTIFICATION,)
 
     @property
     def notification_table(self) -> str:
-        return specs.NOTIFICATION.table_name(self.tables.prefix)
+        return NOTIFICATION.table_name(self.tables.prefix)
 
     def claim_notification(self, event_id: str, *, detail_type: str, workflow_exec_id: str,
                            now: float) -> Claim:
@@ -71,7 +88,7 @@ class Markers:
             "status": {"S": PENDING},
             "attempts": {"N": "1"},
             "claimed_epoch": {"N": str(int(now))},
-            "expires_epoch": {"N": str(int(now + specs.NOTIFICATION_RETENTION_SECONDS))},
+            "expires_epoch": {"N": str(int(now + NOTIFICATION_RETENTION_SECONDS))},
         }
         expr = Expression()
         # attribute_not_exists: an event id is claimed once; a redelivery finds the marker.

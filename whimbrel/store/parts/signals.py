@@ -1,7 +1,7 @@
 """The ``signal`` table: signals sent to a run before a wait of their name was READY.
 
-The store's ``signals`` part (``store.signals``, holding its ``Tables``); the waits
-feature sees it as ``SignalPort`` (``whimbrel/engine/signal_port.py``).
+The store's part for the ``signal`` table (``store.part(SignalPort)``, holding its
+``Tables``); the waits feature sees it as ``SignalPort`` (``whimbrel/engine/signal_port.py``).
 
 One item per signal, in its run's partition (key ``workflow_exec_id``, ``signal_id``), so
 a run's signals are one consistent Query. A signal is given to exactly one wait by one
@@ -13,10 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from whimbrel.contract.records import REMOVE, SignalRecord
-from whimbrel.store import specs
 from whimbrel.store.codec import Expression, Item, from_ddb, to_ddb
 from whimbrel.store.errors import ConditionLost
-from whimbrel.store.plumbing import CAPACITY, Tables
+from whimbrel.store.part import Part
+from whimbrel.store.plumbing import CAPACITY
+from whimbrel.store.spec_types import Key, TableSpec, attributes
 
 _FIELDS = tuple(SignalRecord.__dataclass_fields__)
 
@@ -29,12 +30,26 @@ def _record(item: Item) -> SignalRecord:
     return SignalRecord(**data)
 
 
-class Signals:
-    """Signals of one table prefix, on the lean client. A part of ``Store`` (``store.signals``)."""
+SIGNAL = TableSpec(
+    "signal",
+    Key("workflow_exec_id"),
+    Key("signal_id"),
+    attributes=attributes("workflow_exec_id signal_id signal_name sent_epoch:N payload:J "
+                          "consumed_by expires_epoch:N"),
+    purpose="Signals sent to a run before a wait of their name was READY, kept until one "
+    "is (a run's signals are one Query of its partition); a signal_id names one signal.",
+)
 
-    def __init__(self, tables: Tables) -> None:
-        self.tables = tables
-        self.signal_table = specs.SIGNAL.table_name(tables.prefix)
+
+class Signals(Part):
+    """Signals of one table prefix: the engine's ``SignalPort`` (``store.part(SignalPort)``)."""
+
+    PORT = "SignalPort"
+    TABLES = (SIGNAL,)
+
+    @property
+    def signal_table(self) -> str:
+        return SIGNAL.table_name(self.tables.prefix)
 
     def _signal_key(self, workflow_exec_id: str, signal_id: str) -> Item:
         return {"workflow_exec_id": {"S": workflow_exec_id}, "signal_id": {"S": signal_id}}

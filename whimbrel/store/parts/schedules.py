@@ -1,10 +1,11 @@
 """The ``schedule`` table: one item per schedule, and its sparse ``due_schedules`` index.
 
-The store's ``schedules`` part (``store.schedules``, holding its ``Tables``); the
-schedules feature sees it as ``SchedulePort`` (``whimbrel/engine/schedule_port.py``).
+The store's part for the ``schedule`` table (``store.part(SchedulePort)``, holding its
+``Tables``); the schedules feature sees it as ``SchedulePort``
+(``whimbrel/engine/schedule_port.py``).
 
 The index key is ``fire_shard`` (a stable hash of the schedule id over
-:data:`~whimbrel.store.specs.SCHEDULE_SHARDS` partitions), sorted by ``next_fire_epoch``:
+:data:`~whimbrel.store.spec_core.SCHEDULE_SHARDS` partitions), sorted by ``next_fire_epoch``:
 both are written only while the schedule is ACTIVE, so a paused, ended or deleted
 schedule is not in the index at all, and "what is due" (one request for every shard,
 then a Query of each busy one) costs what is due (docs/architecture.md, "Schedules").
@@ -23,10 +24,12 @@ from whimbrel.contract.records import REMOVE, Changes
 from whimbrel.contract.schedule_info import ScheduleInfo, ScheduleStatus
 from whimbrel.contract.schedules import Schedule
 from whimbrel.contract.stored import cut_problem, read_spec
-from whimbrel.store import specs
+from whimbrel.store import spec_core
 from whimbrel.store.codec import Expression, Item, from_ddb, payload_text, to_ddb
 from whimbrel.store.errors import ConditionLost
-from whimbrel.store.plumbing import CAPACITY, Tables
+from whimbrel.store.part import Part
+from whimbrel.store.plumbing import CAPACITY
+from whimbrel.store.spec_types import IndexSpec, Key, TableSpec, attributes
 
 #: The attributes of a schedule item besides its key and spec, and what each holds.
 _INFO_FIELDS: dict[str, type] = {
@@ -105,18 +108,40 @@ def _attribute(item: Mapping[str, Any], name: str, kind: type,
     return float(value) if kind is float else value
 
 
-class Schedules:
-    """Schedules of one table prefix. A part of ``Store`` (``store.schedules``)."""
+SCHEDULE = TableSpec(
+    "schedule",
+    Key("schedule_id"),
+    attributes=attributes("schedule_id workflow_name spec:J status last_fire_epoch:N starting:J "
+                          "next_fire_epoch:N fire_shard last_run buffered_fire_epoch:N "
+                          "skipped:I last_error created_epoch:N updated_epoch:N expires_epoch:N"),
+    indexes=(
+        IndexSpec(
+            "due_schedules",
+            Key("fire_shard"),
+            Key("next_fire_epoch", "N"),
+            purpose="sparse: present only while a schedule is ACTIVE (paused, ended and "
+            "deleted ones drop out); the sweep asks each shard for what is due",
+        ),
+    ),
+    purpose="One item per schedule (Whimbrel.create_schedule): its spec, the last fire "
+    "handled and when the sweep next looks at it. A firing starts its run directly "
+    "(request id '<schedule_id>@<fire time>'), so no stream.",
+)
 
-    def __init__(self, tables: Tables) -> None:
-        self.tables = tables
+
+class Schedules(Part):
+    """Schedules of one table prefix: the engine's ``SchedulePort``
+    (``store.part(SchedulePort)``)."""
+
+    PORT = "SchedulePort"
+    TABLES = (SCHEDULE,)
 
     #: Partitions of the ``due_schedules`` index; a sweep asks each of them.
-    schedule_shards: tuple[str, ...] = tuple(str(i) for i in range(specs.SCHEDULE_SHARDS))
+    schedule_shards: tuple[str, ...] = tuple(str(i) for i in range(spec_core.SCHEDULE_SHARDS))
 
     @property
     def _schedule_table(self) -> str:
-        return specs.SCHEDULE.table_name(self.tables.prefix)
+        return SCHEDULE.table_name(self.tables.prefix)
 
     @staticmethod
     def _schedule_key(schedule_id: str) -> Item:
@@ -137,7 +162,7 @@ class Schedules:
             if getattr(info, name) is not None:
                 item[name] = to_ddb(getattr(info, name))
         if info.next_fire_epoch is not None:
-            item["fire_shard"] = {"S": shard_of(info.schedule_id, specs.SCHEDULE_SHARDS)}
+            item["fire_shard"] = {"S": shard_of(info.schedule_id, spec_core.SCHEDULE_SHARDS)}
         # A schedule id names one schedule: a second create must not overwrite it.
         return self.tables.put_new(self._schedule_table, "schedule", item, "schedule_id")
 
@@ -181,7 +206,7 @@ class Schedules:
         out = dict(changes)
         if "next_fire_epoch" in out:  # the sparse index follows the next look
             out["fire_shard"] = (REMOVE if out["next_fire_epoch"] is REMOVE
-                                 else shard_of(schedule_id, specs.SCHEDULE_SHARDS))
+                                 else shard_of(schedule_id, spec_core.SCHEDULE_SHARDS))
         expr = Expression()
         # The item must exist (a deleted schedule is not revived), and each expected
         # attribute must be as the caller read it: the write that advances a schedule

@@ -1,9 +1,9 @@
 """The ``pool`` table (issue 22): a pool's settings, its slots, its rate's token buckets
 and its waiters, each an item of its own (docs/architecture.md, "Pools").
 
-The store's ``pools`` part (``store.pools``, holding its ``Tables`` and the attempts
-part it admits waiters into); the pools feature sees it as ``PoolPort``
-(``whimbrel/engine/pool_port.py``).
+The store's part for the ``pool`` table (``store.part(PoolPort)``, holding its ``Tables``
+and the attempts part it admits waiters into); the pools feature sees it as
+``PoolPort`` (``whimbrel/engine/pool_port.py``).
 
 No item is written by every admission of a pool: slot ``k`` is the item
 ``pool#<name>#<k>`` (an admission writes the one it takes, its release the same one), a
@@ -35,12 +35,13 @@ from whimbrel.contract.pools import (
 )
 from whimbrel.contract.records import REMOVE, ActivityRecord, Changes
 from whimbrel.contract.states import ActivityState
-from whimbrel.store import specs
-from whimbrel.store.attempts import Attempts
+from whimbrel.store import spec_core
 from whimbrel.store.codec import Expression, Item, activity_record, decode_fields, to_ddb
 from whimbrel.store.errors import ConditionLost
 from whimbrel.store.keys import fan_out, index_changes
-from whimbrel.store.plumbing import CAPACITY, Tables
+from whimbrel.store.part import Part
+from whimbrel.store.plumbing import CAPACITY
+from whimbrel.store.spec_types import IndexSpec, Key, TableSpec, attributes
 
 _SETTINGS = ("slots", "per_second", "created_epoch", "updated_epoch", "slots_high")
 
@@ -50,25 +51,60 @@ def _key(pool_key: str, entry: str) -> Item:
 
 
 def pool_info(name: str, item: Mapping[str, Any]) -> PoolInfo:
-    data = decode_fields(specs.POOL, item, _SETTINGS)
+    data = decode_fields(POOL, item, _SETTINGS)
     return PoolInfo(name=name, slots=data.get("slots"), per_second=data.get("per_second"),
                     created_epoch=data.get("created_epoch", 0.0),
                     updated_epoch=data.get("updated_epoch", 0.0),
                     slots_high=data.get("slots_high"))
 
 
-class Pools:
-    """Pools of one table prefix. A part of ``Store`` (``store.pools``)."""
+POOL = TableSpec(
+    "pool",
+    Key("pool_key"),
+    Key("entry"),
+    attributes=attributes(
+        "pool_key entry pool_name slots:I slots_high:I per_second:N catalog created_epoch:N "
+        "updated_epoch:N holder token since:N check_shard check_epoch:N tokens:N "
+        "refilled_at:N kind expires_epoch:N"),
+    indexes=(
+        IndexSpec(
+            "pool_names",
+            Key("catalog"),
+            Key("pool_name"),
+            projection="INCLUDE",
+            non_key_attributes=("slots", "slots_high", "per_second", "created_epoch",
+                                "updated_epoch"),
+            purpose="sparse: the settings item of every pool (Whimbrel.set_pool), by name: "
+            "list_pools is one Query",
+        ),
+        IndexSpec(
+            "pool_checks",
+            Key("check_shard"),
+            Key("check_epoch", "N"),
+            purpose="sparse: present only while a slot is held; the sweep frees a slot "
+            "whose holder ended or died without releasing it (check_shard: one of "
+            "POOL_CHECK_SHARDS, a hash of the slot's key)",
+        ),
+    ),
+    purpose="Pools (issue 22; docs/architecture.md, \"Pools\"): a pool's settings "
+    "('pool#<name>', 'settings'), one item per slot ('pool#<name>#<k>', 'slot'; held while "
+    "'holder' is set), its rate's token buckets ('pool#<name>#rate#<j>', 'rate') and "
+    "its waiters ('wait#<name>#<shard>', '<order>#<holder>'). The implicit pool of a "
+    "definition's max_running is 'run:<workflow_name>'.",
+)
 
-    def __init__(self, tables: Tables, attempts: Attempts) -> None:
-        self.tables = tables
-        #: An admitted waiter's attempt is written where the attempts part keeps it.
-        self.attempts = attempts
 
+class Pools(Part):
+    """Pools of one table prefix: the engine's ``PoolPort`` (``store.part(PoolPort)``).
+    An admitted waiter's attempt is written where the attempts part keeps it
+    (``self.attempts``)."""
+
+    PORT = "PoolPort"
+    TABLES = (POOL,)
 
     @property
     def _pool_table(self) -> str:
-        return specs.POOL.table_name(self.tables.prefix)
+        return POOL.table_name(self.tables.prefix)
 
     def _pool_update(self, key: Item, expr: Expression, update: str,
                      condition: str | None, *, new: bool = False) -> Item | None:
@@ -94,7 +130,7 @@ class Pools:
                    if before is not None else 0)
         expr = Expression()
         changes: dict[str, Any] = {
-            "pool_name": pool.name, "catalog": specs.POOL_CATALOG, "updated_epoch": now,
+            "pool_name": pool.name, "catalog": spec_core.POOL_CATALOG, "updated_epoch": now,
             "slots": REMOVE if pool.slots is None else pool.slots,
             "per_second": REMOVE if pool.per_second is None else float(pool.per_second),
             "slots_high": high or REMOVE}
@@ -127,7 +163,7 @@ class Pools:
         return [pool_info(hit["pool_name"]["S"], hit) for hit in self.tables.query({
             "TableName": self._pool_table, "IndexName": "pool_names",
             "KeyConditionExpression": "#c = :c", "ExpressionAttributeNames": {"#c": "catalog"},
-            "ExpressionAttributeValues": {":c": {"S": specs.POOL_CATALOG}}})]
+            "ExpressionAttributeValues": {":c": {"S": spec_core.POOL_CATALOG}}})]
 
     # -- slots ------------------------------------------------------------------------------
 
@@ -138,7 +174,7 @@ class Pools:
         expr = Expression()
         update = expr.update({"holder": holder, "token": token, "since": now,
                               "check_epoch": check_epoch,
-                              "check_shard": shard_of(key, specs.POOL_CHECK_SHARDS)})
+                              "check_shard": shard_of(key, spec_core.POOL_CHECK_SHARDS)})
         # Free (never taken, or released), or already this holder's: an admission
         # replayed (or a second actor admitting the same attempt) finds its own slot
         # instead of a second one. One holder per item: a slot is never counted twice.
@@ -166,7 +202,7 @@ class Pools:
         key = slot_key(pool, k)
         expr = Expression()
         update = expr.update({"check_epoch": check_epoch,
-                              "check_shard": shard_of(key, specs.POOL_CHECK_SHARDS)})
+                              "check_shard": shard_of(key, spec_core.POOL_CHECK_SHARDS)})
         # The acquisition the sweep judged alive: a release or a new holder since wins.
         condition = f"{expr.equals('holder', holder)} AND {expr.equals('token', token)}"
         return self._pool_update(_key(key, SLOT_ENTRY), expr, update, condition) is not None
@@ -177,7 +213,7 @@ class Pools:
 
     @staticmethod
     def _slot(pool: str, k: int, item: Mapping[str, Any]) -> Slot:
-        data = decode_fields(specs.POOL, item, ("holder", "token", "since", "check_epoch"))
+        data = decode_fields(POOL, item, ("holder", "token", "since", "check_epoch"))
         return Slot(pool, k, **data)
 
     def held_slots(self, pool: str, slots: int) -> list[Slot]:
@@ -201,7 +237,7 @@ class Pools:
         return sorted(held, key=lambda s: s.k)
 
     #: Shards of the sparse ``pool_checks`` index.
-    pool_check_shards: tuple[str, ...] = tuple(str(j) for j in range(specs.POOL_CHECK_SHARDS))
+    pool_check_shards: tuple[str, ...] = tuple(str(j) for j in range(spec_core.POOL_CHECK_SHARDS))
 
     def due_pool_check_shards(self, now: float) -> set[str] | None:
         """The ``pool_checks`` shards with a check due at ``now``, in one request
@@ -254,7 +290,7 @@ class Pools:
         key = rate_shard_key(pool, 0)
         expr = Expression()
         update = expr.update({"check_epoch": at,
-                              "check_shard": shard_of(key, specs.POOL_CHECK_SHARDS)})
+                              "check_shard": shard_of(key, spec_core.POOL_CHECK_SHARDS)})
         # One look per pool at the earliest time asked: a later one changes nothing.
         condition = f"({expr.missing('check_epoch')} OR {expr.name('check_epoch')} > " \
                     f"{expr.value(at)})"
@@ -272,7 +308,7 @@ class Pools:
 
     def get_pacer(self, pool: str) -> float | None:
         item = self.tables.get(self._pool_table, _key(rate_shard_key(pool, 0), RATE_ENTRY)) or {}
-        return decode_fields(specs.POOL, item, ("check_epoch",)).get("check_epoch")
+        return decode_fields(POOL, item, ("check_epoch",)).get("check_epoch")
 
     # -- waiters ----------------------------------------------------------------------------
 
@@ -333,7 +369,7 @@ class Pools:
         item = self.tables.get(self._pool_table, _key(rate_shard_key(pool, j), RATE_ENTRY))
         if not item or "tokens" not in item:
             return None
-        data = decode_fields(specs.POOL, item, ("tokens", "refilled_at"))
+        data = decode_fields(POOL, item, ("tokens", "refilled_at"))
         return Bucket(float(data["tokens"]), float(data.get("refilled_at", 0.0)))
 
     def put_bucket(self, pool: str, j: int, new: Bucket, seen: Bucket | None) -> bool:
