@@ -4,7 +4,9 @@ aging (contract/priority.py), while workers polling together spread over its sha
 
 from __future__ import annotations
 
+import itertools
 import random
+import threading
 from collections.abc import Callable, Sequence
 
 from whimbrel.contract.errors import StateConflict
@@ -32,6 +34,12 @@ CLAIM_CANDIDATES = 25
 #: a random offset, so workers polling together mostly read (and race on) different
 #: shards; only when the window holds nothing are the other shards read.
 CLAIM_WINDOW = 4
+#: Priority shards a claim reads with its window: a group of this many, a process's
+#: claims taking the groups in turn from a random one. So each priority shard is read by
+#: one claim in ``PRIORITY_CLAIM_SHARDS / PRIORITY_WINDOW`` (4), not by every claim (its
+#: key would cap the claims of the account at ~6,000/s), and any 4 consecutive claims
+#: of a process read every priority shard.
+PRIORITY_WINDOW = 4
 #: Candidates whose serving order is this close are equals to a claim, tried in a random
 #: order (far finer than a priority level, AGING_SECONDS = 300 s of waiting; the
 #: serving order is kept to the second, as the aging rule promises).
@@ -60,6 +68,11 @@ class Claims:
 
     def __init__(self, core: Core) -> None:
         self.core = core
+        self._turns = itertools.count(random.randrange(1 << 16))
+        #: Per set of priority shards: the store's ``priority_written`` when this process
+        #: last read them all (-1: never, so a process's first claim reads them all).
+        self._looked_at: dict[tuple[str, ...], int] = {}
+        self._lock = threading.Lock()
 
     def claim(self, workflow_name: str | None = None, activity_name: str | None = None, *,
               actor: str = "worker") -> ActivityRecord | None:
@@ -67,15 +80,20 @@ class Claims:
         a RUNNING workflow.
 
         Candidates come from the sparse ``claimable`` index: first a window of
-        ``CLAIM_WINDOW`` shards at a random offset with the priority shards (attempts whose
-        priority is not the default; read at once), then the other shards (read at once)
-        when the first read holds nothing, when another worker took all it held, or when
-        the best it holds is served after any default-priority attempt could be (a priority
-        above 5 that has not aged that far: :func:`behind_default`) — default work outside
-        the window may then go first. So workers spread over the shards, a claim reads 8
-        shards of each table while a backlog lasts, every claim serves non-default
-        priorities in order, a later priority never goes before default work, and default
-        work goes oldest first among what its window holds. Candidates are tried in serving
+        ``CLAIM_WINDOW`` shards at a random offset with a window of the priority shards
+        (attempts whose priority is not the default: ``PRIORITY_WINDOW`` of them, this
+        process's claims taking the groups in turn; all of them when this process put an
+        attempt on one since it last read them all), read at once, then the other shards
+        (read at once) when the first read holds nothing, when another worker took all it
+        held, or when the best it holds is served after any default-priority attempt could
+        be (a priority above 5 that has not aged that far: :func:`behind_default`) —
+        default work outside the window may then go first. So workers spread over the
+        shards, no key is read by every claim, a claim reads 8 shards of each table while
+        a backlog lasts, a later priority never goes before default work, and an urgent
+        attempt (a priority below 5) goes before default work at the latest by the 4th
+        claim of each process after it became claimable (at once in the process that
+        readied it); default work goes oldest first among what its window holds.
+        Candidates are tried in serving
         order (the claim key's order: priority, then the wait, aging included), equals in a
         random order. The move is conditional, so two workers never claim the same
         attempt. The workflow item is read while the move is in flight; an attempt claimed
@@ -102,8 +120,9 @@ class Claims:
         ring = list(shards)
         start = random.randrange(len(ring))
         ring = ring[start:] + ring[:start]
-        first = [*priority_shards, *ring[:CLAIM_WINDOW]]
-        rest = ring[CLAIM_WINDOW:]
+        urgent = self.priority_window(priority_shards)
+        first = [*urgent, *ring[:CLAIM_WINDOW]]
+        rest = ring[CLAIM_WINDOW:] + [s for s in priority_shards if s not in urgent]
         now = self.core.clock()
         hits = _ordered(read(first))
         if rest and hits and behind_default(hits[0], now):
@@ -113,6 +132,21 @@ class Claims:
         if claimed is None and rest:
             claimed = self._claim_one(_ordered(read(rest)), actor)
         return claimed
+
+    def priority_window(self, shards: Sequence[str]) -> list[str]:
+        """The priority shards a claim reads first: every one when this process's store
+        put an attempt on one since this process last read them all (it knows such work
+        waits, and serves it first at once), else the next group of ``PRIORITY_WINDOW``
+        in this process's turn."""
+        key = tuple(shards)
+        written = self.core.store.priority_written
+        with self._lock:
+            if self._looked_at.get(key, -1) != written:
+                self._looked_at[key] = written
+                return list(shards)
+        groups = -(-len(shards) // PRIORITY_WINDOW)
+        group = next(self._turns) % groups
+        return list(shards[group * PRIORITY_WINDOW:(group + 1) * PRIORITY_WINDOW])
 
     def _claim_one(self, hits: list[ActivityRecord], actor: str) -> ActivityRecord | None:
         """The first of ``hits`` this worker moves to RUNNING in a proceeding run, or None."""

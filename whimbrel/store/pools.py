@@ -39,7 +39,7 @@ from whimbrel.store import specs
 from whimbrel.store.attempts import Attempts
 from whimbrel.store.codec import Expression, Item, activity_record, decode_fields, to_ddb
 from whimbrel.store.errors import ConditionLost
-from whimbrel.store.keys import fan_out, index_changes
+from whimbrel.store.keys import fan_out
 from whimbrel.store.plumbing import CAPACITY, Tables
 
 _SETTINGS = ("slots", "per_second", "created_epoch", "updated_epoch", "slots_high")
@@ -360,7 +360,7 @@ class Pools:
             StateConflict: it is no longer a READY waiter (``current`` says where it is).
         """
         expr = Expression()
-        update = expr.update(index_changes(changes, activity_exec_id))
+        update = expr.update(self.attempts.indexed(changes, activity_exec_id))
         # READY with no slot yet (waiting for its pool, or readied while its run was
         # SUSPENDED): of two actors admitting it, one writes; the other's slot is given
         # back (it is not the one recorded).
