@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import random
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from whimbrel.contract.errors import StateConflict
@@ -40,6 +41,9 @@ CLAIM_WINDOW = 4
 #: key would cap the claims of the account at ~6,000/s), and any 4 consecutive claims
 #: of a process read every priority shard.
 PRIORITY_WINDOW = 4
+#: Attempts a process remembers having claimed, so that none of its threads writes a
+#: claim for one again from an index read that lags behind (that write would lose).
+RECENT_CLAIMS = 1024
 #: Candidates whose serving order is this close are equals to a claim, tried in a random
 #: order (far finer than a priority level, AGING_SECONDS = 300 s of waiting; the
 #: serving order is kept to the second, as the aging rule promises).
@@ -73,6 +77,9 @@ class Claims:
         #: last read them all (-1: never, so a process's first claim reads them all).
         self._looked_at: dict[tuple[str, ...], int] = {}
         self._lock = threading.Lock()
+        #: Attempts a thread of this process is claiming now, and the last it claimed.
+        self._trying: set[str] = set()
+        self._taken: OrderedDict[str, None] = OrderedDict()
 
     def claim(self, workflow_name: str | None = None, activity_name: str | None = None, *,
               actor: str = "worker") -> ActivityRecord | None:
@@ -151,13 +158,19 @@ class Claims:
     def _claim_one(self, hits: list[ActivityRecord], actor: str) -> ActivityRecord | None:
         """The first of ``hits`` this worker moves to RUNNING in a proceeding run, or None."""
         for hit in hits:
+            if not self._try(hit.activity_exec_id):
+                continue  # another thread of this process tries it or took it
             wf_read = self.core.threads.in_background(self.core.reads.workflow,
                                                       hit.workflow_exec_id)
+            landed = False
             try:
                 claimed = self.core.flow.apply(hit, Transition.RUNNING, actor=actor, claimed=True)
+                landed = True
             except StateConflict:
                 wf_read.cancel()
                 continue  # another worker was faster
+            finally:
+                self._tried(hit.activity_exec_id, landed)
             wf = wf_read.result()
             # SUSPENDED: claimed as the suspend landed; it runs (as if claimed just before).
             if wf.state in WORKFLOW_PROCEEDING:
@@ -165,6 +178,28 @@ class Claims:
                 return claimed
             self.give_up(claimed, wf)
         return None
+
+    def _try(self, activity_exec_id: str) -> bool:
+        """Whether this thread may write the claim of ``activity_exec_id``: not while
+        another thread of this process does, nor once this process took it (an index read
+        lags behind its claims). Such a write could only lose, and AWS bills a lost
+        conditional write like one that lands: a process never races itself."""
+        with self._lock:
+            if activity_exec_id in self._trying or activity_exec_id in self._taken:
+                return False
+            self._trying.add(activity_exec_id)
+            return True
+
+    def _tried(self, activity_exec_id: str, landed: bool) -> None:
+        """The claim write of ``activity_exec_id`` is done; remembered as taken if it
+        ``landed`` (RUNNING, never READY again; one that lost may be READY again after a
+        resume, so it is not remembered)."""
+        with self._lock:
+            self._trying.discard(activity_exec_id)
+            if landed:
+                self._taken[activity_exec_id] = None
+                while len(self._taken) > RECENT_CLAIMS:
+                    self._taken.popitem(last=False)
 
     def give_up(self, item: ActivityRecord, wf: WorkflowRecord) -> None:
         """End an attempt this actor moved to RUNNING but never started, because its
