@@ -40,7 +40,7 @@ CLAIM_WINDOW = 4
 #: one claim in ``PRIORITY_CLAIM_SHARDS / PRIORITY_WINDOW`` (4), not by every claim (its
 #: key would cap the claims of the account at ~6,000/s), and any 4 consecutive claims
 #: of a process read every priority shard.
-PRIORITY_WINDOW = 4
+PRIORITY_WINDOW = 2
 #: Attempts a process remembers having claimed, so that none of its threads writes a
 #: claim for one again from an index read that lags behind (that write would lose).
 RECENT_CLAIMS = 1024
@@ -95,7 +95,7 @@ class Claims:
         held, or when the best it holds is served after any default-priority attempt could
         be (a priority above 5 that has not aged that far: :func:`behind_default`) —
         default work outside the window may then go first. So workers spread over the
-        shards, no key is read by every claim, a claim reads 8 shards of each table while
+        shards, no key is read by every claim, a claim reads 6 shards of each table while
         a backlog lasts, a later priority never goes before default work, and an urgent
         attempt (a priority below 5) goes before default work at the latest by the 4th
         claim of each process after it became claimable (at once in the process that
