@@ -36,7 +36,7 @@ WORKERS = 8
 RUNS = 20
 ROUNDS = 6
 #: Per claim in the backlog: at most this many lost writes on average with the window
-#: (seen 0.04-0.08 on an idle machine and under the full suite).
+#: (seen 0.04-0.10 on an idle machine and under the full suite).
 MAX_LOST_PER_CLAIM = 0.25
 #: The same for the baseline that reads every shard: all workers see one candidate set
 #: (0.29 was seen on a loaded CI machine before the clock stood still: its starts spread
@@ -190,7 +190,7 @@ def test_workers_polling_a_trickle_all_find_work(wb: Whimbrel, workers: Workers,
     assert figures.claims == WORKERS * ROUNDS
     # Bounded races. Every worker that reads every shard sees the same candidates: 8
     # workers each trying 8 in a random order lose about one write per claim (seen:
-    # 0.9-1.2); a window shows each worker a different few (seen: 0.4-0.6).
+    # 0.9-1.2); a window shows each worker a different few (seen: 0.4-0.75).
     assert figures.lost_per_claim < (1.5 if window == specs.CLAIM_SHARDS else 1.0)
 
 
