@@ -122,6 +122,18 @@ def _code_flat(r: Results) -> tuple[str, float]:
             big["cpu_ms_per_step"] / small["cpu_ms_per_step"])
 
 
+def _heartbeats(r: Results) -> tuple[str, float]:
+    wl = r["scale"]["workloads"]["heartbeats"]
+    return (f"{wl['ceiling']:,.0f} activities/s, set by {wl['bound_by']}",
+            10_000 / wl["ceiling"])
+
+
+def _listing(r: Results) -> tuple[str, float]:
+    pages = r["scale"]["workloads"]["attributes"]["pages"]
+    return (", ".join(f"{label}: {p['requests']}" for label, p in pages.items()),
+            max(p["requests"] for p in pages.values()))
+
+
 TARGETS = [
     Target("Full Logic chain of 10, all-in: ≤ 4.0 WRU per activity (5.70 before issue 12)",
            4.0, _wru, "a write per state move; the workflow item costs ~8 WRU per workflow"),
@@ -154,11 +166,18 @@ TARGETS = [
     Target("Sequential code run: CPU per step flat from the smallest to the largest run "
            "(≤ 1.5× the first; issue 26)", 1.5, _code_flat,
            "a decision would replay the function from its start"),
+    Target("Scale workload (c), 1 M heartbeating activities an hour: ≥ 10,000 "
+           "activities/s at default quotas (issue 29)", 1.0, _heartbeats,
+           "an activity writes its item 4 times (create, claim, one heartbeat, completion): "
+           "the 40,000 WCU/s table quota allows 10,000 a second at most"),
+    Target("A page of 50 runs by state alone, unfiltered or by attribute, 100 names: ≤ 64 "
+           "requests (issue 29)", 64.0, _listing,
+           "a listing reads one Query per shard of its index"),
 ]
 
 
 #: The benchmarks the targets read: the table is rewritten when one of them ran.
-TARGET_SOURCES = {"cost", "latency", "peers", "maps", "code"}
+TARGET_SOURCES = {"cost", "latency", "peers", "maps", "code", "scale"}
 
 
 def targets_table(results: Results) -> str:

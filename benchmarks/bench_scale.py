@@ -22,7 +22,11 @@ Workloads, scaled down with the same mix:
   ones the deadline needs: engine/heartbeats.py);
 * ``simple_api``: runs requested with ``workflow_request`` rows, their external
   activities completed with ``activity_event`` rows, through the real stream handlers
-  (the local runtime).
+  (the local runtime);
+* ``attributes``: runs of 100 registered names all started with one attribute value
+  (``tenant=big``): where the ``by_attribute`` entries land; then what one page of 50
+  runs costs through the billing proxy, by state alone, with no filter and by that
+  attribute (issue 29: at most 64 requests).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -40,7 +45,14 @@ from benchmarks.billing import Meter, Request
 from benchmarks.common import Ctx, Workers, md_table, wait_end
 from benchmarks.shapes import EXTERNAL, NOOP, chain
 from benchmarks.throttle import KEY_RCU, KEY_WCU, TABLE_UNITS
-from whimbrel import ActivityDefinition, LauncherSpec, Whimbrel, WorkflowDefinition
+from whimbrel import (
+    ActivityDefinition,
+    LauncherSpec,
+    RetryPolicy,
+    Transition,
+    Whimbrel,
+    WorkflowDefinition,
+)
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.local.runtime import LocalRuntime
 from whimbrel.testing import fresh_table_prefix
@@ -53,7 +65,8 @@ def sizes(ctx: Ctx) -> dict[str, int]:
     cores runs in minutes; the shares and units per unit of work hardly move with size
     (the run's item grows with its input: see the report)."""
     return {"runs": ctx.size(300, 60), "map": ctx.size(1000, 200),
-            "heartbeats": ctx.size(200, 40), "simple_api": ctx.size(100, 30)}
+            "heartbeats": ctx.size(1000, 40), "simple_api": ctx.size(100, 30),
+            "attributes": ctx.size(300, 60)}
 
 
 def produce(run: object) -> dict[str, Any]:
@@ -73,6 +86,16 @@ def _empty_claim(req: Request) -> bool:
                                   "Query map_item.claimable",
                                   "ExecuteStatement map_item.claimable"))
             and req.label.endswith("(0 items)"))
+
+
+def limits(rows: dict[str, dict[str, Any]]) -> list[tuple[float, str]]:
+    """Every ceiling the model's ``rows`` imply, with what sets it, lowest first."""
+    out = [(row[k]["ceiling"], f"{cat} {'WCU' if k == 'w' else 'RCU'} key "
+            f"{row[k]['key'][:60]}") for cat, row in rows.items() for k in ("w", "r")
+           if k in row and row[k]["ceiling"]]
+    out += [(row["quota_ceiling"], f"{cat} table quota") for cat, row in rows.items()
+            if row.get("quota_ceiling")]
+    return sorted(out)
 
 
 def model(requests: list[Request], work: int) -> dict[str, Any]:
@@ -97,12 +120,7 @@ def model(requests: list[Request], work: int) -> dict[str, Any]:
                          "per_work": hot / work, "ceiling": limit * work / hot if hot else None}
             if kind == "w" and "." not in cat:  # the table quota, on the table's total
                 row["quota_ceiling"] = TABLE_UNITS * work / total if total else None
-    limits = [(row[k]["ceiling"], f"{cat} {'WCU' if k == 'w' else 'RCU'} key "
-               f"{row[k]['key'][:60]}") for cat, row in rows.items() for k in ("w", "r")
-              if k in row and row[k]["ceiling"]]
-    limits += [(row["quota_ceiling"], f"{cat} table quota") for cat, row in rows.items()
-               if row.get("quota_ceiling")]
-    ceiling, bound = min(limits) if limits else (None, "")
+    ceiling, bound = min(limits(rows)) if rows else (None, "")
     return {"work": work, "rows": rows, "ceiling": ceiling, "bound_by": bound,
             "wru": sum(w.values()), "rru": sum(r.values()), "empty_claims": len(polls),
             "empty_claim_rru": sum(sum(q.rru.values()) for q in polls)}
@@ -207,7 +225,8 @@ def heartbeats(ctx: Ctx, n: int, beats: int = 10) -> dict[str, Any]:
                 wait_end(wb, wx, 900, 0.25)
         reqs, s = _measure(meter, go)
     return {"unit": "activities/s", "what": f"{n} external activities, {beats} heartbeats "
-            f"each ({BEAT_SECONDS:g} s apart, 300 s timeout)", "seconds": s, **model(reqs, n)}
+            f"each ({BEAT_SECONDS:g} s apart, 300 s timeout)", "seconds": s, **model(reqs, n),
+            "priority_reads": priority_reads(reqs, n)}
 
 
 def simple_api(ctx: Ctx, n: int) -> dict[str, Any]:
@@ -237,6 +256,43 @@ def simple_api(ctx: Ctx, n: int) -> dict[str, Any]:
             "seconds": s, **model(reqs, 2 * n)}
 
 
+#: Registered names in the ``attributes`` workload: a listing by state alone or with no
+#: filter must cost the same however many there are (issue 29 names 100).
+NAMES = 100
+#: The listings measured, each one page of 50.
+LISTINGS = (("state RUNNING", {"state": "RUNNING"}), ("state FAILED", {"state": "FAILED"}),
+            ("no filter", {}), ("attribute tenant=big", {"attributes": {"tenant": "big"}}))
+
+
+def attributes(ctx: Ctx, n: int) -> dict[str, Any]:
+    with metered(ctx) as (meter, wb):
+        for i in range(NAMES):
+            wb.register_workflow(WorkflowDefinition(f"list_{i:03d}", (ActivityDefinition(
+                "w", launcher=EXTERNAL, retry=RetryPolicy(max_attempts=1)),)))
+
+        def go() -> None:
+            with ThreadPoolExecutor(16) as pool:
+                list(pool.map(lambda i: wb.start_workflow(
+                    f"list_{i % NAMES:03d}", attributes={"tenant": "big"}), range(n)))
+        reqs, s = _measure(meter, go)
+        for i in range(0, n, 4):  # every fourth run FAILED
+            got = wb.claim(workflow_name=f"list_{i % NAMES:03d}")
+            if got is not None:
+                wb.transition_activity(got.activity_exec_id, Transition.FAILED, error="x")
+        pages = {}
+        for label, kwargs in LISTINGS:
+            meter.settle()
+            meter.drain()
+            page = wb.list_workflows(limit=50, **kwargs)
+            meter.settle()
+            billed = meter.drain()
+            pages[label] = {"runs": len(page.items), "requests": len(billed),
+                            "rru": sum(sum(q.rru.values()) for q in billed),
+                            "ops": dict(Counter(q.op for q in billed))}
+    return {"unit": "starts/s", "what": f"{n} runs of {NAMES} names, each with attribute "
+            "tenant=big", "seconds": s, "pages": pages, **model(reqs, n)}
+
+
 def run(ctx: Ctx) -> dict[str, Any]:
     n = sizes(ctx)
     return {"workloads": {
@@ -244,7 +300,8 @@ def run(ctx: Ctx) -> dict[str, Any]:
         "map_input": maps(ctx, n["map"], upstream=False),
         "map_upstream": maps(ctx, n["map"], upstream=True),
         "heartbeats": heartbeats(ctx, n["heartbeats"]),
-        "simple_api": simple_api(ctx, n["simple_api"])}, "sizes": n}
+        "simple_api": simple_api(ctx, n["simple_api"]),
+        "attributes": attributes(ctx, n["attributes"])}, "sizes": n}
 
 
 # -- the report ------------------------------------------------------------------------
@@ -320,15 +377,49 @@ def map_figures(results: Path) -> str:
 def render(result: dict[str, Any], img: Path) -> dict[str, Any]:
     return {"summary": summary(result), "table": table(result), **result["sizes"],
             "map_figures": map_figures(Path(__file__).resolve().parent / "results"),
-            **heartbeat_figures(result["workloads"]["heartbeats"])}
+            **heartbeat_figures(result["workloads"]["heartbeats"]),
+            **listing_figures(result["workloads"]["attributes"])}
+
+
+def listing_figures(wl: dict[str, Any]) -> dict[str, Any]:
+    """The listings' cost per page and the ``by_attribute`` index's spread (issue 29)."""
+    pages = md_table(["page of 50", "runs on it", "requests (target ≤ 64)", "of which",
+                      "RRU"], [
+        [label, f"{p['runs']:,}", f"**{p['requests']}**",
+         ", ".join(f"{n} {op}" for op, n in sorted(p["ops"].items())), f"{p['rru']:.1f}"]
+        for label, p in wl["pages"].items()])
+    index = wl["rows"]["workflow_attribute.by_attribute"]["w"]
+    return {"listing_pages": pages, "listing_most": max(p["requests"]
+                                                         for p in wl["pages"].values()),
+            "attr_share": index["share"], "attr_keys": index["keys"],
+            "attr_ceiling": index["ceiling"], "attr_key": index["key"],
+            "attr_mean": 1 / index["keys"]}
 
 
 def heartbeat_figures(wl: dict[str, Any]) -> dict[str, Any]:
     """Workload (c)'s figures the report's prose quotes (issue 29)."""
     table_row = wl["rows"]["activity_exec"]
+    later = limits(wl["rows"])[1:3]
+    hot = wl["priority_reads"]
     return {"hb_table_wcu": table_row["w"]["total"] / wl["work"],
             "hb_quota": table_row["quota_ceiling"], "hb_wru": wl["wru"] / wl["work"],
-            "hb_ceiling": wl["ceiling"], "hb_bound": wl["bound_by"]}
+            "hb_ceiling": wl["ceiling"], "hb_bound": wl["bound_by"],
+            "hb_next": "; ".join(f"{_fmt(c)}/s, {what}" for c, what in later),
+            "hb_priority_key": hot["key"], "hb_priority_rcu": hot["per_work"],
+            "hb_priority_ceiling": KEY_RCU / hot["per_work"]}
+
+
+def priority_reads(requests: list[Request], work: int) -> dict[str, Any]:
+    """The busiest priority shard (``p<k>``) of ``claimable`` by reads, per unit of work
+    (the key every claim read before issue 29's priority groups: ``p0``)."""
+    r: dict[tuple[str, str], float] = {}
+    for req in requests:
+        if not _empty_claim(req):
+            req.charge(r, req.rkeys)
+    shards = {k: n for (cat, k), n in r.items()
+              if cat == "activity_exec.claimable" and k.startswith("p")}
+    key, units = max(shards.items(), key=lambda kv: kv[1]) if shards else ("—", 0.0)
+    return {"key": key, "per_work": units / work, "keys": len(shards)}
 
 
 # -- workload (b) alone, at any size -----------------------------------------------------

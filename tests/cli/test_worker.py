@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli_helpers import Run
@@ -190,6 +191,42 @@ def test_the_library_loop_keeps_text_output_and_stops_on_stop(wb: Whimbrel, step
     assert [_step(wb, wx).output for wx in runs] == ["done"] * 3  # not JSON: the text
     assert (loop.stats.claimed, loop.stats.completed) == (3, 3)
     assert loop.stats.polls >= 3
+
+
+def test_a_busy_library_loop_claims_again_without_a_look(wb: Whimbrel, step: Path,
+                                                         tmp_path: Path) -> None:
+    """A look at the claimable index names every shard, so a look before every claim
+    would make every key one that each claim reads (it caps the account's claims): after
+    a claim that took something the loop claims again without one (issue 29)."""
+    runs = [_start(wb, tmp_path, n=i) for i in range(6)]
+    events: list[str] = []
+
+    def observe(op: str, params: dict[str, Any], _resp: object) -> None:
+        # Both on the loop's thread, in its order: a look, and a claim's write (the one
+        # UpdateItem that takes the attempt out of the index).
+        statement = str(params.get("Statement", "")) if op == "ExecuteStatement" else ""
+        if '"claimable"' in statement and statement.startswith('SELECT "claim_key"'):
+            events.append("look")
+        elif op == "UpdateItem" and "claim_key" in params.get("ExpressionAttributeNames",
+                                                              {}).values():
+            events.append("claim")
+    wb.store.transport.observers.append(observe)
+    loop = CommandWorker(wb.engine, ["sh", "-c", "echo done"], workflow_name="shell-flow",
+                         concurrency=2, table_prefix=wb.table_prefix,
+                         endpoint_url=wb.endpoint_url)
+    runner = threading.Thread(target=loop.run)
+    runner.start()
+    try:
+        for wx in runs:
+            wait_until(lambda wx=wx: wb.get_workflow(wx).state.value == "COMPLETED",
+                       timeout=60)
+        wait_until(lambda: events.count("look") > 1, timeout=30)  # idle: it looks again
+    finally:
+        loop.stop()
+        runner.join(timeout=60)
+    assert loop.stats.claimed == 6
+    sixth = [i for i, e in enumerate(events) if e == "claim"][5]
+    assert events[:sixth].count("look") == 1  # the first claim's, then none while busy
 
 
 def test_a_cancel_stops_the_command_through_the_heartbeat(run: Run, wb: Whimbrel, step: Path,

@@ -60,8 +60,11 @@ class StorePort(Protocol):
     table_prefix: str
     #: Partitions of the sparse ``claimable`` index; a claim asks them all at once.
     claim_shards: tuple[str, ...]
-    #: Its shards of attempts whose priority is not the default, read by every claim.
+    #: Its shards of attempts whose priority is not the default, a window per claim.
     priority_claim_shards: tuple[str, ...]
+    #: How many times this store put an attempt on a priority shard (a count that only
+    #: grows): a claim reads every priority shard when it changed since its last look.
+    priority_written: int
     #: The same for python work left for a worker (``w<k>``, ``wp<k>``; keys by module).
     worker_claim_shards: tuple[str, ...]
     worker_priority_claim_shards: tuple[str, ...]

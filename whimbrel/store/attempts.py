@@ -20,6 +20,7 @@ a miss); an item is created in the run's partition when its map already has item
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
@@ -34,7 +35,13 @@ from whimbrel.contract.states import ActivityState
 from whimbrel.store import spec_core
 from whimbrel.store.codec import Expression, Item, activity_record, record_item, to_ddb
 from whimbrel.store.errors import ConditionLost
-from whimbrel.store.keys import WORKER_SHARD_PREFIX, fan_out, index_changes, item_partition
+from whimbrel.store.keys import (
+    WORKER_SHARD_PREFIX,
+    fan_out,
+    index_changes,
+    is_priority_entry,
+    item_partition,
+)
 from whimbrel.store.plumbing import DUE_KEYS_LIMIT, Tables
 
 __all__ = ["Attempts", "Place"]
@@ -65,6 +72,20 @@ class Attempts:
         # map_item existed); False: in map_item. Learnt, never guessed.
         self._beside: OrderedDict[tuple[str, str], bool] = OrderedDict()
         self._beside_lock = threading.Lock()
+        #: How many times this store put an attempt on a priority shard: a claim that
+        #: finds it changed since its last read of every priority shard reads them all
+        #: again (engine/claims.py), so work this process readied is served in order.
+        self.priority_written = 0
+        self._priority_writes = itertools.count(1)
+
+    def indexed(self, changes: Changes, activity_exec_id: str) -> dict[str, Any]:
+        """:func:`index_changes` of an attempt's change set, counting a priority entry
+        (``priority_written``; counted before the write: one that loses costs a claim one
+        more read, never a missed entry)."""
+        out = index_changes(changes, activity_exec_id)
+        if is_priority_entry(out):
+            self.priority_written = next(self._priority_writes)
+        return out
 
     # -- places ------------------------------------------------------------------------
 
@@ -152,7 +173,7 @@ class Attempts:
         """Create an attempt that is READY to be claimed (claim keys derived here;
         ``claim``: where it is served and its priority, ``flow.claim_intent``)."""
         intent = (record.workflow_name, record.activity_name, *(claim or ()))
-        keys = index_changes({"claimable": intent}, record.activity_exec_id)
+        keys = self.indexed({"claimable": intent}, record.activity_exec_id)
         return self.create_activity(replace(record, **keys))
 
     def get_activity(self, activity_exec_id: str) -> ActivityRecord | None:
@@ -250,7 +271,7 @@ class Attempts:
                       actor: str, due_by: float | None = None,
                       claimed: bool = False, written_by: float | None = None,
                       late_at: float | None = None) -> ActivityRecord:
-        changes = index_changes(changes, activity_exec_id)
+        changes = self.indexed(changes, activity_exec_id)
         expr = Expression()
         final = path[-1]
         update = expr.update({**changes, "state": final.value, "updated_epoch": now},
@@ -288,7 +309,7 @@ class Attempts:
                      states: Collection[ActivityState],
                      alive_at: float | None = None) -> ActivityRecord:
         expr = Expression()
-        update = expr.update(index_changes(changes, activity_exec_id))
+        update = expr.update(self.indexed(changes, activity_exec_id))
         # Attributes other than the state, only while the state is one of ``states``
         # (e.g. a heartbeat only while the activity runs; never on a TIMED_OUT one).
         condition = expr.one_of("state", sorted(s.value for s in states))

@@ -127,8 +127,15 @@ WORKER_SHARD_PREFIX = "w"
 
 def priority_claim_shard(activity_exec_id: str) -> str:
     """The ``claimable`` shard of an attempt whose priority is not the default (one of
-    those every claim reads)."""
+    ``PRIORITY_CLAIM_SHARDS``, read a window at a time: engine/claims.py)."""
     return f"p{shard_of(activity_exec_id, spec_core.PRIORITY_CLAIM_SHARDS)}"
+
+
+def is_priority_entry(changes: dict[str, Any]) -> bool:
+    """Whether ``changes`` (as :func:`index_changes` made them) put an attempt on a
+    priority shard, an external attempt's (``p3``) or a worker's (``wp3``)."""
+    shard = changes.get("claim_shard")
+    return isinstance(shard, str) and shard.removeprefix(WORKER_SHARD_PREFIX).startswith("p")
 
 
 _T = TypeVar("_T")

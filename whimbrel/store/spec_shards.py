@@ -23,9 +23,12 @@ TIMER_SHARDS = 32
 RECONCILE_SHARDS = 32
 CLAIM_SHARDS = 32
 #: Shards of the ``claimable`` index for attempts whose priority is not the default
-#: (``p0``..``p3``): every claim reads them with its window, so every worker sees them
-#: and serves them in order, aging included (docs/architecture.md, "Pools").
-PRIORITY_CLAIM_SHARDS = 4
+#: (``p0``..``p7``): a claim reads a window of them (engine/claims.py,
+#: ``PRIORITY_WINDOW``), a process's consecutive claims in turn, so no key is read by
+#: every claim and any ``PRIORITY_CLAIM_SHARDS / PRIORITY_WINDOW`` claims of a process
+#: read them all (docs/architecture.md, "Priority in claims"). Raising it is safe: the
+#: old shards are among the new.
+PRIORITY_CLAIM_SHARDS = 8
 REJECTION_SHARDS = 16
 #: Partitions of the sparse ``due_schedules`` index; a sweep queries them in parallel.
 SCHEDULE_SHARDS = 4

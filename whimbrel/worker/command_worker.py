@@ -141,6 +141,8 @@ class CommandWorker:
         self._prefix = f"{workflow_name}/" + (f"{activity_name}/" if activity_name else "")
         self._shards = [*engine.store.priority_claim_shards, *engine.store.claim_shards]
         self._peeks = 0
+        #: Whether the last poll claimed something (the next one skips the look).
+        self._took_last = False
         #: Called with each claimed attempt before its command starts (tests, logging).
         self.on_claim: Callable[[ActivityExec], None] | None = None
 
@@ -225,11 +227,15 @@ class CommandWorker:
 
     def _claim(self) -> ActivityExec | None:
         """One poll: a look at the claimable index, and a claim only when it holds
-        something for us (the claim reads the shards in its own order)."""
+        something for us (the claim reads the shards in its own order). Right after a
+        claim that took something, no look: the look names every shard, and a key that
+        every claim reads caps the claims of the account (docs/architecture.md, "Scale");
+        an idle worker's look is one cheap request instead of a claim's two to four."""
         self._count("polls")
-        if not self._anything_claimable():
+        if not self._took_last and not self._anything_claimable():
             return None
         claimed = self.engine.claims.claim(self.workflow_name, self.activity_name, actor=self.actor)
+        self._took_last = claimed is not None
         return ActivityExec.from_record(claimed) if claimed is not None else None
 
     def _anything_claimable(self) -> bool:

@@ -38,7 +38,7 @@ from whimbrel.contract.states import ActivityState
 from whimbrel.store import spec_core
 from whimbrel.store.codec import Expression, Item, activity_record, decode_fields, to_ddb
 from whimbrel.store.errors import ConditionLost
-from whimbrel.store.keys import fan_out, index_changes
+from whimbrel.store.keys import fan_out
 from whimbrel.store.part import Part
 from whimbrel.store.plumbing import CAPACITY
 from whimbrel.store.spec_types import IndexSpec, Key, TableSpec, attributes
@@ -396,7 +396,7 @@ class Pools(Part):
             StateConflict: it is no longer a READY waiter (``current`` says where it is).
         """
         expr = Expression()
-        update = expr.update(index_changes(changes, activity_exec_id))
+        update = expr.update(self.attempts.indexed(changes, activity_exec_id))
         # READY with no slot yet (waiting for its pool, or readied while its run was
         # SUSPENDED): of two actors admitting it, one writes; the other's slot is given
         # back (it is not the one recorded).
