@@ -138,10 +138,13 @@ class Ending:
         self.core.ending.settle(wf.workflow_exec_id)
 
     def cancel(self, wx: str, *, actor: str | None = None,
-               refuse_ended: bool = True) -> None:
+               refuse_ended: bool = True, again: bool = False) -> None:
         """Request cancellation and stop what can be stopped. Idempotent. ``actor`` is
         recorded in the run's history (a CANCEL row's tag, to recognise its redelivery).
         ``refuse_ended``: a caller's cancel, told when the run ended other than CANCELLED.
+        ``again``: a caller's own cancel (not a redelivery, not the engine's cascade): of
+        a run already CANCEL_REQUESTED whose code cleans up, it ends the clean-up
+        (``Feature.cancelling``).
 
         Raises:
             WorkflowNotFound: no such execution.
@@ -157,6 +160,10 @@ class Ending:
                                          workflow_name=wf.workflow_name)
             except StateConflict:
                 pass  # finished or cancelled meanwhile; settle sorts it out
+        elif again and wf.state is W.CANCEL_REQUESTED and self.core.hooks.take_over(
+                Feature.cancelling, wf, self.core.definitions.definition_of(wf),
+                again=True):
+            return
         self.core.ending.settle(wx)
 
     def time_out_workflow(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> bool:
@@ -182,6 +189,9 @@ class Ending:
             # Its follow-ups first: a run ended early skips what it left unstarted, which
             # the stop below would otherwise cancel.
             self.after_end(wf)
+        if state is W.CANCEL_REQUESTED and self.core.hooks.take_over(
+                Feature.cancelling, wf, defn, again=False):
+            return
         acts = self.core.store.list_activities(wx)
         active = [a for a in acts if self.core.ending.stop_activity(a, defn, ask_running=ask)]
         if state not in WORKFLOW_LIVE:

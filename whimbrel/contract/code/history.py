@@ -22,6 +22,9 @@ class RunFacts:
     #: How large a step's input, a child's input and the run's output may be: the
     #: store's (with a payload bucket, its maximum; larger values go to S3).
     limits: PayloadLimits = NO_BUCKET
+    #: The run is CANCEL_REQUESTED: the replay raises ``Cancelled`` where the code waits
+    #: (contract/code/cancel.py) and what its clean-up asks for is scheduled.
+    cancelled: bool = False
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,8 @@ class StepState:
     patches: tuple[str, ...] = ()
     #: A retry's time (REQUESTED until then; its timer moves it on).
     not_before: float | None = None
+    #: Scheduled by the code's clean-up after a cancel (contract/code/cancel.py).
+    cleanup: bool = False
 
 
 @dataclass
@@ -61,6 +66,8 @@ class History:
     by_seq: dict[int, str] = field(default_factory=dict)
     #: The highest position recorded (0: none).
     last_seq: int = 0
+    #: The highest position of a step from before a cancel (clean-up steps left out).
+    main_seq: int = 0
 
     def put(self, step: StepState) -> None:
         known = self.steps.get(step.name)
@@ -70,6 +77,8 @@ class History:
         self.steps[step.name] = step
         self.by_seq[step.seq] = step.name
         self.last_seq = max(self.last_seq, step.seq)
+        if not step.cleanup:
+            self.main_seq = max(self.main_seq, step.seq)
 
     def get(self, name: str) -> StepState | None:
         return self.steps.get(name)
