@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
-from whimbrel.contract.code import CodeDefinition, Decision, is_cleanup_step
+from whimbrel.contract.code import CodeDefinition, Decision, History, is_cleanup_step
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, WorkflowState
 from whimbrel.engine.feature import Core
@@ -81,8 +81,8 @@ def _going(act: ActivityRecord) -> bool:
         and act.state is not ActivityState.REQUESTED
 
 
-def end(core: Core, wf: WorkflowRecord, defn: CodeDefinition, decision: Decision,
-        properties: dict[str, str]) -> None:
+def end(core: Core, wf: WorkflowRecord, defn: CodeDefinition, history: History,
+        decision: Decision, properties: dict[str, str]) -> None:
     """The clean-up is over (the function ended, however): the run ends CANCELLED —
     never COMPLETED — with the error its clean-up raised, if another than ``Cancelled``;
     clean-up steps started and never awaited are asked to stop."""
@@ -93,5 +93,6 @@ def end(core: Core, wf: WorkflowRecord, defn: CodeDefinition, decision: Decision
         error = "continue_as_new during clean-up: no new run is started"
     log.info("code run %s cleaned up (%s)", wf.workflow_exec_id, decision.outcome)
     if core.ending.end_workflow(wf, defn, [W.CANCEL_REQUESTED], W.CANCELLED, error=error,
-                                extra=properties):
-        core.ending.settle(wf.workflow_exec_id)
+                                extra=properties) \
+            and any(not s.final for s in history.steps.values()):
+        core.ending.settle(wf.workflow_exec_id)  # only then: a listing less per cancel

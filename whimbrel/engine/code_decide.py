@@ -271,8 +271,8 @@ def _apply(core: Core, wf: WorkflowRecord, defn: CodeDefinition, history: Histor
         core.starting.start(run.workflow_name, json.loads(run.input or "null"),
                    request_id=run.request_id, source=f"dispatch:{wx}")
     if code_cancel.cleaning(wf) and decision.outcome != "waiting":
-        code_cancel.end(core, wf, defn, decision, {} if props is None else
-                        {"properties": props})
+        code_cancel.end(core, wf, defn, history, decision,
+                        {} if props is None else {"properties": props})
         return False
     if decision.outcome == "waiting":
         if props is not None and props != (wf.properties or "{}"):
