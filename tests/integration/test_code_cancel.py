@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import wb_code_cancel as code
 
-from whimbrel import ActivityState, Whimbrel, WorkflowState
+from whimbrel import ActivityState, RedriveNotAllowed, Whimbrel, WorkflowState
 from whimbrel.engine.code_cancel import CANCELLED_AGAIN
 from whimbrel.engine.code_runs import CodeRuns
 from whimbrel.testing import StepClock, wait_until
@@ -182,3 +182,23 @@ def test_the_run_deadline_during_clean_up_ends_it_timed_out(
     assert cwb.get_activity(held).state is A.CANCELLED_RUNNING
     code.HOLD.set()
     _state(cwb, held, A.CANCELLED)
+
+
+def test_a_run_whose_clean_up_ran_steps_is_not_redriven_one_without_is(
+        cwb: Whimbrel) -> None:
+    cwb.register_workflow(code.cleanup_finally)
+    cwb.register_workflow(code.cleanup_returns)
+    cleaned = cwb.start_workflow("cleanup_finally")
+    plain = cwb.start_workflow("cleanup_returns")
+    for wx in (cleaned, plain):
+        _state(cwb, f"{wx}:signal-go#1:1", A.READY)
+        cwb.cancel_workflow(wx)
+        assert cwb.wait(wx, timeout=30).state is W.CANCELLED
+    with pytest.raises(RedriveNotAllowed, match=r"clean-up steps dispose#1"):
+        cwb.redrive_workflow(cleaned)
+    cwb.redrive_workflow(plain)  # runs on from the cut: the wait gets a new attempt
+    _state(cwb, f"{plain}:signal-go#1:2", A.READY)
+    cwb.signal(plain, "go", 1)
+    run = cwb.wait(plain, timeout=30)
+    assert run.state is W.COMPLETED, run
+    assert run.output == "signalled"
