@@ -51,15 +51,16 @@ def moving(wf: WorkflowRecord) -> WorkflowRecord:
 
 
 def settle(core: Core, wf: WorkflowRecord, defn: CodeDefinition, decide: Decide, *,
-           again: bool) -> None:
+           again: bool, actor: str | None = None) -> None:
     """Settle a code run in CANCEL_REQUESTED: stop what ran before the cancel (clean-up
     steps run on), and once nothing runs, its next clean-up decision. ``again``: a
-    caller cancelled it once more, which ends it CANCELLED at once (what its clean-up
-    still runs is asked to stop)."""
+    caller (``actor``: the end is recorded under it, so that a redelivery of its row is
+    recognised) cancelled it once more, which ends it CANCELLED at once (what its
+    clean-up still runs is asked to stop)."""
     wx = wf.workflow_exec_id
     if again:
         core.ending.end_workflow(wf, defn, [W.CANCEL_REQUESTED], W.CANCELLED,
-                                 error=CANCELLED_AGAIN)
+                                 error=CANCELLED_AGAIN, actor=actor)
         core.ending.settle(wx)  # ended: its clean-up steps are stopped like any straggler
         return
     acts = core.store.list_activities(wx)

@@ -173,13 +173,13 @@ class CodeRuns(Feature):
         return True
 
     def cancelling(self, wf: WorkflowRecord, defn: WorkflowDefinition, *,
-                   again: bool) -> bool:
+                   again: bool, actor: str | None = None) -> bool:
         if not isinstance(defn, CodeDefinition):
             return False
         code_cancel.settle(
             self.core, wf, defn,
             lambda run, code, why: self.run_decision(run, code, cold=True, why=why),
-            again=again)
+            again=again, actor=actor)
         return True
 
     def ended(self, wf: WorkflowRecord) -> None:

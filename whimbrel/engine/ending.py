@@ -50,7 +50,8 @@ class Ending:
                      expected: Collection[WorkflowState], state: WorkflowState, *,
                      error: str | None = None,
                      activities: Sequence[ActivityRecord] | None = None,
-                     extra: Mapping[str, str] | None = None) -> bool:
+                     extra: Mapping[str, str] | None = None,
+                     actor: str | None = None) -> bool:
         """The end tasks, then the terminal write; False if someone else ended it.
 
         A feature may keep a check time on the ended run (``Feature.check_at_end``: a child
@@ -58,6 +59,8 @@ class Ending:
         unstarted is skipped); the run's ``after_end`` follow-ups then run here, and again on
         every reconcile visit until they are done. ``extra``: attributes the terminal write
         also sets (an early end's ``output`` and ``ended_by``), seen by ``check_at_end``.
+        ``actor``: who the end is recorded under (default: this engine; a caller's tag
+        lets a redelivery of its request be recognised).
         """
         if extra:
             fields: dict[str, Any] = dict(extra)
@@ -77,7 +80,7 @@ class Ending:
             changes["expires_epoch"] = expires
         try:
             ended = self.core.store.move_workflow(wf.workflow_exec_id, expected, state, changes,
-                                               now=now, actor=self.core.actor,
+                                               now=now, actor=actor or self.core.actor,
                                                workflow_name=wf.workflow_name)
         except StateConflict:
             return False
@@ -162,7 +165,7 @@ class Ending:
                 pass  # finished or cancelled meanwhile; settle sorts it out
         elif again and wf.state is W.CANCEL_REQUESTED and self.core.hooks.take_over(
                 Feature.cancelling, wf, self.core.definitions.definition_of(wf),
-                again=True):
+                again=True, actor=actor):
             return
         self.core.ending.settle(wx)
 

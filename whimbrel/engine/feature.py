@@ -303,10 +303,10 @@ class Feature(Protocol):
         return None
 
     def cancelling(self, wf: WorkflowRecord, defn: WorkflowDefinition, *,
-                   again: bool) -> bool:
+                   again: bool, actor: str | None = None) -> bool:
         """Take over settling a run in CANCEL_REQUESTED — stopping its attempts and its
         end — (a code run's clean-up: engine/code_cancel.py); ``again``: a caller
-        cancelled it once more."""
+        cancelled it once more (``actor``: recorded with what that does)."""
         return False
 
     def check_at_end(self, wf: WorkflowRecord, now: float) -> float | None:
