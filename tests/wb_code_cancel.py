@@ -35,6 +35,10 @@ def held(run: ActivityRun) -> Any:
     return "released"
 
 
+def boom(run: ActivityRun) -> Any:
+    raise RuntimeError("card declined")
+
+
 def run_step(run: ActivityRun) -> Any:
     _count(run)
     return run.input["outcome"]
@@ -148,6 +152,14 @@ def cleanup_crashy(ctx: WorkflowContext, input: Any) -> Any:
         ctx.step("undo", first, launcher=PUSHED)
         raise
     return first
+
+
+@workflow("cleanup_after_failure")
+def cleanup_after_failure(ctx: WorkflowContext, input: Any) -> Any:
+    """Fails (``boom``) while an external step still runs: the run is failing."""
+    slow = ctx.start("slow")
+    ctx.step(boom)
+    return slow.result()
 
 
 @workflow("playbook_cleanup")

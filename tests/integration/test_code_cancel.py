@@ -6,6 +6,7 @@ their steps are scheduled and run; the run ends CANCELLED (docs/code-workflows.m
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 import wb_code_cancel as code
@@ -202,3 +203,40 @@ def test_a_run_whose_clean_up_ran_steps_is_not_redriven_one_without_is(
     run = cwb.wait(plain, timeout=30)
     assert run.state is W.COMPLETED, run
     assert run.output == "signalled"
+
+
+def test_a_run_cancelled_while_queued_never_runs_its_code(cwb: Whimbrel) -> None:
+    cwb.register_workflow(code.cleanup_finally)  # this process is a worker for the code
+    # A definition of one run slot: its second run waits QUEUED, its code never ran.
+    cwb.engine.definitions.register(replace(code.cleanup_finally.definition(),
+                                            name="cleanup_one", max_running=1))
+    running = cwb.start_workflow("cleanup_one")
+    waiting = cwb.start_workflow("cleanup_one")
+    assert cwb.get_workflow(waiting).state is W.QUEUED
+    decisions = cwb.engine.feature(CodeRuns).decisions
+    cwb.cancel_workflow(waiting)
+    run = cwb.wait(waiting, timeout=30)
+    assert run.state is W.CANCELLED and run.activities == (), run
+    assert cwb.engine.feature(CodeRuns).decisions == decisions  # nothing to clean up
+    _state(cwb, f"{running}:signal-go#1:1", A.READY)
+    cwb.cancel_workflow(running)  # its code ran: it cleans up
+    run = cwb.wait(running, timeout=30)
+    assert run.state is W.CANCELLED, run
+    assert sorted(a.activity_name for a in run.activities) == ["dispose#1", "signal-go#1"]
+
+
+def test_a_failing_run_cancelled_ends_cancelled_with_its_error_and_no_clean_up(
+        cwb: Whimbrel) -> None:
+    cwb.register_workflow(code.cleanup_after_failure)
+    wx = cwb.start_workflow("cleanup_after_failure")
+    slow = f"{wx}:slow#1:1"
+    _state(cwb, slow, A.READY)
+    cwb.transition_activity(slow, "RUNNING")
+    wait_until(lambda: cwb.get_workflow(wx).state is W.FAILED_WAITING, timeout=30)
+    decisions = cwb.engine.feature(CodeRuns).decisions
+    cwb.cancel_workflow(wx)
+    cwb.transition_activity(slow, "COMPLETED")  # it stopped
+    run = cwb.wait(wx, timeout=30)
+    assert run.state is W.CANCELLED, run
+    assert "card declined" in (run.error or "") and "clean-up" not in (run.error or "")
+    assert cwb.engine.feature(CodeRuns).decisions == decisions  # its code had ended

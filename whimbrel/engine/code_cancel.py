@@ -43,6 +43,13 @@ def cleaning(wf: WorkflowRecord) -> bool:
     return wf.state is W.CANCEL_REQUESTED
 
 
+def cleans_up(wf: WorkflowRecord) -> bool:
+    """Whether a cancelled run's code gets its clean-up: it ran (a run cancelled while
+    QUEUED or starting has no code under way) and had not failed (a failing run's code
+    already ended, with its error; it ends CANCELLED as any run does)."""
+    return not wf.error and any(h.state == W.RUNNING.value for h in wf.history)
+
+
 def moving(wf: WorkflowRecord) -> WorkflowRecord:
     """``wf`` as a clean-up step's move sees it: a clean-up step is planned, admitted and
     launched as a step of a running run is (its run is CANCEL_REQUESTED only because its

@@ -174,8 +174,8 @@ class CodeRuns(Feature):
 
     def cancelling(self, wf: WorkflowRecord, defn: WorkflowDefinition, *,
                    again: bool, actor: str | None = None) -> bool:
-        if not isinstance(defn, CodeDefinition):
-            return False
+        if not isinstance(defn, CodeDefinition) or not code_cancel.cleans_up(wf):
+            return False  # settled as any run: nothing of its code to clean up
         code_cancel.settle(
             self.core, wf, defn,
             lambda run, code, why: self.run_decision(run, code, cold=True, why=why),
