@@ -181,3 +181,12 @@ def playbook_cleanup(ctx: WorkflowContext, input: Any) -> Any:
                 ctx.step(dispose, {"suspended": step["name"]})
                 raise
     return {"completed_at": None}
+
+
+@workflow("cleanup_parent")
+def cleanup_parent(ctx: WorkflowContext, input: Any) -> Any:
+    """Waits on a child (``cleanup_finally``) that cleans up too; then cleans up itself."""
+    try:
+        return ctx.child("cleanup_finally")
+    finally:
+        ctx.step(dispose, "parent")

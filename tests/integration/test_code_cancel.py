@@ -12,6 +12,8 @@ import pytest
 import wb_code_cancel as code
 
 from whimbrel import ActivityState, RedriveNotAllowed, Whimbrel, WorkflowState
+from whimbrel.contract.dataflow import child_request_id
+from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.engine.code_cancel import CANCELLED_AGAIN
 from whimbrel.engine.code_runs import CodeRuns
 from whimbrel.testing import StepClock, wait_until
@@ -240,3 +242,21 @@ def test_a_failing_run_cancelled_ends_cancelled_with_its_error_and_no_clean_up(
     assert run.state is W.CANCELLED, run
     assert "card declined" in (run.error or "") and "clean-up" not in (run.error or "")
     assert cwb.engine.feature(CodeRuns).decisions == decisions  # its code had ended
+
+
+def test_a_cancelled_parent_cancels_its_child_and_both_clean_up(cwb: Whimbrel) -> None:
+    cwb.register_workflow(code.cleanup_parent)
+    cwb.register_workflow(code.cleanup_finally)
+    wx = cwb.start_workflow("cleanup_parent")
+    attempt = f"{wx}:child-cleanup_finally#1:1"
+    child = workflow_exec_id_for(child_request_id(attempt))
+    _state(cwb, f"{child}:signal-go#1:1", A.READY)
+    cwb.cancel_workflow(wx)
+    run = cwb.wait(wx, timeout=30)
+    assert run.state is W.CANCELLED, run
+    assert _steps(cwb, wx) == {"child-cleanup_finally#1": "CANCELLED",
+                               "dispose#1": "COMPLETED"}
+    assert run.activity("dispose#1").output == {"disposed": "parent"}
+    ended = cwb.wait(child, timeout=30)
+    assert ended.state is W.CANCELLED, ended
+    assert _steps(cwb, child) == {"signal-go#1": "CANCELLED", "dispose#1": "COMPLETED"}
