@@ -117,7 +117,8 @@ def test_a_broad_except_exception_does_not_catch_cancelled() -> None:
     assert d.outcome == "cancelled" and d.new_steps == []
 
 
-def test_waits_in_clean_up_raise_cancelled_and_external_steps_are_refused() -> None:
+def test_waits_in_clean_up_raise_cancelled_external_and_pooled_steps_are_refused(
+) -> None:
     def sleeps(ctx: WorkflowContext, input: Any) -> Any:
         try:
             ctx.wait_signal("go")
@@ -133,6 +134,14 @@ def test_waits_in_clean_up_raise_cancelled_and_external_steps_are_refused() -> N
             ctx.step("undo")
     d = replay(external, CANCELLED, history(step("signal-go#1", 1, A.CANCELLED)))
     assert d.outcome == "failed" and "clean-up step undo#1 is external" in (d.error or "")
+
+    def pooled(ctx: WorkflowContext, input: Any) -> Any:
+        try:
+            ctx.wait_signal("go")
+        finally:
+            ctx.step("undo", launcher=PUSHED, pool="p")
+    d = replay(pooled, CANCELLED, history(step("signal-go#1", 1, A.CANCELLED)))
+    assert d.outcome == "failed" and "clean-up step undo#1 is in pool 'p'" in (d.error or "")
 
 
 def test_in_a_run_not_cancelled_nothing_changes_and_a_finally_that_raises_waits() -> None:

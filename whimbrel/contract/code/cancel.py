@@ -42,7 +42,8 @@ class CancelScope:
             Cancelled: a wait (sleep, signal, approval) or a child asked for in clean-up:
                 nothing would end it while the run is being cancelled.
             InvalidDefinition: an ``external`` step asked for in clean-up (no worker may
-                claim an attempt of a run that is being cancelled).
+                claim an attempt of a run that is being cancelled), or one in a pool (a
+                pool admits no waiting attempt of such a run).
         """
         if not self.delivered:
             return False
@@ -53,6 +54,11 @@ class CancelScope:
                 f"clean-up step {step} is external: a clean-up step runs while its run is "
                 "CANCEL_REQUESTED, and no worker claims an attempt of such a run; use a "
                 "python function or a pushed launcher (lambda, sqs, ecs, command)"])
+        if spec.pool is not None:
+            raise InvalidDefinition(spec.name, [
+                f"clean-up step {step} is in pool {spec.pool!r}: a clean-up step runs while "
+                "its run is CANCEL_REQUESTED, and a pool admits no waiting attempt of such "
+                "a run; give it no pool"])
         self.cleanup.add(step)
         return True
 
