@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from whimbrel import ActivityRun, Cancelled, LauncherSpec, WorkflowContext, workflow
+from whimbrel import ActivityRun, Cancelled, LauncherSpec, StepFailed, WorkflowContext, workflow
 
 #: Calls of each step function, by (run, step name): how often each ran.
 CALLS: dict[tuple[str, str], int] = {}
@@ -190,3 +190,15 @@ def cleanup_parent(ctx: WorkflowContext, input: Any) -> Any:
         return ctx.child("cleanup_finally")
     finally:
         ctx.step(dispose, "parent")
+
+
+@workflow("cleanup_times_out")
+def cleanup_times_out(ctx: WorkflowContext, input: Any) -> Any:
+    """Its clean-up step has a minute to run; it hangs (``HOLD``) and times out."""
+    try:
+        ctx.wait_signal("go")
+    finally:
+        try:
+            ctx.step(held, None, start_to_close_seconds=60)
+        except StepFailed as exc:
+            ctx.properties["held"] = exc.state

@@ -260,3 +260,21 @@ def test_a_cancelled_parent_cancels_its_child_and_both_clean_up(cwb: Whimbrel) -
     ended = cwb.wait(child, timeout=30)
     assert ended.state is W.CANCELLED, ended
     assert _steps(cwb, child) == {"signal-go#1": "CANCELLED", "dispose#1": "COMPLETED"}
+
+
+def test_a_clean_up_step_that_times_out_reaches_the_code_as_step_failed(
+        cwb: Whimbrel, clock: StepClock) -> None:
+    cwb.register_workflow(code.cleanup_times_out)
+    wx = cwb.start_workflow("cleanup_times_out")
+    _state(cwb, f"{wx}:signal-go#1:1", A.READY)
+    cwb.cancel_workflow(wx)
+    held = f"{wx}:held#1:1"
+    _state(cwb, held, A.RUNNING)
+    # Past its start-to-close time, and the grace for a result still in flight.
+    cwb.sweep(clock.advance(61 + cwb.engine.in_flight_grace_seconds))
+    assert cwb.get_activity(held).state is A.TIMED_OUT
+    code.HOLD.set()  # its code ends late: kept as a late report, the state stays
+    run = cwb.wait(wx, timeout=30)
+    assert run.state is W.CANCELLED, run
+    assert cwb.get_activity(held).state is A.TIMED_OUT
+    assert run.properties == {"held": "TIMED_OUT"}
