@@ -7,6 +7,7 @@ from whimbrel.client.batch import BatchReport
 from whimbrel.client.query import DefinitionVersion, WorkflowPage
 from whimbrel.client.whimbrel import Whimbrel
 from whimbrel.contract.code import (
+    Cancelled,
     NonDeterminism,
     StepFailed,
     WaitTimedOut,
@@ -69,6 +70,7 @@ __all__ = [
     "ActivityState",
     "ActivityTimedOut",
     "BatchReport",
+    "Cancelled",
     "DefinitionNotFound",
     "DefinitionVersion",
     "EngineDriven",

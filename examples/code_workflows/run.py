@@ -1,4 +1,4 @@
-"""Run the three code-workflow examples in this process (docs/code-workflows.md).
+"""Run the four code-workflow examples in this process (docs/code-workflows.md).
 
     cd examples/code_workflows
     python run.py            # with the `export` lines of `whimbrel dev`
@@ -17,7 +17,7 @@ from pathlib import Path
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))  # so the python launcher can import shop_steps
 
-from workflows import poll_job, shop_order, trip  # noqa: E402  # after the path
+from workflows import booking, poll_job, shop_order, trip  # noqa: E402  # after the path
 
 from whimbrel import ActivityState, Whimbrel, WorkflowExec  # noqa: E402
 
@@ -64,11 +64,26 @@ def order(wb: Whimbrel) -> WorkflowExec:
     return run
 
 
+def cancelled_booking(wb: Whimbrel) -> WorkflowExec:
+    wb.register_workflow(booking)
+    wx = wb.start_workflow("booking", {"show": "s-9", "seats": 2})
+    while (wait := next((a for a in wb.get_workflow(wx).activities
+                         if a.activity_name == "signal-paid#1"), None)) is None \
+            or wait.state is not ActivityState.READY:
+        time.sleep(0.05)
+    wb.cancel_workflow(wx)  # the customer walked away: the wait raises Cancelled
+    run = wb.wait(wx)
+    print(f"booking {run.state.value}: properties {run.properties}; steps "
+          f"{[(a.activity_name, a.state.value) for a in run.activities]}")
+    return run
+
+
 def main() -> int:
     with Whimbrel.from_env() as wb:
         wb.create_tables()
-        runs = [poll(wb), saga(wb), order(wb)]
-    return 0 if [r.state.value for r in runs] == ["COMPLETED", "FAILED", "COMPLETED"] else 1
+        runs = [poll(wb), saga(wb), order(wb), cancelled_booking(wb)]
+    return 0 if [r.state.value for r in runs] == [
+        "COMPLETED", "FAILED", "COMPLETED", "CANCELLED"] else 1
 
 
 if __name__ == "__main__":

@@ -45,3 +45,11 @@ def cancel_flight(run: Any) -> dict[str, Any]:
 
 def ship(run: Any) -> dict[str, Any]:
     return {"shipped": run.input["order"], "approved_by": run.input["approved_by"]}
+
+
+def hold_seats(run: Any) -> dict[str, Any]:
+    return {"hold": f"{run.input['show']}/{run.input['seats']}"}
+
+
+def release_seats(run: Any) -> dict[str, Any]:
+    return {"released": run.input["hold"]}

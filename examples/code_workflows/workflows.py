@@ -1,6 +1,7 @@
-"""Three code workflows: a poll-until-done loop, a saga that compensates in reverse
-order, and an order that waits for a payment signal and an approval while it shows its
-progress in its properties (docs/code-workflows.md)."""
+"""Four code workflows: a poll-until-done loop, a saga that compensates in reverse
+order, an order that waits for a payment signal and an approval while it shows its
+progress in its properties, and a booking that releases its hold when it is cancelled
+while it waits (docs/code-workflows.md)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,19 @@ from shop_steps import (
     cancel_hotel,
     charge_card,
     check_job,
+    hold_seats,
+    release_seats,
     ship,
 )
 
-from whimbrel import RetryPolicy, StepFailed, WaitTimedOut, WorkflowContext, workflow
+from whimbrel import (
+    Cancelled,
+    RetryPolicy,
+    StepFailed,
+    WaitTimedOut,
+    WorkflowContext,
+    workflow,
+)
 
 
 @workflow("poll_job")
@@ -66,3 +76,21 @@ def shop_order(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
     shipped = ctx.step(ship, {"order": input["order"], "approved_by": decision["by"]})
     ctx.properties["stage"] = "shipped"
     return shipped
+
+
+@workflow("booking")
+def booking(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
+    """Hold seats, then wait for the payment. Cancelled while it waits (the playbook's
+    suspended step), its clean-up releases the hold: the wait raises ``Cancelled``, the
+    release is a step like any, and the run ends CANCELLED."""
+    hold = ctx.step(hold_seats, {"show": input["show"], "seats": input["seats"]})
+    ctx.properties["stage"] = "held, waiting for payment"
+    try:
+        ctx.wait_signal("paid")
+    except Cancelled:
+        ctx.properties["stage"] = "releasing the hold"
+        ctx.step(release_seats, hold)
+        ctx.properties["stage"] = "hold released"
+        raise
+    ctx.properties["stage"] = "paid"
+    return hold

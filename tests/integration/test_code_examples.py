@@ -1,5 +1,6 @@
 """examples/code_workflows (issue 26) runs as documented: a poll-until-done loop, a saga
-compensating in reverse order, an order with a signal, an approval and properties."""
+compensating in reverse order, an order with a signal, an approval and properties, a
+booking that releases its hold when cancelled while it waits."""
 
 from __future__ import annotations
 
@@ -50,3 +51,13 @@ def test_the_order_waits_for_payment_and_approval_and_shows_its_stage(
     assert run.state is WorkflowState.COMPLETED, run
     assert run.output == {"shipped": "o-17", "approved_by": "alice"}
     assert run.properties == {"order": "o-17", "stage": "shipped", "paid_eur": 25.0}
+
+
+def test_the_booking_cancelled_while_it_waits_releases_its_hold(wb: Whimbrel) -> None:
+    run = _example().cancelled_booking(wb)
+    assert run.state is WorkflowState.CANCELLED, run
+    assert [(a.activity_name, a.state.value) for a in run.activities] == [
+        ("hold_seats#1", "COMPLETED"), ("signal-paid#1", "CANCELLED"),
+        ("release_seats#1", "COMPLETED")]
+    assert run.activity("release_seats#1").output == {"released": "s-9/2"}
+    assert run.properties == {"stage": "hold released"}

@@ -70,6 +70,8 @@ def test_public_names_are_pinned() -> None:
         "BatchReport", "NudgeReport",
         # issue 31: a cancel of an ended run, a request id given another input
         "WorkflowAlreadyEnded", "RequestIdReused",
+        # issue 26: a code run's clean-up on cancel
+        "Cancelled",
     ])
     for name in whimbrel.__all__:
         assert getattr(whimbrel, name) is not None
@@ -80,3 +82,7 @@ def test_public_names_are_pinned() -> None:
                 "RedriveNotAllowed", "EngineDriven", "StepFailed", "WaitTimedOut",
                 "NonDeterminism", "WorkflowAlreadyEnded", "RequestIdReused"):
         assert issubclass(getattr(whimbrel, err), whimbrel.WhimbrelError)
+    # Raised into a code run's function at its wait: a broad ``except Exception`` in
+    # user code must not swallow it (docs/code-workflows.md, "Clean-up on cancel").
+    assert issubclass(whimbrel.Cancelled, BaseException)
+    assert not issubclass(whimbrel.Cancelled, Exception)

@@ -145,14 +145,16 @@ class Runs:
 
     def cancel_workflow(self, workflow_exec_id: str) -> None:
         """Cancel a workflow: nothing new starts, running activities are asked to stop.
-        Idempotent: a run that ended CANCELLED is cancelled again quietly.
+        Idempotent: a run that ended CANCELLED is cancelled again quietly. A code run's
+        function then cleans up (its wait raises ``Cancelled``); a second cancel while
+        it cleans up ends the run CANCELLED at once (docs/code-workflows.md).
 
         Raises:
             WorkflowNotFound: no such execution.
             WorkflowAlreadyEnded: it ended otherwise (COMPLETED, FAILED, TIMED_OUT):
                 nothing to cancel.
         """
-        self.engine.ending.cancel(workflow_exec_id)
+        self.engine.ending.cancel(workflow_exec_id, again=True)
 
     def wait(self, workflow_exec_id: str, timeout: float = 60.0,
              poll_seconds: float = 0.05) -> WorkflowExec:

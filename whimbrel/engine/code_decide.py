@@ -34,6 +34,7 @@ from whimbrel.contract.code import (
     RunFacts,
     StepState,
     encode_step,
+    is_cleanup_step,
     replay,
     step_patches,
 )
@@ -43,7 +44,7 @@ from whimbrel.contract.outcomes import generation
 from whimbrel.contract.payloads import decode_payload
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ACTIVITY_FAILED, ActivityState, WorkflowState
-from whimbrel.engine import rules
+from whimbrel.engine import code_cancel, rules
 from whimbrel.engine.code_live import LiveRun
 from whimbrel.engine.feature import Core
 from whimbrel.engine.ports import serve_here
@@ -136,15 +137,16 @@ def step_state(core: Core, row: ActivityRecord, redrives: int) -> StepState | No
         return None
     seq, spec = known
     state = row.state
+    cleanup = is_cleanup_step(row.step)  # one attempt: no retry follows it
     final = state is not None and state.is_terminal and not (
-        state in ACTIVITY_FAILED and rules.retry_follows(spec, row))
+        state in ACTIVITY_FAILED and not cleanup and rules.retry_follows(spec, row))
     rerun = final and state is not A.COMPLETED and generation(row) < redrives
     # The code reads a completed step's output whole (kept in S3 past the threshold).
     output = core.reads.payload(row.output, "output") if state is A.COMPLETED else row.output
     return StepState(row.activity_name, seq, row.attempt, state, final and not rerun,
                      row.activity_exec_id, output, row.error, row.error_type,
                      row.ended_epoch, rerun, step_patches(row.step or ""),
-                     row.not_before_epoch)
+                     row.not_before_epoch, cleanup)
 
 
 def load(core: Core, wx: str, redrives: int) -> History:
@@ -183,7 +185,13 @@ def decide(core: Core, histories: Histories, fn: CodeFn, wf: WorkflowRecord,
     ``cold``: read the run's history anew; ``live``: go on with (or keep) the function
     running between decisions rather than replay it each time."""
     wx = wf.workflow_exec_id
+    # A cancelled run's clean-up replays from its rows as they are now, never from a
+    # kept history or function (they stop where the cancel cut them): code_cancel.py.
+    cleaning = code_cancel.cleaning(wf)
+    cold, live = cold or cleaning, live and not cleaning
     with histories.lock(wx):
+        if cleaning:
+            histories.forget(wx)
         history = None if cold else histories.get(wx)
         if history is None:
             history = load(core, wx, wf.redrives)
@@ -194,7 +202,7 @@ def decide(core: Core, histories: Histories, fn: CodeFn, wf: WorkflowRecord,
         facts = RunFacts(wx, wf.workflow_name,
                          decode_payload(core.reads.run_input(wf), field="input"),
                          wf.running_since if wf.code_epoch is None else wf.code_epoch,
-                         core.store.payload_limits, seed=wf.code_seed)
+                         core.store.payload_limits, seed=wf.code_seed, cancelled=cleaning)
         histories.keep(wx, history)
 
         def run_on() -> Decision:
@@ -263,10 +271,14 @@ def _apply(core: Core, wf: WorkflowRecord, defn: CodeDefinition, history: Histor
     for run in decision.dispatches:  # idempotent: the request id names one run
         core.starting.start(run.workflow_name, json.loads(run.input or "null"),
                    request_id=run.request_id, source=f"dispatch:{wx}")
+    if code_cancel.cleaning(wf) and decision.outcome != "waiting":
+        code_cancel.end(core, wf, defn, history, decision,
+                        {} if props is None else {"properties": props})
+        return False
     if decision.outcome == "waiting":
         if props is not None and props != (wf.properties or "{}"):
             # Only a live run's state changes; an ended one keeps what it ended with.
-            core.store.set_workflow(wx, {"properties": props}, states=[W.RUNNING])
+            core.store.set_workflow(wx, {"properties": props}, states=[wf.state])
         waited = [s for s in (history.get(n) for n in decision.waiting_on) if s is not None]
         core.threads.each(lambda step: _rerun(core, wf, defn, history, step),
                   [s for s in waited if s.rerun])
@@ -316,10 +328,10 @@ def _schedule(core: Core, wf: WorkflowRecord, defn: CodeDefinition, history: His
     serve_here(core.launchers.get(step.spec.launcher.kind), step.spec.launcher.config)
     now = core.clock()
     record = core.flow.new_attempt(wf, defn, step.name, 1, now).with_changes(
-        input=step.input, step=encode_step(step.seq, step.spec, step.patches))
+        input=step.input, step=encode_step(step.seq, step.spec, step.patches, step.cleanup))
     if core.store.create_activity(record):
         history.put(StepState(step.name, step.seq, 1, A.REQUESTED, False,
-                              record.activity_exec_id))
+                              record.activity_exec_id, cleanup=step.cleanup))
     else:  # another decision created it: it may be well on, or over
         fresh = refresh(core, wx, StepState(step.name, step.seq, 1, None, False,
                                             record.activity_exec_id), wf.redrives)
@@ -333,7 +345,7 @@ def _schedule(core: Core, wf: WorkflowRecord, defn: CodeDefinition, history: His
 def _advance(core: Core, wf: WorkflowRecord, defn: CodeDefinition, name: str,
              attempt: int) -> None:
     try:
-        core.flow.advance(wf, defn, name, attempt)
+        core.flow.advance(code_cancel.moving(wf), defn, name, attempt)
     except StateConflict:
         pass  # moved on by another decision
 

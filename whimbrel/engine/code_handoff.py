@@ -91,7 +91,9 @@ def take(core: Core, entry: ActivityRecord, decide: Decide, *, actor: str) -> bo
     try:
         asked = json.loads(taken.input or "{}")
         wf = core.store.get_workflow(entry.workflow_exec_id)
-        if wf is not None and wf.state is WorkflowState.RUNNING:
+        # A cancelled run's code decides too (its clean-up: engine/code_cancel.py).
+        if wf is not None and wf.state in (WorkflowState.RUNNING,
+                                           WorkflowState.CANCEL_REQUESTED):
             defn = core.definitions.definition_of(wf)
             if isinstance(defn, CodeDefinition):
                 decide(wf, defn, bool(isinstance(asked, dict) and asked.get("cold")))

@@ -26,7 +26,7 @@ from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.priority import DEFAULT_PRIORITY
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ACTIVITY_FAILED, ActivityState, WorkflowState
-from whimbrel.engine import code_handoff
+from whimbrel.engine import code_cancel, code_handoff
 from whimbrel.engine.code_decide import CodeFn, Histories, decide
 from whimbrel.engine.feature import Core, Feature, RunRead
 from whimbrel.engine.ports import decides_here, serve_here
@@ -35,6 +35,9 @@ log = logging.getLogger("whimbrel.engine.code")
 
 A = ActivityState
 W = WorkflowState
+
+#: A run whose code decides: a running one, and one cancelled (its clean-up).
+DECIDING = frozenset({W.RUNNING, W.CANCEL_REQUESTED})
 
 
 class CodeRuns(Feature):
@@ -93,7 +96,7 @@ class CodeRuns(Feature):
                      why: str | None = None) -> None:
         """Decide here if this process is a worker for ``defn``, else leave the decision
         for one; ``why``: what asked for it (the entry's key; default: ``trigger``'s id)."""
-        if wf.state is not W.RUNNING:
+        if wf.state not in DECIDING:
             return
         if not self.decides_here(defn):
             key = why or (trigger.activity_exec_id if trigger is not None else "decide")
@@ -104,7 +107,7 @@ class CodeRuns(Feature):
 
     def _decide(self, wf: WorkflowRecord, defn: CodeDefinition,
                 trigger: ActivityRecord | None = None, *, cold: bool = False) -> None:
-        if wf.state is not W.RUNNING:
+        if wf.state not in DECIDING:
             return
         fn = self.function(defn)
         if fn is None:
@@ -167,6 +170,16 @@ class CodeRuns(Feature):
         # check it was due for; a visit with none armed: its time), one entry per visit.
         visit = wf.check_epoch if wf.check_epoch is not None else self.core.clock()
         self.run_decision(wf, defn, cold=True, why=f"check/{wf.redrives}/{visit}")
+        return True
+
+    def cancelling(self, wf: WorkflowRecord, defn: WorkflowDefinition, *,
+                   again: bool, actor: str | None = None) -> bool:
+        if not isinstance(defn, CodeDefinition) or not code_cancel.cleans_up(wf):
+            return False  # settled as any run: nothing of its code to clean up
+        code_cancel.settle(
+            self.core, wf, defn,
+            lambda run, code, why: self.run_decision(run, code, cold=True, why=why),
+            again=again, actor=actor)
         return True
 
     def ended(self, wf: WorkflowRecord) -> None:

@@ -50,7 +50,8 @@ class Ending:
                      expected: Collection[WorkflowState], state: WorkflowState, *,
                      error: str | None = None,
                      activities: Sequence[ActivityRecord] | None = None,
-                     extra: Mapping[str, str] | None = None) -> bool:
+                     extra: Mapping[str, str] | None = None,
+                     actor: str | None = None) -> bool:
         """The end tasks, then the terminal write; False if someone else ended it.
 
         A feature may keep a check time on the ended run (``Feature.check_at_end``: a child
@@ -58,6 +59,8 @@ class Ending:
         unstarted is skipped); the run's ``after_end`` follow-ups then run here, and again on
         every reconcile visit until they are done. ``extra``: attributes the terminal write
         also sets (an early end's ``output`` and ``ended_by``), seen by ``check_at_end``.
+        ``actor``: who the end is recorded under (default: this engine; a caller's tag
+        lets a redelivery of its request be recognised).
         """
         if extra:
             fields: dict[str, Any] = dict(extra)
@@ -77,7 +80,7 @@ class Ending:
             changes["expires_epoch"] = expires
         try:
             ended = self.core.store.move_workflow(wf.workflow_exec_id, expected, state, changes,
-                                               now=now, actor=self.core.actor,
+                                               now=now, actor=actor or self.core.actor,
                                                workflow_name=wf.workflow_name)
         except StateConflict:
             return False
@@ -138,10 +141,13 @@ class Ending:
         self.core.ending.settle(wf.workflow_exec_id)
 
     def cancel(self, wx: str, *, actor: str | None = None,
-               refuse_ended: bool = True) -> None:
+               refuse_ended: bool = True, again: bool = False) -> None:
         """Request cancellation and stop what can be stopped. Idempotent. ``actor`` is
         recorded in the run's history (a CANCEL row's tag, to recognise its redelivery).
         ``refuse_ended``: a caller's cancel, told when the run ended other than CANCELLED.
+        ``again``: a caller's own cancel (not a redelivery, not the engine's cascade): of
+        a run already CANCEL_REQUESTED whose code cleans up, it ends the clean-up
+        (``Feature.cancelling``).
 
         Raises:
             WorkflowNotFound: no such execution.
@@ -157,6 +163,10 @@ class Ending:
                                          workflow_name=wf.workflow_name)
             except StateConflict:
                 pass  # finished or cancelled meanwhile; settle sorts it out
+        elif again and wf.state is W.CANCEL_REQUESTED and self.core.hooks.take_over(
+                Feature.cancelling, wf, self.core.definitions.definition_of(wf),
+                again=True, actor=actor):
+            return
         self.core.ending.settle(wx)
 
     def time_out_workflow(self, wf: WorkflowRecord, defn: WorkflowDefinition) -> bool:
@@ -182,6 +192,9 @@ class Ending:
             # Its follow-ups first: a run ended early skips what it left unstarted, which
             # the stop below would otherwise cancel.
             self.after_end(wf)
+        if state is W.CANCEL_REQUESTED and self.core.hooks.take_over(
+                Feature.cancelling, wf, defn, again=False):
+            return
         acts = self.core.store.list_activities(wx)
         active = [a for a in acts if self.core.ending.stop_activity(a, defn, ask_running=ask)]
         if state not in WORKFLOW_LIVE:

@@ -306,6 +306,13 @@ class Feature(Protocol):
         """Take over stopping an attempt: True while it may still run, None: not mine."""
         return None
 
+    def cancelling(self, wf: WorkflowRecord, defn: WorkflowDefinition, *,
+                   again: bool, actor: str | None = None) -> bool:
+        """Take over settling a run in CANCEL_REQUESTED — stopping its attempts and its
+        end — (a code run's clean-up: engine/code_cancel.py); ``again``: a caller
+        cancelled it once more (``actor``: recorded with what that does)."""
+        return False
+
     def check_at_end(self, wf: WorkflowRecord, now: float) -> float | None:
         """Keep a check time on an ended run (visited until ``after_end`` has run)."""
         return None

@@ -53,6 +53,7 @@ KINDS: dict[str, str] = {
     "failed_for_good": TAKE_OVER,
     "waiting_attempt": FIRST_ANSWER,
     "stop": FIRST_ANSWER,
+    "cancelling": TAKE_OVER,
     "check_at_end": FIRST_ANSWER,
     "ended": OBSERVE,
     "after_end": OBSERVE,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import Any
 
+from whimbrel.contract.code.definition import is_cleanup_step
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import (
     ListenerOnly,
@@ -29,6 +30,7 @@ from whimbrel.contract.states import (
     ACTIVITY_TRANSITIONS,
     ActivityState,
     Transition,
+    WorkflowState,
     activity_path,
     next_activity_state,
 )
@@ -184,7 +186,10 @@ class Moves:
                                            transition=verb.value, open_upstreams=open_)
         if target in ACTIVITY_STARTING:
             wf = self.core.reads.workflow(item.workflow_exec_id)
-            if not rules.may_start_while(wf.state, state):
+            # A code run's clean-up step starts while its run is being cancelled
+            # (engine/code_cancel.py).
+            cleanup = wf.state is WorkflowState.CANCEL_REQUESTED and is_cleanup_step(item.step)
+            if not rules.may_start_while(wf.state, state) and not cleanup:
                 raise WorkflowNotRunning(workflow_exec_id=wf.workflow_exec_id,
                                          workflow_state=wf.state.value,
                                          activity_exec_id=item.activity_exec_id,

@@ -24,7 +24,7 @@ and their outputs stay; a map keeps its completed items.
 
 from __future__ import annotations
 
-from whimbrel.contract.code.definition import CodeDefinition
+from whimbrel.contract.code.definition import CodeDefinition, is_cleanup_step
 from whimbrel.contract.dataflow import split_item
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import NotAllowedNow, StateConflict
@@ -111,8 +111,17 @@ class Redrive(Feature):
             raise RedriveNotAllowed(
                 f"workflow {wx} is {state}: only a FAILED, CANCELLED or TIMED_OUT run can "
                 "be redriven", workflow_exec_id=wx, workflow_state=state)
-        running = sorted(a.activity_exec_id for a in self.store.list_activities(wx)
+        acts = self.store.list_activities(wx)
+        running = sorted(a.activity_exec_id for a in acts
                          if a.state is None or not a.state.is_terminal)
+        cleaned = sorted(a.activity_name for a in acts if is_cleanup_step(a.step))
+        if cleaned:
+            # Its history holds what the clean-up did after the cancel: a replay that
+            # runs on from the cut would meet those steps where the code asks for others.
+            raise RedriveNotAllowed(
+                f"workflow {wx}'s code cleaned up after its cancel (clean-up steps "
+                f"{', '.join(cleaned[:5])}): it cannot run on from where it was cut; "
+                "start a new run instead", workflow_exec_id=wx, workflow_state=state)
         if running:
             raise RedriveNotAllowed(
                 f"workflow {wx} still has running attempts ({', '.join(running[:5])}); "

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from whimbrel.contract.code.definition import CodeDefinition
+from whimbrel.contract.code.definition import CodeDefinition, is_cleanup_step
 from whimbrel.contract.conditions import INPUT_FROM_ERROR
 from whimbrel.contract.dataflow import handlers, split_item
 from whimbrel.contract.errors import (
@@ -309,7 +309,9 @@ def run_activity(engine: Engine, activity_exec_id: str, *,
         beat = _Heartbeater(run, heartbeat_interval)
         beat.start()
     try:
-        if wf_state not in (WorkflowState.RUNNING, WorkflowState.SUSPENDED):
+        if wf_state not in (WorkflowState.RUNNING, WorkflowState.SUSPENDED) and not (
+                # a code run's clean-up step runs while its run is being cancelled
+                wf_state is WorkflowState.CANCEL_REQUESTED and is_cleanup_step(image.step)):
             # The workflow is ending (or was never running): stop before doing any work.
             _finish(engine, image, Transition.CANCEL)
             raise ActivityCancelled(activity_exec_id)

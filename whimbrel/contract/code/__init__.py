@@ -15,15 +15,17 @@ from whimbrel.contract.code.definition import (
     CodeDefinition,
     decode_step,
     encode_step,
+    is_cleanup_step,
     split_step,
     step_name,
     step_patches,
 )
-from whimbrel.contract.code.errors import NonDeterminism, StepFailed, WaitTimedOut
+from whimbrel.contract.code.errors import Cancelled, NonDeterminism, StepFailed, WaitTimedOut
 from whimbrel.contract.code.history import History, RunFacts, StepState
 from whimbrel.contract.code.workflow import CodeWorkflow, workflow
 
 __all__ = [
+    "Cancelled",
     "CodeDefinition",
     "CodeWorkflow",
     "Decision",
@@ -39,6 +41,7 @@ __all__ = [
     "WorkflowContext",
     "decode_step",
     "encode_step",
+    "is_cleanup_step",
     "replay",
     "split_step",
     "step_name",

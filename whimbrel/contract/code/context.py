@@ -20,7 +20,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal, NoReturn
 
 from whimbrel.contract.activities import ActivityDefinition
-from whimbrel.contract.code.errors import NonDeterminism, StepFailed, WaitTimedOut
+from whimbrel.contract.code.cancel import CancelScope
+from whimbrel.contract.code.errors import Cancelled, NonDeterminism, StepFailed, WaitTimedOut
 from whimbrel.contract.code.history import History, RunFacts
 from whimbrel.contract.errors import InvalidDefinition, InvalidInput
 from whimbrel.contract.ids import workflow_exec_id_for
@@ -53,6 +54,8 @@ class NewStep:
     input: str
     #: ``ctx.patched`` ids the code passed since the step before (recorded on the row).
     patches: tuple[str, ...] = ()
+    #: Asked for by the code's clean-up after a cancel (contract/code/cancel.py).
+    cleanup: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,11 +72,12 @@ class Decision:
     """What one replay decided.
 
     ``outcome``: ``waiting`` (schedule ``new_steps``, wait for ``waiting_on``),
-    ``completed`` (the function returned ``output``) or ``failed`` (it raised
-    ``error``; with ``nondeterminism``, nothing is scheduled).
+    ``completed`` (the function returned ``output``), ``failed`` (it raised
+    ``error``; with ``nondeterminism``, nothing is scheduled) or ``cancelled`` (it let
+    ``Cancelled`` out: its clean-up is over).
     """
 
-    outcome: Literal["waiting", "completed", "failed", "continued"]
+    outcome: Literal["waiting", "completed", "failed", "continued", "cancelled"]
     new_steps: list[NewStep] = field(default_factory=list)
     dispatches: list[Dispatch] = field(default_factory=list)
     waiting_on: list[str] = field(default_factory=list)
@@ -144,6 +148,8 @@ class WorkflowContext:
         self._park: Callable[[str], None] | None = None
         #: Suspended: a ``finally`` the unwinding runs schedules nothing.
         self._closed = False
+        #: A cancelled run's replay: where the cancel reaches the code, and its clean-up.
+        self._cancel = CancelScope(history) if facts.cancelled else None
 
     # -- steps --------------------------------------------------------------------------
 
@@ -196,13 +202,16 @@ class WorkflowContext:
         if held is not None and held != step:
             self._diverged(held, step)
         known = self._history.get(step)
-        if known is None:
+        # A cancelled run schedules only its clean-up (what the code asks for after
+        # ``Cancelled``), never the path the cancel cut off.
+        cleanup = self._cancel is not None and self._cancel.starting(step, spec)
+        if known is None and (self._cancel is None or cleanup):
             text = self.limits.encode(input, f"input of step {step}", run_input=True)
             self.new_steps.append(NewStep(step, self._seq, spec,
                                           "null" if text is None else text,
-                                          tuple(self._patches)))
+                                          tuple(self._patches), cleanup))
             self._patches.clear()
-        elif known.seq != self._seq:
+        elif known is not None and known.seq != self._seq:
             self._diverged(f"{step} (at step {known.seq})", step)
         return StepHandle(self, step)
 
@@ -282,6 +291,8 @@ class WorkflowContext:
 
     def _result(self, step: str) -> Any:
         known = self._history.get(step)
+        if self._cancel is not None:
+            self._cancel.wait(step, known, self._seq)  # raises Cancelled where it cuts
         while known is None or not known.final:
             self.waiting_on.append(step)
             if self._park is None or self._closed:
@@ -412,6 +423,9 @@ def run_code(fn: Callable[[WorkflowContext, Any], Any], ctx: WorkflowContext) ->
         out = fn(ctx, ctx.input)
     except _Suspend:
         outcome = Decision("waiting")
+    except Cancelled as exc:  # a BaseException: no user ``except Exception`` took it
+        # (in a run that is not cancelled, the code raised it itself: the run fails)
+        outcome = Decision("cancelled", error=f"Cancelled: {exc}")
     except _ContinueAsNew as cont:
         try:
             text = ctx.limits.encode(cont.input, "continue_as_new input", run_input=True)
@@ -419,7 +433,10 @@ def run_code(fn: Callable[[WorkflowContext, Any], Any], ctx: WorkflowContext) ->
         except InvalidInput as exc:
             outcome = Decision("failed", error=f"InvalidInput: {exc}")
     except Exception as exc:  # the user's error ends the run with it
-        outcome = Decision("failed", error=f"{type(exc).__name__}: {exc}")
+        if ctx._closed:  # raised by a ``finally`` as the code unwound from its wait
+            outcome = Decision("waiting")
+        else:
+            outcome = Decision("failed", error=f"{type(exc).__name__}: {exc}")
     else:
         try:
             text = ctx.limits.encode(out, "workflow output")

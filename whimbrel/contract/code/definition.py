@@ -136,15 +136,19 @@ def _plain() -> dict[str, Any]:
     return ActivityDefinition("s").to_dict()
 
 
-def encode_step(seq: int, spec: ActivityDefinition, patches: tuple[str, ...] = ()) -> str:
+def encode_step(seq: int, spec: ActivityDefinition, patches: tuple[str, ...] = (),
+                cleanup: bool = False) -> str:
     """A step's position in its run, the ``ctx.patched`` ids passed just before it, and
     what it was asked to be, as compact JSON (only what differs from a plain activity:
-    the row stays small)."""
+    the row stays small); ``cleanup``: asked for by the code's clean-up after a cancel
+    (it runs while the run is CANCEL_REQUESTED)."""
     full = spec.to_dict()
     plain = _plain()
     out: dict[str, Any] = {"seq": seq}
     if patches:
         out["patches"] = list(patches)
+    if cleanup:
+        out["cleanup"] = 1
     for key, value in full.items():
         if key == "name" or plain.get(key) == value:
             continue
@@ -166,6 +170,7 @@ def decode_step(text: str, name: str) -> tuple[int, ActivityDefinition]:
         data = json.loads(text)
         seq = int(data.pop("seq"))
         data.pop("patches", None)  # step_patches reads them
+        data.pop("cleanup", None)  # is_cleanup_step reads it
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise InvalidDefinition(name, [f"step attribute {text[:200]!r} is not a step: {exc}"]
                                 ) from None
@@ -180,6 +185,18 @@ def step_patches(text: str) -> tuple[str, ...]:
         return tuple(str(p) for p in json.loads(text).get("patches", ()))
     except (ValueError, AttributeError, TypeError):
         return ()
+
+
+def is_cleanup_step(text: str | None) -> bool:
+    """Whether a row's ``step`` attribute is a clean-up step's (scheduled after a cancel
+    by the code's ``finally``/``except Cancelled``): it may run while the run is
+    CANCEL_REQUESTED, and the cancel does not stop it."""
+    if not text or '"cleanup"' not in text:  # most rows: no parse
+        return False
+    try:
+        return bool(json.loads(text).get("cleanup"))
+    except (ValueError, AttributeError, TypeError):
+        return False
 
 
 def step_name(base: str, occurrence: int) -> str:

@@ -1,5 +1,5 @@
 """What a code workflow's function may meet: a step that failed for good, a wait that
-timed out, and a replay that no longer matches the run's history."""
+timed out, a replay that no longer matches the run's history, and its run's cancel."""
 
 from __future__ import annotations
 
@@ -62,3 +62,24 @@ class NonDeterminism(WhimbrelError):
         self.position = position
         self.expected = expected
         self.actual = actual
+
+
+class Cancelled(BaseException):
+    """The run was cancelled while the code waited (docs/code-workflows.md, "Clean-up on
+    cancel"): raised where the code waits, so its ``finally`` and ``except Cancelled``
+    blocks run and may call steps; the run then ends CANCELLED however the function ends.
+
+    A ``BaseException``, like ``asyncio.CancelledError`` and ``KeyboardInterrupt``, so
+    that a broad ``except Exception`` around a step (a retry loop, a saga's handler) does
+    not swallow the cancel by accident and carry on as if nothing happened; code that
+    means to catch it names it. Not a ``WhimbrelError`` for that reason: nothing raises it
+    to a caller of the API.
+
+    Attributes:
+        step: the step whose wait the cancel cut (None: a step the run never scheduled).
+    """
+
+    def __init__(self, step: str | None = None) -> None:
+        where = f" while waiting for {step}" if step else ""
+        super().__init__(f"the run was cancelled{where}")
+        self.step = step

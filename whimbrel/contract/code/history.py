@@ -25,6 +25,9 @@ class RunFacts:
     #: Seeds ``ctx.uuid4`` and ``ctx.random`` (None: the run's own id). A fork's is its
     #: source's, so its code computes the values the source's did (engine/fork_code.py).
     seed: str | None = None
+    #: The run is CANCEL_REQUESTED: the replay raises ``Cancelled`` where the code waits
+    #: (contract/code/cancel.py) and what its clean-up asks for is scheduled.
+    cancelled: bool = False
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,8 @@ class StepState:
     patches: tuple[str, ...] = ()
     #: A retry's time (REQUESTED until then; its timer moves it on).
     not_before: float | None = None
+    #: Scheduled by the code's clean-up after a cancel (contract/code/cancel.py).
+    cleanup: bool = False
 
 
 @dataclass
@@ -64,6 +69,8 @@ class History:
     by_seq: dict[int, str] = field(default_factory=dict)
     #: The highest position recorded (0: none).
     last_seq: int = 0
+    #: The highest position of a step from before a cancel (clean-up steps left out).
+    main_seq: int = 0
 
     def put(self, step: StepState) -> None:
         known = self.steps.get(step.name)
@@ -73,6 +80,8 @@ class History:
         self.steps[step.name] = step
         self.by_seq[step.seq] = step.name
         self.last_seq = max(self.last_seq, step.seq)
+        if not step.cleanup:
+            self.main_seq = max(self.main_seq, step.seq)
 
     def get(self, name: str) -> StepState | None:
         return self.steps.get(name)

@@ -223,7 +223,7 @@ def cancel(intake: Context, record: Mapping[str, Any], item: ActivityEventItem,
                             new_state=engine.reads.workflow(aim).state.value)
     if wf.state.is_terminal:
         raise WorkflowAlreadyEnded(workflow_exec_id=aim, workflow_state=wf.state.value)
-    engine.ending.cancel(aim, actor=actor)
+    engine.ending.cancel(aim, actor=actor, again=True)  # not a redelivery: checked above
     return IntakeResult(Outcome.APPLIED, workflow_exec_id=aim, transition=item.verb.value,
                         new_state=engine.reads.workflow(aim).state.value)
 
