@@ -8,17 +8,43 @@ these for free; grants they add to their own roles are theirs to acknowledge.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
 from aws_cdk import Acknowledgment, Stack, Validations
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
 from constructs import IConstruct
 
+from whimbrel.store.consumers import StreamConsumerSpec
 from whimbrel.store.specs import table_spec
 
-if TYPE_CHECKING:
-    from .construct import Whimbrel
+from .props import WhimbrelProps
+
+
+class Acknowledged(Protocol):
+    """What :func:`acknowledge_findings` reads of the construct (``Whimbrel``, which
+    calls it: a protocol here, so this module does not import the construct's)."""
+
+    @property
+    def props(self) -> WhimbrelProps: ...
+    @property
+    def tables(self) -> Mapping[str, dynamodb.Table]: ...
+    @property
+    def functions(self) -> Mapping[str, lambda_.Function]: ...
+    @property
+    def dead_letter_queue(self) -> sqs.IQueue: ...
+    @property
+    def payload_bucket(self) -> s3.IBucket | None: ...
+    @property
+    def worker_policy(self) -> iam.ManagedPolicy | None: ...
+    @property
+    def client_policy(self) -> iam.ManagedPolicy | None: ...
+    @property
+    def stream_consumers(self) -> Mapping[str, tuple[StreamConsumerSpec, ...]]: ...
 
 _INDEX_REASON = (
     "Grants on a table also cover its global secondary indexes ({table}/index/*); the "
@@ -59,7 +85,7 @@ _DLQ_REASON = (
 )
 
 
-def acknowledge_findings(whimbrel: Whimbrel) -> None:
+def acknowledge_findings(whimbrel: Acknowledged) -> None:
     """Acknowledge, with reasons, the findings the construct's design implies."""
     Validations.of(whimbrel.dead_letter_queue).acknowledge(
         Acknowledgment(id="AwsSolutions-SQS3", reason=_DLQ_REASON)
