@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from whimbrel.contract.dataflow import lane_edges, lanes
+from whimbrel.contract.dataflow import items_prefix, lane_edges, lanes
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.outcomes import generation, map_items, retries_left
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord, latest_of
@@ -44,6 +44,22 @@ def repair_maps(maps: MapSteps, wf: WorkflowRecord, defn: WorkflowDefinition,
                 or not node.map_size:
             continue
         repaired |= repair_map(maps, wf, defn, node, map_items(acts, spec.name))
+    return repaired
+
+
+def repair_step_maps(maps: MapSteps, wf: WorkflowRecord, defn: WorkflowDefinition,
+                     steps: list[ActivityRecord]) -> bool:
+    """Repair each RUNNING ``ctx.map`` step of a code run (``steps``: the attempts in
+    the run's partition, without map items): its items are read (one Query per
+    partition) only for such a step. True if it did anything."""
+    repaired = False
+    for node in latest_of(steps).values():
+        if node.step is None or node.state is not A.RUNNING or not node.map_size:
+            continue
+        items = maps.store.list_activities(wf.workflow_exec_id,
+                                           items_prefix(node.activity_name),
+                                           map_size=node.map_size)
+        repaired |= repair_map(maps, wf, defn, node, map_items(items, node.activity_name))
     return repaired
 
 

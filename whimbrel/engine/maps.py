@@ -15,6 +15,7 @@ from typing import Any
 
 from whimbrel.contract import states
 from whimbrel.contract.dataflow import (
+    ITEM_MARK,
     is_map_node,
     item_name,
     items_prefix,
@@ -196,8 +197,8 @@ class Maps(Feature):
         the next item's index; None when its follow-ups must read the run first (the
         lane's end, a map with an ``on_failure``, a list not read here yet)."""
         name, index = split_item(item.activity_name)
-        if index is None or name not in defn.names:
-            return None
+        if index is None or (name not in defn.names and ITEM_MARK not in name):
+            return None  # (``s#2``: a code map's step, known to a code run's definition)
         spec = defn.activity(name)
         items = self._lists.get(item.workflow_exec_id, name, generation(item))
         if items is None or spec.on_failure is not None:
