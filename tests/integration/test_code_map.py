@@ -12,6 +12,7 @@ import pytest
 
 from whimbrel import ActivityState, StepFailed, Whimbrel, WorkflowContext, WorkflowState, workflow
 from whimbrel.contract.code import CodeDefinition
+from whimbrel.contract.dataflow import MAX_MAP_ITEMS
 from whimbrel.engine.code_decide import load
 from whimbrel.engine.code_runs import CodeRuns
 from whimbrel.engine.sweep import reconcile
@@ -55,6 +56,11 @@ def gated_map(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
                                tolerated_failures=input.get("tolerated", 0))}
     except StepFailed as exc:
         return {"failed": exc.step, "state": exc.state, "error": exc.error}
+
+
+@workflow("too_many")
+def too_many(ctx: WorkflowContext, input: Any) -> Any:
+    return ctx.map(double, range(MAX_MAP_ITEMS + 1), max_concurrency=10)
 
 
 @workflow("bad_map")
@@ -198,3 +204,12 @@ def test_bad_map_options_fail_the_run_naming_the_problem(
     assert run.state is W.FAILED, run
     assert problem in (run.error or ""), run.error
     assert run.activities == () and run.items == ()
+
+
+def test_more_items_than_max_map_items_fail_the_run_naming_the_limit(cwb: Whimbrel) -> None:
+    cwb.register_workflow(too_many)
+    run = cwb.wait(cwb.start_workflow("too_many"), timeout=30)
+    assert run.state is W.FAILED, run
+    assert "ctx.map got 100001 items, more than the limit of 100000 items per map" in (
+        run.error or ""), run.error
+    assert run.activities == ()
