@@ -213,3 +213,38 @@ def test_more_items_than_max_map_items_fail_the_run_naming_the_limit(cwb: Whimbr
     assert "ctx.map got 100001 items, more than the limit of 100000 items per map" in (
         run.error or ""), run.error
     assert run.activities == ()
+
+
+@workflow("plain_map")
+def plain_map(ctx: WorkflowContext, input: dict[str, Any]) -> list[Any]:
+    return ctx.map("gate", list(range(input["n"])), max_concurrency=input.get("lanes"))
+
+
+def test_a_redrive_runs_the_failed_items_again_and_keeps_the_completed(
+        cwb: Whimbrel) -> None:
+    cwb.register_workflow(plain_map)
+    wx = cwb.start_workflow("plain_map", {"n": 3})
+    _wait_items(cwb, wx, {0, 1, 2})
+    _end(cwb, wx, 0)
+    _end(cwb, wx, 1, fail=True)  # the map fails, the code does not catch it
+    run = cwb.wait(wx, timeout=30)
+    assert run.state is W.FAILED, run
+    assert "StepFailed: step gate#1 FAILED: item 1 FAILED" in (run.error or "")
+    stopped = cwb.store.get_activity(f"{wx}:gate#1#2:1")
+    assert stopped is not None and stopped.state is A.CANCELLED  # stopped with the map
+    cwb.redrive_workflow(wx)
+    for index in (1, 2):  # the failed and the stopped item: their next attempt
+        again = f"{wx}:gate#1#{index}:2"
+        wait_until(lambda a=again: (x := cwb.store.get_activity(a)) is not None
+                   and x.state is A.READY, timeout=30, message=lambda: str(_items(cwb, wx)))
+    items = _items(cwb, wx)
+    assert (items[0].attempt, items[0].state) == (1, A.COMPLETED)  # kept, not run again
+    for index in (1, 2):
+        again = f"{wx}:gate#1#{index}:2"
+        cwb.transition_activity(again, "RUNNING")
+        cwb.transition_activity(again, "COMPLETED", output={"i": index})
+    run = cwb.wait(wx, timeout=30)
+    assert run.state is W.COMPLETED, run
+    assert run.output == [{"i": 0}, {"i": 1}, {"i": 2}]
+    assert [(a.activity_name, a.attempt) for a in run.activities] == [
+        ("gate#1", 1), ("gate#1", 2)]
