@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from whimbrel.contract.dataflow import items_prefix, lane_edges, lanes
+from whimbrel.contract.dataflow import items_prefix, lanes
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.outcomes import generation, map_items, retries_left
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord, latest_of
 from whimbrel.contract.states import ActivityState
 from whimbrel.engine.feature import Core
+from whimbrel.engine.map_lanes import pending_lanes
 from whimbrel.engine.ports import StorePort
 
 A = ActivityState
@@ -73,8 +74,7 @@ def repair_map(maps: MapSteps, wf: WorkflowRecord, defn: WorkflowDefinition,
     spec = defn.activity(name)
     width = lanes(spec, size)
     gen = generation(node)
-    pending = set(maps.store.pending_dependencies(wf.workflow_exec_id, lane_edges(name),
-                                                  limit=None))
+    pending = set(pending_lanes(maps.store, wf.workflow_exec_id, name, width))
     unstarted: list[int] = []
     repaired = False
     for lane in range(width):

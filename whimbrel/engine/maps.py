@@ -19,7 +19,6 @@ from whimbrel.contract.dataflow import (
     is_map_node,
     item_name,
     items_prefix,
-    lane_edges,
     lanes,
     split_item,
 )
@@ -39,6 +38,7 @@ from whimbrel.contract.states import ActivityState, Transition, WorkflowState, a
 from whimbrel.engine import flow, rules
 from whimbrel.engine.feature import Core, Feature, RunRead, RunRows
 from whimbrel.engine.inputs import KnownLists, own_input
+from whimbrel.engine.map_lanes import any_edge, drop_edges, end_lane, put_edges
 from whimbrel.engine.map_repair import repair_maps
 from whimbrel.engine.payloads import has_refs, resolved
 
@@ -182,11 +182,10 @@ class Maps(Feature):
                   for k in which}
         busy = [k for k, j in starts.items() if j is not None]
         if busy:
-            self.store.put_dependencies(wf.workflow_exec_id, lane_edges(name),
-                                        [str(k) for k in busy])
+            put_edges(self.store, wf.workflow_exec_id, name, width, busy)
         self.core.threads.each(lambda k: self.chain_lane(wf, defn, name, starts[k], k), busy)
-        if len(busy) < len(starts) and not self.store.pending_dependencies(
-                wf.workflow_exec_id, lane_edges(name)):
+        if len(busy) < len(starts) and not any_edge(self.store, wf.workflow_exec_id, name,
+                                                     width):
             self.finish_map(wf, defn, name)
 
     # -- items ----------------------------------------------------------------------------------
@@ -263,9 +262,7 @@ class Maps(Feature):
             if self.start_item(wf, defn, name, j, items[j]):
                 return
             j += width
-        wx = wf.workflow_exec_id
-        self.store.delete_dependency(wx, lane_edges(name), str(lane))
-        if not self.store.pending_dependencies(wx, lane_edges(name)):
+        if end_lane(self.store, wf.workflow_exec_id, name, width, lane):
             self.finish_map(wf, defn, name)
 
     def start_item(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
@@ -379,8 +376,8 @@ class Maps(Feature):
         except StateConflict:
             return
         if path[-1] is not A.COMPLETED:  # lanes nobody will end
-            for lane in self.store.pending_dependencies(wx, lane_edges(name), limit=None):
-                self.store.delete_dependency(wx, lane_edges(name), lane)
+            drop_edges(self.store, wx, name, lanes(defn.activity(name),
+                                                   int(node.map_size or 0)))
         if stop_items:
             for item in self.store.list_activities(wx, items_prefix(name),
                                                    map_size=node.map_size):
