@@ -248,3 +248,16 @@ def test_a_redrive_runs_the_failed_items_again_and_keeps_the_completed(
     assert run.output == [{"i": 0}, {"i": 1}, {"i": 2}]
     assert [(a.activity_name, a.attempt) for a in run.activities] == [
         ("gate#1", 1), ("gate#1", 2)]
+
+
+def test_a_map_step_shows_its_progress_over_its_items(cwb: Whimbrel) -> None:
+    cwb.register_workflow(gated_map)
+    wx = cwb.start_workflow("gated_map", {"n": 4, "tolerated": 1})
+    _wait_items(cwb, wx, {0, 1, 2, 3})
+    _end(cwb, wx, 0)
+    _end(cwb, wx, 2, fail=True)
+    node = cwb.get_workflow(wx).activity("gate#1")
+    assert node.progress is not None
+    assert node.progress.to_dict() == {"total": 4, "done": 1, "running": 2, "failed": 1,
+                                       "pending": 0}
+    assert str(node.progress) == "1/4 done, 2 running, 1 failed"
