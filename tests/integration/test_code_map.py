@@ -40,6 +40,16 @@ def double(run: ActivityRun) -> Any:
     return run.input * 2
 
 
+def blob(run: ActivityRun) -> Any:
+    return f"{run.input:04d}" + "x" * 3000
+
+
+@workflow("big_outputs")
+def big_outputs(ctx: WorkflowContext, input: Any) -> list[Any]:
+    """30 outputs of ~3 KB: more than the map step's row keeps without a bucket."""
+    return [(o[:4], len(o)) for o in ctx.map(blob, range(30), max_concurrency=5)]
+
+
 @workflow("map_twice")
 def map_twice(ctx: WorkflowContext, input: dict[str, Any]) -> list[Any]:
     """Two maps of one name in a loop: steps ``double#1`` and ``double#2``."""
@@ -261,3 +271,15 @@ def test_a_map_step_shows_its_progress_over_its_items(cwb: Whimbrel) -> None:
     assert node.progress.to_dict() == {"total": 4, "done": 1, "running": 2, "failed": 1,
                                        "pending": 0}
     assert str(node.progress) == "1/4 done, 2 running, 1 failed"
+
+
+def test_outputs_too_large_for_the_map_steps_row_reach_the_code_from_its_items(
+        cwb: Whimbrel) -> None:
+    cwb.register_workflow(big_outputs)
+    wx = cwb.start_workflow("big_outputs")
+    run = cwb.wait(wx, timeout=60)
+    assert run.state is W.COMPLETED, run
+    assert run.output == [[f"{i:04d}", 3004] for i in range(30)]
+    node = cwb.store.get_activity(f"{wx}:blob#1:1")
+    assert node is not None and node.output is None and node.map_size == 30
+    assert run.activity("blob#1").output[29] == "0029" + "x" * 3000  # the view assembles
