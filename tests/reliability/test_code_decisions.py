@@ -150,13 +150,15 @@ def test_a_map_crashed_at_each_write_runs_each_item_once(
     assert tried >= writes
 
 
+@pytest.mark.parametrize("name", ["crashy", "crashy_map"])
 def test_a_decision_made_again_or_by_two_processes_at_once_schedules_nothing_twice(
-        rwb: Whimbrel, step_clock: StepClock) -> None:
+        rwb: Whimbrel, step_clock: StepClock, name: str) -> None:
     other = peer(rwb, clock=step_clock)
+    wf_code = getattr(code, name)
     try:
-        rwb.register_workflow(code.crashy)
-        other.register_workflow(code.crashy)
-        wx = rwb.start_workflow("crashy")
+        rwb.register_workflow(wf_code)
+        other.register_workflow(wf_code)
+        wx = rwb.start_workflow(name)
         errors: list[BaseException] = []
 
         def decide(wb: Whimbrel) -> None:
@@ -181,6 +183,6 @@ def test_a_decision_made_again_or_by_two_processes_at_once_schedules_nothing_twi
                 t.join()
         assert errors == []
         _drive(rwb, step_clock, wx)
-        _check(rwb, wx, "decided again and at once")
+        (_check if name == "crashy" else _check_map)(rwb, wx, "decided again and at once")
     finally:
         other.close()
