@@ -5,7 +5,8 @@ replay is pure). Each ``ctx.step``/``ctx.start`` takes the next position; a step
 history holds there returns its recorded output (or raises ``StepFailed``); a new one is
 noted to be scheduled; a step not finished yet stops the replay (``_Suspend``, a
 ``BaseException`` so that a user's ``except Exception`` cannot swallow it). Time,
-randomness and ids come from the context and are the same on every replay.
+randomness and ids come from the context and are the same on every replay. A
+``ctx.map`` takes one position too: one step whose items the engine runs as a DAG map's.
 """
 
 from __future__ import annotations
@@ -214,7 +215,7 @@ class WorkflowContext:
     def map(self, fn_or_name: Callable[..., Any] | str, items: Sequence[Any], *,
             max_concurrency: int | None = None, tolerated_failures: int = 0,
             **options: Any) -> list[Any]:
-        """Run ``fn_or_name`` once per item (each item is its run's input), at most
+        """Run ``fn_or_name`` once per item (``run.input`` is the item), at most
         ``max_concurrency`` at once (None: all), and return the outputs in item order;
         a failed item's output is None while at most ``tolerated_failures`` failed.
         ``options``: those of :meth:`step` (each item runs with them).
