@@ -4,7 +4,7 @@ from its items and its lane edges (docs/architecture.md, "Maps")."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from whimbrel.contract.dataflow import items_prefix, lanes
 from whimbrel.contract.definitions import WorkflowDefinition
@@ -18,8 +18,10 @@ from whimbrel.engine.ports import StorePort
 A = ActivityState
 
 
+@runtime_checkable
 class MapSteps(Protocol):
-    """The steps of the maps feature a repair redoes."""
+    """The steps of the maps feature a repair redoes (``core.feature(MapSteps)`` for a
+    feature that may not import it: a code run's map steps)."""
 
     core: Core
     store: StorePort
