@@ -44,6 +44,7 @@ BENCHMARKS = {
     "payload_map": "benchmarks.bench_payload_map",
     "peers": "benchmarks.bench_peers",
     "code": "benchmarks.bench_code",
+    "code_map": "benchmarks.bench_code_map",
     "scale": "benchmarks.bench_scale",
     "stream": "benchmarks.bench_stream",
     "worker": "benchmarks.bench_worker",

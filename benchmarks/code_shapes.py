@@ -26,3 +26,16 @@ def code_fan(ctx: WorkflowContext, input: dict[str, Any]) -> int:
         handle.result()
     ctx.step(noop, name="last")
     return int(input["width"])
+
+
+def plus_one(run: Any) -> Any:
+    """A map item's body: its element plus one (so the order of the outputs shows)."""
+    return run.input + 1
+
+
+@workflow("code_map")
+def code_map(ctx: WorkflowContext, input: dict[str, Any]) -> dict[str, Any]:
+    """One ``ctx.map`` of ``input["items"]`` no-op items, ``input["lanes"]`` at once."""
+    n = int(input["items"])
+    out = ctx.map(plus_one, range(n), max_concurrency=input["lanes"])
+    return {"items": len(out), "in_order": out == list(range(1, n + 1))}

@@ -199,6 +199,13 @@ def crashy(ctx: WorkflowContext, input: Any) -> Any:
     return [first, outs, last]
 
 
+@workflow("crashy_map")
+def crashy_map(ctx: WorkflowContext, input: Any) -> Any:
+    """A ctx.map of external items in two lanes, then a step: the test drives each end."""
+    outs = ctx.map("m", [0, 1, 2], max_concurrency=2)
+    return [outs, ctx.step("a", 9)]
+
+
 def json_loads(text: str | None) -> Any:
     """A step's input as the test hands it back as its output."""
     return None if text is None else json.loads(text)

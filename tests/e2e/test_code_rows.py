@@ -63,6 +63,9 @@ def test_a_request_row_runs_a_map(runtime: LocalRuntime, raw: RawClient) -> None
                         timeout=60)
     assert run.state is W.COMPLETED, run
     assert run.output == [0, 0.5, 1, None, 2, 2.5]
+    # One map step; its items in map_item, chained by the stream handlers' follow-ups.
+    assert [a.activity_name for a in run.activities] == ["half#1"]
+    assert sorted(run.map_items("half#1")) == list(range(6))
 
 
 def test_decisions_whimbrel_dev_cannot_make_are_left_for_the_client_with_the_code(

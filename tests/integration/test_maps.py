@@ -188,24 +188,18 @@ def test_a_map_of_child_runs(wb: Whimbrel) -> None:
     assert {a.child_workflow_exec_id for a in wf.items} == set(wf.child_workflow_exec_ids)
 
 
-def test_too_long_a_list_fails_the_map_and_a_large_output_stays_on_the_items(
-        wb: Whimbrel) -> None:
+def test_a_large_map_output_stays_on_the_items(wb: Whimbrel) -> None:
+    # (Too long a list: tests/integration/test_payload_large_map.py, past MAX_MAP_ITEMS.)
     defn = WorkflowDefinition("big", (
         Act("each", launcher=py("wb_data_activities:item"), map_over="$input.xs",
             max_concurrency=10),
         Act("after", ("each",), launcher=py("wb_data_activities:indices")),
     ))
     wb.register_workflow(defn)
-    too_long = wb.wait(wb.start_workflow("big", {"xs": [0] * 10_001}), timeout=30)
-    assert too_long.state is W.FAILED and too_long.items == ()
-    node = too_long.activity("each")
-    assert "more than the limit of 10000" in (node.error or "")
-    assert node.error_type == "InvalidMapInput"
     blob = "x" * 3000  # 30 outputs of ~3 KB: more than a row keeps
     wf = wb.wait(wb.start_workflow("big", {"xs": [blob] * 30}), timeout=60)
     assert wf.state is W.COMPLETED, wf
-    assert wb.store.get_activity(node.activity_exec_id.replace(
-        too_long.workflow_exec_id, wf.workflow_exec_id)).output is None  # type: ignore[union-attr]
+    assert wb.store.get_activity(wf.activity("each").activity_exec_id).output is None  # type: ignore[union-attr]
     assert wf.activity("after").output == list(range(30))  # assembled from the items
 
 

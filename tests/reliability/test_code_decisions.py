@@ -40,8 +40,9 @@ def _drive(wb: Whimbrel, clock: StepClock, wx: str) -> WorkflowRecord:
         if wf.state.is_terminal:
             return wf
         # READY: a worker claims it; RUNNING: its worker (or one after a crash) reports.
+        # (A map's own row is no worker's: the engine runs it, its items end it.)
         ready = [a for a in wb.store.list_activities(wx)
-                 if a.state in (A.READY, A.RUNNING)]
+                 if a.state in (A.READY, A.RUNNING) and a.map_size is None]
         try:
             for act in ready:
                 if act.state is A.READY:
@@ -69,12 +70,24 @@ def _check(wb: Whimbrel, wx: str, why: str) -> None:
     assert run.properties == {"outs": [0, 1]}, why
 
 
-def _start(wb: Whimbrel, request_id: str) -> str:
+def _check_map(wb: Whimbrel, wx: str, why: str) -> None:
+    run = wb.get_workflow(wx)
+    assert run.state is W.COMPLETED, f"{why}: {run}"
+    assert run.output == [[0, 1, 2], 9], why
+    attempts = sorted((a.activity_name, a.attempt) for a in run.activities)
+    assert attempts == [("a#1", 1), ("m#1", 1)], f"{why}: {attempts}"
+    items = sorted((a.activity_name, a.attempt) for a in run.items)
+    assert items == [(f"m#1#{i}", 1) for i in range(3)], f"{why}: {items}"
+    node = run.activity("m#1")
+    assert [c.state for c in node.history].count("RUNNING") == 1, f"{why}: {node}"
+
+
+def _start(wb: Whimbrel, request_id: str, name: str = "crashy") -> str:
     try:
-        return wb.start_workflow("crashy", request_id=request_id)
+        return wb.start_workflow(name, request_id=request_id)
     except Crash:
         _die(wb)
-        return wb.start_workflow("crashy", request_id=request_id)  # the caller retries
+        return wb.start_workflow(name, request_id=request_id)  # the caller retries
 
 
 @pytest.mark.slow
@@ -107,13 +120,45 @@ def test_a_decision_crashed_at_each_write_schedules_each_step_once(
     assert tried >= writes
 
 
-def test_a_decision_made_again_or_by_two_processes_at_once_schedules_nothing_twice(
+@pytest.mark.slow
+def test_a_map_crashed_at_each_write_runs_each_item_once(
         rwb: Whimbrel, step_clock: StepClock) -> None:
+    # ctx.map: the decision that schedules the map step, the map's expansion, its items'
+    # chain and its end, each cut at every write; the reconcile visit repairs the map.
+    rwb.register_workflow(code.crashy_map)
+    counter = FaultInjector()
+    rwb.store.write_hooks.append(counter)
+    wx = _start(rwb, f"clean-map-{uuid.uuid4()}", "crashy_map")
+    _drive(rwb, step_clock, wx)
+    rwb.store.write_hooks.remove(counter)
+    _check_map(rwb, wx, "without a crash")
+    writes = counter.count
+    assert writes > 10
+    tried = 0
+    for k in range(1, writes + 1):
+        for phase in ("after", "before"):
+            injector = FaultInjector(at=k, phase=phase)
+            rwb.store.write_hooks.append(injector)
+            try:
+                wx = _start(rwb, f"crash-map-{k}-{phase}", "crashy_map")
+                _drive(rwb, step_clock, wx)
+            finally:
+                rwb.store.write_hooks.remove(injector)
+            if injector.fired is not None:
+                tried += 1
+                _check_map(rwb, wx, f"crash {phase} write #{k} {injector.fired}")
+    assert tried >= writes
+
+
+@pytest.mark.parametrize("name", ["crashy", "crashy_map"])
+def test_a_decision_made_again_or_by_two_processes_at_once_schedules_nothing_twice(
+        rwb: Whimbrel, step_clock: StepClock, name: str) -> None:
     other = peer(rwb, clock=step_clock)
+    wf_code = getattr(code, name)
     try:
-        rwb.register_workflow(code.crashy)
-        other.register_workflow(code.crashy)
-        wx = rwb.start_workflow("crashy")
+        rwb.register_workflow(wf_code)
+        other.register_workflow(wf_code)
+        wx = rwb.start_workflow(name)
         errors: list[BaseException] = []
 
         def decide(wb: Whimbrel) -> None:
@@ -138,6 +183,6 @@ def test_a_decision_made_again_or_by_two_processes_at_once_schedules_nothing_twi
                 t.join()
         assert errors == []
         _drive(rwb, step_clock, wx)
-        _check(rwb, wx, "decided again and at once")
+        (_check if name == "crashy" else _check_map)(rwb, wx, "decided again and at once")
     finally:
         other.close()

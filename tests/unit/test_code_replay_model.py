@@ -15,15 +15,20 @@ from whimbrel import WorkflowContext
 from whimbrel.contract.code import History, RunFacts, StepState, replay
 from whimbrel.contract.states import ActivityState
 
-# A program: groups of steps; a group of one is ctx.step, larger ones run in parallel.
-programs = st.lists(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3),
-                    min_size=1, max_size=5)
+# A program: groups of steps; a group of one is ctx.step, larger ones run in parallel;
+# ["m"] is a ctx.map (one step, whose output is a list).
+programs = st.lists(st.one_of(
+    st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=3), st.just(["m"])),
+    min_size=1, max_size=5)
 
 
 def make(program: list[list[str]]) -> Any:
     def fn(ctx: WorkflowContext, input: Any) -> Any:
         out = []
         for group in program:
+            if group == ["m"]:
+                out.extend(ctx.map("m", [len(out)]))
+                continue
             handles = [ctx.start(name, len(out)) for name in group]
             out.extend(h.result() for h in handles)
         return out
@@ -65,8 +70,10 @@ def test_each_step_is_scheduled_once_whatever_the_order_and_the_redeliveries(
         done = pending.pop(data.draw(st.integers(0, len(pending) - 1), label="ends"))
         clock += 1
         row = table[done]
+        value = _output(program, row.seq)
         table[done] = StepState(done, row.seq, 1, ActivityState.COMPLETED, True,
-                                row.activity_exec_id, str(_output(program, row.seq)),
+                                row.activity_exec_id,
+                                json.dumps([value] if done.startswith("m#") else value),
                                 ended_epoch=clock)
     else:
         raise AssertionError("the run never completed")

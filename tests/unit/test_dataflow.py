@@ -7,9 +7,12 @@ import pytest
 from whimbrel import ActivityDefinition as Act
 from whimbrel import ActivityState, LauncherSpec, RetryPolicy, WorkflowDefinition
 from whimbrel.contract.dataflow import (
+    MAX_MAP_ITEMS,
+    STEP_ITEMS,
     MapSource,
     child_request_id,
     handlers,
+    is_map_node,
     item_name,
     parse_map_over,
     select,
@@ -39,6 +42,13 @@ def test_item_names_and_ids() -> None:
     assert item_name("thumb", 12) == "thumb#12"
     assert split_item("thumb#12") == ("thumb", 12) and split_item("thumb") == ("thumb", None)
     assert split_item("a#b") == ("a#b", None)
+    # A code map's step (s#2) and its items (s#2#5): only the row of the map is its node.
+    assert split_item("s#2#5") == ("s#2", 5) and item_name("s#2", 5) == "s#2#5"
+    code_map = Act("s", map_over=STEP_ITEMS)
+    assert is_map_node(code_map, "s#2") and not is_map_node(code_map, "s#2#5")
+    dag_map = Act("m", map_over="$input")
+    assert is_map_node(dag_map, "m") and not is_map_node(dag_map, "m#5")
+    assert not is_map_node(Act("s"), "s#2")
     key = parse_activity_exec_id("wx-1:thumb#12:3")
     assert (key.workflow_exec_id, key.activity_name, key.attempt) == ("wx-1", "thumb#12", 3)
     assert child_request_id("wx:a:1") == "child:wx:a:1"
@@ -57,8 +67,9 @@ def test_map_sources() -> None:
         select({"page": {}}, MapSource("l", ("page", "keys")))
     with pytest.raises(ValueError, match="is a dict, not a list"):
         select({"a": 1}, MapSource(None))
-    with pytest.raises(ValueError, match="more than the limit of 10000"):
-        select(list(range(10_001)), MapSource(None))
+    assert len(select(list(range(MAX_MAP_ITEMS)), MapSource(None))) == 100_000
+    with pytest.raises(ValueError, match="more than the limit of 100000"):
+        select(list(range(MAX_MAP_ITEMS + 1)), MapSource(None))
 
 
 def test_new_fields_round_trip_and_old_definitions_keep_their_canonical_json() -> None:

@@ -3,7 +3,9 @@
 * A **map** (``ActivityDefinition.map_over``) becomes, at run time, one *item* per
   element of a list. An item is an activity execution named ``<map>#<index>`` (its id
   ``<workflow_exec_id>:<map>#<index>:<attempt>``; activity names cannot hold ``#``), and
-  it runs as its map: same launcher, deadlines and retry policy.
+  it runs as its map: same launcher, deadlines and retry policy. A code workflow's
+  ``ctx.map`` is a map too: its own row is the step ``<name>#<k>`` (``map_over`` is
+  ``STEP_ITEMS``: the list is the step's input), its items ``<name>#<k>#<index>``.
 * A **failure handler** (``on_failure="<activity>"``) is an activity of the same
   definition that runs only when called on; ``on_failure="continue"`` lets dependents
   run past a failure.
@@ -28,8 +30,11 @@ ITEM_MARK = "#"
 CONTINUE = "continue"
 #: ``map_over`` prefix naming the workflow's input.
 INPUT_SOURCE = "$input"
-#: The most items one map may have.
-MAX_MAP_ITEMS = 10_000
+#: ``map_over`` of a code workflow's ``ctx.map`` step: the list is the step's own input.
+STEP_ITEMS = "$items"
+#: The most items one map may have (its items spread over ``map_item``'s partitions;
+#: the list and the outputs go to the payload bucket when large).
+MAX_MAP_ITEMS = 100_000
 
 
 # -- names ----------------------------------------------------------------------------------
@@ -40,8 +45,9 @@ def item_name(map_name: str, index: int) -> str:
 
 
 def split_item(name: str) -> tuple[str, int | None]:
-    """``("m", 3)`` for the item ``m#3``; ``(name, None)`` for any other activity."""
-    base, mark, index = name.partition(ITEM_MARK)
+    """``("m", 3)`` for the item ``m#3`` (``("s#2", 3)`` for ``s#2#3``, an item of a
+    code map); ``(name, None)`` for any other activity."""
+    base, mark, index = name.rpartition(ITEM_MARK)
     if not mark or not index.isascii() or not index.isdigit():
         return name, None
     return base, int(index)
@@ -52,8 +58,11 @@ def is_item(name: str) -> bool:
 
 
 def is_map_node(spec: ActivityShape, name: str) -> bool:
-    """True for a map's own row (not one of its items)."""
-    return spec.map_over is not None and split_item(name)[1] is None
+    """True for a map's own row (not one of its items): a DAG map's row is its name
+    (``m``), a code map's its step (``s#2``); their items add ``#<index>``."""
+    if spec.map_over is None:
+        return False
+    return name.count(ITEM_MARK) == (1 if spec.map_over == STEP_ITEMS else 0)
 
 
 def lanes(spec: ActivityShape, size: int) -> int:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from whimbrel.contract import waits
-from whimbrel.contract.dataflow import CONTINUE, handlers, split_item
+from whimbrel.contract.dataflow import CONTINUE, handlers, is_map_node, split_item
 from whimbrel.contract.definitions import ActivityDefinition, WorkflowDefinition
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ACTIVITY_FAILED, ACTIVITY_UNSUCCESSFUL, ActivityState
@@ -45,7 +45,7 @@ def retries_left(item: ActivityRecord, spec: ActivityDefinition) -> bool:
     decision, not a fault)."""
     if item.state not in RETRIED:
         return False
-    if spec.map_over is not None and split_item(item.activity_name)[1] is None:
+    if is_map_node(spec, item.activity_name):
         return False  # a map never retries as a whole: its items did
     if waits.rejected(spec, item):
         return False

@@ -40,7 +40,7 @@ from typing import Any
 from whimbrel.contract import attributes as run_attributes
 from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.code.definition import CodeDefinition
-from whimbrel.contract.dataflow import child_request_id, is_item
+from whimbrel.contract.dataflow import child_request_id, is_map_node
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import (
     DefinitionNotFound,
@@ -146,7 +146,7 @@ class Children(Feature):
         child ended (it is redriven in place, not started again)."""
         spec = defn.activity(record.activity_name)
         if spec.launcher.kind != CHILD or record.attempt < 2 or not generation(record) or (
-                spec.map_over is not None and not is_item(record.activity_name)):
+                is_map_node(spec, record.activity_name)):
             return record
         before = self.store.get_activity(activity_exec_id(
             record.workflow_exec_id, record.activity_name, record.attempt - 1))
@@ -376,7 +376,7 @@ class Children(Feature):
         for act in latest_of(acts).values():
             spec = defn.activity(act.activity_name)
             if act.state not in ACTIVITY_ACTIVE or spec.launcher.kind != CHILD or (
-                    spec.map_over is not None and not is_item(act.activity_name)):
+                    is_map_node(spec, act.activity_name)):
                 continue  # (a map of child runs: its items start them, not the map)
             child = self.store.get_workflow(child_of(act))
             if child is not None and child.parent_activity_exec_id != act.activity_exec_id:

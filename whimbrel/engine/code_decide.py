@@ -143,6 +143,9 @@ def step_state(core: Core, row: ActivityRecord, redrives: int) -> StepState | No
     rerun = final and state is not A.COMPLETED and generation(row) < redrives
     # The code reads a completed step's output whole (kept in S3 past the threshold).
     output = core.reads.payload(row.output, "output") if state is A.COMPLETED else row.output
+    if state is A.COMPLETED and output is None and row.map_size:
+        # A ctx.map whose outputs did not fit its row (no payload bucket): from its items.
+        output = json.dumps(core.inputs.assembled(row.workflow_exec_id, row))
     return StepState(row.activity_name, seq, row.attempt, state, final and not rerun,
                      row.activity_exec_id, output, row.error, row.error_type,
                      row.ended_epoch, rerun, step_patches(row.step or ""),
@@ -150,9 +153,10 @@ def step_state(core: Core, row: ActivityRecord, redrives: int) -> StepState | No
 
 
 def load(core: Core, wx: str, redrives: int) -> History:
-    """A run's history from its partition (one consistent Query, paged)."""
+    """A run's history from its partition (one consistent Query, paged; a ctx.map's
+    items, in ``map_item``, are not read: its step holds the outputs)."""
     history = History()
-    for row in core.store.list_activities(wx):
+    for row in core.store.list_activities(wx, items=False):
         if row.step is not None:
             state = step_state(core, row, redrives)
             if state is not None:

@@ -29,6 +29,7 @@ from whimbrel.contract.states import ACTIVITY_FAILED, ActivityState, WorkflowSta
 from whimbrel.engine import code_cancel, code_handoff
 from whimbrel.engine.code_decide import CodeFn, Histories, decide
 from whimbrel.engine.feature import Core, Feature, RunRead
+from whimbrel.engine.map_repair import MapSteps, repair_step_maps
 from whimbrel.engine.ports import decides_here, serve_here
 
 log = logging.getLogger("whimbrel.engine.code")
@@ -169,6 +170,10 @@ class CodeRuns(Feature):
         # Re-derives whatever a crash left. Left for a worker under the visit's key (the
         # check it was due for; a visit with none armed: its time), one entry per visit.
         visit = wf.check_epoch if wf.check_epoch is not None else self.core.clock()
+        # A ctx.map's chain and end need no code: repaired here, as a DAG map's are.
+        maps = self.core.feature(MapSteps)  # type: ignore[type-abstract]  # (a protocol)
+        repair_step_maps(maps, wf, defn,
+                         self.core.store.list_activities(wf.workflow_exec_id, items=False))
         self.run_decision(wf, defn, cold=True, why=f"check/{wf.redrives}/{visit}")
         return True
 

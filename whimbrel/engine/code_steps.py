@@ -5,7 +5,8 @@ each step's launcher, retry and time-outs, and the step's rows carry it (``step`
 engine binds a code run's definition to this lookup (``EngineBase.definition_of``), so
 every part that asks ``defn.activity("charge#2")`` — moves, retries, the sweep, pools,
 views — gets the step's own spec: from memory, from the row it holds, or from the step's
-first attempt (one GetItem, once per process and step).
+first attempt (one GetItem, once per process and step). An item of a ``ctx.map`` step
+(``s#2#5``) runs as its map step, as a DAG map's item runs as its map.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections import OrderedDict
 
 from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.code.definition import CodeDefinition, decode_step
+from whimbrel.contract.dataflow import ITEM_MARK, split_item
 from whimbrel.contract.errors import InvalidDefinition
 from whimbrel.contract.ids import activity_exec_id
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
@@ -63,6 +65,9 @@ class StepSpecs:
         Raises:
             InvalidDefinition: the run has no such step.
         """
+        base, index = split_item(step)
+        if index is not None and ITEM_MARK in base:
+            step = base  # an item of a code map (``s#2#5``) runs as its map step
         known = self.known(wx, step)
         if known is None:
             row = self._store.get_activity(activity_exec_id(wx, step, 1))

@@ -24,7 +24,9 @@ def run_view(defn: WorkflowDefinition | None, wf: WorkflowRecord,
     view = WorkflowExec.from_record(wf, tuple(ActivityExec.from_record(r) for r in records))
     if isinstance(defn, CodeDefinition):
         steps = {r.activity_exec_id: r.step for r in records}
-        acts = tuple(_code_child(a, steps.get(a.activity_exec_id)) for a in view.activities)
+        acts = tuple(_code_map(_code_child(a, steps.get(a.activity_exec_id)),
+                               steps.get(a.activity_exec_id), records)
+                     for a in view.activities)
         return replace(view, code=True, properties=view.properties or {}, activities=acts,
                        child_workflow_exec_ids=tuple(dict.fromkeys(
                            a.child_workflow_exec_id for a in acts
@@ -81,6 +83,20 @@ def _code_child(act: ActivityExec, step: str | None) -> ActivityExec:
         return act
     base = act.activity_name.rpartition("#")[0]
     return with_child(WorkflowDefinition(base, (decode_step(step, base)[1],)), act)
+
+
+def _code_map(act: ActivityExec, step: str | None,
+              records: Sequence[ActivityRecord]) -> ActivityExec:
+    """A ``ctx.map`` step with its progress over its items (and, when its outputs did
+    not fit its row, its output assembled from them), as a DAG map's row."""
+    if step is None or act.map_size is None:
+        return act
+    spec = decode_step(step, act.activity_name.rpartition("#")[0])[1]
+    items = map_items(records, act.activity_name)
+    act = replace(act, progress=map_progress(items, act.map_size, spec))
+    if act.state is ActivityState.COMPLETED and act.output is None and act.map_size:
+        act = replace(act, output=map_output(items, act.map_size))
+    return act
 
 
 def _started(act: ActivityExec) -> bool:

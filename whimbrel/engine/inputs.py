@@ -18,9 +18,18 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from whimbrel.contract import conditions
-from whimbrel.contract.dataflow import CONTINUE, items_prefix, parse_map_over, select, split_item
+from whimbrel.contract.dataflow import (
+    CONTINUE,
+    MAX_MAP_ITEMS,
+    STEP_ITEMS,
+    items_prefix,
+    parse_map_over,
+    select,
+    split_item,
+)
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.errors import InvalidInput
+from whimbrel.contract.ids import activity_exec_id
 from whimbrel.contract.outcomes import map_items, map_output, resolution, upstream_view
 from whimbrel.contract.payloads import NO_BUCKET, PayloadLimits, decode_payload
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord, latest_of
@@ -211,9 +220,29 @@ class Inputs:
         Raises:
             ValueError: the source is missing, not a list, or too long.
         """
-        source = parse_map_over(str(defn.activity(name).map_over))
+        over = str(defn.activity(name).map_over)
+        if over == STEP_ITEMS:  # a code map: the list is its step's input
+            return self.step_items(wf.workflow_exec_id, name)
+        source = parse_map_over(over)
         if source.upstream is None:
             value = decode_payload(self.core.reads.run_input(wf), field="input")
         else:
             value = self.upstream_value(wf.workflow_exec_id, defn, source.upstream)
         return select(value, source)
+
+    def step_items(self, wx: str, name: str) -> list[Any]:
+        """The list of the code map step ``name``: its first attempt's input (a redrive's
+        attempt carries the same), whole (kept in S3 when large).
+
+        Raises:
+            ValueError: the step is missing or its input is not a list of at most
+                ``MAX_MAP_ITEMS`` elements.
+        """
+        row = self.core.store.get_activity(activity_exec_id(wx, name, 1))
+        if row is None:
+            raise ValueError(f"map step {name} of run {wx} has no first attempt")
+        value = decode_payload(self.core.reads.payload(row.input, "input"), field="input")
+        if not isinstance(value, list) or len(value) > MAX_MAP_ITEMS:
+            raise ValueError(f"map step {name}: its input is not a list of at most "
+                             f"{MAX_MAP_ITEMS} items")
+        return value

@@ -21,7 +21,7 @@ Semantics (docs/cli.md, ``whimbrel retry``):
 
 from __future__ import annotations
 
-from whimbrel.contract.dataflow import is_item
+from whimbrel.contract.dataflow import is_map_node
 from whimbrel.contract.errors import NotAllowedNow
 from whimbrel.contract.ids import activity_exec_id, parse_activity_exec_id
 from whimbrel.contract.states import ACTIVITY_FAILED, ActivityState, WorkflowState
@@ -74,7 +74,7 @@ def retry_activity(engine: Engine, activity_exec_id_: str, *,
             state=state.value, workflow_state=wf.state.value)
     defn = engine.definitions.definition_of(wf)
     name = item.activity_name
-    if defn.activity(name).map_over is not None and not is_item(name):
+    if is_map_node(defn.activity(name), name):
         raise RetryNotAllowed(
             f"{name} is a map: it retries its items (retry an item's attempt), and a map "
             "that failed runs again with its run (`whimbrel redrive`)",

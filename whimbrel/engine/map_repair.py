@@ -4,21 +4,24 @@ from its items and its lane edges (docs/architecture.md, "Maps")."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from whimbrel.contract.dataflow import lane_edges, lanes
+from whimbrel.contract.dataflow import items_prefix, lanes
 from whimbrel.contract.definitions import WorkflowDefinition
 from whimbrel.contract.outcomes import generation, map_items, retries_left
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord, latest_of
 from whimbrel.contract.states import ActivityState
 from whimbrel.engine.feature import Core
+from whimbrel.engine.map_lanes import pending_lanes
 from whimbrel.engine.ports import StorePort
 
 A = ActivityState
 
 
+@runtime_checkable
 class MapSteps(Protocol):
-    """The steps of the maps feature a repair redoes."""
+    """The steps of the maps feature a repair redoes (``core.feature(MapSteps)`` for a
+    feature that may not import it: a code run's map steps)."""
 
     core: Core
     store: StorePort
@@ -47,6 +50,22 @@ def repair_maps(maps: MapSteps, wf: WorkflowRecord, defn: WorkflowDefinition,
     return repaired
 
 
+def repair_step_maps(maps: MapSteps, wf: WorkflowRecord, defn: WorkflowDefinition,
+                     steps: list[ActivityRecord]) -> bool:
+    """Repair each RUNNING ``ctx.map`` step of a code run (``steps``: the attempts in
+    the run's partition, without map items): its items are read (one Query per
+    partition) only for such a step. True if it did anything."""
+    repaired = False
+    for node in latest_of(steps).values():
+        if node.step is None or node.state is not A.RUNNING or not node.map_size:
+            continue
+        items = maps.store.list_activities(wf.workflow_exec_id,
+                                           items_prefix(node.activity_name),
+                                           map_size=node.map_size)
+        repaired |= repair_map(maps, wf, defn, node, map_items(items, node.activity_name))
+    return repaired
+
+
 def repair_map(maps: MapSteps, wf: WorkflowRecord, defn: WorkflowDefinition,
                node: ActivityRecord, items: dict[int, ActivityRecord]) -> bool:
     """Repair one RUNNING map from its items (``items``: the latest attempt of each, by
@@ -57,8 +76,7 @@ def repair_map(maps: MapSteps, wf: WorkflowRecord, defn: WorkflowDefinition,
     spec = defn.activity(name)
     width = lanes(spec, size)
     gen = generation(node)
-    pending = set(maps.store.pending_dependencies(wf.workflow_exec_id, lane_edges(name),
-                                                  limit=None))
+    pending = set(pending_lanes(maps.store, wf.workflow_exec_id, name, width))
     unstarted: list[int] = []
     repaired = False
     for lane in range(width):

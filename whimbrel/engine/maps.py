@@ -15,10 +15,10 @@ from typing import Any
 
 from whimbrel.contract import states
 from whimbrel.contract.dataflow import (
+    ITEM_MARK,
     is_map_node,
     item_name,
     items_prefix,
-    lane_edges,
     lanes,
     split_item,
 )
@@ -38,6 +38,7 @@ from whimbrel.contract.states import ActivityState, Transition, WorkflowState, a
 from whimbrel.engine import flow, rules
 from whimbrel.engine.feature import Core, Feature, RunRead, RunRows
 from whimbrel.engine.inputs import KnownLists, own_input
+from whimbrel.engine.map_lanes import any_edge, drop_edges, end_lane, put_edges
 from whimbrel.engine.map_repair import repair_maps
 from whimbrel.engine.payloads import has_refs, resolved
 
@@ -181,11 +182,10 @@ class Maps(Feature):
                   for k in which}
         busy = [k for k, j in starts.items() if j is not None]
         if busy:
-            self.store.put_dependencies(wf.workflow_exec_id, lane_edges(name),
-                                        [str(k) for k in busy])
+            put_edges(self.store, wf.workflow_exec_id, name, width, busy)
         self.core.threads.each(lambda k: self.chain_lane(wf, defn, name, starts[k], k), busy)
-        if len(busy) < len(starts) and not self.store.pending_dependencies(
-                wf.workflow_exec_id, lane_edges(name)):
+        if len(busy) < len(starts) and not any_edge(self.store, wf.workflow_exec_id, name,
+                                                     width):
             self.finish_map(wf, defn, name)
 
     # -- items ----------------------------------------------------------------------------------
@@ -196,8 +196,8 @@ class Maps(Feature):
         the next item's index; None when its follow-ups must read the run first (the
         lane's end, a map with an ``on_failure``, a list not read here yet)."""
         name, index = split_item(item.activity_name)
-        if index is None or name not in defn.names:
-            return None
+        if index is None or (name not in defn.names and ITEM_MARK not in name):
+            return None  # (``s#2``: a code map's step, known to a code run's definition)
         spec = defn.activity(name)
         items = self._lists.get(item.workflow_exec_id, name, generation(item))
         if items is None or spec.on_failure is not None:
@@ -262,9 +262,7 @@ class Maps(Feature):
             if self.start_item(wf, defn, name, j, items[j]):
                 return
             j += width
-        wx = wf.workflow_exec_id
-        self.store.delete_dependency(wx, lane_edges(name), str(lane))
-        if not self.store.pending_dependencies(wx, lane_edges(name)):
+        if end_lane(self.store, wf.workflow_exec_id, name, width, lane):
             self.finish_map(wf, defn, name)
 
     def start_item(self, wf: WorkflowRecord, defn: WorkflowDefinition, name: str,
@@ -378,8 +376,8 @@ class Maps(Feature):
         except StateConflict:
             return
         if path[-1] is not A.COMPLETED:  # lanes nobody will end
-            for lane in self.store.pending_dependencies(wx, lane_edges(name), limit=None):
-                self.store.delete_dependency(wx, lane_edges(name), lane)
+            drop_edges(self.store, wx, name, lanes(defn.activity(name),
+                                                   int(node.map_size or 0)))
         if stop_items:
             for item in self.store.list_activities(wx, items_prefix(name),
                                                    map_size=node.map_size):

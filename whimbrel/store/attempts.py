@@ -27,7 +27,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from whimbrel.contract.dataflow import items_prefix, split_item
+from whimbrel.contract.dataflow import ITEM_MARK, items_prefix, split_item
 from whimbrel.contract.errors import StateConflict
 from whimbrel.contract.ids import parse_activity_exec_id
 from whimbrel.contract.records import ActivityRecord, Change, Changes, Due
@@ -184,44 +184,53 @@ class Attempts:
         return None
 
     def list_activities(self, workflow_exec_id: str, prefix: str | None = None, *,
-                        map_size: int | None = None) -> list[ActivityRecord]:
+                        map_size: int | None = None, items: bool = True
+                        ) -> list[ActivityRecord]:
         """Every attempt of every activity of one execution, map items included, in id
         order: one consistent Query of the run's partition, and one of each partition of
         each map that has items (in parallel). With ``prefix``, only those whose activity
         name starts so (``"load:"``: the attempts of ``load``; ``"m#"``: the items of map
-        ``m``, ``map_size`` saying how many it has when known; ``"m#3:"``: item 3's)."""
+        ``m``, ``map_size`` saying how many it has when known; ``"m#3:"``: item 3's; a
+        code map's: ``"s#2#"``, ``"s#2#3:"``). ``items=False``: the run's partition only
+        (a code run's steps, without the items of its maps)."""
         wx = workflow_exec_id
-        base, mark, rest = (prefix or "").partition("#")
-        if prefix and mark:  # a map's items, or one item's attempts
-            index, colon, _ = rest.partition(":")
-            parts = [int(index) % spec_core.MAP_ITEM_PARTITIONS] if colon and index.isdigit() \
-                else range(min(spec_core.MAP_ITEM_PARTITIONS, spec_core.MAP_ITEM_PARTITIONS
-                               if map_size is None else max(map_size, 0)))
+        if prefix and ITEM_MARK in prefix:  # a map's items, or one item's attempts
+            if prefix.endswith(":"):
+                base, number = split_item(prefix[:-1])
+                parts: Sequence[int] = [number % spec_core.MAP_ITEM_PARTITIONS] \
+                    if number is not None else range(spec_core.MAP_ITEM_PARTITIONS)
+            else:
+                base = prefix[:-1] if prefix.endswith(ITEM_MARK) \
+                    else prefix.rpartition(ITEM_MARK)[0]
+                parts = range(min(spec_core.MAP_ITEM_PARTITIONS, spec_core.MAP_ITEM_PARTITIONS
+                                  if map_size is None else max(map_size, 0)))
             reads: list[dict[str, Any]] = [self._part_query(wx, base, k, prefix)
                                            for k in parts]
             if self._known_beside(wx, base) is not False:
                 reads.append(self._run_query(wx, prefix))
             return self._records(reads)
         rows = self._records([self._run_query(wx, prefix)])
-        if prefix:
+        if prefix or not items:
             return rows
         sizes: dict[str, int] = {}
         beside: set[str] = set()
         for row in rows:
             name, number = split_item(row.activity_name)
             if number is not None:
-                beside.add(name)
-            elif row.map_size:
-                sizes[name] = max(sizes.get(name, 0), row.map_size)
+                beside.add(name)  # a legacy item (or a code step: kept beside too)
+            if row.map_size and (number is None or row.step is not None):
+                # a DAG map's row, or a code map's step: its items are in map_item
+                sizes[row.activity_name] = max(sizes.get(row.activity_name, 0),
+                                               row.map_size)
         reads = [self._part_query(wx, name, k) for name, size in sizes.items()
                  if self._known_beside(wx, name) is not True
                  for k in range(min(spec_core.MAP_ITEM_PARTITIONS, size))]
-        items = self._records(reads)
+        found = self._records(reads)
         for name in beside:
             self._learn_beside(wx, name, True)
-        for name in {split_item(a.activity_name)[0] for a in items}:
+        for name in {split_item(a.activity_name)[0] for a in found}:
             self._learn_beside(wx, name, False)
-        return sorted(rows + items, key=lambda a: a.activity_exec_id) if items else rows
+        return sorted(rows + found, key=lambda a: a.activity_exec_id) if found else rows
 
     def _records(self, reads: Sequence[dict[str, Any]]) -> list[ActivityRecord]:
         parts = fan_out(lambda params: [activity_record(i) for i in self.tables.query(params)],

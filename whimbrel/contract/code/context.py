@@ -5,7 +5,8 @@ replay is pure). Each ``ctx.step``/``ctx.start`` takes the next position; a step
 history holds there returns its recorded output (or raises ``StepFailed``); a new one is
 noted to be scheduled; a step not finished yet stops the replay (``_Suspend``, a
 ``BaseException`` so that a user's ``except Exception`` cannot swallow it). Time,
-randomness and ids come from the context and are the same on every replay.
+randomness and ids come from the context and are the same on every replay. A
+``ctx.map`` takes one position too: one step whose items the engine runs as a DAG map's.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from __future__ import annotations
 import json
 import random as _random
 import uuid
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, NoReturn
 
@@ -23,6 +24,7 @@ from whimbrel.contract.activities import ActivityDefinition
 from whimbrel.contract.code.cancel import CancelScope
 from whimbrel.contract.code.errors import Cancelled, NonDeterminism, StepFailed, WaitTimedOut
 from whimbrel.contract.code.history import History, RunFacts
+from whimbrel.contract.dataflow import MAX_MAP_ITEMS, STEP_ITEMS
 from whimbrel.contract.errors import InvalidDefinition, InvalidInput
 from whimbrel.contract.ids import workflow_exec_id_for
 from whimbrel.contract.launching import LauncherSpec, RetryPolicy
@@ -195,6 +197,11 @@ class WorkflowContext:
                      start_to_close_seconds=start_to_close_seconds,
                      schedule_to_start_seconds=schedule_to_start_seconds, pool=pool,
                      pool_key=pool_key, priority=priority)
+        return self._start(spec, input)
+
+    def _start(self, spec: ActivityDefinition, input: Any) -> StepHandle:
+        """Take the next position for a step of ``spec``: its handle (and, when the
+        history does not hold it, the step to schedule)."""
         self._seq += 1
         self._counts[spec.name] += 1
         step = f"{spec.name}#{self._counts[spec.name]}"
@@ -218,37 +225,42 @@ class WorkflowContext:
     def map(self, fn_or_name: Callable[..., Any] | str, items: Sequence[Any], *,
             max_concurrency: int | None = None, tolerated_failures: int = 0,
             **options: Any) -> list[Any]:
-        """Run one step per item (each item is its step's input), at most
+        """Run ``fn_or_name`` once per item (``run.input`` is the item), at most
         ``max_concurrency`` at once (None: all), and return the outputs in item order;
         a failed item's output is None while at most ``tolerated_failures`` failed.
-        ``options``: those of :meth:`step`.
+        ``options``: those of :meth:`step` (each item runs with them).
+
+        The map is one step, ``<name>#<k>`` like any (its input is the list), run as a
+        DAG's map: its items are rows of the ``map_item`` table (``<name>#<k>#<i>``), up
+        to ``MAX_MAP_ITEMS``; the list and the outputs go to the payload bucket when
+        large. The history holds the one step, whatever the number of items.
 
         Raises:
-            StepFailed: more items failed than tolerated (the first failure).
+            StepFailed: more items failed than tolerated (the map step's error names
+                the first failed item).
+            InvalidDefinition: the options (or ``max_concurrency``,
+                ``tolerated_failures``) are not valid.
+            InvalidInput: ``items`` is not a JSON list of at most ``MAX_MAP_ITEMS``, or
+                too large.
         """
-        items = list(items)
-        lanes = len(items) if max_concurrency is None else max(1, int(max_concurrency))
-        outputs: list[Any] = [None] * len(items)
-        failures: list[StepFailed] = []
-        running: deque[tuple[int, StepHandle]] = deque()
-        for index, item in enumerate(items):
-            running.append((index, self.start(fn_or_name, item, **options)))
-            if len(running) >= lanes:
-                failures += self._collect(running.popleft(), outputs)
-        for entry in running:
-            failures += self._collect(entry, outputs)
-        if len(failures) > tolerated_failures:
-            raise failures[0]
-        return outputs
-
-    @staticmethod
-    def _collect(entry: tuple[int, StepHandle], outputs: list[Any]) -> list[StepFailed]:
-        index, handle = entry
-        try:
-            outputs[index] = handle.result()
-        except StepFailed as exc:
-            return [exc]
-        return []
+        if self._closed:
+            raise _Suspend("closed")
+        unknown = sorted(set(options) - set(_STEP_OPTIONS))
+        if unknown:
+            raise InvalidInput(f"ctx.map got unknown option(s) {', '.join(unknown)} "
+                               f"(those of ctx.step: {', '.join(_STEP_OPTIONS)})",
+                               field="options")
+        elements = list(items)
+        if len(elements) > MAX_MAP_ITEMS:
+            raise InvalidInput(f"ctx.map got {len(elements)} items, more than the limit of "
+                               f"{MAX_MAP_ITEMS} items per map", field="items")
+        spec = replace(_spec(fn_or_name, **{**_STEP_OPTIONS, **options}),
+                       map_over=STEP_ITEMS, max_concurrency=max_concurrency,
+                       tolerated_failures=tolerated_failures)
+        problems = spec.problems({spec.name})
+        if problems:
+            raise InvalidDefinition(spec.name, problems)
+        return list(self._start(spec, elements).result() or [])
 
     # -- waits ----------------------------------------------------------------------------
 
@@ -372,6 +384,13 @@ class WorkflowContext:
     def random(self) -> float:
         """A number in [0, 1), the same sequence on every replay (seeded by the run)."""
         return self._rng.random()
+
+
+#: The options of ``ctx.step`` (and ``ctx.map``'s ``**options``), with their defaults.
+_STEP_OPTIONS: dict[str, Any] = {
+    "name": None, "launcher": None, "retry": None, "heartbeat_timeout_seconds": None,
+    "start_to_close_seconds": None, "schedule_to_start_seconds": None, "pool": None,
+    "pool_key": None, "priority": None}
 
 
 def _spec(fn_or_name: Callable[..., Any] | str, *, name: str | None,
