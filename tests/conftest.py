@@ -95,7 +95,7 @@ def table_prefix() -> str:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Files holding ``slow`` tests first (each file in its own order): ``./scripts/test``
-    hands whole files to two workers (``--dist loadfile --no-loadscope-reorder``), so a
+    hands whole files to three workers (``--dist loadfile --no-loadscope-reorder``), so a
     long file started last would leave one worker running alone at the end."""
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow)  # stable: keeps each file's order
