@@ -22,6 +22,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from whimbrel.contract import notifications as events
+from whimbrel.contract.code.definition import CodeDefinition
 from whimbrel.contract.dataflow import CONTINUE, split_item
 from whimbrel.contract.definitions import ActivityDefinition
 from whimbrel.contract.errors import InvalidInput, WhimbrelError
@@ -173,11 +174,12 @@ class Notifier:
     def _output(self, wf: WorkflowRecord) -> Any:
         """The outputs of the run's sinks (what a caller of ``wait`` would look at); for
         a run ended early, the output the attempt that ended it gave."""
-        if wf.ended_by is not None:
+        defn = None if wf.ended_by is not None else self.engine.definitions.definition_of(wf)
+        if defn is None or isinstance(defn, CodeDefinition):
+            # A code run's output is what its function returned, kept on the run item.
             if is_ref(wf.output):  # kept in S3: published as its reference
                 return {OUTPUT_REF: wf.output}
             return decode_payload(wf.output, field="output") if wf.output else None
-        defn = self.engine.definitions.definition_of(wf)
         latest = self.engine.reads.latest_attempts(wf.workflow_exec_id)
         # A sink's output kept in S3 goes out as its reference: an event stays under
         # EventBridge's 256 KB, and publishing reads no object.
@@ -212,6 +214,10 @@ class Notifier:
             InvalidInput: the version has no such activity.
         """
         defn = self.engine.definitions.definition_of(item)
+        if isinstance(defn, CodeDefinition):
+            # A code run's steps are known from its rows (bound by definition_of), not
+            # from names in the definition: a failed step is announced as any activity.
+            return defn.activity(item.activity_name)
         if split_item(item.activity_name)[0] not in defn.names:
             raise InvalidInput(f"workflow {defn.name!r} has no activity "
                                f"{item.activity_name!r}", field="activity_name")
