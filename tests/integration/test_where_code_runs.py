@@ -34,6 +34,7 @@ from whimbrel import (
     WorkflowState,
 )
 from whimbrel.contract.errors import InvalidInput
+from whimbrel.launch.python import WorkerScope
 from whimbrel.local.runtime import LocalRuntime
 from whimbrel.testing import wait_until
 
@@ -241,7 +242,10 @@ def test_a_script_that_exits_after_its_run_takes_no_other_run_with_it(
     assert said(a) == {"exiting": True}
     later.write_text("go")
     assert a.wait(60) == 0
-    assert said(b)["state"] == "COMPLETED"
+    assert said(b)["state"] == "COMPLETED", [
+        (x.activity_exec_id, x.state, x.error, place.ran_in().get(
+            x.activity_exec_id.replace("/", "_")), a.pid, b.pid)
+        for x in attempts(bystander, b_wx)]
     assert b.wait(60) == 0
     nothing_failed_or_stuck(bystander, [a_wx, b_wx])
 
@@ -361,3 +365,54 @@ def test_schedule_to_start_still_bounds_the_wait_for_a_worker(bystander: Whimbre
     assert ship.state is A.TIMED_OUT
     assert "nobody claimed it within schedule_to_start_seconds" in (ship.error or "")
     assert bystander.get_workflow(wx).state is WorkflowState.FAILED
+
+
+class _ExitingPool(ThreadPoolExecutor):
+    """A pool that refuses its first job as an exiting interpreter's does: the launch
+    check passed (the process was a worker), the attempt was moved to RUNNING, and then
+    the main thread ended (the scope closes, the pool takes nothing more)."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1)
+        self.scope: WorkerScope | None = None
+        self.refused = 0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        if self.scope is not None and not self.refused:
+            self.refused += 1
+            self.scope.close()
+            raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+        return super().submit(fn, *args, **kwargs)
+
+
+def test_a_launch_refused_by_an_exiting_process_is_handed_back_not_failed(
+        place: Place, bystander: Whimbrel, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race the exiting script above met under load: its run's end admitted another
+    run's step, the script was still a worker when the engine checked, and its pool
+    refused the job a moment later. The attempt is handed back (a next attempt at once,
+    for a worker), never FAILED with "launch failed" and its run with it."""
+    monkeypatch.syspath_prepend(str(place.acts))
+    monkeypatch.setitem(sys.modules, "wc_orders", None)  # gone again after the test
+    del sys.modules["wc_orders"]
+    monkeypatch.setenv("WC_RECORD_DIR", str(place.records))
+    pool = _ExitingPool()
+    client = Whimbrel(endpoint_url=place.endpoint, table_prefix=place.prefix, executor=pool)
+    defn = WorkflowDefinition("wc_exiting", (Act("ship", launcher=SHIP),))
+    client.register_workflow(defn)
+    pool.scope = client.worker_scope
+    wx = client.start_workflow("wc_exiting", {})
+    [first] = until(lambda: [x for x in attempts(bystander, wx) if x.state is A.FAILED])
+    assert (first.attempt, first.error_type) == (1, "HandedBack"), first
+    assert first.error is not None and first.error.startswith("handed back: "), first.error
+    worker = Whimbrel(endpoint_url=place.endpoint, table_prefix=place.prefix)
+    thread = threading.Thread(target=worker.run_worker, args=(["wc_orders"],))
+    thread.start()
+    try:
+        done = until(lambda: (w := bystander.get_workflow(wx)).state.is_terminal and w)
+    finally:
+        worker.stop()
+        thread.join(30)
+        worker.close()
+        client.close()
+    assert done.state is WorkflowState.COMPLETED, done
+    assert pool.refused == 1

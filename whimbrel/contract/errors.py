@@ -225,6 +225,13 @@ class LaunchError(WhimbrelError):
     retryable = True
 
 
+class LaunchHandedBack(LaunchError):
+    """An in-process launcher cannot run the attempt after all: its process is closing
+    or its interpreter exiting (between the check that it runs here and the launch).
+    The engine hands the attempt back (``HandedBack``: a next attempt at once, left for
+    a worker) instead of failing it."""
+
+
 class StoreError(WhimbrelError):
     """DynamoDB refused or failed a call for a reason other than a lost condition.
 

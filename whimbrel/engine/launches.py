@@ -8,8 +8,9 @@ from concurrent.futures import Future
 
 from whimbrel.contract.conditions import ExpressionFailed
 from whimbrel.contract.definitions import WorkflowDefinition
-from whimbrel.contract.errors import WhimbrelError
+from whimbrel.contract.errors import LaunchHandedBack, WhimbrelError
 from whimbrel.contract.launching import LAUNCH_FAILED
+from whimbrel.contract.outcomes import HANDED_BACK
 from whimbrel.contract.records import ActivityRecord, WorkflowRecord
 from whimbrel.contract.states import ActivityState, Transition
 from whimbrel.engine.feature import Core, Feature
@@ -45,6 +46,10 @@ class Launches:
                 done.set_result(wf)
                 self.core.known.prefetched_workflow(item.activity_exec_id, done)
             launcher.launch(request)
+        except LaunchHandedBack as exc:  # this process is going: a worker runs it
+            log.info("launch of %s handed back: %s", item.activity_exec_id, exc)
+            self.fail_attempt(item, f"handed back: {exc}", HANDED_BACK)
+            return
         except Exception as exc:  # any launch failure fails this attempt, recorded
             log.warning("launch of %s failed: %s", item.activity_exec_id, exc)
             # A child run's input_from failed: its documented error type, as in a worker.

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor, Future, wait
 from typing import Any
 
-from whimbrel.contract.errors import LaunchError
+from whimbrel.contract.errors import LaunchError, LaunchHandedBack
 from whimbrel.engine import LaunchRequest
 
 log = logging.getLogger("whimbrel.launch.python")
@@ -241,10 +241,16 @@ class PythonLauncher:
 
         Raises:
             LaunchError: the target cannot be imported.
+            LaunchHandedBack: the executor takes nothing more (the client closed, or the
+                interpreter is exiting: its thread pools refuse new work).
         """
         func = resolve_target(str(request.config["target"]))
         with self._lock:
-            done = self.executor.submit(self._run, request, func)
+            try:
+                done = self.executor.submit(self._run, request, func)
+            except RuntimeError as exc:  # "cannot schedule new futures after ... shutdown"
+                raise LaunchHandedBack(f"this process takes no more work ({exc}); left "
+                                       "for a worker") from exc
             self._held[done] = request.activity_exec_id
             self._busy.add(request.activity_exec_id)
             if self._promised:
