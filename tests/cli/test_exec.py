@@ -21,10 +21,10 @@ STEP = WorkflowDefinition("shell", (ActivityDefinition("step", heartbeat_timeout
 
 #: A child that ignores SIGTERM (so only SIGKILL ends it) and says where it is.
 STUBBORN = """
-import os, signal, sys, time
+import os, signal, sys
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 open(sys.argv[1], "w").write(str(os.getpid()))
-time.sleep(60)
+signal.pause()  # until SIGKILL
 """
 
 
@@ -126,7 +126,7 @@ def test_cancel_kills_the_child(wb: Whimbrel, ready: str, spawn: object,
 def test_time_out_stops_the_child(wb: Whimbrel, ready: str, spawn: object,
                                   tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
-    child = "import os,sys,time; open(sys.argv[1],'w').write(str(os.getpid())); time.sleep(60)"
+    child = "import os,signal,sys; open(sys.argv[1],'w').write(str(os.getpid())); signal.pause()"
     proc = spawn(ready, sys.executable, "-c", child, str(pidfile))  # type: ignore[operator]
     pid = _started(wb, ready, pidfile)
     # The heartbeat listener runs an hour from now: the deadline has long passed.

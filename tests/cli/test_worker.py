@@ -42,7 +42,10 @@ import json, os, sys, time
 path = os.environ.get("WHIMBREL_INPUT_FILE")
 data = json.load(open(path)) if path else json.load(sys.stdin)
 open(os.path.join(data["dir"], os.environ["WHIMBREL_WORKFLOW_EXEC_ID"]), "w").write("")
+deadline = time.monotonic() + 120  # a test that never opens the gate fails, not hangs
 while data.get("wait_for") and not os.path.exists(data["wait_for"]):
+    if time.monotonic() > deadline:
+        sys.exit(9)
     time.sleep(0.02)
 if data.get("fail"):
     sys.stderr.write("line 1\\nthe disk is full\\n")

@@ -3,13 +3,13 @@ what a replay from the start decides, one wait at a time, and gives up cleanly."
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from whimbrel import StepFailed, WorkflowContext
 from whimbrel.contract.code import Decision, History, RunFacts, StepState, replay
 from whimbrel.contract.states import ActivityState
 from whimbrel.engine.code_live import LiveRun
+from whimbrel.testing import wait_until
 
 FACTS = RunFacts("wx-1", "w", {"n": 4}, 1000.0)
 A = ActivityState
@@ -92,9 +92,7 @@ def test_giving_up_unwinds_the_function_and_schedules_nothing() -> None:
     d = live.advance()
     assert d is not None and [s.name for s in d.new_steps] == ["work#1"]
     live.give_up()
-    deadline = time.monotonic() + 10
-    while not CLEANED and time.monotonic() < deadline:
-        time.sleep(0.01)  # the function's own thread unwinds it
+    wait_until(lambda: CLEANED, timeout=10)  # the function's own thread unwinds it
     assert CLEANED == ["ran"]
     assert live.gone and live.advance() is None
     # a replay's stop does the same: its finally schedules no undo
@@ -105,9 +103,7 @@ def test_giving_up_unwinds_the_function_and_schedules_nothing() -> None:
 def test_an_idle_live_run_gives_up_its_thread() -> None:
     live = LiveRun(loop, FACTS, History(), 0, idle_seconds=0.05)
     assert live.advance() is not None
-    deadline = time.monotonic() + 10
-    while not live.gone and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: live.gone, timeout=10)
     assert live.gone and live.advance() is None
 
 
