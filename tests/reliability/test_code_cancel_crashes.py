@@ -6,29 +6,23 @@ at once schedules each clean-up step once, and the run ends CANCELLED
 from __future__ import annotations
 
 import threading
-import uuid
 
 import pytest
 import wb_code_cancel as code
+from code_crashes import crash_at_every_write, forget, start
 from reliability_driver import peer
 
 from whimbrel import ActivityState, Whimbrel, WorkflowState
 from whimbrel.contract.records import WorkflowRecord
-from whimbrel.engine.code_decide import Histories
 from whimbrel.engine.code_runs import CodeRuns
 from whimbrel.engine.engine import RECONCILE_GRACE_SECONDS
-from whimbrel.testing import Crash, FaultInjector, StepClock, wait_until
+from whimbrel.testing import Crash, StepClock, wait_until
 
 A = ActivityState
 W = WorkflowState
 #: Every step of the run, each with one attempt: two before the cancel, three after.
 EXPECTED = [("a#1", "COMPLETED"), ("a#2", "CANCELLED"), ("undo#1", "COMPLETED"),
             ("undo#2", "COMPLETED"), ("undo#3", "COMPLETED")]
-
-
-def _die(wb: Whimbrel) -> None:
-    """The process died: what it kept in memory is gone."""
-    wb.engine.feature(CodeRuns).histories = Histories()
 
 
 def _step(wb: Whimbrel, act_id: str, state: ActivityState, input: str | None) -> None:
@@ -50,7 +44,7 @@ def _cancel(wb: Whimbrel, wx: str) -> None:
         try:
             wb.cancel_workflow(wx)
         except Crash:
-            _die(wb)
+            forget(wb)
 
 
 def _drive(wb: Whimbrel, clock: StepClock, wx: str) -> WorkflowRecord:
@@ -75,7 +69,7 @@ def _drive(wb: Whimbrel, clock: StepClock, wx: str) -> WorkflowRecord:
             if not going:
                 wb.sweep(clock.advance(RECONCILE_GRACE_SECONDS + 1))
         except Crash:
-            _die(wb)
+            forget(wb)
         except Exception:  # a move that lost to one made meanwhile: look again
             pass
     raise AssertionError(f"{wx} never ended: {wb.get_workflow(wx)}")
@@ -90,42 +84,16 @@ def _check(wb: Whimbrel, wx: str, why: str) -> None:
     assert run.properties == {"undone": [0, 1]}, why
 
 
-def _start(wb: Whimbrel, request_id: str) -> str:
-    try:
-        return wb.start_workflow("cleanup_crashy", request_id=request_id)
-    except Crash:
-        _die(wb)
-        return wb.start_workflow("cleanup_crashy", request_id=request_id)
-
-
 @pytest.mark.slow
 def test_a_clean_up_decision_crashed_at_each_write_schedules_each_step_once(
         rwb: Whimbrel, step_clock: StepClock) -> None:
     rwb.register_workflow(code.cleanup_crashy)
-    counter = FaultInjector()
-    rwb.store.write_hooks.append(counter)
-    wx = _start(rwb, f"clean-{uuid.uuid4()}")
-    _drive(rwb, step_clock, wx)
-    rwb.store.write_hooks.remove(counter)
-    _check(rwb, wx, "without a crash")
-    writes = counter.count
-    assert writes > 10
-    tried = 0
-    for k in range(1, writes + 1):
-        for phase in ("after", "before"):
-            if phase == "before" and k % 3 != 1:
-                continue  # between two writes only reads: "before k" is "after k-1"
-            injector = FaultInjector(at=k, phase=phase)
-            rwb.store.write_hooks.append(injector)
-            try:
-                wx = _start(rwb, f"crash-{k}-{phase}")
-                _drive(rwb, step_clock, wx)
-            finally:
-                rwb.store.write_hooks.remove(injector)
-            if injector.fired is not None:
-                tried += 1
-                _check(rwb, wx, f"crash {phase} write #{k} {injector.fired}")
-    assert tried >= writes
+
+    def run(request_id: str) -> str:
+        wx = start(rwb, "cleanup_crashy", request_id)
+        _drive(rwb, step_clock, wx)
+        return wx
+    crash_at_every_write(rwb, run, lambda wx, why: _check(rwb, wx, why))
 
 
 def test_a_clean_up_decision_made_again_or_by_two_processes_schedules_nothing_twice(

@@ -9,27 +9,22 @@ follow-up) or by two processes at once schedules nothing twice.
 from __future__ import annotations
 
 import threading
-import uuid
+from collections.abc import Callable
 
 import pytest
 import wb_code_workflows as code
+from code_crashes import crash_at_every_write, forget, start
 from reliability_driver import peer
 
 from whimbrel import ActivityState, Whimbrel, WorkflowState
 from whimbrel.contract.records import WorkflowRecord
-from whimbrel.engine.code_decide import Histories
 from whimbrel.engine.code_runs import CodeRuns
 from whimbrel.engine.engine import RECONCILE_GRACE_SECONDS
-from whimbrel.testing import Crash, FaultInjector, StepClock
+from whimbrel.testing import Crash, StepClock
 
 A = ActivityState
 W = WorkflowState
 EXPECTED_STEPS = ["a#1", "a#2", "p#1", "p#2"]
-
-
-def _die(wb: Whimbrel) -> None:
-    """The process died: what it kept in memory is gone."""
-    wb.engine.feature(CodeRuns).histories = Histories()
 
 
 def _drive(wb: Whimbrel, clock: StepClock, wx: str) -> WorkflowRecord:
@@ -50,14 +45,14 @@ def _drive(wb: Whimbrel, clock: StepClock, wx: str) -> WorkflowRecord:
                 wb.transition_activity(act.activity_exec_id, "COMPLETED",
                                        output=code.json_loads(act.input))
         except Crash:
-            _die(wb)
+            forget(wb)
         except Exception:  # a move that lost to one made meanwhile: look again
             pass
         if not ready:
             try:
                 wb.sweep(clock.advance(RECONCILE_GRACE_SECONDS + 1))
             except Crash:
-                _die(wb)
+                forget(wb)
     raise AssertionError(f"{wx} never ended: {wb.get_workflow(wx)}")
 
 
@@ -82,42 +77,20 @@ def _check_map(wb: Whimbrel, wx: str, why: str) -> None:
     assert [c.state for c in node.history].count("RUNNING") == 1, f"{why}: {node}"
 
 
-def _start(wb: Whimbrel, request_id: str, name: str = "crashy") -> str:
-    try:
-        return wb.start_workflow(name, request_id=request_id)
-    except Crash:
-        _die(wb)
-        return wb.start_workflow(name, request_id=request_id)  # the caller retries
+def _run(wb: Whimbrel, clock: StepClock, name: str) -> Callable[[str], str]:
+    def run(request_id: str) -> str:
+        wx = start(wb, name, request_id)
+        _drive(wb, clock, wx)
+        return wx
+    return run
 
 
 @pytest.mark.slow
 def test_a_decision_crashed_at_each_write_schedules_each_step_once(
         rwb: Whimbrel, step_clock: StepClock) -> None:
     rwb.register_workflow(code.crashy)
-    counter = FaultInjector()
-    rwb.store.write_hooks.append(counter)
-    wx = _start(rwb, f"clean-{uuid.uuid4()}")
-    _drive(rwb, step_clock, wx)
-    rwb.store.write_hooks.remove(counter)
-    _check(rwb, wx, "without a crash")
-    writes = counter.count
-    assert writes > 10
-    tried = 0
-    for k in range(1, writes + 1):
-        for phase in ("after", "before"):
-            if phase == "before" and k % 3 != 1:
-                continue  # between two writes only reads: "before k" is "after k-1"
-            injector = FaultInjector(at=k, phase=phase)
-            rwb.store.write_hooks.append(injector)
-            try:
-                wx = _start(rwb, f"crash-{k}-{phase}")
-                _drive(rwb, step_clock, wx)
-            finally:
-                rwb.store.write_hooks.remove(injector)
-            if injector.fired is not None:
-                tried += 1
-                _check(rwb, wx, f"crash {phase} write #{k} {injector.fired}")
-    assert tried >= writes
+    crash_at_every_write(rwb, _run(rwb, step_clock, "crashy"),
+                         lambda wx, why: _check(rwb, wx, why))
 
 
 @pytest.mark.slow
@@ -126,28 +99,8 @@ def test_a_map_crashed_at_each_write_runs_each_item_once(
     # ctx.map: the decision that schedules the map step, the map's expansion, its items'
     # chain and its end, each cut at every write; the reconcile visit repairs the map.
     rwb.register_workflow(code.crashy_map)
-    counter = FaultInjector()
-    rwb.store.write_hooks.append(counter)
-    wx = _start(rwb, f"clean-map-{uuid.uuid4()}", "crashy_map")
-    _drive(rwb, step_clock, wx)
-    rwb.store.write_hooks.remove(counter)
-    _check_map(rwb, wx, "without a crash")
-    writes = counter.count
-    assert writes > 10
-    tried = 0
-    for k in range(1, writes + 1):
-        for phase in ("after", "before"):
-            injector = FaultInjector(at=k, phase=phase)
-            rwb.store.write_hooks.append(injector)
-            try:
-                wx = _start(rwb, f"crash-map-{k}-{phase}", "crashy_map")
-                _drive(rwb, step_clock, wx)
-            finally:
-                rwb.store.write_hooks.remove(injector)
-            if injector.fired is not None:
-                tried += 1
-                _check_map(rwb, wx, f"crash {phase} write #{k} {injector.fired}")
-    assert tried >= writes
+    crash_at_every_write(rwb, _run(rwb, step_clock, "crashy_map"),
+                         lambda wx, why: _check_map(rwb, wx, why), before_every=1)
 
 
 @pytest.mark.parametrize("name", ["crashy", "crashy_map"])
