@@ -43,23 +43,13 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # lambdas/ sits next to whimbrel/ in the checkout
     sys.path.append(str(ROOT))
 
+from test_lambda_launchers import AwsContext  # noqa: E402  (Lambda's context, as AWS passes it)
+
 from lambdas import _shared, activity_event, heartbeat, workflow_request  # noqa: E402
 
 MODULE = wb_deployed_workflows.__name__
 A = ActivityState
 W = WorkflowState
-
-
-class AwsContext:
-    """Lambda's context as AWS passes it: no ``whimbrel_client`` on it."""
-
-    function_name = "whimbrel-code"
-    memory_limit_in_mb = 512
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:code"
-    aws_request_id = "req-1"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 60_000
 
 
 class Deployed:
